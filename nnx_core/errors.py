@@ -1,0 +1,75 @@
+"""Typed public errors. Each one says what went wrong and what to do next."""
+
+from __future__ import annotations
+
+
+class NNxError(Exception):
+    """Base class of every NNx error."""
+
+
+class ParamsError(NNxError, ValueError):
+    """A parameter is out of its domain. ``path`` names the field (``train.optim.max_lr``)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+class InvalidRunIdError(NNxError, ValueError):
+    """A run id or tag that could leave the runs root (separators, ``..``, globs, NUL)."""
+
+
+class RunExistsError(NNxError, FileExistsError):
+    """A run with this configuration already exists."""
+
+
+class RunNotFoundError(NNxError, FileNotFoundError):
+    """No run (or no committed checkpoint) with this id under the runs root."""
+
+
+class RunLeaseError(NNxError, RuntimeError):
+    """Another process holds this run's lease (it is training or overwriting it)."""
+
+
+class CorruptRunError(NNxError, ValueError):
+    """Committed state on disk is unreadable, torn or inconsistent; nothing was erased."""
+
+
+class ResumeMismatchError(NNxError, ValueError):
+    """A resume point does not fit the run being resumed (optimizer, topology, world size...)."""
+
+
+class ComponentRestoreError(ResumeMismatchError):
+    """Saved and registered checkpointed components disagree; ``problems`` lists each one."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("cannot restore components:\n  - " + "\n  - ".join(self.problems))
+
+
+class TrainingInputError(NNxError, ValueError):
+    """The data given to ``train`` / ``evaluate`` cannot be used (no loader, empty, bad target)."""
+
+
+class NonFiniteLossError(NNxError, FloatingPointError):
+    """A loss was NaN or infinite; no parameter was changed by it."""
+
+
+class HistoryCorruptionError(CorruptRunError):
+    """A history journal's chunk, index or manifest does not verify."""
+
+
+class MonitorUnavailableError(NNxError, RuntimeError):
+    """The monitored value was missing or non-finite and its policy is ``"error"``."""
+
+
+class UpdateOwnerError(NNxError, ValueError):
+    """A run must have exactly one update owner: a step function or an objective."""
+
+
+class PrecisionUnsupportedError(NNxError, ValueError):
+    """The requested precision is not available on this device and no fallback was allowed."""
+
+
+class ScheduleBudgetError(NNxError, ValueError):
+    """An update-clock schedule's horizon is too small for the run, or was exceeded."""

@@ -1,0 +1,144 @@
+"""The four ports through which the core acts on the world.
+
+The core decides; adapters act. Every port here is a structural ``typing.Protocol``: an adapter
+implements it by having the methods, never by inheriting. Each port has an in-memory adapter in
+``nnx_adapters`` so the core can be exercised without torch or a disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import attrs
+
+ClockKind = Literal["epoch", "optimizer_update"]
+
+
+@attrs.frozen
+class Receipt:
+    """What a durable write produced: the path written, its size in bytes and its SHA-256."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """A run store rooted at one folder; every path is relative, ``/``-separated.
+
+    Guarantees every adapter must keep:
+
+    * ``write`` replaces a file on its own through an owned temporary in the same folder
+      (create, write, fsync, rename, fsync the folder). After it returns the bytes are durable;
+      if it raises, the destination keeps its previous bytes and the temporary is removed.
+    * Nothing partial is ever visible to ``read`` / ``list``: temporaries are named
+      ``.tmp-*`` and readers skip them. ``clean_temporaries`` removes stale ones.
+    * An fsync or write error is raised, never swallowed.
+    """
+
+    def read(self, path: str) -> bytes:
+        """Return the file's bytes; ``FileNotFoundError`` when absent."""
+
+    def exists(self, path: str) -> bool:
+        """Whether a (non-temporary) file exists at ``path``."""
+
+    def write(self, path: str, data: bytes) -> Receipt:
+        """Atomically and durably replace ``path`` with ``data``."""
+
+    def append(self, path: str, data: bytes) -> None:
+        """Append ``data`` to ``path`` (created if absent) and fsync it."""
+
+    def delete(self, path: str) -> None:
+        """Remove a file if it exists (durably)."""
+
+    def list(self, folder: str) -> list[str]:
+        """Names of the files and folders directly in ``folder`` (temporaries skipped)."""
+
+    def remove_tree(self, folder: str) -> None:
+        """Remove a folder and everything under it (used for admission cleanup/overwrite)."""
+
+    def clean_temporaries(self, folder: str) -> int:
+        """Remove stale ``.tmp-*`` files left by a hard kill under ``folder``; return the count."""
+
+    def lease(self, run_id: str) -> AbstractContextManager[None]:
+        """Hold the exclusive run lease; raise ``RunLeaseError`` at once if another holds it."""
+
+
+@runtime_checkable
+class Collective(Protocol):
+    """Communication between the ranks of one run. One process is world size 1."""
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    @property
+    def is_writer(self) -> bool: ...
+
+    def all_reduce_sum(self, values: Sequence[float]) -> list[float]:
+        """Element-wise sum of ``values`` over all ranks."""
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, in rank order."""
+
+    def broadcast(self, obj: Any, src: int) -> Any:
+        """``src``'s ``obj`` on every rank."""
+
+    def agree(self, ok: bool, reason: str = "") -> tuple[bool, str]:
+        """(all ranks ok, first failing rank's reason) — the same answer on every rank."""
+
+    def barrier(self, timeout: float | None = None) -> None:
+        """Wait for every rank; raise ``RuntimeError`` if one does not arrive in ``timeout``."""
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """A learning-rate schedule behind a tick."""
+
+    @property
+    def clock(self) -> ClockKind: ...
+
+    def tick(self, value: float | None = None) -> None:
+        """Advance one step; ``value`` is the monitored value for plateau schedules."""
+
+    def state(self) -> Mapping[str, Any]: ...
+
+    def load_state(self, state: Mapping[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class Optimizer(Protocol):
+    """What an update window needs from an optimizer."""
+
+    def zero_grad(self) -> None: ...
+
+    def scale_grads(self, factor: float) -> None:
+        """Multiply every gradient by ``factor`` (window normalisation)."""
+
+    def unscale(self) -> None:
+        """Undo loss scaling (fp16); a no-op without a scaler."""
+
+    def grads_finite(self) -> bool: ...
+
+    def clip(self, max_norm: float) -> float:
+        """Clip gradients by global L2 norm; return the norm before clipping."""
+
+    def step(self) -> bool:
+        """Apply the update; return whether it was committed (False: a scaler skipped it)."""
+
+    def state(self) -> Mapping[str, Any]: ...
+
+    def load_state(self, state: Mapping[str, Any]) -> None: ...
+
+    @property
+    def lrs(self) -> list[float]: ...
+
+
+def iter_protocols() -> Iterator[type]:
+    """The four ports, for architecture tests and documentation."""
+    yield from (Storage, Collective, Clock, Optimizer)
