@@ -1,0 +1,348 @@
+"""``FileStorage``: the ``Storage`` port on a real POSIX file system.
+
+Every mutation follows the classic durable-replace protocol (create an owned temporary in the
+same folder, write, fsync, rename, fsync the folder) and counts the file-system operations it
+makes in ``FileStorage.ops``. ``nnx_adapters.storage_memory.MemoryStorage`` models exactly the
+same sequence of operations so crash tests on the model say something about this adapter.
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import hashlib
+import os
+import secrets
+import stat
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+import portalocker
+
+from nnx_core.errors import InvalidRunIdError, RunLeaseError
+from nnx_core.ports import Receipt
+
+TMP_PREFIX = ".tmp-"
+"""Name prefix of owned temporaries; readers never see such names."""
+
+LEASE_FOLDER = ".leases"
+"""Root-level folder holding the lease lock files; reserved, hidden from ``list("")``."""
+
+_MAX_NAME_BYTES = 255
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+# (resolved root, run id) of every lease held by a FileStorage in this process.
+_HELD: set[tuple[str, str]] = set()
+_HELD_GUARD = threading.Lock()
+
+
+def split_path(path: str, *, root_ok: bool = False, reserved_ok: bool = False) -> tuple[str, ...]:
+    """Validate a store-relative ``/``-separated path and return its segments.
+
+    Raises ``ValueError`` for absolute paths, ``..`` / ``.``, empty segments, NUL, backslashes,
+    over-long names and (unless ``reserved_ok``) reserved names: any ``.tmp-*`` segment or a
+    leading ``.leases``. ``""`` is the store root, accepted only with ``root_ok``.
+    """
+    if not isinstance(path, str):
+        raise TypeError(f"store path must be a str, not {type(path).__name__}")
+    if path == "":
+        if root_ok:
+            return ()
+        raise ValueError("store path must not be empty")
+    if "\x00" in path:
+        raise ValueError(f"store path contains NUL: {path!r}")
+    if "\\" in path:
+        raise ValueError(f"store path must use '/' separators, not '\\': {path!r}")
+    if path.startswith("/"):
+        raise ValueError(f"store path must be relative: {path!r}")
+    parts = tuple(path.split("/"))
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise ValueError(f"store path has an empty, '.' or '..' segment: {path!r}")
+        if len(part.encode("utf-8", "surrogateescape")) > _MAX_NAME_BYTES:
+            raise ValueError(f"store path segment longer than {_MAX_NAME_BYTES} bytes: {path!r}")
+    if not reserved_ok and is_reserved(parts):
+        raise ValueError(f"store path uses a reserved name ({TMP_PREFIX}* or {LEASE_FOLDER}): {path!r}")
+    return parts
+
+
+def is_reserved(parts: tuple[str, ...]) -> bool:
+    """Whether validated ``parts`` name a temporary or the lease folder."""
+    return bool(parts) and (parts[0] == LEASE_FOLDER or any(p.startswith(TMP_PREFIX) for p in parts))
+
+
+def check_run_id(run_id: str) -> str:
+    """Return ``run_id`` if it is a safe single file-name segment, else ``InvalidRunIdError``."""
+    if (
+        not isinstance(run_id, str)
+        or run_id in ("", ".", "..")
+        or any(c in run_id for c in "/\\\x00")
+        or len(run_id.encode("utf-8", "surrogateescape")) > 200
+    ):
+        raise InvalidRunIdError(f"invalid run id for a lease: {run_id!r}")
+    return run_id
+
+
+def lease_conflict_message(run_id: str) -> str:
+    """The ``RunLeaseError`` message shared by every Storage adapter."""
+    return (
+        f"another process is training or overwriting run {run_id!r}; "
+        "wait for it to finish or use a different salt"
+    )
+
+
+def temporary_name(name: str) -> str:
+    """A fresh owned-temporary name for destination file ``name``."""
+    return f"{TMP_PREFIX}{name[:200]}-{secrets.token_hex(8)}"
+
+
+def byte_view(data: bytes | bytearray | memoryview) -> memoryview:
+    """A flat byte view of ``data`` without copying it."""
+    return memoryview(data).cast("B")
+
+
+def _write_all(fd: int, view: memoryview) -> None:
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class FileStorage:
+    """A run store rooted at a folder on a local POSIX file system.
+
+    ``ops`` counts the file-system operations performed: ``create``, ``write``, ``fsync`` (files
+    and folders), ``rename``, ``unlink``, ``mkdir`` and ``rmdir``. The root folder is created on
+    the first mutation.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = os.path.abspath(os.fspath(root))
+        self.ops: collections.Counter[str] = collections.Counter()
+        self._root_ready = False
+
+    def __repr__(self) -> str:
+        return f"FileStorage({self.root!r})"
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def read(self, path: str) -> bytes:
+        """Return the file's bytes; ``FileNotFoundError`` when absent."""
+        with open(self._abs(split_path(path)), "rb") as f:
+            return f.read()
+
+    def exists(self, path: str) -> bool:
+        """Whether a regular, non-temporary file exists at ``path`` (folders: ``False``)."""
+        parts = split_path(path, reserved_ok=True)
+        return not is_reserved(parts) and os.path.isfile(self._abs(parts))
+
+    def list(self, folder: str) -> list[str]:
+        """Sorted names directly in ``folder`` (``""``: the root), temporaries skipped."""
+        parts = split_path(folder, root_ok=True)
+        try:
+            names = os.listdir(self._abs(parts))
+        except FileNotFoundError:
+            return []
+        return sorted(
+            n for n in names if not n.startswith(TMP_PREFIX) and (parts or n != LEASE_FOLDER)
+        )
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def write(self, path: str, data: bytes | bytearray | memoryview) -> Receipt:
+        """Atomically and durably replace ``path`` with ``data``; return its receipt.
+
+        On failure the temporary is removed and the original error re-raised; the destination
+        keeps its previous bytes (unless only the final folder fsync failed: then the new bytes
+        are visible but not known durable).
+        """
+        parts = split_path(path)
+        view = byte_view(data)
+        digest = hashlib.sha256(view).hexdigest()
+        folder = self._make_parents(parts[:-1])
+        tmp = os.path.join(folder, temporary_name(parts[-1]))
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | _O_CLOEXEC, 0o644)
+        self.ops["create"] += 1
+        renamed = False
+        try:
+            try:
+                _write_all(fd, view)
+                self.ops["write"] += 1
+                os.fsync(fd)
+                self.ops["fsync"] += 1
+            except BaseException:
+                with suppress(OSError):
+                    os.close(fd)
+                raise
+            os.close(fd)
+            os.replace(tmp, self._abs(parts))
+            self.ops["rename"] += 1
+            renamed = True
+            self._fsync_dir(folder)
+        except BaseException:
+            if not renamed:
+                with suppress(OSError):
+                    os.unlink(tmp)
+                    self.ops["unlink"] += 1
+            raise
+        return Receipt(path, view.nbytes, digest)
+
+    def append(self, path: str, data: bytes | bytearray | memoryview) -> None:
+        """Append ``data`` to ``path`` (created, with its folders, if absent) and fsync it."""
+        parts = split_path(path)
+        view = byte_view(data)
+        folder = self._make_parents(parts[:-1])
+        target = self._abs(parts)
+        flags = os.O_WRONLY | os.O_APPEND | _O_CLOEXEC
+        try:
+            fd = os.open(target, flags | os.O_CREAT | os.O_EXCL, 0o644)
+            created = True
+            self.ops["create"] += 1
+        except FileExistsError:
+            fd = os.open(target, flags)
+            created = False
+        try:
+            _write_all(fd, view)
+            self.ops["write"] += 1
+            os.fsync(fd)
+            self.ops["fsync"] += 1
+        except BaseException:
+            with suppress(OSError):
+                os.close(fd)
+            raise
+        os.close(fd)
+        if created:
+            self._fsync_dir(folder)
+
+    def delete(self, path: str) -> None:
+        """Remove a file if it exists, then fsync its folder; a missing file is fine."""
+        target = self._abs(split_path(path))
+        try:
+            os.unlink(target)
+        except FileNotFoundError:
+            return
+        self.ops["unlink"] += 1
+        self._fsync_dir(os.path.dirname(target))
+
+    def remove_tree(self, folder: str) -> None:
+        """Remove ``folder`` and everything under it, then fsync its parent; missing is fine."""
+        target = self._abs(split_path(folder))
+        try:
+            st = os.lstat(target)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), target)
+        self._rmtree(target)
+        self._fsync_dir(os.path.dirname(target))
+
+    def clean_temporaries(self, folder: str) -> int:
+        """Delete every ``.tmp-*`` file under ``folder`` (``""``: the root); return the count."""
+        parts = split_path(folder, root_ok=True)
+        target = self._abs(parts)
+        try:
+            st = os.stat(target)
+        except FileNotFoundError:
+            return 0
+        if not stat.S_ISDIR(st.st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), target)
+        return self._clean(target, at_root=not parts)
+
+    # -- lease -------------------------------------------------------------------------------
+
+    @contextmanager
+    def lease(self, run_id: str) -> Iterator[None]:
+        """Hold ``<root>/.leases/<run_id>.lock`` exclusively; ``RunLeaseError`` at once if taken.
+
+        Conflicts are detected across processes (``flock``) and within this process (a registry
+        of held leases), so a second lease on the same run always fails immediately.
+        """
+        check_run_id(run_id)
+        key = (os.path.realpath(self.root), run_id)
+        with _HELD_GUARD:
+            if key in _HELD:
+                raise RunLeaseError(lease_conflict_message(run_id))
+            _HELD.add(key)
+        try:
+            folder = os.path.join(self.root, LEASE_FOLDER)
+            os.makedirs(folder, exist_ok=True)
+            handle = open(os.path.join(folder, f"{run_id}.lock"), "a+b")  # noqa: SIM115
+            try:
+                portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+            except portalocker.LockException:
+                handle.close()
+                raise RunLeaseError(lease_conflict_message(run_id)) from None
+            try:
+                yield
+            finally:
+                try:
+                    portalocker.unlock(handle)
+                finally:
+                    handle.close()
+        finally:
+            with _HELD_GUARD:
+                _HELD.discard(key)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _abs(self, parts: tuple[str, ...]) -> str:
+        return os.path.join(self.root, *parts)
+
+    def _fsync_dir(self, folder: str) -> None:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
+        try:
+            os.fsync(fd)
+            self.ops["fsync"] += 1
+        finally:
+            os.close(fd)
+
+    def _make_parents(self, parts: tuple[str, ...]) -> str:
+        """Create the folders ``parts`` as needed, each made durable in its parent."""
+        if not self._root_ready:
+            os.makedirs(self.root, exist_ok=True)
+            self._root_ready = True
+        target = self._abs(parts)
+        if os.path.isdir(target):
+            return target
+        folder = self.root
+        for name in parts:
+            child = os.path.join(folder, name)
+            try:
+                os.mkdir(child)
+            except FileExistsError:
+                if not os.path.isdir(child):
+                    raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), child) from None
+            else:
+                self.ops["mkdir"] += 1
+                self._fsync_dir(folder)
+            folder = child
+        return folder
+
+    def _rmtree(self, folder: str) -> None:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                self._rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+                self.ops["unlink"] += 1
+        os.rmdir(folder)
+        self.ops["rmdir"] += 1
+
+    def _clean(self, folder: str, *, at_root: bool) -> int:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        removed = here = 0
+        for entry in entries:
+            if at_root and entry.name == LEASE_FOLDER:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                removed += self._clean(entry.path, at_root=False)
+            elif entry.name.startswith(TMP_PREFIX):
+                os.unlink(entry.path)
+                self.ops["unlink"] += 1
+                here += 1
+        if here:
+            self._fsync_dir(folder)
+        return removed + here

@@ -1,0 +1,513 @@
+"""Tests of the two Storage adapters: FileStorage (real disk) and MemoryStorage (crash model)."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+
+import portalocker
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nnx_adapters.storage_fs import FileStorage
+from nnx_adapters.storage_memory import MemoryStorage, SimulatedCrash
+from nnx_core.errors import InvalidRunIdError, RunLeaseError
+from nnx_core.ports import Receipt, Storage
+
+NNX_DEEP = os.environ.get("NNX_DEEP") == "1"
+EXAMPLES = 500 if NNX_DEEP else int(os.environ.get("NNX_HYPOTHESIS_EXAMPLES", "30"))
+
+
+@pytest.fixture(params=["file", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path) -> Storage:
+    return FileStorage(tmp_path / "store") if request.param == "file" else MemoryStorage()
+
+
+def tree(store: Storage, folder: str = "") -> tuple[dict[str, bytes], set[str]]:
+    """Every visible file (path -> bytes) and folder, through the public API only."""
+    files: dict[str, bytes] = {}
+    folders: set[str] = set()
+    for name in store.list(folder):
+        path = f"{folder}/{name}" if folder else name
+        if store.exists(path):
+            files[path] = store.read(path)
+        else:
+            folders.add(path)
+            sub_files, sub_folders = tree(store, path)
+            files.update(sub_files)
+            folders |= sub_folders
+    return files, folders
+
+
+def temporaries_on_disk(root) -> list[str]:
+    return [n for _, _, names in os.walk(root) for n in names if n.startswith(".tmp-")]
+
+
+# -- shared behaviour -----------------------------------------------------------------------
+
+
+def test_both_adapters_satisfy_the_port(store):
+    assert isinstance(store, Storage)
+
+
+def test_write_read_receipt_and_overwrite(store):
+    receipt = store.write("runs/r1/weights.bin", b"abc")
+    assert receipt == Receipt("runs/r1/weights.bin", 3, hashlib.sha256(b"abc").hexdigest())
+    assert store.read("runs/r1/weights.bin") == b"abc"
+    assert store.write("runs/r1/weights.bin", bytearray(b"xy")).size == 2
+    assert store.read("runs/r1/weights.bin") == b"xy"
+    assert store.write("empty", b"") == Receipt("empty", 0, hashlib.sha256(b"").hexdigest())
+    assert store.read("empty") == b""
+
+
+def test_exists_list_delete(store):
+    store.write("a/b/c.txt", b"1")
+    store.write("a/d.txt", b"2")
+    assert store.exists("a/d.txt") and store.exists("a/b/c.txt")
+    assert not store.exists("a/b")  # folders are not files
+    assert not store.exists("a/nope")
+    assert not store.exists("a/d.txt/x")
+    assert store.list("") == ["a"]
+    assert store.list("a") == ["b", "d.txt"]
+    assert store.list("missing") == []
+    store.delete("a/d.txt")
+    store.delete("a/d.txt")  # missing is fine
+    store.delete("nowhere/x")
+    assert not store.exists("a/d.txt")
+    assert store.list("a") == ["b"]
+    with pytest.raises(FileNotFoundError):
+        store.read("a/d.txt")
+    with pytest.raises(IsADirectoryError):
+        store.read("a/b")
+    with pytest.raises(NotADirectoryError):
+        store.list("a/b/c.txt")
+
+
+def test_append_creates_then_appends(store):
+    store.append("logs/events.jsonl", b"one\n")
+    store.append("logs/events.jsonl", memoryview(b"two\n"))
+    assert store.read("logs/events.jsonl") == b"one\ntwo\n"
+    with pytest.raises(IsADirectoryError):
+        store.append("logs", b"x")
+
+
+def test_remove_tree(store):
+    store.write("runs/r1/a", b"1")
+    store.write("runs/r1/sub/b", b"2")
+    store.write("runs/r2/c", b"3")
+    store.remove_tree("runs/r1")
+    assert store.list("runs") == ["r2"]
+    assert tree(store) == ({"runs/r2/c": b"3"}, {"runs", "runs/r2"})
+    store.remove_tree("runs/r1")  # missing is fine
+    with pytest.raises(NotADirectoryError):
+        store.remove_tree("runs/r2/c")
+    with pytest.raises(ValueError):
+        store.remove_tree("")
+
+
+def test_conflicting_kinds_raise_like_posix(store):
+    store.write("f", b"x")
+    with pytest.raises(NotADirectoryError):
+        store.write("f/g", b"y")
+    store.write("d/e", b"z")
+    with pytest.raises(IsADirectoryError):
+        store.write("d", b"y")
+    with pytest.raises(IsADirectoryError):
+        store.delete("d")
+    assert tree(store) == ({"f": b"x", "d/e": b"z"}, {"d"})
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["/abs", "a/../b", "..", "a//b", "a/", "", "a\x00b", "a\\b", "./a", "a/.tmp-x", ".leases/r.lock",
+     "x" * 256],
+)
+def test_path_validation_refuses_before_touching(store, bad):
+    for call in (
+        lambda: store.write(bad, b"x"),
+        lambda: store.append(bad, b"x"),
+        lambda: store.read(bad),
+        lambda: store.delete(bad),
+        lambda: store.remove_tree(bad),
+    ):
+        with pytest.raises(ValueError):
+            call()
+    assert tree(store) == ({}, set())
+
+
+def test_exists_is_false_for_temporaries_and_reserved(store):
+    assert store.exists("a/.tmp-x-1") is False
+    assert store.exists(".leases/r.lock") is False
+    with pytest.raises(ValueError):
+        store.exists("/etc/passwd")
+
+
+def test_list_skips_temporaries_and_the_lease_folder(tmp_path):
+    fs = FileStorage(tmp_path)
+    fs.write("a/f", b"1")
+    (tmp_path / "a" / ".tmp-f-123").write_bytes(b"partial")
+    with fs.lease("r1"):
+        pass
+    assert (tmp_path / ".leases").is_dir()
+    assert fs.list("") == ["a"]
+    assert fs.list("a") == ["f"]
+    assert fs.exists("a/f") and not fs.exists("a/.tmp-f-123")
+
+
+def test_clean_temporaries_on_disk(tmp_path):
+    fs = FileStorage(tmp_path)
+    fs.write("a/b/f", b"1")
+    (tmp_path / "a" / ".tmp-x-123").write_bytes(b"stale")
+    (tmp_path / "a" / "b" / ".tmp-f-456").write_bytes(b"")
+    assert fs.clean_temporaries("a/b") == 1
+    assert fs.clean_temporaries("") == 1
+    assert fs.clean_temporaries("") == 0
+    assert fs.clean_temporaries("missing") == 0
+    assert temporaries_on_disk(tmp_path) == []
+    assert fs.read("a/b/f") == b"1"
+
+
+def test_large_write_round_trips(store):
+    data = os.urandom(1 << 20) * 8  # 8 MiB
+    receipt = store.write("big.bin", data)
+    assert receipt.sha256 == hashlib.sha256(data).hexdigest() and receipt.size == len(data)
+    assert store.read("big.bin") == data
+
+
+def test_ops_counters_match_between_adapters(tmp_path):
+    fs, mem = FileStorage(tmp_path), MemoryStorage()
+    for s in (fs, mem):
+        s.write("x/y/f", b"1")
+        s.write("x/y/f", b"2")
+        s.append("x/log", b"a")
+        s.append("x/log", b"b")
+        s.delete("x/y/f")
+        s.remove_tree("x")
+    # write into new x/y: mkdir x + fsync root, mkdir y + fsync x, then create/write/fsync/rename/fsync dir
+    assert fs.ops == mem.ops
+    assert fs.ops["mkdir"] == 2 and fs.ops["rename"] == 2 and fs.ops["create"] == 3
+    fresh = FileStorage(tmp_path / "other")
+    fresh.write("f", b"1")
+    assert fresh.ops == Counter(create=1, write=1, fsync=2, rename=1)
+
+
+# -- failure injection ----------------------------------------------------------------------
+
+
+def test_failed_fsync_keeps_old_bytes_on_disk(tmp_path, monkeypatch):
+    fs = FileStorage(tmp_path)
+    fs.write("d/f", b"old")
+    error = OSError(errno.EIO, "Input/output error")
+    real_fsync = os.fsync
+    calls = []
+
+    def failing_fsync(fd):
+        calls.append(fd)
+        if len(calls) == 1:
+            raise error
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(OSError) as caught:
+        fs.write("d/f", b"new")
+    assert caught.value is error
+    assert fs.read("d/f") == b"old"
+    assert temporaries_on_disk(tmp_path) == []
+
+
+def test_failed_write_syscall_keeps_old_bytes_on_disk(tmp_path, monkeypatch):
+    fs = FileStorage(tmp_path)
+    fs.write("f", b"old")
+    error = OSError(errno.ENOSPC, "No space left on device")
+
+    def failing_write(fd, data):
+        raise error
+
+    monkeypatch.setattr(os, "write", failing_write)
+    with pytest.raises(OSError) as caught:
+        fs.write("f", b"new")
+    monkeypatch.undo()
+    assert caught.value is error
+    assert fs.read("f") == b"old"
+    assert temporaries_on_disk(tmp_path) == []
+
+
+WRITE_OPS = ["create", "write", "fsync", "rename", "fsync_dir"]
+
+
+@pytest.mark.parametrize("n", range(1, len(WRITE_OPS) + 1))
+def test_memory_fail_on_each_write_operation(n):
+    mem = MemoryStorage()
+    mem.write("d/f", b"old")
+    start = mem.count_ops()
+    error = OSError(errno.ENOSPC, "No space left on device")
+    mem.fail_on(n, error)
+    with pytest.raises(OSError) as caught:
+        mem.write("d/f", b"new")
+    assert caught.value is error
+    kinds = [kind for _, kind, _ in mem.log[start:]]
+    assert kinds[: n - 1] == WRITE_OPS[: n - 1]
+    assert mem.snapshot(include_temporaries=True) == mem.snapshot()  # temporary removed
+    if WRITE_OPS[n - 1] == "fsync_dir":
+        # the rename happened: new bytes are visible but not durable
+        assert mem.read("d/f") == b"new"
+        assert mem.reopen().read("d/f") == b"old"
+    else:
+        assert kinds[n - 1 :] == (["unlink"] if n > 1 else [])
+        assert mem.read("d/f") == b"old"
+    mem.write("d/f", b"later")  # injection consumed
+    assert mem.read("d/f") == b"later"
+
+
+def test_memory_disarm_and_simulated_crash_is_not_an_exception():
+    mem = MemoryStorage()
+    mem.fail_on(1, OSError(errno.EIO, "boom"))
+    mem.disarm()
+    mem.write("f", b"1")
+    assert not issubclass(SimulatedCrash, Exception)
+    mem.crash_after(1)
+    try:
+        mem.write("g", b"2")
+    except Exception:  # noqa: BLE001 - must not catch the crash
+        pytest.fail("SimulatedCrash was caught by except Exception")
+    except SimulatedCrash:
+        pass
+    assert mem.crashed
+    for call in (lambda: mem.read("f"), lambda: mem.list(""), lambda: mem.write("h", b"")):
+        with pytest.raises(SimulatedCrash):
+            call()
+
+
+# -- crash model ----------------------------------------------------------------------------
+
+SEQUENCE = [
+    ("write", "a", b"A1"),
+    ("write", "dir/b", b"B1"),
+    ("write", "a", b"A2"),
+    ("delete", "dir/b", None),
+    ("append", "c", b"x"),
+    ("append", "c", b"y"),
+]
+
+
+def apply(store: Storage, op: tuple) -> None:
+    kind, path, data = op
+    if kind == "delete":
+        store.delete(path)
+    else:
+        getattr(store, kind)(path, data)
+
+
+def expected_states() -> list[dict[str, bytes]]:
+    """Visible files after 0, 1, ... calls of SEQUENCE."""
+    states = [{}]
+    for kind, path, data in SEQUENCE:
+        state = dict(states[-1])
+        if kind == "write":
+            state[path] = data
+        elif kind == "append":
+            state[path] = state.get(path, b"") + data
+        else:
+            state.pop(path, None)
+        states.append(state)
+    return states
+
+
+def total_ops() -> int:
+    mem = MemoryStorage()
+    for op in SEQUENCE:
+        apply(mem, op)
+    return mem.count_ops()
+
+
+@pytest.mark.parametrize("metadata_flushed", [False, True])
+def test_crash_after_every_operation_never_tears_a_write(metadata_flushed):
+    states = expected_states()
+    n_ops = total_ops()
+    for n in range(1, n_ops + 1):
+        mem = MemoryStorage()
+        mem.crash_after(n, metadata_flushed=metadata_flushed)
+        returned = 0
+        with pytest.raises(SimulatedCrash):
+            for op in SEQUENCE:
+                apply(mem, op)
+                returned += 1
+        assert mem.crashed and mem.count_ops() == n
+        after = mem.reopen()
+        seen = after.snapshot()
+        before, done = states[returned], states[min(returned + 1, len(SEQUENCE))]
+        kind, touched, _ = SEQUENCE[returned]
+        for path in set(seen) | set(before) | set(done):
+            allowed = {before.get(path), done.get(path)}
+            if kind == "append" and path == touched and path not in before:
+                allowed.add(b"")  # a created, not yet fsynced append target may survive empty
+            assert seen.get(path) in allowed, (n, path, seen)
+            if path != touched:  # every call that returned is fully durable
+                assert seen.get(path) == before.get(path), (n, path, seen)
+        # the recovered store works and stale temporaries can be cleaned
+        stale = len(after.snapshot(include_temporaries=True)) - len(seen)
+        assert after.clean_temporaries("") == stale
+        assert after.snapshot(include_temporaries=True) == seen
+        after.write("a", b"again")
+        assert after.read("a") == b"again"
+
+
+def test_rename_without_folder_fsync_reverts():
+    mem = MemoryStorage()
+    mem.write("d/f", b"old")
+    mem.crash_after(4)  # create, write, fsync, rename -> crash before fsync_dir
+    with pytest.raises(SimulatedCrash):
+        mem.write("d/f", b"new")
+    assert mem.log[-1][1] == "rename"
+    assert mem.reopen().read("d/f") == b"old"
+
+
+def test_rename_after_folder_fsync_survives():
+    mem = MemoryStorage()
+    mem.write("d/f", b"old")
+    mem.crash_after(5)
+    with pytest.raises(SimulatedCrash):
+        mem.write("d/f", b"new")
+    assert mem.reopen().read("d/f") == b"new"
+
+
+def test_durable_tmp_survives_crash_and_is_cleaned():
+    mem = MemoryStorage()
+    mem.write("d/f", b"old")
+    mem.crash_after(2, metadata_flushed=True)  # temporary created and written, never fsynced
+    with pytest.raises(SimulatedCrash):
+        mem.write("d/f", b"new")
+    after = mem.reopen()
+    temps = [p for p in after.snapshot(include_temporaries=True) if "/.tmp-f-" in p]
+    assert len(temps) == 1
+    assert after.snapshot(include_temporaries=True)[temps[0]] == b""  # torn: never fsynced
+    assert after.list("d") == ["f"] and not after.exists(temps[0])
+    assert after.read("d/f") == b"old"
+    assert after.clean_temporaries("d") == 1
+    assert after.snapshot(include_temporaries=True) == {"d/f": b"old"}
+
+
+def test_unfsynced_new_folder_is_lost_but_durable_snapshot_tracks_it():
+    mem = MemoryStorage()
+    mem.crash_after(1)  # mkdir x, no fsync of the root yet
+    with pytest.raises(SimulatedCrash):
+        mem.write("x/f", b"1")
+    assert mem.reopen().list("") == []
+    mem = MemoryStorage()
+    mem.write("x/f", b"1")
+    assert mem.durable_snapshot() == mem.snapshot() == {"x/f": b"1"}
+
+
+def test_reopen_drops_leases_and_log():
+    mem = MemoryStorage()
+    with mem.lease("r1"):
+        mem.write("f", b"1")
+        mem.crash_after(0)
+    after = mem.reopen()
+    assert after.log == [] and not after.crashed
+    with after.lease("r1"):
+        assert after.read("f") == b"1"
+
+
+# -- agreement between the model and the real file system -----------------------------------
+
+names = st.sampled_from(["a", "b", "c"])
+paths = st.lists(names, min_size=1, max_size=3).map("/".join)
+folders = st.one_of(st.just(""), paths)
+blobs = st.binary(max_size=8)
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), paths, blobs),
+        st.tuples(st.just("append"), paths, blobs),
+        st.tuples(st.just("read"), paths),
+        st.tuples(st.just("exists"), paths),
+        st.tuples(st.just("delete"), paths),
+        st.tuples(st.just("list"), folders),
+        st.tuples(st.just("remove_tree"), paths),
+        st.tuples(st.just("clean_temporaries"), folders),
+    ),
+    max_size=25,
+)
+
+
+def outcome(store: Storage, op: tuple):
+    kind, *args = op
+    try:
+        return ("ok", getattr(store, kind)(*args))
+    except (OSError, ValueError) as e:
+        return ("error", type(e))
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(operations)
+def test_memory_model_agrees_with_file_storage(ops):
+    mem = MemoryStorage()
+    with tempfile.TemporaryDirectory() as root:
+        fs = FileStorage(root)
+        for op in ops:
+            assert outcome(fs, op) == outcome(mem, op), op
+            assert tree(fs) == tree(mem)
+        assert fs.ops == mem.ops
+        assert temporaries_on_disk(root) == []
+    assert mem.durable_snapshot() == mem.snapshot()  # every call returned: all durable
+
+
+# -- leases ---------------------------------------------------------------------------------
+
+CHILD = """
+import sys
+from nnx_adapters.storage_fs import FileStorage
+from nnx_core.errors import RunLeaseError
+try:
+    with FileStorage(sys.argv[1]).lease(sys.argv[2]):
+        pass
+except RunLeaseError:
+    sys.exit(3)
+"""
+
+
+def test_second_lease_refused(store):
+    with store.lease("r1"):
+        with pytest.raises(RunLeaseError, match="another process is training or overwriting run"):
+            with store.lease("r1"):
+                pass
+        with store.lease("r2"):
+            pass
+    with store.lease("r1"):  # released: can be taken again
+        pass
+
+
+def test_lease_run_id_validation(store):
+    for bad in ("", "..", "a/b", "a\x00"):
+        with pytest.raises(InvalidRunIdError):
+            with store.lease(bad):
+                pass
+
+
+def test_lease_conflicts_across_file_storages_and_descriptors(tmp_path):
+    with FileStorage(tmp_path).lease("r1"):
+        with pytest.raises(RunLeaseError):
+            with FileStorage(str(tmp_path)).lease("r1"):
+                pass
+        # flock locks belong to the open file description: a second open conflicts too
+        with open(tmp_path / ".leases" / "r1.lock", "a+b") as handle:
+            with pytest.raises(portalocker.LockException):
+                portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+
+
+def test_lease_conflicts_with_another_process(tmp_path):
+    def child() -> int:
+        return subprocess.run(
+            [sys.executable, "-c", CHILD, str(tmp_path), "r1"], timeout=60, check=False
+        ).returncode
+
+    fs = FileStorage(tmp_path)
+    with fs.lease("r1"):
+        assert child() == 3
+    assert child() == 0
