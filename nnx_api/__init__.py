@@ -1,0 +1,45 @@
+"""NNx: train PyTorch models into durable, content-addressed, exactly resumable runs.
+
+Users write ``import nnx_api as nnx``. The public names are re-exported here.
+"""
+
+from nnx_core.errors import (
+    ComponentRestoreError,
+    CorruptRunError,
+    HistoryCorruptionError,
+    InvalidRunIdError,
+    MonitorUnavailableError,
+    NNxError,
+    NonFiniteLossError,
+    ParamsError,
+    PrecisionUnsupportedError,
+    ResumeMismatchError,
+    RunExistsError,
+    RunLeaseError,
+    RunNotFoundError,
+    ScheduleBudgetError,
+    TrainingInputError,
+    UpdateOwnerError,
+)
+from nnx_core.monitor import MonitorDecision, MonitorSpec
+from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
+from nnx_adapters.torch_metrics import register_metric
+from nnx_adapters.torch_state import set_seed
+from nnx_api.callbacks import Callback, CallbackContext, EarlyStopping, LRMonitor, ModelCheckpoint, UpdateEvent
+from nnx_api.enums import Activations, Checkpoints, Devices, Losses, Nets, Optims, Schedulers
+from nnx_api.metrics import MetricSpec
+from nnx_api.model import NNModel, PredictionResult, PredictResult
+from nnx_api.params import (
+    NNModelParams,
+    NNOptimParams,
+    NNParamGroupSpec,
+    NNParams,
+    NNSchedulerParams,
+    NNTrainParams,
+    PrecisionPolicy,
+    TaskSpec,
+)
+from nnx_api.run import Checkpoint, NNRun
+from nnx_api.training import EvalStepContext, TrainStepContext
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,207 @@
+"""torch adapters for the ``Optimizer`` and ``Clock`` ports."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from nnx_core.ports import ClockKind
+
+OPTIMIZERS = {
+    "sgd": lambda groups, lr, m, wd, eps: torch.optim.SGD(groups, lr=lr, momentum=m, weight_decay=wd),
+    "sgd_nesterov": lambda groups, lr, m, wd, eps: torch.optim.SGD(
+        groups, lr=lr, momentum=m, weight_decay=wd, nesterov=True
+    ),
+    "adam": lambda groups, lr, m, wd, eps: torch.optim.Adam(groups, lr=lr, betas=m, weight_decay=wd, eps=eps),
+    "adam_amsgrad": lambda groups, lr, m, wd, eps: torch.optim.Adam(
+        groups, lr=lr, betas=m, weight_decay=wd, eps=eps, amsgrad=True
+    ),
+    "adamw": lambda groups, lr, m, wd, eps: torch.optim.AdamW(groups, lr=lr, betas=m, weight_decay=wd, eps=eps),
+}
+
+
+def build_optimizer(
+    kind: str, groups: Sequence[Mapping[str, Any]], *, lr: float, momentum: Any, weight_decay: float, eps: float
+) -> torch.optim.Optimizer:
+    """A torch optimizer of ``kind`` over parameter ``groups`` (dicts with "params" and overrides)."""
+    return OPTIMIZERS[kind]([dict(g) for g in groups], lr, momentum, weight_decay, eps)
+
+
+def qualname(obj: object) -> str:
+    """``module.QualName`` of an object's type (recorded to validate resumes)."""
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class TorchOptimizer:
+    """The ``Optimizer`` port over a ``torch.optim.Optimizer``."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, names: Mapping[int, str] | None = None) -> None:
+        self.optimizer = optimizer
+        self.params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
+        self._names = names or {}
+
+    def zero_grad(self) -> None:
+        """Drop every gradient (set to None)."""
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _grads(self) -> list[torch.Tensor]:
+        return [p.grad for p in self.params if p.grad is not None]
+
+    def scale_grads(self, factor: float) -> None:
+        """Multiply every gradient by ``factor``."""
+        grads = self._grads()
+        if grads and factor != 1.0:
+            torch._foreach_mul_(grads, factor)
+
+    def unscale(self) -> None:
+        """No loss scaling in fp32/bf16; the fp16 adapter overrides this."""
+
+    def grads_finite(self) -> bool:
+        """Whether every gradient is finite (one host sync)."""
+        grads = self._grads()
+        if not grads:
+            return True
+        norms = torch._foreach_norm(grads)
+        return bool(torch.isfinite(torch.stack(norms)).all())
+
+    def clip(self, max_norm: float) -> float:
+        """Clip by global L2 norm; return the norm before clipping."""
+        return float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
+
+    def step(self) -> bool:
+        """Apply the update."""
+        self.optimizer.step()
+        return True
+
+    def state(self) -> dict[str, Any]:
+        """The torch state dict plus type and topology for resume validation."""
+        return {"state_dict": self.optimizer.state_dict(), "type": qualname(self.optimizer), "topology": self.topology()}
+
+    def topology(self) -> list[list[list[Any]]]:
+        """Per group, ``[name, shape]`` of each parameter (names when known, else index)."""
+        return [
+            [[self._names.get(id(p), str(i)), list(p.shape)] for i, p in enumerate(g["params"])]
+            for g in self.optimizer.param_groups
+        ]
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Restore a state dict saved by :meth:`state`."""
+        self.optimizer.load_state_dict(state["state_dict"])
+
+    @property
+    def lrs(self) -> list[float]:
+        """Current learning rate of each group."""
+        return [float(g["lr"]) for g in self.optimizer.param_groups]
+
+
+def _warmup_decay(warmup: int, total: int):
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, 1.0 - (step - warmup) / max(1, total - warmup))
+
+    return factor
+
+
+class TorchClock:
+    """The ``Clock`` port over a torch LR scheduler."""
+
+    def __init__(self, scheduler: Any, clock: ClockKind, kind: str, budget: int | None = None) -> None:
+        self.scheduler = scheduler
+        self._clock = clock
+        self.kind = kind
+        self.budget = budget
+        self.ticks = 0
+
+    @property
+    def clock(self) -> ClockKind:
+        """"epoch" or "optimizer_update"."""
+        return self._clock
+
+    def tick(self, value: float | None = None) -> None:
+        """One step; plateau schedules step on ``value`` and skip when it is None."""
+        if self.kind == "reduce_lr_on_plateau":
+            if value is None:
+                return
+            self.scheduler.step(value if math.isfinite(value) else float("inf"))
+        else:
+            self.scheduler.step()
+        self.ticks += 1
+
+    def state(self) -> dict[str, Any]:
+        """Scheduler state, kind, clock and tick count."""
+        sd = {k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"}
+        return {"state_dict": sd, "type": qualname(self.scheduler), "clock": self._clock, "ticks": self.ticks}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state`."""
+        sd = dict(state["state_dict"])
+        if hasattr(self.scheduler, "lr_lambdas"):
+            sd["lr_lambdas"] = [None] * len(self.scheduler.lr_lambdas)
+        self.scheduler.load_state_dict(sd)
+        self.ticks = int(state["ticks"])
+
+
+def build_scheduler(
+    optimizer: torch.optim.Optimizer,
+    kind: str,
+    *,
+    clock: ClockKind,
+    horizon: int,
+    min_lr: float,
+    factor: float,
+    patience: int,
+    cooldown: int,
+    threshold: float,
+    mode: str = "min",
+    threshold_mode: str = "rel",
+    step_size: int | None = None,
+    T_max: int | None = None,
+    max_lr: float | None = None,
+    total_steps: int | None = None,
+    warmup_steps: int | None = None,
+) -> TorchClock:
+    """A scheduler of ``kind``; ``horizon`` is the run's length in ticks (epochs or updates)."""
+    if kind == "reduce_lr_on_plateau":
+        sched: Any = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer,
+            mode=mode,
+            factor=factor,
+            patience=patience,
+            cooldown=cooldown,
+            threshold=threshold,
+            threshold_mode=threshold_mode,
+            min_lr=min_lr,
+        )
+        budget = None
+    elif kind == "step":
+        sched = torch.optim.lr_scheduler.StepLR(optimizer, step_size=step_size or max(1, horizon // 3), gamma=factor)
+        budget = None
+    elif kind == "cosine_annealing":
+        budget = T_max or horizon
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=budget, eta_min=min_lr)
+    elif kind == "one_cycle":
+        budget = total_steps or horizon
+        peak = max_lr or optimizer.param_groups[0]["lr"]
+        sched = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=peak, total_steps=budget)
+    elif kind == "linear_warmup_decay":
+        budget = total_steps or horizon
+        warm = warmup_steps or max(1, horizon // 10)
+        sched = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_decay(warm, budget))
+    else:  # pragma: no cover - params validate kinds
+        raise ValueError(kind)
+    return TorchClock(sched, clock, kind, budget)
+
+
+def named_params(module: torch.nn.Module) -> dict[int, str]:
+    """``id(param) → dotted name`` for topology records."""
+    return {id(p): n for n, p in module.named_parameters()}
+
+
+def trainable(params: Iterable[torch.Tensor]) -> list[torch.Tensor]:
+    """The parameters that require gradients."""
+    return [p for p in params if p.requires_grad]

@@ -1,0 +1,105 @@
+"""Task adapters: how a model's output and targets become a loss numerator, a denominator and
+cheap on-device statistics. No host synchronisation happens here unless a target mask forces the
+valid count to be read (``ignore_index``), once per batch.
+
+* categorical — logits ``(B, C)``, integer targets ``(B,)``; targets equal to ``ignore_index``
+  are masked out of the loss and every statistic. Denominator: valid targets.
+* multilabel — logits ``(B, C)``, float targets of the same shape (BCE with logits).
+  Denominator: elements. "correct" counts rows whose every label is right (subset accuracy).
+* regression — outputs and float targets of the same shape (MSE). Denominator: elements.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from nnx_core.errors import TrainingInputError
+
+
+class TaskAdapter:
+    """Loss numerator/denominator, decoding and statistics for one task kind."""
+
+    def __init__(self, kind: str, loss: str, ignore_index: int | None = None, threshold: float = 0.5) -> None:
+        self.kind = kind
+        self.loss = loss
+        self.ignore_index = ignore_index
+        self.threshold = threshold
+        self.categorical = kind == "categorical"
+
+    def check(self, output: torch.Tensor, target: Any) -> None:
+        """Refuse a target of the wrong type, dtype or shape with an actionable error."""
+        if not isinstance(target, torch.Tensor):
+            raise TrainingInputError(
+                f"targets must be a torch.Tensor, got {type(target).__name__}; batches are (inputs, targets)"
+            )
+        if self.categorical:
+            if target.dtype.is_floating_point or target.dtype == torch.bool or target.is_complex():
+                raise TrainingInputError(
+                    f"a categorical task needs integer class targets (torch.long), got {target.dtype}; "
+                    "convert with targets.long()"
+                )
+            if target.shape != output.shape[:-1]:
+                raise TrainingInputError(
+                    f"targets have shape {tuple(target.shape)} but logits {tuple(output.shape)} need "
+                    f"{tuple(output.shape[:-1])} (one class index per row)"
+                )
+        else:
+            if not target.dtype.is_floating_point:
+                raise TrainingInputError(
+                    f"a {self.kind} task needs float targets, got {target.dtype}; convert with targets.float()"
+                )
+            if target.shape != output.shape:
+                raise TrainingInputError(
+                    f"targets have shape {tuple(target.shape)} but the outputs {tuple(output.shape)}; they must match"
+                )
+
+    def loss_terms(self, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """(sum of per-target losses, number of valid targets)."""
+        if self.categorical:
+            logits = output.float()
+            if self.loss == "negative_log_likelihood":
+                logits = F.log_softmax(logits, dim=-1)
+                fn = F.nll_loss
+            else:
+                fn = F.cross_entropy
+            flat_logits = logits.reshape(-1, logits.shape[-1])
+            flat_target = target.reshape(-1)
+            if self.ignore_index is None:
+                return fn(flat_logits, flat_target, reduction="sum"), flat_target.numel()
+            total = fn(flat_logits, flat_target, reduction="sum", ignore_index=self.ignore_index)
+            return total, int((flat_target != self.ignore_index).sum())
+        if self.kind == "multilabel":
+            return F.binary_cross_entropy_with_logits(output.float(), target, reduction="sum"), target.numel()
+        return F.mse_loss(output.float(), target, reduction="sum"), target.numel()
+
+    def correct(self, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor | None, int | None]:
+        """(on-device count of correct rows, rows scored); (None, None) for regression."""
+        if self.categorical:
+            hit = output.argmax(-1) == target
+            if self.ignore_index is not None:
+                hit &= target != self.ignore_index
+            return hit.sum(), None  # rows scored = the valid count
+        if self.kind == "multilabel":
+            rows = output.shape[0] if output.dim() > 1 else 1
+            hit = (torch.sigmoid(output.float()) >= self.threshold) == (target >= 0.5)
+            return hit.reshape(rows, -1).all(-1).sum(), rows
+        return None, None
+
+    def decode(self, output: torch.Tensor) -> torch.Tensor:
+        """Predictions: argmax classes, thresholded labels, or the values themselves."""
+        if self.categorical:
+            return output.argmax(-1)
+        if self.kind == "multilabel":
+            return (torch.sigmoid(output.float()) >= self.threshold).long()
+        return output
+
+    def probabilities(self, output: torch.Tensor) -> torch.Tensor | None:
+        """Softmax / sigmoid probabilities; None for regression."""
+        if self.categorical:
+            return torch.softmax(output.float(), dim=-1)
+        if self.kind == "multilabel":
+            return torch.sigmoid(output.float())
+        return None

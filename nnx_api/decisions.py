@@ -1,0 +1,325 @@
+"""Typed decisions (the seed's ``nnx.decisions``): ask a trained model a typed question.
+
+Questions, results, validation, capabilities and errors come from ``nnx_core.decisions``;
+this module adds ``FixedHeadProvider``, which answers them from a trained NNx classifier::
+
+    from nnx_api.decisions import Choice, FixedHeadProvider
+
+    provider = FixedHeadProvider(model, labels=[str(d) for d in range(10)])
+    question = Choice("Which digit?", [(str(d), f"the digit {d}") for d in range(10)])
+    results = provider.decide(question, X)          # one ChoiceResult per row of X
+    results[0].top, results[0].distribution
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from nnx_core.decisions import (
+    PRIMITIVES,
+    PROBABILITY_TOLERANCE,
+    RESULT_TYPES,
+    Boolean,
+    BooleanResult,
+    Capabilities,
+    Choice,
+    ChoiceResult,
+    DecisionError,
+    DecisionProvider,
+    DecisionResult,
+    InvalidDecisionRequest,
+    InvalidDecisionResponse,
+    Option,
+    ProviderFailure,
+    Question,
+    Score,
+    ScoreResult,
+    UnsupportedCapability,
+    deferred_results,
+    question_from_state,
+    validate_response,
+)
+
+__all__ = [
+    "PRIMITIVES",
+    "PROBABILITY_TOLERANCE",
+    "Boolean",
+    "BooleanResult",
+    "Capabilities",
+    "Choice",
+    "ChoiceResult",
+    "DecisionError",
+    "DecisionProvider",
+    "DecisionResult",
+    "FixedHeadProvider",
+    "InvalidDecisionRequest",
+    "InvalidDecisionResponse",
+    "Option",
+    "ProviderFailure",
+    "Question",
+    "Score",
+    "ScoreResult",
+    "UnsupportedCapability",
+    "question_from_state",
+    "validate_response",
+]
+
+
+def _labels(value: Any, width: int) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidDecisionRequest(f"labels must be a sequence of strings, got {value!r}")
+    labels = tuple(value)
+    if any(not isinstance(label, str) or not label for label in labels):
+        raise InvalidDecisionRequest(f"labels must be non-empty strings, got {list(labels)}")
+    if len(set(labels)) != len(labels):
+        raise InvalidDecisionRequest(f"labels must be unique, got {list(labels)}")
+    if len(labels) != width:
+        raise InvalidDecisionRequest(
+            f"{len(labels)} labels for a head of width {width}: give one label per output unit"
+        )
+    return labels
+
+
+class _DistributionRows:
+    """One batch's validated probabilities (question order) and logits (class order)."""
+
+    __slots__ = ("digest", "ids", "labels", "probabilities", "logits")
+
+    def __init__(self, digest: str, ids: tuple[str, ...], labels: tuple[str, ...],
+                 probabilities: Any, logits: Any) -> None:
+        self.digest, self.ids, self.labels = digest, ids, labels
+        self.probabilities, self.logits = probabilities, logits
+
+    def fields(self, index: int) -> dict[str, Any]:
+        return {
+            "question_digest": self.digest,
+            "distribution": tuple(zip(self.ids, self.probabilities[index].tolist())),
+            "raw": {"logits": tuple(self.logits[index].tolist()), "labels": self.labels},
+        }
+
+
+class _BooleanRows:
+    """One batch's validated ``p_true`` values and logits."""
+
+    __slots__ = ("digest", "p_true", "logits")
+
+    def __init__(self, digest: str, p_true: Any, logits: Any) -> None:
+        self.digest, self.p_true, self.logits = digest, p_true, logits
+
+    def fields(self, index: int) -> dict[str, Any]:
+        return {
+            "question_digest": self.digest,
+            "p_true": float(self.p_true[index]),
+            "raw": {"logits": (float(self.logits[index]),)},
+        }
+
+
+def _refuse_invalid_rows(probabilities: torch.Tensor, first_row: int, sums: bool) -> None:
+    """Vectorised ``validate_response`` for a batch: finite, in [0, 1], rows sum to 1."""
+    low, high = torch.aminmax(probabilities)
+    ok = bool(low >= 0.0) and bool(high <= 1.0)  # NaN compares False
+    if ok and sums:
+        ok = bool(((probabilities.sum(dim=-1) - 1.0).abs() <= PROBABILITY_TOLERANCE).all())
+    if ok:
+        return
+    rows = probabilities.reshape(len(probabilities), -1)
+    bad = ~(torch.isfinite(rows).all(-1) & (rows >= 0).all(-1) & (rows <= 1).all(-1))
+    if sums:
+        bad |= (rows.sum(-1) - 1.0).abs() > PROBABILITY_TOLERANCE
+    row = int(bad.nonzero()[0, 0])
+    raise InvalidDecisionResponse(
+        f"input row {first_row + row}: the model's probabilities {rows[row].tolist()} are not a "
+        "valid answer (non-finite logits?); answers are never renormalised"
+    )
+
+
+def _softmax64(logits: torch.Tensor) -> torch.Tensor:
+    """Row softmax of float64 logits (max-subtracted; a few times faster than ``torch.softmax``
+    on narrow float64 rows). Non-finite logits give NaN rows, which validation refuses."""
+    shifted = logits - logits.amax(dim=-1, keepdim=True)
+    shifted.exp_()
+    shifted /= shifted.sum(dim=-1, keepdim=True)
+    return shifted
+
+
+class FixedHeadProvider:
+    """Answers typed questions from a trained model's fixed output head.
+
+    * A categorical head answers ``Choice`` (and ``Score`` when ``ordinal=True``: the levels map
+      to the classes in class order, lowest first).
+    * A single Bernoulli logit (head kind ``"bernoulli"``, or ``"multilabel"`` of width 1)
+      answers only the ``Boolean`` it was trained for, given as ``question=``.
+    * Regression and multi-output multilabel heads raise ``UnsupportedCapability`` here, at
+      construction: no typed question fits them.
+
+    ``labels`` default to ``model.head.labels``; there must be one per output unit. A request's
+    option ids must be the labels (any order), or map onto them one-to-one through
+    ``option_map = {option_id: label}``. Probabilities are recomputed from the logits in float64,
+    put in the question's order and validated (never renormalised); each result's ``raw`` holds
+    a copy of its row's logits. ``max_batch`` caps the rows per ``predict_proba`` call.
+    """
+
+    def __init__(self, model: Any, labels: Sequence[str] | None = None,
+                 option_map: Mapping[str, str] | None = None, ordinal: bool = False,
+                 max_batch: int | None = None, question: Question | None = None) -> None:
+        head = model.head
+        kind, width = head.kind, head.width
+        if kind == "regression":
+            raise UnsupportedCapability("a regression head answers no typed question")
+        if kind == "multilabel" and width != 1:
+            raise UnsupportedCapability(
+                f"a multilabel head with {width} outputs answers no single typed question; "
+                "only a one-output multilabel head (a Bernoulli logit) can answer a Boolean"
+            )
+        if kind not in ("categorical", "bernoulli", "multilabel"):
+            raise UnsupportedCapability(f"unknown head kind {kind!r}")
+        if max_batch is not None and (
+            isinstance(max_batch, bool) or not isinstance(max_batch, numbers.Integral) or max_batch < 1
+        ):
+            raise InvalidDecisionRequest(f"max_batch must be a positive integer or None, got {max_batch!r}")
+
+        self._model = model
+        self._bernoulli = kind != "categorical"
+        self._width = int(width)
+        self._max_batch = None if max_batch is None else int(max_batch)
+        self._model_calls = 0
+        self.ordinal = bool(ordinal)
+        self.question = question
+        raw_labels = head.labels if labels is None else labels
+
+        if self._bernoulli:
+            if width != 1:
+                raise UnsupportedCapability(f"a Bernoulli head has one logit, this one has {width}")
+            if not isinstance(question, Boolean):
+                raise InvalidDecisionRequest(
+                    "a Bernoulli head answers only the Boolean it was trained for: pass it as "
+                    f"question=Boolean(...), got {question!r}"
+                )
+            if ordinal or option_map:
+                raise InvalidDecisionRequest("ordinal= and option_map= apply to categorical heads only")
+            self.labels = None if raw_labels is None else _labels(raw_labels, 1)
+            self.option_map: dict[str, str] = {}
+            self._capabilities = Capabilities(
+                primitives={"boolean"}, questions={question.digest()}, max_batch=self._max_batch
+            )
+            return
+
+        if width < 2:
+            raise UnsupportedCapability(f"a categorical head needs at least two classes, got {width}")
+        if question is not None:
+            raise InvalidDecisionRequest("question= is for Bernoulli heads; categorical heads take any fitting question")
+        if raw_labels is None:
+            raise InvalidDecisionRequest("the head has no labels: pass labels=[...] with one label per class")
+        self.labels = _labels(raw_labels, width)
+        self.option_map = self._check_option_map(option_map)
+        self._class_of = {label: index for index, label in enumerate(self.labels)}
+        self._capabilities = Capabilities(
+            primitives={"choice", "score"} if self.ordinal else {"choice"},
+            labels=self.labels,
+            max_batch=self._max_batch,
+        )
+
+    def _check_option_map(self, option_map: Mapping[str, str] | None) -> dict[str, str]:
+        if option_map is None:
+            return {}
+        if not isinstance(option_map, Mapping):
+            raise InvalidDecisionRequest(f"option_map must be a mapping {{option_id: label}}, got {option_map!r}")
+        mapping = dict(option_map)
+        unknown = sorted(label for label in mapping.values() if label not in self.labels)
+        if unknown:
+            raise InvalidDecisionRequest(f"option_map names labels the head does not have: {unknown}")
+        if len(set(mapping.values())) != len(mapping):
+            raise InvalidDecisionRequest("option_map must be one-to-one: two option ids map to one label")
+        return mapping
+
+    @property
+    def model_calls(self) -> int:
+        """How many times ``predict_proba`` was called (refused or empty requests do not count)."""
+        return self._model_calls
+
+    def capabilities(self) -> Capabilities:
+        """What this provider answers: the primitives, its labels and ``max_batch``."""
+        return self._capabilities
+
+    def _label_ids(self, question: Question) -> tuple[str, ...] | None:
+        if isinstance(question, Boolean):
+            return None
+        return tuple(self.option_map.get(option_id, option_id) for option_id in question.option_ids)
+
+    def _row_count(self, inputs: Any) -> int:
+        try:
+            return len(inputs)
+        except TypeError as error:
+            raise InvalidDecisionRequest(f"inputs must be a batch of rows (tensor or array), got {type(inputs).__name__}") from error
+
+    def check(self, question: Question, inputs: Any) -> None:
+        """Refuse (``UnsupportedCapability`` / ``InvalidDecisionRequest``) what ``decide`` would
+        refuse, without calling the model."""
+        self._capabilities.check(
+            question, modality="tensor", batch_size=self._row_count(inputs),
+            label_ids=self._label_ids(question),
+        )
+
+    def decide(self, question: Question, inputs: Any) -> list[DecisionResult]:
+        """One validated result per row of ``inputs``, in row order; ``[]`` for no rows."""
+        self.check(question, inputs)
+        count = self._row_count(inputs)
+        if count == 0:
+            return []
+        columns = None
+        if not self._bernoulli:
+            order = [self._class_of[label] for label in self._label_ids(question)]
+            if order != list(range(self._width)):
+                columns = torch.tensor(order)
+        step = self._max_batch or count
+        results: list[DecisionResult] = []
+        for start in range(0, count, step):
+            rows = inputs if step >= count else inputs[start:start + step]
+            logits = self._logits(rows, min(step, count - start))
+            results += self._answer(question, logits, columns, start)
+        return results
+
+    def _logits(self, rows: Any, count: int) -> torch.Tensor:
+        """Call ``predict_proba`` once, restoring every module's train/eval flag afterwards."""
+        net = self._model.net
+        flags = [(module, module.training) for module in net.modules()]
+        self._model_calls += 1
+        try:
+            prediction = self._model.predict_proba(rows)
+        except Exception as error:
+            raise ProviderFailure(f"the model failed while answering: {error!r}") from error
+        finally:
+            for module, training in flags:
+                module.training = training
+        logits = prediction.logits
+        if not isinstance(logits, torch.Tensor):
+            raise InvalidDecisionResponse(f"predict_proba returned logits of type {type(logits).__name__}, not a tensor")
+        logits = logits.detach()
+        if self._bernoulli and logits.dim() == 1:
+            logits = logits.unsqueeze(-1)
+        if tuple(logits.shape) != (count, self._width):
+            raise InvalidDecisionResponse(
+                f"predict_proba returned logits of shape {tuple(logits.shape)}, expected {(count, self._width)}"
+            )
+        return logits.to(device="cpu", dtype=torch.float64)
+
+    def _answer(self, question: Question, logits: torch.Tensor, columns: torch.Tensor | None,
+                first_row: int) -> list[DecisionResult]:
+        digest = question.digest()
+        if self._bernoulli:
+            p_true = torch.sigmoid(logits[:, 0])
+            _refuse_invalid_rows(p_true, first_row, sums=False)
+            rows = _BooleanRows(digest, p_true.numpy(), logits[:, 0].numpy())
+        else:
+            probabilities = _softmax64(logits)
+            if columns is not None:
+                probabilities = probabilities[:, columns]
+            _refuse_invalid_rows(probabilities, first_row, sums=True)
+            rows = _DistributionRows(digest, question.option_ids, self.labels,
+                                     probabilities.numpy(), logits.numpy())
+        return deferred_results(RESULT_TYPES[question.kind], rows, len(logits))
+

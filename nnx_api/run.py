@@ -1,0 +1,213 @@
+"""``NNRun``: a run's identity, configuration, committed history and checkpoints on disk."""
+
+from __future__ import annotations
+
+import io
+import os
+import platform
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+from ruamel.yaml import YAML
+
+from nnx_core.commit import LAST, RunFiles, TagManifest, truncate_to_last
+from nnx_core.errors import CorruptRunError, RunNotFoundError
+from nnx_core.history import epoch_rows, parse_history
+from nnx_core.identity import run_id as content_address
+from nnx_core.identity import validate_run_id, validate_tag
+from nnx_core.records import IterationDataPoint
+from nnx_adapters import torch_state
+from nnx_adapters.storage_fs import FileStorage
+
+ENV_ROOT = "NNX_RUNS"
+
+
+def runs_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """The runs root: ``root``, else ``$NNX_RUNS``, else ``./runs``."""
+    return Path(root if root is not None else os.environ.get(ENV_ROOT, "runs"))
+
+
+def dump_yaml(doc: Mapping[str, Any]) -> bytes:
+    """YAML bytes (ruamel.yaml, safe dumper, sorted keys)."""
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    buffer = io.StringIO()
+    yaml.dump(_sorted(doc), buffer)
+    return buffer.getvalue().encode("utf-8")
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, (list, tuple)):
+        return [_sorted(v) for v in value]
+    return value
+
+
+def load_yaml(data: bytes, *, where: str) -> dict[str, Any]:
+    """Parse YAML with the safe loader; a non-mapping document is CorruptRunError."""
+    try:
+        doc = YAML(typ="safe", pure=True).load(data.decode("utf-8"))
+    except Exception as exc:
+        raise CorruptRunError(f"{where} is not valid YAML: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise CorruptRunError(f"{where} must hold a mapping")
+    return doc
+
+
+def environment() -> dict[str, Any]:
+    """The environment record written to metadata.yaml (never part of the run id)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        nnx_version = version("nnx")
+    except PackageNotFoundError:  # running from a source tree
+        nnx_version = None
+    return {
+        "nnx": nnx_version,
+        "python": sys.version.split()[0],
+        "torch": str(torch.__version__),
+        "platform": platform.platform(),
+        "cuda_available": torch.cuda.is_available(),
+        "cuda_device_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+    }
+
+
+@attrs.frozen(kw_only=True)
+class Checkpoint:
+    """A committed checkpoint tag of a run: its manifest and lazy, verified access to its state."""
+
+    run: NNRun
+    manifest: TagManifest
+
+    @property
+    def tag(self) -> str:
+        """The tag name (``last``, ``best``, ``q1``, ...)."""
+        return self.manifest.tag
+
+    @property
+    def epoch(self) -> int:
+        """The epoch this checkpoint holds."""
+        return self.manifest.epoch
+
+    def payload(self, *, verify: bool = True) -> dict[str, Any]:
+        """The decoded payload (weights, optimizer, RNG, components), SHA-256-verified first."""
+        files = self.run.files()
+        data = files.read_blob(self.manifest.blobs["state"], verify=verify)
+        return torch_state.decode(data, where=f"run {self.run.id} tag {self.tag!r}")
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The model's state dict."""
+        return self.payload()["weights"]
+
+
+@attrs.frozen(kw_only=True)
+class NNRun:
+    """A run: id (content address of ``config``), configuration, history, and where it lives.
+
+    ``NNRun.load(id)`` shows committed state only: records newer than LAST's epoch are dropped.
+    """
+
+    config: Mapping[str, Any]
+    root: Path = attrs.field(converter=Path)
+    idps: tuple[IterationDataPoint, ...] = attrs.field(default=(), converter=tuple, repr=False)
+    resume_status: Mapping[str, Any] | None = None
+    id: str = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "id", content_address(self.config))
+
+    @property
+    def path(self) -> Path:
+        """``<root>/<id>``."""
+        return self.root / self.id
+
+    def state(self) -> dict[str, Any]:
+        """``{"id": ..., **config}`` — what run.yaml holds."""
+        return {"id": self.id, **self.config}
+
+    def files(self) -> RunFiles:
+        """This run's files over a file-system store."""
+        return RunFiles(FileStorage(self.root), self.id)
+
+    def save(self) -> None:
+        """Write run.yaml, metadata.yaml and idps.csv (each replaced atomically)."""
+        from nnx_core.history import EagerHistory
+
+        files = self.files()
+        files.storage.write(files.run_yaml, dump_yaml(self.state()))
+        files.storage.write(files.metadata_yaml, dump_yaml(self.metadata()))
+        files.storage.write(files.history, EagerHistory(self.idps).render())
+
+    def metadata(self) -> dict[str, Any]:
+        """The environment record, plus the resume outcome when there is one."""
+        meta = environment()
+        if self.resume_status:
+            meta["resume"] = dict(self.resume_status)
+        return meta
+
+    @classmethod
+    def load(cls, run_id: str, root: str | os.PathLike[str] | None = None) -> NNRun:
+        """Load a run's committed state; CorruptRunError if its files are unreadable."""
+        run_id = validate_run_id(run_id)
+        base = runs_root(root)
+        files = RunFiles(FileStorage(base), run_id)
+        try:
+            raw = files.storage.read(files.run_yaml)
+        except FileNotFoundError as exc:
+            raise RunNotFoundError(f"no run {run_id} under {base}; list runs with `nnx runs list`") from exc
+        doc = load_yaml(raw, where=f"run {run_id} run.yaml")
+        stored_id = doc.pop("id", None)
+        run = cls(config=doc, root=base)
+        if stored_id != run.id:
+            raise CorruptRunError(f"run {run_id}: run.yaml's configuration hashes to {run.id}, not {stored_id}")
+        if run.id != run_id:
+            raise CorruptRunError(f"run folder {run_id} holds run {run.id}")
+        last = files.read_tag(LAST)
+        try:
+            history = parse_history(files.storage.read(files.history))
+        except FileNotFoundError:
+            history = []
+        meta = {}
+        if files.storage.exists(files.metadata_yaml):
+            meta = load_yaml(files.storage.read(files.metadata_yaml), where=f"run {run_id} metadata.yaml")
+        return attrs.evolve(run, idps=truncate_to_last(history, last), resume_status=meta.get("resume"))
+
+    @classmethod
+    def all(cls, root: str | os.PathLike[str] | None = None) -> list[NNRun]:
+        """Every loadable run under the root (unreadable ones are skipped)."""
+        base = runs_root(root)
+        if not base.is_dir():
+            return []
+        runs = []
+        for entry in sorted(base.iterdir()):
+            if entry.name.startswith(".") or not (entry / "run.yaml").is_file():
+                continue
+            try:
+                runs.append(cls.load(entry.name, base))
+            except (CorruptRunError, ValueError):
+                continue
+        return runs
+
+    def checkpoint(self, tag: str = LAST) -> Checkpoint | None:
+        """A committed tag (``last``, ``best``, ``first``, ``q1``..``q3``, custom); None if absent."""
+        manifest = self.files().read_tag(validate_tag(str(tag)))
+        return None if manifest is None else Checkpoint(run=self, manifest=manifest)
+
+    def tags(self) -> list[str]:
+        """Every committed tag."""
+        return self.files().tags()
+
+    @property
+    def epochs(self) -> dict[int, IterationDataPoint]:
+        """Each committed epoch's last record (validation, summary and decision live there)."""
+        return epoch_rows(self.idps)
+
+    def best(self) -> IterationDataPoint | None:
+        """The record of the epoch BEST holds, if any."""
+        manifest = self.files().read_tag("best")
+        return None if manifest is None else self.epochs.get(manifest.epoch)

@@ -1,0 +1,253 @@
+"""The epoch commit protocol and the load rules, over the ``Storage`` port.
+
+Layout of one run (paths relative to the runs root)::
+
+    <id>/run.yaml, metadata.yaml       configuration and environment (written at admission)
+    <id>/idps.csv                      eager history
+    <id>/attempt.json                  the writer's attempt record
+    <id>/checkpoints/<tag>.json        tag manifests: epoch + the blobs it names, with SHA-256
+    <id>/checkpoints/objects/<sha256>  immutable content-addressed payload blobs
+
+One epoch commits in this order (``commit_epoch``):
+
+    1. payload blob        inert until a tag names it; identical bytes are written once
+    2. history             idps.csv with the epoch's rows
+    3. LAST                the commit marker. If it fails, history is rolled back to the
+                           previous committed epoch and the error is raised
+    4. phase tags, BEST    pointer writes to the same blob
+    5. deferred writes     callback artifacts; they can only refer to committed epochs
+    6. collection          blobs no tag names are deleted
+    (then attempt.json records the committed epoch)
+
+A failure after LAST keeps the committed history/LAST pair. Load rules (``load_last`` and
+friends): no LAST means nothing committed; an empty, unparsable or mismatched LAST is refused
+with ``CorruptRunError`` and never read as "erase history"; history newer than LAST's epoch is
+truncated in what readers see; a blob is verified against its SHA-256 before a resume uses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from nnx_core.errors import CorruptRunError
+from nnx_core.identity import validate_run_id, validate_tag
+from nnx_core.ports import Storage
+
+TAG_FORMAT = "nnx.tag/1"
+LAST, BEST, FIRST, Q1, Q2, Q3 = "last", "best", "first", "q1", "q2", "q3"
+BUILTIN_TAGS = (LAST, BEST, FIRST, Q1, Q2, Q3)
+
+
+def phase_tags(local_epoch: int, n_epochs: int) -> tuple[str, ...]:
+    """Phase tags of an epoch index within one ``train()`` call (REFERENCE §9.4).
+
+    0 → FIRST; ``int(n/4)-1`` → Q1; ``int(n/2)-1`` → Q2; ``int(3n/4)-1`` → Q3, as an elif chain:
+    for small ``n`` a quarter that collides with an earlier tag is skipped.
+    """
+    if local_epoch == 0:
+        return (FIRST,)
+    for tag, point in ((Q1, n_epochs // 4 - 1), (Q2, n_epochs // 2 - 1), (Q3, (3 * n_epochs) // 4 - 1)):
+        if local_epoch == point:
+            return (tag,)
+    return ()
+
+
+@attrs.frozen
+class BlobRef:
+    """A content-addressed payload: its SHA-256 and size."""
+
+    sha256: str
+    size: int
+
+
+@attrs.frozen(kw_only=True)
+class TagManifest:
+    """A small tag file: which run and epoch it names and the blobs holding that epoch's state."""
+
+    tag: str
+    run_id: str
+    epoch: int
+    blobs: Mapping[str, BlobRef]
+    meta: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def to_bytes(self) -> bytes:
+        """Canonical JSON bytes of the manifest."""
+        doc = {
+            "format": TAG_FORMAT,
+            "tag": self.tag,
+            "run_id": self.run_id,
+            "epoch": self.epoch,
+            "blobs": {k: {"sha256": v.sha256, "size": v.size} for k, v in sorted(self.blobs.items())},
+            "meta": dict(self.meta),
+        }
+        return json.dumps(doc, sort_keys=True, indent=1).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, tag: str, run_id: str) -> TagManifest:
+        """Parse and check a manifest; anything empty, torn or mismatched is CorruptRunError."""
+        where = f"run {run_id} tag {tag!r}"
+        if not data.strip():
+            raise CorruptRunError(f"{where}: the tag file is empty (torn write?); history was NOT erased")
+        try:
+            doc = json.loads(data.decode("utf-8"))
+            if doc.get("format") != TAG_FORMAT:
+                raise ValueError(f"unknown format {doc.get('format')!r}")
+            blobs = {k: BlobRef(str(v["sha256"]), int(v["size"])) for k, v in doc["blobs"].items()}
+            manifest = cls(tag=doc["tag"], run_id=doc["run_id"], epoch=int(doc["epoch"]), blobs=blobs, meta=doc["meta"])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptRunError(f"{where}: the tag file is unparsable ({exc}); history was NOT erased") from exc
+        if manifest.tag != tag or manifest.run_id != run_id:
+            raise CorruptRunError(
+                f"{where}: the tag file names tag {manifest.tag!r} of run {manifest.run_id} (mixed or copied files)"
+            )
+        return manifest
+
+
+class RunFiles:
+    """Paths and typed reads/writes of one run's files over a ``Storage``."""
+
+    def __init__(self, storage: Storage, run_id: str) -> None:
+        self.storage = storage
+        self.run_id = validate_run_id(run_id)
+        self.root = run_id
+        self.run_yaml = f"{run_id}/run.yaml"
+        self.metadata_yaml = f"{run_id}/metadata.yaml"
+        self.history = f"{run_id}/idps.csv"
+        self.attempt = f"{run_id}/attempt.json"
+        self.checkpoints = f"{run_id}/checkpoints"
+        self.objects = f"{run_id}/checkpoints/objects"
+
+    def tag_path(self, tag: str) -> str:
+        """Where a tag's manifest lives."""
+        return f"{self.checkpoints}/{validate_tag(tag)}.json"
+
+    def blob_path(self, sha256: str) -> str:
+        """Where a blob lives."""
+        return f"{self.objects}/{sha256}"
+
+    def exists(self) -> bool:
+        """Whether the run was admitted (its run.yaml exists)."""
+        return self.storage.exists(self.run_yaml)
+
+    def tags(self) -> list[str]:
+        """Every committed tag name."""
+        return sorted(n[:-5] for n in self.storage.list(self.checkpoints) if n.endswith(".json"))
+
+    def read_tag(self, tag: str) -> TagManifest | None:
+        """The tag's manifest, None when absent; CorruptRunError when unreadable."""
+        path = self.tag_path(tag)
+        try:
+            data = self.storage.read(path)
+        except FileNotFoundError:
+            return None
+        return TagManifest.from_bytes(data, tag=tag, run_id=self.run_id)
+
+    def write_tag(self, manifest: TagManifest) -> None:
+        """Durably replace a tag's manifest."""
+        self.storage.write(self.tag_path(manifest.tag), manifest.to_bytes())
+
+    def put_blob(self, data: bytes) -> BlobRef:
+        """Store a payload once under its SHA-256 (an existing blob is not rewritten)."""
+        digest = hashlib.sha256(data).hexdigest()
+        path = self.blob_path(digest)
+        if not self.storage.exists(path):
+            self.storage.write(path, data)
+        return BlobRef(digest, len(data))
+
+    def read_blob(self, ref: BlobRef, *, verify: bool = True) -> bytes:
+        """A blob's bytes, verified against its SHA-256 and size unless ``verify=False``."""
+        try:
+            data = self.storage.read(self.blob_path(ref.sha256))
+        except FileNotFoundError as exc:
+            raise CorruptRunError(f"run {self.run_id}: blob {ref.sha256} is missing") from exc
+        if verify and (len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256):
+            raise CorruptRunError(
+                f"run {self.run_id}: blob {ref.sha256} does not match its SHA-256 (corrupted on disk); "
+                "resume from another checkpoint tag"
+            )
+        return data
+
+    def collect_garbage(self) -> int:
+        """Delete blobs that no tag names; return how many were deleted."""
+        live = {ref.sha256 for tag in self.tags() if (m := self.read_tag(tag)) for ref in m.blobs.values()}
+        dead = [name for name in self.storage.list(self.objects) if name not in live]
+        for name in dead:
+            self.storage.delete(self.blob_path(name))
+        return len(dead)
+
+
+@attrs.frozen(kw_only=True)
+class EpochCommit:
+    """Everything one epoch commit writes, prepared before any write happens."""
+
+    epoch: int
+    payload: bytes
+    history: bytes
+    previous_history: bytes | None
+    tags: Sequence[str] = ()
+    meta: Mapping[str, Any] = attrs.field(factory=dict)
+    deferred: Sequence[Callable[[], None]] = ()
+
+
+def commit_epoch(files: RunFiles, commit: EpochCommit) -> TagManifest:
+    """Commit one epoch in the protocol's order (module docstring); return the LAST manifest."""
+    ref = files.put_blob(commit.payload)
+    files.storage.write(files.history, commit.history)
+    last = TagManifest(tag=LAST, run_id=files.run_id, epoch=commit.epoch, blobs={"state": ref}, meta=commit.meta)
+    try:
+        files.write_tag(last)
+    except BaseException:
+        _rollback_history(files, commit.previous_history)
+        raise
+    for tag in commit.tags:
+        files.write_tag(attrs.evolve(last, tag=tag))
+    for write in commit.deferred:
+        write()
+    files.collect_garbage()
+    return last
+
+
+def _rollback_history(files: RunFiles, previous: bytes | None) -> None:
+    """Best effort: put back the previous committed history. Readers truncate to LAST anyway."""
+    try:
+        if previous is None:
+            files.storage.delete(files.history)
+        else:
+            files.storage.write(files.history, previous)
+    except Exception:  # the LAST failure is the error to report
+        pass
+
+
+def write_json(storage: Storage, path: str, doc: Mapping[str, Any]) -> None:
+    """Durably replace a small JSON document."""
+    storage.write(path, json.dumps(doc, sort_keys=True, indent=1).encode("utf-8"))
+
+
+@attrs.define(kw_only=True)
+class AttemptRecord:
+    """The writer's record of one ``train()`` attempt (``attempt.json``)."""
+
+    attempt_id: str
+    run_id: str
+    status: str = "running"
+    started_at: str
+    finished_at: str | None = None
+    last_committed_epoch: int | None = None
+    last_committed_tag: str | None = None
+    error: str | None = None
+
+    def save(self, files: RunFiles) -> None:
+        """Atomically replace attempt.json."""
+        write_json(files.storage, files.attempt, attrs.asdict(self))
+
+
+def truncate_to_last(records: Iterable[Any], last: TagManifest | None) -> list[Any]:
+    """History readers see: records of epochs up to LAST's epoch (none without LAST)."""
+    if last is None:
+        return []
+    return [r for r in records if r.epoch_idx <= last.epoch]

@@ -1,0 +1,619 @@
+"""Typed decisions: questions, validated answers, provider capabilities and their errors.
+
+A *question* (``Choice``, ``Boolean``, ``Score``) is asked of a *provider* about a batch of
+inputs; the provider returns one *result* per input (``ChoiceResult``, ``BooleanResult``,
+``ScoreResult``). Rules this module owns, once:
+
+* Option ids are bookkeeping: they are never shown to a model (``model_view``) but every result is
+  keyed by them, in the question's order, and records the ``digest`` of the question it answers.
+* A result is valid when every probability is finite and in [0, 1], a distribution names exactly
+  the question's options and sums to 1 within ``PROBABILITY_TOLERANCE``. Invalid answers are
+  refused (``InvalidDecisionResponse``), never renormalised.
+* A provider refuses what it cannot answer (``UnsupportedCapability``) before any model call.
+
+Pure Python (stdlib + attrs): no torch, no numpy, no I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import hashlib
+import json
+import math
+import numbers
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
+from typing import Any, ClassVar, Protocol, Union, runtime_checkable
+
+import attrs
+
+from nnx_core.errors import NNxError
+
+PROBABILITY_TOLERANCE = 1e-6
+"""How far a distribution's sum may be from 1 and still be valid."""
+
+PRIMITIVES = ("choice", "boolean", "score")
+"""The question kinds, as ``Question.kind`` and ``Capabilities.primitives`` spell them."""
+
+
+# --------------------------------------------------------------------------------------- errors
+
+
+class DecisionError(NNxError):
+    """Base class of every typed-decision error."""
+
+
+class InvalidDecisionRequest(DecisionError, ValueError):
+    """A question, option, inputs or provider setting is malformed; fix the request."""
+
+
+class InvalidDecisionResponse(DecisionError, ValueError):
+    """An answer does not fit its question (ids, range, sum); it is refused, never repaired."""
+
+
+class UnsupportedCapability(DecisionError):
+    """The provider cannot answer this request (kind, labels, modality); nothing was run."""
+
+
+class ProviderFailure(DecisionError, RuntimeError):
+    """The model or service behind a provider failed; the original error is the ``__cause__``."""
+
+
+# ------------------------------------------------------------------------------------ questions
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidDecisionRequest(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _check_text(what: str):
+    def check(_instance: Any, _attribute: Any, value: Any) -> None:
+        _text(value, what)
+
+    return check
+
+
+@attrs.frozen
+class Option:
+    """One answer a question offers: ``id`` keys results, ``description`` is shown to models."""
+
+    id: str = attrs.field(validator=_check_text("option id"))
+    description: str = attrs.field(validator=_check_text("option description"))
+
+
+def _to_options(value: Any) -> tuple[Option, ...]:
+    """Options as ``Option`` objects or ``(id, description)`` pairs; at least two, unique ids."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidDecisionRequest(
+            f"options must be a sequence of Option or (id, description) pairs, got {value!r}"
+        )
+    options = []
+    for item in value:
+        if isinstance(item, Option):
+            options.append(item)
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            options.append(Option(item[0], item[1]))
+        else:
+            raise InvalidDecisionRequest(
+                f"an option must be an Option or an (id, description) pair, got {item!r}"
+            )
+    if len(options) < 2:
+        raise InvalidDecisionRequest(f"a question needs at least two options, got {len(options)}")
+    ids = [option.id for option in options]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise InvalidDecisionRequest(f"option ids must be unique; repeated: {duplicates}")
+    return tuple(options)
+
+
+def _digest(kind: str, prompt: str, options: Sequence[Option]) -> str:
+    canonical = json.dumps(
+        {"kind": kind, "prompt": prompt, "options": [[o.id, o.description] for o in options]},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=True,
+    )
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+class _QuestionMethods:
+    """What every question offers; subclasses provide ``kind``, ``prompt`` and ``options``."""
+
+    __slots__ = ()
+    kind: ClassVar[str]
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_digest", _digest(self.kind, self.prompt, self.options))
+
+    @property
+    def option_ids(self) -> tuple[str, ...]:
+        """The option ids in question order (empty for a Boolean)."""
+        return tuple(option.id for option in self.options)
+
+    def digest(self) -> str:
+        """SHA-256 (hex) of the canonical JSON of kind, prompt and every option id and text, in
+        order: rewording or reordering anything gives a different digest."""
+        return self._digest
+
+    def model_view(self) -> dict[str, Any]:
+        """What a model may see: the kind, the prompt and the option texts in order, no ids."""
+        return {
+            "kind": self.kind,
+            "prompt": self.prompt,
+            "options": [option.description for option in self.options],
+        }
+
+
+def _options_state(options: Sequence[Option]) -> list[dict[str, str]]:
+    return [{"id": o.id, "description": o.description} for o in options]
+
+
+@attrs.frozen
+class Choice(_QuestionMethods):
+    """Pick one of at least two options; answered by a distribution over the options."""
+
+    kind: ClassVar[str] = "choice"
+    prompt: str = attrs.field(validator=_check_text("prompt"))
+    options: tuple[Option, ...] = attrs.field(converter=_to_options)
+    _digest: str = attrs.field(init=False, eq=False, repr=False)
+
+    def state(self) -> dict[str, Any]:
+        """A plain, JSON/YAML-safe dict; ``question_from_state`` rebuilds an equal question."""
+        return {"kind": self.kind, "prompt": self.prompt, "options": _options_state(self.options)}
+
+
+@attrs.frozen
+class Score(_QuestionMethods):
+    """Rate on at least two ordered levels, lowest first; answered by a distribution over them."""
+
+    kind: ClassVar[str] = "score"
+    prompt: str = attrs.field(validator=_check_text("prompt"))
+    levels: tuple[Option, ...] = attrs.field(converter=_to_options)
+    _digest: str = attrs.field(init=False, eq=False, repr=False)
+
+    @property
+    def options(self) -> tuple[Option, ...]:
+        """The levels, lowest first (so every question kind has ``options``)."""
+        return self.levels
+
+    def state(self) -> dict[str, Any]:
+        """A plain, JSON/YAML-safe dict; ``question_from_state`` rebuilds an equal question."""
+        return {"kind": self.kind, "prompt": self.prompt, "levels": _options_state(self.levels)}
+
+
+@attrs.frozen
+class Boolean(_QuestionMethods):
+    """A yes/no question; answered by one probability ``p_true``."""
+
+    kind: ClassVar[str] = "boolean"
+    prompt: str = attrs.field(validator=_check_text("prompt"))
+    _digest: str = attrs.field(init=False, eq=False, repr=False)
+
+    @property
+    def options(self) -> tuple[Option, ...]:
+        """Always empty: a Boolean has no options."""
+        return ()
+
+    def state(self) -> dict[str, Any]:
+        """A plain, JSON/YAML-safe dict; ``question_from_state`` rebuilds an equal question."""
+        return {"kind": self.kind, "prompt": self.prompt}
+
+
+Question = Union[Choice, Boolean, Score]
+"""Any question."""
+
+_QUESTION_TYPES: dict[str, type] = {"choice": Choice, "boolean": Boolean, "score": Score}
+_STATE_KEYS = {"choice": {"kind", "prompt", "options"}, "boolean": {"kind", "prompt"},
+               "score": {"kind", "prompt", "levels"}}
+
+
+def _state_options(value: Any) -> list[Option]:
+    if not isinstance(value, (list, tuple)):
+        raise InvalidDecisionRequest(f"options in a question state must be a list, got {value!r}")
+    options = []
+    for item in value:
+        if not isinstance(item, Mapping) or set(item) != {"id", "description"}:
+            raise InvalidDecisionRequest(f"an option state needs exactly id and description: {item!r}")
+        options.append(Option(item["id"], item["description"]))
+    return options
+
+
+def question_from_state(state: Mapping[str, Any]) -> Question:
+    """Rebuild a question from ``question.state()``; malformed state → ``InvalidDecisionRequest``."""
+    if not isinstance(state, Mapping):
+        raise InvalidDecisionRequest(f"a question state must be a mapping, got {state!r}")
+    kind = state.get("kind")
+    if kind not in _QUESTION_TYPES:
+        raise InvalidDecisionRequest(f"unknown question kind {kind!r}; expected one of {PRIMITIVES}")
+    if set(state) != _STATE_KEYS[kind]:
+        raise InvalidDecisionRequest(
+            f"a {kind} state has exactly the keys {sorted(_STATE_KEYS[kind])}, got {sorted(state)}"
+        )
+    if kind == "boolean":
+        return Boolean(state["prompt"])
+    if kind == "choice":
+        return Choice(state["prompt"], _state_options(state["options"]))
+    return Score(state["prompt"], _state_options(state["levels"]))
+
+
+# -------------------------------------------------------------------------------------- results
+
+
+def _probability(value: Any, what: str) -> float:
+    """A finite float in [0, 1]; booleans, non-numbers, overflow, NaN and infinities refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidDecisionResponse(f"{what} must be a real number, got {value!r}")
+    try:
+        p = float(value)
+    except (OverflowError, ValueError, TypeError) as error:
+        raise InvalidDecisionResponse(f"{what} is not representable as a float: {value!r}") from error
+    if not math.isfinite(p) or not 0.0 <= p <= 1.0:
+        raise InvalidDecisionResponse(f"{what} must be finite and in [0, 1], got {p!r}")
+    return p
+
+
+def _to_distribution(value: Any) -> tuple[tuple[str, float], ...]:
+    """Validate ``((id, p), ...)``: ≥2 unique non-empty string ids, valid probabilities, Σ = 1."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidDecisionResponse(f"a distribution is a sequence of (id, p) pairs, got {value!r}")
+    pairs = []
+    for item in value:
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise InvalidDecisionResponse(f"a distribution entry is an (id, p) pair, got {item!r}")
+        option_id, p = item
+        if not isinstance(option_id, str) or not option_id:
+            raise InvalidDecisionResponse(f"unlabeled answer: ids are non-empty strings, got {option_id!r}")
+        pairs.append((option_id, _probability(p, f"probability of {option_id!r}")))
+    if len(pairs) < 2:
+        raise InvalidDecisionResponse(f"a distribution needs at least two entries, got {len(pairs)}")
+    ids = [option_id for option_id, _ in pairs]
+    if len(set(ids)) != len(ids):
+        raise InvalidDecisionResponse(f"duplicate ids in a distribution: {ids}")
+    total = math.fsum(p for _, p in pairs)
+    if abs(total - 1.0) > PROBABILITY_TOLERANCE:
+        raise InvalidDecisionResponse(
+            f"probabilities sum to {total!r}, not 1 within {PROBABILITY_TOLERANCE}; "
+            "answers are never renormalised"
+        )
+    return tuple(pairs)
+
+
+def _check_digest(_instance: Any, _attribute: Any, value: Any) -> None:
+    if not (isinstance(value, str) and len(value) == 64
+            and all(c in "0123456789abcdef" for c in value)):
+        raise InvalidDecisionResponse(f"question_digest must be a SHA-256 hex digest, got {value!r}")
+
+
+class ResultRows(Protocol):
+    """Validated answers for a batch, shared by that batch's results (see ``deferred_results``).
+
+    ``fields(index)`` returns the public field values of row ``index`` (``question_digest``,
+    ``distribution`` or ``p_true``, ``raw``). The provider validated every row before sharing it.
+    """
+
+    def fields(self, index: int) -> Mapping[str, Any]: ...
+
+
+@functools.cache
+def _public_fields(result_type: type) -> tuple[tuple[str, Any], ...]:
+    return tuple((f.name, f.default) for f in attrs.fields(result_type) if f.init)
+
+
+class _Deferred:
+    """Lets a result read its fields from a shared, already validated batch on first access.
+
+    Results built by ``deferred_results`` leave their public slots unset; the first read of one
+    lands here (Python calls ``__getattr__`` for an unset slot), copies the row's values into the
+    slots and drops the batch reference. Equality, hashing, repr and pickling all read the
+    fields, so a deferred result is indistinguishable from one built by its constructor.
+    """
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            rows = object.__getattribute__(self, "_rows")
+        except AttributeError:
+            rows = None
+        if rows is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        values = rows.fields(object.__getattribute__(self, "_row"))
+        for field_name, default in _public_fields(type(self)):
+            value = values.get(field_name, default)
+            if value is attrs.NOTHING:
+                raise AttributeError(f"the shared rows gave no {field_name!r} for this result")
+            object.__setattr__(self, field_name, value)
+        object.__setattr__(self, "_rows", None)
+        return object.__getattribute__(self, name)
+
+
+def _consume(iterator: Iterable[Any]) -> None:
+    deque(iterator, maxlen=0)
+
+
+def deferred_results(result_type: type, rows: ResultRows, count: int) -> list[Any]:
+    """``count`` results of ``result_type`` whose fields come from ``rows.fields(i)`` on first use.
+
+    The fast path for providers: ``rows`` must already be validated (as a whole batch) because
+    nothing is validated again. The loop runs in C (``map``), so a result costs one allocation and
+    two slot writes; a row's tuples and floats are only built if someone reads that result.
+
+    The cyclic garbage collector is paused while the results are allocated: in a process holding
+    torch's hundreds of thousands of tracked objects, ten thousand allocations otherwise trigger
+    full collections that cost more than the results themselves. These objects form no cycles.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        results = list(map(object.__new__, repeat(result_type, count)))
+        _consume(map(object.__setattr__, results, repeat("_rows"), repeat(rows)))
+        _consume(map(object.__setattr__, results, repeat("_row"), range(count)))
+    finally:
+        if collecting:
+            gc.enable()
+    return results
+
+
+@attrs.frozen
+class _DistributionResult(_Deferred):
+    question_digest: str = attrs.field(validator=_check_digest)
+    distribution: tuple[tuple[str, float], ...] = attrs.field(converter=_to_distribution)
+    raw: Any = attrs.field(default=None, eq=False, repr=False)
+    _rows: Any = attrs.field(default=None, init=False, eq=False, repr=False)
+    _row: Any = attrs.field(default=None, init=False, eq=False, repr=False)
+
+    @property
+    def top(self) -> str:
+        """The id with the highest probability (the first in question order on a tie)."""
+        best_id, best_p = self.distribution[0]
+        for option_id, p in self.distribution[1:]:
+            if p > best_p:
+                best_id, best_p = option_id, p
+        return best_id
+
+    @property
+    def option_ids(self) -> tuple[str, ...]:
+        """The ids in question order."""
+        return tuple(option_id for option_id, _ in self.distribution)
+
+    def probability(self, option_id: str) -> float:
+        """The probability of one option; ``KeyError`` for an id the question does not have."""
+        for candidate, p in self.distribution:
+            if candidate == option_id:
+                return p
+        raise KeyError(option_id)
+
+
+@attrs.frozen
+class ChoiceResult(_DistributionResult):
+    """The answer to a ``Choice``: ``distribution = ((id, p), ...)`` in question order, validated.
+
+    ``raw`` keeps the provider's own output (for ``FixedHeadProvider``: the row's logits) and is
+    left out of equality.
+    """
+
+
+@attrs.frozen
+class ScoreResult(_DistributionResult):
+    """The answer to a ``Score``: a validated distribution over the levels, lowest first.
+
+    ``vendor_score`` holds a provider's own numeric score when it has one (never derived).
+    """
+
+    vendor_score: float | None = None
+
+    @property
+    def expected_index(self) -> float:
+        """Σ i·p_i over the zero-based level positions (ordinal, not an interval scale)."""
+        return math.fsum(i * p for i, (_, p) in enumerate(self.distribution))
+
+
+def _to_p_true(value: Any) -> float:
+    return _probability(value, "p_true")
+
+
+@attrs.frozen
+class BooleanResult(_Deferred):
+    """The answer to a ``Boolean``: ``p_true`` finite in [0, 1]; ``raw`` left out of equality."""
+
+    question_digest: str = attrs.field(validator=_check_digest)
+    p_true: float = attrs.field(converter=_to_p_true)
+    raw: Any = attrs.field(default=None, eq=False, repr=False)
+    _rows: Any = attrs.field(default=None, init=False, eq=False, repr=False)
+    _row: Any = attrs.field(default=None, init=False, eq=False, repr=False)
+
+    @property
+    def p_false(self) -> float:
+        """``1 - p_true``."""
+        return 1.0 - self.p_true
+
+
+DecisionResult = Union[ChoiceResult, BooleanResult, ScoreResult]
+"""Any result."""
+
+RESULT_TYPES: dict[str, type] = {"choice": ChoiceResult, "boolean": BooleanResult, "score": ScoreResult}
+"""The result type answering each question kind."""
+
+
+def _check_question(question: Any) -> Question:
+    if not isinstance(question, (Choice, Boolean, Score)):
+        raise InvalidDecisionRequest(f"expected a Choice, Boolean or Score, got {question!r}")
+    return question
+
+
+def _response_pairs(response: Any) -> list[tuple[Any, Any]]:
+    if isinstance(response, Mapping):
+        return list(response.items())
+    if isinstance(response, (str, bytes)) or not isinstance(response, Iterable):
+        raise InvalidDecisionResponse(f"expected a mapping or (id, p) pairs, got {response!r}")
+    pairs = []
+    for item in response:
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise InvalidDecisionResponse(f"a response entry is an (id, p) pair, got {item!r}")
+        pairs.append((item[0], item[1]))
+    return pairs
+
+
+def validate_response(question: Question, response: Any, *, raw: Any = None) -> DecisionResult:
+    """Check ``response`` against ``question`` and return its typed result (``InvalidDecisionResponse``
+    when it does not fit; nothing is ever renormalised).
+
+    * Choice / Score: a mapping ``{id: p}`` or ``(id, p)`` pairs in any order; the ids must be
+      exactly the question's (no missing, duplicate, unknown or unlabeled ids). The result lists
+      them in question order.
+    * Boolean: ``p_true`` as a number, or ``{"true": p, "false": 1 - p}``.
+    * A result object is accepted too when it answers this very question (same kind and digest).
+    """
+    _check_question(question)
+    digest = question.digest()
+    result_type = RESULT_TYPES[question.kind]
+    if isinstance(response, (ChoiceResult, ScoreResult, BooleanResult)):
+        if type(response) is not result_type or response.question_digest != digest:
+            raise InvalidDecisionResponse(
+                f"this {type(response).__name__} answers another question "
+                f"(digest {response.question_digest[:12]}…, expected {digest[:12]}…)"
+            )
+        raw = response.raw if raw is None else raw
+        response = response.p_true if question.kind == "boolean" else response.distribution
+
+    if question.kind == "boolean":
+        if isinstance(response, Mapping):
+            if set(response) != {"true", "false"}:
+                raise InvalidDecisionResponse(
+                    f"a Boolean answer mapping has exactly the keys 'true' and 'false', got {sorted(map(repr, response))}"
+                )
+            p_true = _probability(response["true"], "p('true')")
+            p_false = _probability(response["false"], "p('false')")
+            if abs(p_true + p_false - 1.0) > PROBABILITY_TOLERANCE:
+                raise InvalidDecisionResponse(
+                    f"p('true') + p('false') = {p_true + p_false!r}, not 1 within {PROBABILITY_TOLERANCE}"
+                )
+            response = p_true
+        return BooleanResult(digest, response, raw)
+
+    by_id: dict[str, Any] = {}
+    for option_id, p in _response_pairs(response):
+        if not isinstance(option_id, str) or not option_id:
+            raise InvalidDecisionResponse(f"unlabeled answer: ids are non-empty strings, got {option_id!r}")
+        if option_id in by_id:
+            raise InvalidDecisionResponse(f"duplicate id {option_id!r} in the answer")
+        by_id[option_id] = p
+    expected = question.option_ids
+    unknown = [i for i in by_id if i not in expected]
+    missing = [i for i in expected if i not in by_id]
+    if unknown or missing:
+        raise InvalidDecisionResponse(f"answer ids do not match the question: unknown {unknown}, missing {missing}")
+    return result_type(digest, [(option_id, by_id[option_id]) for option_id in expected], raw)
+
+
+# --------------------------------------------------------------------------------- capabilities
+
+
+def _frozen_strings(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
+def _optional_labels(value: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if value is None else tuple(value)
+
+
+def _optional_digests(value: Iterable[str] | None) -> frozenset[str] | None:
+    return None if value is None else frozenset(value)
+
+
+def _check_primitives(_instance: Any, _attribute: Any, value: frozenset[str]) -> None:
+    unknown = sorted(value - set(PRIMITIVES))
+    if unknown:
+        raise InvalidDecisionRequest(f"unknown primitives {unknown}; expected a subset of {PRIMITIVES}")
+
+
+@attrs.frozen
+class Capabilities:
+    """What a provider can answer, checked before any model call.
+
+    * ``primitives``: the question kinds it answers ("choice", "boolean", "score").
+    * ``modalities``: the input kinds it takes ("tensor", "text", …).
+    * ``labels``: a fixed label set the options must resolve to (``None``: no fixed set);
+      ``dynamic_labels``: whether any option texts can be asked (zero-shot providers).
+    * ``questions``: when set, the digests of the only questions it answers (a Bernoulli head
+      answers only the Boolean it was trained for).
+    * ``max_batch``: the most inputs one model call takes; larger batches are split, not refused.
+    * ``inference`` / ``training`` / ``export``: what else the provider supports.
+    """
+
+    primitives: frozenset[str] = attrs.field(converter=_frozen_strings, validator=_check_primitives)
+    modalities: frozenset[str] = attrs.field(default=frozenset({"tensor"}), converter=_frozen_strings)
+    labels: tuple[str, ...] | None = attrs.field(default=None, converter=_optional_labels)
+    dynamic_labels: bool = False
+    questions: frozenset[str] | None = attrs.field(default=None, converter=_optional_digests)
+    max_batch: int | None = None
+    inference: bool = True
+    training: bool = False
+    export: bool = False
+
+    def check(self, question: Question, *, modality: str, batch_size: int,
+              label_ids: Sequence[str] | None = None) -> None:
+        """Raise ``UnsupportedCapability`` (or ``InvalidDecisionRequest`` for a malformed request)
+        unless this provider can answer ``question`` for ``batch_size`` inputs of ``modality``.
+
+        ``label_ids`` are the labels the question's options resolve to, in question order (after
+        a provider's option map); by default the option ids themselves. With fixed ``labels`` a
+        Choice must name each label exactly once, in any order; a Score must name them in label
+        (class) order, lowest level first.
+        """
+        _check_question(question)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 0:
+            raise InvalidDecisionRequest(f"batch_size must be a non-negative integer, got {batch_size!r}")
+        if question.kind not in self.primitives:
+            raise UnsupportedCapability(
+                f"this provider answers {sorted(self.primitives)}, not {question.kind!r} questions"
+            )
+        if self.questions is not None and question.digest() not in self.questions:
+            raise UnsupportedCapability(
+                f"this provider answers only the {question.kind} question(s) it was built for; "
+                f"{question.prompt!r} (digest {question.digest()[:12]}…) is not one of them"
+            )
+        if modality not in self.modalities:
+            raise UnsupportedCapability(f"modality {modality!r} is not one of {sorted(self.modalities)}")
+        if question.kind == "boolean" or self.labels is None or self.dynamic_labels:
+            return
+        resolved = question.option_ids if label_ids is None else tuple(label_ids)
+        if len(resolved) != len(question.options):
+            raise InvalidDecisionRequest(
+                f"label_ids has {len(resolved)} entries for {len(question.options)} options"
+            )
+        if question.kind == "score":
+            if resolved != self.labels:
+                raise UnsupportedCapability(
+                    f"a Score's levels must map to the labels in class order {list(self.labels)}, "
+                    f"lowest first; got {list(resolved)}"
+                )
+            return
+        if len(set(resolved)) != len(resolved) or set(resolved) != set(self.labels):
+            missing = [label for label in self.labels if label not in resolved]
+            unknown = [label for label in resolved if label not in self.labels]
+            raise UnsupportedCapability(
+                f"the options must map one-to-one onto the labels {list(self.labels)}; "
+                f"missing {missing}, unknown {unknown}, given {list(resolved)}"
+            )
+
+
+@runtime_checkable
+class DecisionProvider(Protocol):
+    """Anything that answers typed questions about a batch of inputs.
+
+    ``decide`` returns one result per input, in input order, each validated against the question.
+    Providers may also offer ``check(question, inputs)`` to refuse a request without running it.
+    """
+
+    def capabilities(self) -> Capabilities:
+        """What this provider can answer."""
+
+    def decide(self, question: Question, inputs: Any) -> list[DecisionResult]:
+        """Answer ``question`` for every input."""

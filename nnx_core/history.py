@@ -1,0 +1,146 @@
+"""Eager run history: every iteration record, rendered as ``idps.csv``.
+
+One row per iteration; nested fields are flattened with dots (``train_edp.loss``,
+``val_edp.accuracy``, ``selection.improved``); validation columns are filled on each epoch's last
+row only. Rows are rendered once and cached, so a commit costs one join plus the file write. The
+file is rewritten whole every epoch (O(run) bytes); long runs should use the history journal.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from nnx_core.errors import CorruptRunError
+from nnx_core.records import IterationDataPoint
+
+_INT_COLUMNS = {"iter_idx", "epoch_idx", "batch_idx", "update_count"}
+_STR_SUFFIXES = (".metric", ".split", ".mode", ".status")
+_BOOL_SUFFIXES = (".improved",)
+
+
+def flatten(state: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}``."""
+    out: dict[str, Any] = {}
+    for key, value in state.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _parse_cell(column: str, text: str) -> Any:
+    if text == "":
+        return None
+    if column in _INT_COLUMNS or column.endswith(".count"):
+        return int(text)
+    if column.endswith(_BOOL_SUFFIXES):
+        return text == "true"
+    if column.endswith(_STR_SUFFIXES):
+        return text
+    return float(text)
+
+
+def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        if value is None:
+            continue
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+class EagerHistory:
+    """The in-memory history of a run and its CSV rendering."""
+
+    def __init__(self, idps: Iterable[IterationDataPoint] = ()) -> None:
+        self.idps: list[IterationDataPoint] = []
+        self._columns: list[str] = []
+        self._flat: list[dict[str, Any]] = []
+        self._lines: list[str] = []
+        self.extend(idps)
+
+    def extend(self, idps: Iterable[IterationDataPoint]) -> None:
+        """Append records (normally one epoch's)."""
+        known = set(self._columns)
+        for idp in idps:
+            flat = flatten(idp.state())
+            self.idps.append(idp)
+            self._flat.append(flat)
+            for key in flat:
+                if key not in known:
+                    known.add(key)
+                    self._columns.append(key)
+                    self._lines.clear()  # header changed: re-render every row once
+
+    def truncate_to_epoch(self, epoch: int | None) -> None:
+        """Drop records of epochs after ``epoch`` (None drops everything)."""
+        keep = 0 if epoch is None else sum(1 for idp in self.idps if idp.epoch_idx <= epoch)
+        del self.idps[keep:], self._flat[keep:], self._lines[keep:]
+
+    def render(self) -> bytes:
+        """The whole ``idps.csv`` as bytes."""
+        columns = self._columns
+        for flat in self._flat[len(self._lines) :]:
+            self._lines.append(",".join(_escape(_cell(flat.get(c))) for c in columns))
+        return ("\n".join([",".join(columns), *self._lines]) + "\n").encode("utf-8")
+
+
+def _escape(text: str) -> str:
+    if any(ch in text for ch in ',"\n\r'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def parse_history(data: bytes) -> list[IterationDataPoint]:
+    """Parse ``idps.csv`` bytes back into records; an unreadable file raises CorruptRunError."""
+    try:
+        reader = csv.reader(io.StringIO(data.decode("utf-8")))
+        rows = list(reader)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise CorruptRunError(f"idps.csv is unreadable: {exc}") from exc
+    if not rows:
+        return []
+    header, body = rows[0], rows[1:]
+    out: list[IterationDataPoint] = []
+    for number, row in enumerate(body, start=2):
+        if len(row) != len(header):
+            raise CorruptRunError(f"idps.csv line {number} has {len(row)} cells, the header has {len(header)}")
+        try:
+            flat = {col: _parse_cell(col, text) for col, text in zip(header, row, strict=True)}
+            out.append(IterationDataPoint.from_state(_nest(flat)))
+        except (TypeError, ValueError) as exc:
+            raise CorruptRunError(f"idps.csv line {number} is not a valid record: {exc}") from exc
+    return out
+
+
+def epoch_rows(idps: Iterable[IterationDataPoint]) -> dict[int, IterationDataPoint]:
+    """The last record of each epoch (where validation and the decision live)."""
+    rows: dict[int, IterationDataPoint] = {}
+    for idp in idps:
+        rows[idp.epoch_idx] = idp
+    return rows
+
+
+def nan_to_none(value: float | None) -> float | None:
+    """NaN → None (for tables and YAML)."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value

@@ -1,0 +1,148 @@
+"""The training lifecycle: the one place that owns the order of everything in a run.
+
+This module is the seed's "Lifecycle order" as code. Read ``run_lifecycle`` top to bottom:
+
+    on_train_begin (callback order)                    once per started run
+    for each epoch:
+        on_epoch_begin
+        batches (steps, update windows, update-clock ticks)   ─ driver.train_epoch
+        validation → whole-epoch summary                      ─ driver.validate
+        monitor decision (one object everybody obeys)         ─ driver.decide
+        epoch-clock schedulers tick once                      ─ driver.tick_epoch_clocks
+        on_epoch_end (callbacks may queue deferred writes)
+        commit: history → LAST → phase/BEST → deferred        ─ driver.commit
+        stop?  (ctx.should_stop, update-boundary stop, n_epochs)
+    on_train_end in reverse order, for every callback whose on_train_begin completed
+    driver.finalize (refresh LAST from the final model; not after an update-boundary stop)
+
+Failure rules: callbacks whose begin hook completed are still finalized; every cleanup hook is
+attempted; a cleanup error never masks the training error (it becomes a warning); without a
+training error the first cleanup error is raised and the rest are warned.
+
+The driver (``nnx_api``) does the work; this module decides when. Callbacks receive only the hooks
+they override (``dispatch_table``), so an idle callback costs nothing per epoch.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+HOOKS = ("on_train_begin", "on_epoch_begin", "on_optimizer_update", "on_epoch_end", "on_train_end")
+
+
+class CleanupWarning(RuntimeWarning):
+    """A callback's cleanup hook failed while another error was already propagating."""
+
+
+class LifecycleDriver(Protocol):
+    """What the lifecycle needs from the composition root. Each call is one step of the order."""
+
+    def epochs(self) -> range: ...
+
+    def train_epoch(self, epoch: int) -> None: ...
+
+    def validate(self, epoch: int) -> None: ...
+
+    def decide(self, epoch: int) -> None: ...
+
+    def tick_epoch_clocks(self, epoch: int) -> None: ...
+
+    def commit(self, epoch: int) -> None: ...
+
+    def should_stop(self) -> bool: ...
+
+    def stopped_at_update(self) -> bool: ...
+
+    def finalize(self) -> None: ...
+
+
+def overrides(callback: object, hook: str, base: type | None) -> bool:
+    """Whether ``callback`` implements ``hook`` itself (not the base class' no-op)."""
+    impl = getattr(type(callback), hook, None)
+    if impl is None:
+        return False
+    return base is None or impl is not getattr(base, hook, None)
+
+
+def dispatch_table(callbacks: Sequence[object], base: type | None) -> dict[str, list[Callable[..., Any]]]:
+    """For each hook, the bound methods of the callbacks that override it, in callback order."""
+    return {hook: [getattr(cb, hook) for cb in callbacks if overrides(cb, hook, base)] for hook in HOOKS}
+
+
+class CallbackFinalizer:
+    """Tracks which callbacks began and finalizes exactly those, in reverse, attempting all."""
+
+    def __init__(self, callbacks: Sequence[object], base: type | None) -> None:
+        self._callbacks = list(callbacks)
+        self._base = base
+        self._begun: list[object] = []
+
+    def begin(self, ctx: object) -> None:
+        """``on_train_begin`` in callback order; each one that returns counts as begun."""
+        for cb in self._callbacks:
+            if overrides(cb, "on_train_begin", self._base):
+                cb.on_train_begin(ctx)  # type: ignore[attr-defined]
+            self._begun.append(cb)
+
+    def end(self, ctx: object, training_error: BaseException | None) -> None:
+        """``on_train_end`` in reverse order for every begun callback; every one is attempted."""
+        errors: list[BaseException] = []
+        for cb in reversed(self._begun):
+            if not overrides(cb, "on_train_end", self._base):
+                continue
+            try:
+                cb.on_train_end(ctx)  # type: ignore[attr-defined]
+            except Exception as exc:  # every cleanup is attempted
+                errors.append(exc)
+        self._begun.clear()
+        if not errors:
+            return
+        if training_error is not None:
+            for exc in errors:
+                warnings.warn(
+                    f"on_train_end failed while another error was propagating: {exc!r}", CleanupWarning, stacklevel=2
+                )
+            return
+        for exc in errors[1:]:
+            warnings.warn(f"another on_train_end also failed: {exc!r}", CleanupWarning, stacklevel=2)
+        raise errors[0]
+
+
+def run_lifecycle(
+    driver: LifecycleDriver,
+    callbacks: Sequence[object],
+    ctx: Any,
+    *,
+    base: type | None = None,
+) -> None:
+    """Run the whole training lifecycle in the seed's order (see the module docstring)."""
+    table = dispatch_table(callbacks, base)
+    finalizer = CallbackFinalizer(callbacks, base)
+    error: BaseException | None = None
+    try:
+        finalizer.begin(ctx)
+        for epoch in driver.epochs():
+            ctx.epoch = epoch
+            for hook in table["on_epoch_begin"]:
+                hook(ctx)
+            driver.train_epoch(epoch)
+            if driver.stopped_at_update():
+                break  # a mid-epoch stop keeps only fully committed epochs
+            driver.validate(epoch)
+            driver.decide(epoch)
+            driver.tick_epoch_clocks(epoch)
+            ctx.deferred_checkpoint_writes = []
+            for hook in table["on_epoch_end"]:
+                hook(ctx)
+            driver.commit(epoch)
+            if driver.should_stop():
+                break
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        finalizer.end(ctx, error)
+    if not driver.stopped_at_update():
+        driver.finalize()

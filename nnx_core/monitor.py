@@ -1,0 +1,156 @@
+"""One monitor decision per epoch, obeyed by BEST, the plateau scheduler and EarlyStopping.
+
+The rule (``improves``): the first finite value improves; a later one must beat the best by more
+than ``min_delta`` in the monitor's direction; ties never improve; a non-finite value never
+improves. Without a named monitor the signal is the documented fallback (first finite of val
+error, val loss, train error, train loss; direction min).
+
+``Monitor`` is a checkpointed component (``nnx.monitor``): its best value survives a stateful
+resume, so decisions after a resume equal those of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from nnx_core.errors import MonitorUnavailableError, ParamsError
+from nnx_core.records import IterationDataPoint, MonitorRecord, fallback_signal
+from nnx_core.validate import check_choice, check_float, check_str, validator
+
+SPLITS = ("val", "train")
+MODES = ("min", "max")
+POLICIES = ("skip", "error")
+FALLBACK = "fallback"
+
+
+@attrs.frozen(kw_only=True)
+class MonitorSpec:
+    """Which value to watch: ``metric`` on ``split`` ("val" or the whole-epoch "train" summary).
+
+    ``mode`` defaults to the metric's own direction (min for loss/error). ``on_missing`` /
+    ``on_nonfinite``: "skip" (the epoch does not improve) or "error" (raise
+    ``MonitorUnavailableError``).
+    """
+
+    metric: str = attrs.field(default="loss", validator=validator(check_str))
+    split: str = attrs.field(default="val", validator=validator(check_choice, choices=SPLITS))
+    mode: str | None = attrs.field(default=None)
+    min_delta: float = attrs.field(default=0.0, validator=validator(check_float, minimum=0.0))
+    on_missing: str = attrs.field(default="skip", validator=validator(check_choice, choices=POLICIES))
+    on_nonfinite: str = attrs.field(default="skip", validator=validator(check_choice, choices=POLICIES))
+
+    def __attrs_post_init__(self) -> None:
+        if self.mode is not None and self.mode not in MODES:
+            raise ParamsError("MonitorSpec.mode", f"must be 'min', 'max' or None, got {self.mode!r}")
+
+    def state(self) -> dict[str, Any]:
+        """Plain mapping (``mode`` only when set)."""
+        out = attrs.asdict(self)
+        if out["mode"] is None:
+            del out["mode"]
+        return out
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> MonitorSpec:
+        """Inverse of :meth:`state`."""
+        return cls(**state)
+
+
+@attrs.frozen(kw_only=True)
+class MonitorDecision:
+    """The epoch's one decision: the value read, its status, whether it improved, the best so far."""
+
+    epoch: int
+    value: float | None
+    status: str  # "ok" | "missing" | "nonfinite"
+    improved: bool
+    best: float | None
+
+
+def improves(value: float, best: float | None, mode: str, min_delta: float) -> bool:
+    """The shared improvement rule."""
+    if not math.isfinite(value):
+        return False
+    if best is None:
+        return True
+    return value < best - min_delta if mode == "min" else value > best + min_delta
+
+
+class Monitor:
+    """Makes the epoch decision and remembers the best value (a checkpointed component)."""
+
+    def __init__(self, spec: MonitorSpec | None, mode: str = "min") -> None:
+        self.spec = spec
+        self.mode = spec.mode or mode if spec else "min"
+        self.min_delta = spec.min_delta if spec else 0.0
+        self.best: float | None = None
+        self.best_epoch: int | None = None
+
+    @property
+    def label(self) -> str:
+        """``split.metric`` for a named monitor, ``fallback`` otherwise."""
+        return f"{self.spec.split}.{self.spec.metric}" if self.spec else FALLBACK
+
+    def read(self, idp: IterationDataPoint) -> float | None:
+        """The monitored value of an epoch's last record (None when missing)."""
+        if self.spec is None:
+            return fallback_signal(idp)
+        edp = idp.val_edp if self.spec.split == "val" else (idp.train_summary or idp.train_edp)
+        return None if edp is None else edp.get(self.spec.metric)
+
+    def decide(self, epoch: int, idp: IterationDataPoint) -> MonitorDecision:
+        """Decide for one epoch and update the best value."""
+        value = self.read(idp)
+        if value is None:
+            status = "missing"
+            if self.spec and self.spec.on_missing == "error":
+                raise MonitorUnavailableError(
+                    f"monitor {self.label} has no value at epoch {epoch}; compute it (metrics=..., a val_loader) "
+                    "or set on_missing='skip'"
+                )
+        elif not math.isfinite(value):
+            status = "nonfinite"
+            if self.spec and self.spec.on_nonfinite == "error":
+                raise MonitorUnavailableError(f"monitor {self.label} is {value} at epoch {epoch}")
+        else:
+            status = "ok"
+        improved = status == "ok" and improves(value, self.best, self.mode, self.min_delta)  # type: ignore[arg-type]
+        if improved:
+            self.best, self.best_epoch = value, epoch
+        return MonitorDecision(epoch=epoch, value=value, status=status, improved=improved, best=self.best)
+
+    def record(self, decision: MonitorDecision) -> MonitorRecord:
+        """The decision as stored on the epoch's last record."""
+        spec = self.spec
+        return MonitorRecord(
+            metric=spec.metric if spec else FALLBACK,
+            split=spec.split if spec else FALLBACK,
+            mode=self.mode,
+            value=decision.value,
+            status=decision.status,
+            improved=decision.improved,
+            best=decision.best,
+        )
+
+    # checkpointed component protocol
+    def component_spec(self) -> tuple[str, int]:
+        """Component name and schema version."""
+        return ("nnx.monitor", 1)
+
+    def component_state(self) -> dict[str, Any]:
+        """Best value and epoch, plus identity for mismatch checks."""
+        return {"label": self.label, "mode": self.mode, "best": self.best, "best_epoch": self.best_epoch}
+
+    def check_component_state(self, state: Mapping[str, Any]) -> list[str]:
+        """Problems restoring ``state`` into this monitor (empty when it fits)."""
+        if state.get("label") != self.label or state.get("mode") != self.mode:
+            return [f"nnx.monitor: saved monitor {state.get('label')}/{state.get('mode')} != {self.label}/{self.mode}"]
+        return []
+
+    def load_component_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from a saved best value."""
+        self.best, self.best_epoch = state.get("best"), state.get("best_epoch")
