@@ -40,6 +40,6 @@ from nnx_api.params import (
     TaskSpec,
 )
 from nnx_api.run import Checkpoint, NNRun
-from nnx_api.training import EvalStepContext, TrainStepContext
+from nnx_api.training import EvalStepContext, TrainStepContext, default_train_step
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -322,6 +322,23 @@ class TrainingSession:
             )
 
     def _default_step(self, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
+        loss, count, correct, rows = self._default_update(batch, epoch, batch_idx, is_last)
+        stats = self.stats
+        stats.losses.append(loss)
+        stats.counts.append(count)
+        if correct is not None:
+            stats.corrects.append(correct)
+        stats.rows.append(rows)
+        stats.lrs.append(self.opt.optimizer.param_groups[0]["lr"])
+        stats.updates.append(self.update_count)
+
+    def _default_update(
+        self, batch: Any, epoch: int, batch_idx: int, is_last: bool
+    ) -> tuple[torch.Tensor, int, torch.Tensor | None, int | None]:
+        """Forward, loss numerator, backward, window accounting, and the update at the window's end.
+
+        Returns the batch's on-device statistics (loss sum, valid count, correct count, rows).
+        """
         inputs, target = split_batch(batch)
         inputs, target = to_device(inputs, self.device), to_device(target, self.device)
         net = self.model.net
@@ -331,24 +348,16 @@ class TrainingSession:
         task.check(output, target)
         loss_sum, count = task.loss_terms(output, target)
         loss_sum.backward()
-        window = self.window
-        window.add(count)
+        self.window.add(count)
         detached = loss_sum.detach()
         self._window_loss = detached if self._window_loss is None else self._window_loss + detached
-        stats = self.stats
-        stats.losses.append(detached)
-        stats.counts.append(count)
         correct, rows = task.correct(output.detach(), target)
-        if correct is not None:
-            stats.corrects.append(correct)
-        stats.rows.append(rows)
-        stats.lrs.append(self.opt.optimizer.param_groups[0]["lr"])
         if self.summary is not None:
             self.summary.add_loss(detached, count)
             self.summary.update(output, target)
-        if window.ends(is_last):
+        if self.window.ends(is_last):
             self._close_window(epoch, batch_idx)
-        stats.updates.append(self.update_count)
+        return detached, count, correct, rows
 
     def _close_window(self, epoch: int, batch_idx: int) -> None:
         weight, micro = self.window.close()
@@ -591,19 +600,27 @@ class TrainingSession:
         return problems
 
 
+def default_train_step(ctx: TrainStepContext) -> EvaluationDataPoint:
+    """The built-in supervised step, callable from a custom ``train_step_fn``.
+
+    Forward, loss numerator over valid targets, backward; at the window's end the gradient is
+    divided by the window's valid-target count, clipped and applied, and the update reported
+    (never report it again). Returns the batch's record (reads the loss: one host sync).
+    """
+    loss, count, correct, rows = ctx.session._default_update(ctx.batch, ctx.epoch_idx, ctx.batch_idx, ctx.is_last_batch)
+    denominator = rows if rows is not None else count
+    accuracy = float(correct) / denominator if correct is not None and denominator else None
+    return EvaluationDataPoint(
+        loss=float(loss) / count if count else None,
+        accuracy=accuracy,
+        error=None if accuracy is None else 1.0 - accuracy,
+        count=count,
+    )
+
+
 def new_attempt(run_id: str) -> AttemptRecord:
     """A fresh attempt record."""
     return AttemptRecord(attempt_id=uuid.uuid4().hex, run_id=run_id, started_at=now())
-
-
-def resume_mismatch(message: str) -> ResumeMismatchError:
-    """A typed resume refusal."""
-    return ResumeMismatchError(message)
-
-
-def nonfinite(message: str) -> NonFiniteLossError:
-    """A typed non-finite error."""
-    return NonFiniteLossError(message)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,206 @@
+"""NNModel training end to end: exact normalisation, persistence, refusals that write nothing."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import nnx_api as nnx
+from tests.conftest import batches, tiny_data
+
+
+def model_for(seed=0, classes=3, ignore_index=None, hidden=(8,)):
+    torch.manual_seed(seed)
+    task = nnx.TaskSpec.categorical(ignore_index=ignore_index) if ignore_index is not None else None
+    return nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=classes, hidden_dims=hidden), nnx.NNModelParams(task=task))
+
+
+def sgd(accumulate=1, lr=0.5):
+    return nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=lr, momentum=0.0, accumulate_grad_batches=accumulate)
+
+
+def test_accumulating_unequal_masked_batches_equals_one_batch_of_their_union(runs):
+    x, y = tiny_data(n=23)
+    y[[1, 5, 6, 17]] = -100  # ignored targets, unevenly spread
+    sizes = [3, 9, 4, 7]
+    cuts = torch.tensor(sizes).cumsum(0).tolist()
+    parts = [(x[a:b], y[a:b]) for a, b in zip([0, *cuts[:-1]], cuts)]
+    accumulated, union = model_for(ignore_index=-100), model_for(ignore_index=-100)
+    assert all(torch.equal(a, b) for a, b in zip(accumulated.net.parameters(), union.net.parameters()))
+    accumulated.train(nnx.NNTrainParams(n_epochs=1, optim=sgd(accumulate=4), train_loader=parts), root=runs)
+    union.train(nnx.NNTrainParams(n_epochs=1, optim=sgd(accumulate=1), train_loader=[(x, y)]), root=runs)
+    for a, b in zip(accumulated.net.parameters(), union.net.parameters()):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+def test_trailing_partial_window_steps_at_epoch_end(runs):
+    x, y = tiny_data(n=10)
+    run = model_for().train(
+        nnx.NNTrainParams(n_epochs=2, optim=sgd(accumulate=4), train_loader=batches(x, y, 2)), root=runs
+    )
+    assert [idp.update_count for idp in run.idps if idp.update_count is not None] == [2, 4]  # 5 batches → 2 windows
+
+
+def test_run_folder_layout_and_reload(runs):
+    x, y = tiny_data()
+    params = nnx.NNTrainParams(n_epochs=3, train_loader=batches(x, y, 16), val_loader=batches(x, y, 24), seed=1)
+    run = model_for().train(params, root=runs)
+    assert sorted(p.name for p in run.path.iterdir()) == [
+        "attempt.json", "checkpoints", "idps.csv", "metadata.yaml", "run.yaml"]
+    loaded = nnx.NNRun.load(run.id, root=runs)
+    assert loaded == run
+    assert loaded.idps == run.idps and len(loaded.idps) == 9
+    last = loaded.idps[-1]
+    assert last.val_edp is not None and last.val_edp.accuracy is not None and last.selection is not None
+    assert all(idp.val_edp is None for idp in loaded.idps if idp.batch_idx != 2)
+    assert {"last", "best", "first"} <= set(loaded.tags())
+    restored = nnx.NNModel.from_checkpoint(run.id, "last", root=runs)
+    x_probe = torch.randn(5, 4)
+    assert torch.equal(restored.predict(x_probe).logits, run_model_logits(params, runs, run.id, x_probe))
+
+
+def run_model_logits(params, runs, run_id, x):
+    return nnx.NNModel.from_checkpoint(run_id, root=runs).predict(x).logits
+
+
+def test_nnrun_save_load_round_trip(runs):
+    x, y = tiny_data()
+    run = model_for().train(nnx.NNTrainParams(n_epochs=2, train_loader=batches(x, y, 16)), root=runs)
+    run.save()  # rewriting its files keeps everything readable and equal
+    assert nnx.NNRun.load(run.id, runs) == run
+    assert nnx.NNRun.load(run.id, runs).idps == run.idps
+    assert [r.id for r in nnx.NNRun.all(runs)] == [run.id]
+
+
+def test_custom_module_trains_and_reloads(runs):
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
+
+        def forward(self, x):
+            return self.body(x)
+
+    x, y = tiny_data()
+    torch.manual_seed(0)
+    model = nnx.NNModel(module=Net())
+    run = model.train(nnx.NNTrainParams(n_epochs=2, train_loader=batches(x, y, 16)), root=runs)
+    assert "module" in run.config and "net" not in run.config
+    with pytest.raises(nnx.ParamsError, match="module="):
+        nnx.NNModel.from_checkpoint(run.id, root=runs)
+    again = nnx.NNModel.from_checkpoint(run.id, root=runs, module=Net())
+    assert torch.equal(again.predict(x).logits, model.predict(x).logits)
+
+
+def test_predict_proba_restores_modes_and_decodes():
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,), dropout_prob=0.5))
+    model.net.train()
+    result = model.predict_proba(torch.randn(7, 4))
+    assert model.net.training and all(m.training for m in model.net.modules())
+    torch.testing.assert_close(result.probabilities.sum(-1), torch.ones(7))
+    assert torch.equal(result.decoded, result.logits.argmax(-1)) and result.sample_ids == list(range(7))
+
+
+def test_evaluate_uses_whole_pass_sums(runs):
+    x, y = tiny_data(n=30)
+    model = model_for()
+    whole = model.evaluate([(x, y)])
+    split = model.evaluate(batches(x, y, 7))  # uneven batches
+    assert whole.loss == pytest.approx(split.loss, abs=1e-6) and whole.accuracy == split.accuracy
+
+
+# --------------------------------------------------------------------------- refusals write nothing
+def nothing_written(runs):
+    return not runs.exists() or [p.name for p in runs.iterdir() if not p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize(
+    "make_params, error",
+    [
+        (lambda x, y: nnx.NNTrainParams(n_epochs=1), nnx.TrainingInputError),
+        (lambda x, y: nnx.NNTrainParams(n_epochs=1, train_loader=[]), nnx.TrainingInputError),
+        (lambda x, y: nnx.NNTrainParams(n_epochs=1, train_loader=[(x, y.float())]), nnx.TrainingInputError),
+        (lambda x, y: nnx.NNTrainParams(n_epochs=1, train_loader=[(x, y[:, None])]), nnx.TrainingInputError),
+        (lambda x, y: nnx.NNTrainParams(n_epochs=1, train_loader=[(x, y.tolist())]), nnx.TrainingInputError),
+        (lambda x, y: nnx.NNTrainParams(n_epochs=1, train_loader=[(x * float("nan"), y)]), nnx.NonFiniteLossError),
+        (lambda x, y: nnx.NNTrainParams(n_epochs=1, train_loader=[x]), nnx.TrainingInputError),
+        (lambda x, y: nnx.NNTrainParams(n_epochs=1, train_loader=[(x, y)], metrics=[nnx.MetricSpec(id="nope")]),
+         nnx.ParamsError),
+    ],
+    ids=["no-loader", "empty-loader", "float-target", "target-shape", "list-target", "nan-loss", "no-target",
+         "unknown-metric"],
+)
+def test_bad_input_gets_a_typed_error_and_writes_nothing(runs, make_params, error):
+    x, y = tiny_data(n=8)
+    model = model_for()
+    before = copy.deepcopy(model.net.state_dict())
+    with pytest.raises(error):
+        model.train(make_params(x, y), root=runs)
+    assert nothing_written(runs)
+    assert all(torch.equal(before[k], v) for k, v in model.net.state_dict().items())  # NaN: no parameter changed
+
+
+def test_empty_loader_without_len_is_refused_and_writes_nothing(runs):
+    class NoLen:
+        def __iter__(self):
+            return iter(())
+
+    with pytest.raises(nnx.TrainingInputError, match="no batches"):
+        model_for().train(nnx.NNTrainParams(n_epochs=1, train_loader=NoLen()), root=runs)
+    assert nothing_written(runs)
+
+
+def test_existing_run_is_refused_unless_overwrite_or_salt(runs):
+    x, y = tiny_data()
+    params = nnx.NNTrainParams(n_epochs=1, train_loader=batches(x, y, 16))
+    first = model_for().train(params, root=runs)
+    with pytest.raises(nnx.RunExistsError, match="overwrite_existing"):
+        model_for().train(params, root=runs)
+    assert nnx.NNRun.load(first.id, runs) == first  # untouched
+    salted = model_for().train(params, salt="again", root=runs)
+    assert salted.id != first.id
+    again = model_for().train(params.replace(overwrite_existing=True), root=runs)
+    assert again.id == first.id
+
+
+def test_failure_after_a_commit_keeps_committed_epochs(runs):
+    x, y = tiny_data(n=8)
+
+    class Boom(nnx.Callback):
+        def on_epoch_begin(self, ctx):
+            if ctx.epoch == 2:
+                raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        model_for().train(nnx.NNTrainParams(n_epochs=4, train_loader=[(x, y)]), callbacks=[Boom()], root=runs)
+    (run,) = nnx.NNRun.all(runs)
+    assert [idp.epoch_idx for idp in run.idps] == [0, 1]
+    assert run.checkpoint("last").epoch == 1
+    import json
+
+    attempt = json.loads((run.path / "attempt.json").read_text())
+    assert attempt["status"] == "failed" and attempt["last_committed_epoch"] == 1 and "boom" in attempt["error"]
+
+
+def test_custom_step_and_eval_step(runs):
+    x, y = tiny_data()
+    seen = []
+
+    def step(ctx):
+        out = nnx.default_train_step(ctx) if hasattr(nnx, "default_train_step") else None
+        seen.append(ctx.batch_idx)
+        return out
+
+    def evaluate(ctx):
+        return nnx.EvaluationDataPoint(loss=1.0, extra={"custom": 2.0})
+
+    run = model_for().train(
+        nnx.NNTrainParams(n_epochs=2, train_loader=batches(x, y, 16), val_loader=[(x, y)]),
+        train_step_fn=step, eval_step_fn=evaluate, root=runs,
+    )
+    assert seen == [0, 1, 2, 0, 1, 2]
+    assert run.idps[-1].val_edp.extra["custom"] == 2.0
+    assert run.idps[-1].update_count == 6

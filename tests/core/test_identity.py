@@ -1,0 +1,68 @@
+"""Run identity: canonical JSON → SHA-256 (32 hex), stable across processes and hash seeds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nnx_core.errors import InvalidRunIdError
+from nnx_core.identity import canonical_json, run_id, validate_run_id, validate_tag
+
+# The documented test vector (docs/concepts.md, "Run identity").
+VECTOR = {"model": {"device": "cpu", "loss": "cross_entropy", "net": "feed_fwd"},
+          "net": {"activation": "relu", "dropout_prob": 0.1, "hidden_dims": [32, 16], "input_dim": 8, "output_dim": 3},
+          "train": {"n_epochs": 10, "optim": {"max_lr": 0.01, "momentum": [0.9, 0.999], "name": "adam",
+                                             "weight_decay": 5e-05},
+                    "scheduler": {"cooldown": 1, "factor": 0.5, "min_lr": 1e-07, "patience": 3, "threshold": 0.001}}}
+VECTOR_ID = "07ac368d1d1c921296512f05023190b4"
+
+
+def test_canonical_json_sorts_keys_and_keeps_exact_floats():
+    assert canonical_json({"b": 0.1, "a": [1, 2e-7]}) == '{"a":[1,2e-07],"b":0.1}'
+    with pytest.raises(ValueError):
+        canonical_json({"x": float("nan")})
+
+
+def test_documented_vector():
+    assert run_id(VECTOR) == VECTOR_ID
+    assert len(VECTOR_ID) == 32
+
+
+@pytest.mark.parametrize("seed", ["0", "1", "12345"])
+def test_id_is_stable_across_processes_and_hash_seeds(seed):
+    code = "import json,sys; from nnx_core.identity import run_id; print(run_id(json.loads(sys.stdin.read())))"
+    out = subprocess.run([sys.executable, "-c", code], input=json.dumps(VECTOR), capture_output=True, text=True,
+                         env={**os.environ, "PYTHONHASHSEED": seed}, timeout=60, check=True)
+    assert out.stdout.strip() == VECTOR_ID
+
+
+def test_api_params_give_the_vector_id():
+    import nnx_api as nnx
+
+    model = nnx.NNModel(nnx.NNParams(input_dim=8, output_dim=3, hidden_dims=(32, 16), dropout_prob=0.1),
+                        nnx.NNModelParams())
+    params = nnx.NNTrainParams(
+        n_epochs=10,
+        optim=nnx.NNOptimParams(name=nnx.Optims.ADAM, max_lr=0.01, weight_decay=5e-5),
+        scheduler=nnx.NNSchedulerParams(min_lr=1e-7, factor=0.5, patience=3, cooldown=1, threshold=1e-3),
+    )
+    assert run_id(model.run_config(params, None)) == VECTOR_ID
+    # omit-when-default: a later field left at its default does not change the id
+    assert run_id(model.run_config(params.replace(save_phase_checkpoints=True), None)) == VECTOR_ID
+    assert run_id(model.run_config(params.replace(seed=42), None)) != VECTOR_ID
+
+
+@pytest.mark.parametrize("bad", ["", ".", "..", "../x", "a/b", "a\\b", "x*", "a?b", "[a]", "a\x00b", ".hidden", 3, None])
+def test_unsafe_run_ids_are_refused(bad):
+    with pytest.raises(InvalidRunIdError):
+        validate_run_id(bad)
+
+
+@pytest.mark.parametrize("bad", ["", "../last", "a/b", "-x", "x..y", "a b"])
+def test_unsafe_tags_are_refused(bad):
+    with pytest.raises(InvalidRunIdError):
+        validate_tag(bad)

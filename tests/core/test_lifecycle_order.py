@@ -1,0 +1,132 @@
+"""The seed's lifecycle order, recorded hook by hook on a fake run (no torch)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from nnx_core.lifecycle import CleanupWarning, run_lifecycle
+
+
+class Recorder:
+    def __init__(self, name, log, fail_on=None, fail_end=False):
+        self.name, self.log, self.fail_on, self.fail_end = name, log, fail_on, fail_end
+
+    def _hit(self, hook, ctx):
+        self.log.append(f"{self.name}.{hook}" + (f"@{ctx.epoch}" if hook.startswith("on_epoch") else ""))
+        if self.fail_on == (hook, getattr(ctx, "epoch", None)):
+            raise RuntimeError(f"{self.name} failed in {hook}")
+
+    def on_train_begin(self, ctx):
+        self._hit("on_train_begin", ctx)
+
+    def on_epoch_begin(self, ctx):
+        self._hit("on_epoch_begin", ctx)
+
+    def on_epoch_end(self, ctx):
+        self._hit("on_epoch_end", ctx)
+
+    def on_train_end(self, ctx):
+        self.log.append(f"{self.name}.on_train_end")
+        if self.fail_end:
+            raise ValueError(f"{self.name} cleanup failed")
+
+
+class Ctx:
+    epoch = -1
+    deferred_checkpoint_writes: list = []
+
+
+class FakeDriver:
+    def __init__(self, log, n=2, fail=None, stop_after=None):
+        self.log, self.n, self.fail, self.stop_after = log, n, fail, stop_after
+
+    def _step(self, name, epoch):
+        self.log.append(f"{name}@{epoch}")
+        if self.fail == (name, epoch):
+            raise KeyError(f"{name} broke")
+
+    def epochs(self):
+        return range(self.n)
+
+    def train_epoch(self, e):
+        self._step("batches", e)
+
+    def validate(self, e):
+        self._step("validation", e)
+
+    def decide(self, e):
+        self._step("decision", e)
+
+    def tick_epoch_clocks(self, e):
+        self._step("epoch_clock_tick", e)
+
+    def commit(self, e):
+        self._step("commit", e)
+
+    def should_stop(self):
+        return self.stop_after is not None and self.log[-1] == f"commit@{self.stop_after}"
+
+    def stopped_at_update(self):
+        return False
+
+    def finalize(self):
+        self.log.append("refresh_last")
+
+
+EPOCH = ["{a}.on_epoch_begin@{e}", "{b}.on_epoch_begin@{e}", "batches@{e}", "validation@{e}", "decision@{e}",
+         "epoch_clock_tick@{e}", "{a}.on_epoch_end@{e}", "{b}.on_epoch_end@{e}", "commit@{e}"]
+
+
+def expected_epoch(e):
+    return [s.format(a="A", b="B", e=e) for s in EPOCH]
+
+
+def test_full_run_follows_the_seed_order():
+    log = []
+    cbs = [Recorder("A", log), Recorder("B", log)]
+    run_lifecycle(FakeDriver(log, n=2), cbs, Ctx())
+    assert log == [
+        "A.on_train_begin", "B.on_train_begin",
+        *expected_epoch(0), *expected_epoch(1),
+        "B.on_train_end", "A.on_train_end",  # reverse order
+        "refresh_last",  # LAST refreshed after finalization
+    ]
+
+
+def test_stop_after_commit_still_finalizes():
+    log = []
+    run_lifecycle(FakeDriver(log, n=5, stop_after=0), [Recorder("A", log), Recorder("B", log)], Ctx())
+    assert log[-3:] == ["B.on_train_end", "A.on_train_end", "refresh_last"]
+    assert "batches@1" not in log
+
+
+def test_failure_mid_epoch_finalizes_begun_callbacks_in_reverse_and_reraises():
+    log = []
+    cbs = [Recorder("A", log), Recorder("B", log, fail_end=True), Recorder("C", log)]
+    with pytest.warns(CleanupWarning, match="B cleanup failed"):
+        with pytest.raises(KeyError, match="validation broke"):
+            run_lifecycle(FakeDriver(log, n=3, fail=("validation", 1)), cbs, Ctx())
+    tail = log[log.index("validation@1") + 1 :]
+    assert tail == ["C.on_train_end", "B.on_train_end", "A.on_train_end"]  # all attempted, no refresh
+    assert "commit@1" not in log
+
+
+def test_only_callbacks_whose_begin_completed_are_finalized():
+    log = []
+    cbs = [Recorder("A", log), Recorder("B", log, fail_on=("on_train_begin", -1)), Recorder("C", log)]
+    with pytest.raises(RuntimeError, match="B failed"):
+        run_lifecycle(FakeDriver(log), cbs, Ctx())
+    assert log == ["A.on_train_begin", "B.on_train_begin", "A.on_train_end"]
+
+
+def test_cleanup_error_without_training_error_is_raised_and_others_warned():
+    log = []
+    cbs = [Recorder("A", log, fail_end=True), Recorder("B", log, fail_end=True)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="B cleanup failed"):
+            run_lifecycle(FakeDriver(log, n=1), cbs, Ctx())
+    assert any("A cleanup failed" in str(w.message) for w in caught)
+    assert "refresh_last" not in log
