@@ -161,6 +161,10 @@ class FixedHeadProvider:
     ``option_map = {option_id: label}``. Probabilities are recomputed from the logits in float64,
     put in the question's order and validated (never renormalised); each result's ``raw`` holds
     a copy of its row's logits. ``max_batch`` caps the rows per ``predict_proba`` call.
+
+    Attributes (read them, do not set them): ``labels`` (the head's labels in class order, or
+    None for an unlabelled Bernoulli head), ``option_map``, ``ordinal``, ``question`` (the
+    Boolean a Bernoulli head answers) and the ``model_calls`` counter.
     """
 
     def __init__(self, model: Any, labels: Sequence[str] | None = None,
@@ -211,7 +215,9 @@ class FixedHeadProvider:
         if width < 2:
             raise UnsupportedCapability(f"a categorical head needs at least two classes, got {width}")
         if question is not None:
-            raise InvalidDecisionRequest("question= is for Bernoulli heads; categorical heads take any fitting question")
+            raise InvalidDecisionRequest(
+                "question= is for Bernoulli heads; categorical heads take any fitting question"
+            )
         if raw_labels is None:
             raise InvalidDecisionRequest("the head has no labels: pass labels=[...] with one label per class")
         self.labels = _labels(raw_labels, width)
@@ -227,9 +233,11 @@ class FixedHeadProvider:
         if option_map is None:
             return {}
         if not isinstance(option_map, Mapping):
-            raise InvalidDecisionRequest(f"option_map must be a mapping {{option_id: label}}, got {option_map!r}")
+            raise InvalidDecisionRequest(
+                f"option_map must be a mapping {{option_id: label}}, got {option_map!r}"
+            )
         mapping = dict(option_map)
-        unknown = sorted(label for label in mapping.values() if label not in self.labels)
+        unknown = [label for label in mapping.values() if label not in self.labels]
         if unknown:
             raise InvalidDecisionRequest(f"option_map names labels the head does not have: {unknown}")
         if len(set(mapping.values())) != len(mapping):
@@ -246,6 +254,8 @@ class FixedHeadProvider:
         return self._capabilities
 
     def _label_ids(self, question: Question) -> tuple[str, ...] | None:
+        if not isinstance(question, (Choice, Boolean, Score)):
+            raise InvalidDecisionRequest(f"expected a Choice, Boolean or Score, got {question!r}")
         if isinstance(question, Boolean):
             return None
         return tuple(self.option_map.get(option_id, option_id) for option_id in question.option_ids)
@@ -254,7 +264,9 @@ class FixedHeadProvider:
         try:
             return len(inputs)
         except TypeError as error:
-            raise InvalidDecisionRequest(f"inputs must be a batch of rows (tensor or array), got {type(inputs).__name__}") from error
+            raise InvalidDecisionRequest(
+                f"inputs must be a batch of rows (tensor or array), got {type(inputs).__name__}"
+            ) from error
 
     def check(self, question: Question, inputs: Any) -> None:
         """Refuse (``UnsupportedCapability`` / ``InvalidDecisionRequest``) what ``decide`` would
@@ -297,13 +309,16 @@ class FixedHeadProvider:
                 module.training = training
         logits = prediction.logits
         if not isinstance(logits, torch.Tensor):
-            raise InvalidDecisionResponse(f"predict_proba returned logits of type {type(logits).__name__}, not a tensor")
+            raise InvalidDecisionResponse(
+                f"predict_proba returned logits of type {type(logits).__name__}, not a tensor"
+            )
         logits = logits.detach()
         if self._bernoulli and logits.dim() == 1:
             logits = logits.unsqueeze(-1)
         if tuple(logits.shape) != (count, self._width):
             raise InvalidDecisionResponse(
-                f"predict_proba returned logits of shape {tuple(logits.shape)}, expected {(count, self._width)}"
+                f"predict_proba returned logits of shape {tuple(logits.shape)}, "
+                f"expected {(count, self._width)}"
             )
         return logits.to(device="cpu", dtype=torch.float64)
 

@@ -321,8 +321,8 @@ class _Deferred:
             rows = object.__getattribute__(self, "_rows")
         except AttributeError:
             rows = None
-        if rows is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        if rows is None:  # never deferred, or another thread has just filled the fields
+            return object.__getattribute__(self, name)
         values = rows.fields(object.__getattribute__(self, "_row"))
         for field_name, default in _public_fields(type(self)):
             value = values.get(field_name, default)
@@ -486,7 +486,8 @@ def validate_response(question: Question, response: Any, *, raw: Any = None) -> 
         if isinstance(response, Mapping):
             if set(response) != {"true", "false"}:
                 raise InvalidDecisionResponse(
-                    f"a Boolean answer mapping has exactly the keys 'true' and 'false', got {sorted(map(repr, response))}"
+                    "a Boolean answer mapping has exactly the keys 'true' and 'false', "
+                    f"got {sorted(map(repr, response))}"
                 )
             p_true = _probability(response["true"], "p('true')")
             p_false = _probability(response["false"], "p('false')")
@@ -508,7 +509,9 @@ def validate_response(question: Question, response: Any, *, raw: Any = None) -> 
     unknown = [i for i in by_id if i not in expected]
     missing = [i for i in expected if i not in by_id]
     if unknown or missing:
-        raise InvalidDecisionResponse(f"answer ids do not match the question: unknown {unknown}, missing {missing}")
+        raise InvalidDecisionResponse(
+            f"answer ids do not match the question: unknown {unknown}, missing {missing}"
+        )
     return result_type(digest, [(option_id, by_id[option_id]) for option_id in expected], raw)
 
 
