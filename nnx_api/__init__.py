@@ -41,5 +41,6 @@ from nnx_api.params import (
 )
 from nnx_api.run import Checkpoint, NNRun
 from nnx_api.training import EvalStepContext, TrainStepContext, default_train_step
+from nnx_api import decisions
 
 __all__ = [name for name in dir() if not name.startswith("_")]

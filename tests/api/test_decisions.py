@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 import pytest
 import torch
 
-import nnx_api
 from nnx_api.decisions import (
     PROBABILITY_TOLERANCE,
     Boolean,
@@ -477,7 +476,6 @@ def test_deferred_results_behave_like_constructed_ones() -> None:
 # ----------------------------------------------------------------------------- the example
 
 
-@pytest.mark.skipif(not hasattr(nnx_api, "NNModel"), reason="nnx_api.NNModel is not available yet")
 def test_example_runs(tmp_path: Path) -> None:
     completed = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "decision_fixed_head.py"),
