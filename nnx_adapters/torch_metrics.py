@@ -1,9 +1,16 @@
 """Whole-epoch metric accumulators on the model's device.
 
-Every accumulator keeps sums and counts (F1 keeps confusion counts) and is read once, at the end
-of the epoch: values are never a mean of batch means and no batch forces a host sync.
+Every accumulator keeps sums and counts on the device (F1 keeps confusion counts) and is read
+once, at the end of the epoch: values are never a mean of batch means, and no batch forces a host
+synchronisation. Ignored targets are not removed by boolean indexing (that would read the valid
+count back to the host); the built-in accumulators take a 0/1 ``mask`` instead and weight every
+sum by it. A registered accumulator that does not declare ``accepts_mask = True`` receives the
+valid rows only (its inputs are filtered, which costs one sync per batch when targets are masked).
+
 Inputs: ``labels`` (decoded predictions vs targets), ``probabilities`` (class probabilities vs
-targets) and ``continuous`` (outputs vs targets).
+targets) and ``continuous`` (outputs vs targets). For a multilabel task ``labels`` are 0/1
+indicator matrices ``(rows, labels)``: accuracy is subset accuracy and F1 is computed per label,
+as scikit-learn does for indicator inputs.
 """
 
 from __future__ import annotations
@@ -18,75 +25,137 @@ from nnx_core.errors import ParamsError
 from nnx_adapters.torch_tasks import TaskAdapter
 
 INPUTS = ("labels", "probabilities", "continuous")
+F1_AVERAGES = ("macro", "micro", "weighted", "binary")
+
+
+def _ones(target: torch.Tensor) -> torch.Tensor:
+    return torch.ones(target.shape[:1] if target.dim() else (1,), dtype=torch.float64, device=target.device)
+
+
+def _weights(target: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Per-row float64 weights: the mask, or ones."""
+    return _ones(target) if mask is None else mask.to(torch.float64)
+
+
+class _Sum:
+    """Σ weighted value / Σ weight, both kept on the device."""
+
+    __slots__ = ("total", "count")
+
+    def __init__(self) -> None:
+        self.total: torch.Tensor | float = 0.0
+        self.count: torch.Tensor | int = 0
+
+    def add(self, values: torch.Tensor, weights: torch.Tensor | int) -> None:
+        """Add per-row ``values`` (already weighted) and their total weight (a tensor or an int)."""
+        self.total = self.total + values.sum()
+        self.count = self.count + (weights.sum() if isinstance(weights, torch.Tensor) else weights)
+
+    def result(self) -> float:
+        count = float(self.count)
+        return float(self.total) / count if count else float("nan")
 
 
 class Confusion:
-    """A C×C confusion matrix accumulated with ``bincount``; classes grow as they appear."""
+    """A C×C confusion matrix (rows: true class, columns: predicted) accumulated on the device
+    with ``index_add_`` (no host sync, unlike ``bincount`` on CUDA)."""
 
     def __init__(self, n_classes: int | None = None) -> None:
         self.n = n_classes or 0
         self.matrix: torch.Tensor | None = None
 
-    def update(self, target: torch.Tensor, pred: torch.Tensor) -> None:
-        """Add one batch of (valid) integer targets and predictions."""
+    def update(self, target: torch.Tensor, pred: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        """Add one batch of integer targets and predictions; rows with ``mask == 0`` add nothing."""
         if self.n == 0:
             raise ValueError("Confusion needs the number of classes")
-        counts = torch.bincount(target.reshape(-1) * self.n + pred.reshape(-1), minlength=self.n * self.n)
-        counts = counts[: self.n * self.n].reshape(self.n, self.n)
-        self.matrix = counts if self.matrix is None else self.matrix + counts
+        target, pred = target.reshape(-1), pred.reshape(-1)
+        weights = _weights(target, None if mask is None else mask.reshape(-1))
+        if mask is not None:  # masked rows may hold ignore_index: point them at a valid cell
+            target = torch.where(mask.reshape(-1).bool(), target, torch.zeros_like(target))
+        if self.matrix is None:
+            self.matrix = torch.zeros(self.n * self.n, dtype=torch.float64, device=target.device)
+        self.matrix.index_add_(0, target * self.n + pred, weights)
 
     def scores(self) -> dict[str, float]:
-        """accuracy and macro/micro/weighted F1, precision, recall (zero_division = 0)."""
+        """accuracy and macro/micro/weighted/binary F1, macro precision and recall (zero_division 0;
+        averages over the labels present in targets or predictions, as scikit-learn does)."""
         if self.matrix is None:
             return {}
-        m = self.matrix.double().cpu()
+        m = self.matrix.reshape(self.n, self.n).cpu()
         tp = m.diag()
         support = m.sum(1)  # true counts per class
         predicted = m.sum(0)
         total = float(m.sum())
-        precision = torch.where(predicted > 0, tp / predicted.clamp(min=1), torch.zeros_like(tp))
-        recall = torch.where(support > 0, tp / support.clamp(min=1), torch.zeros_like(tp))
-        denom = precision + recall
-        f1 = torch.where(denom > 0, 2 * precision * recall / denom.clamp(min=1e-300), torch.zeros_like(tp))
-        present = (support + predicted) > 0  # sklearn averages over labels present in y_true ∪ y_pred
-        weights = support / support.sum().clamp(min=1)
-        micro = float(tp.sum()) / total if total else 0.0
+        if total == 0:
+            return {}
+        zero = torch.zeros_like(tp)
+        precision = torch.where(predicted > 0, tp / predicted.clamp(min=1), zero)
+        recall = torch.where(support > 0, tp / support.clamp(min=1), zero)
+        denom = support + predicted
+        f1 = torch.where(denom > 0, 2 * tp / denom.clamp(min=1e-300), zero)
+        present = denom > 0
+        micro = float(tp.sum()) / total
         out = {
             "accuracy": micro,
-            "precision": float(precision[present].mean()) if present.any() else 0.0,
-            "recall": float(recall[present].mean()) if present.any() else 0.0,
-            "f1": float(f1[present].mean()) if present.any() else 0.0,
+            "precision": float(precision[present].mean()),
+            "recall": float(recall[present].mean()),
+            "f1": float(f1[present].mean()),
             "f1_micro": micro,
-            "f1_weighted": float((f1 * weights).sum()),
+            "f1_weighted": float((f1 * support).sum() / support.sum()),
         }
         if self.n == 2:
             out["f1_binary"] = float(f1[1])
         return out
 
 
-class _Sum:
-    """Σvalue / Σcount on device."""
+class LabelCounts:
+    """Per-label tp/fp/fn of 0/1 indicator matrices (multilabel F1)."""
 
     def __init__(self) -> None:
-        self.total: torch.Tensor | float = 0.0
-        self.count = 0
+        self.tp: torch.Tensor | float = 0.0
+        self.fp: torch.Tensor | float = 0.0
+        self.fn: torch.Tensor | float = 0.0
 
-    def add(self, values: torch.Tensor, count: int) -> None:
-        self.total = self.total + values.sum()
-        self.count += count
+    def update(self, target: torch.Tensor, pred: torch.Tensor, weights: torch.Tensor) -> None:
+        t, p = target.to(torch.float64), pred.to(torch.float64)
+        w = weights.reshape(-1, *([1] * (t.dim() - 1)))
+        self.tp = self.tp + (t * p * w).sum(0)
+        self.fp = self.fp + ((1 - t) * p * w).sum(0)
+        self.fn = self.fn + (t * (1 - p) * w).sum(0)
 
-    def result(self) -> float:
-        return float(self.total) / self.count if self.count else float("nan")
+    def f1(self, average: str) -> float:
+        if not isinstance(self.tp, torch.Tensor):
+            return float("nan")
+        tp, fp, fn = (x.cpu() for x in (self.tp, self.fp, self.fn))  # type: ignore[union-attr]
+        if average == "micro":
+            denom = float(2 * tp.sum() + fp.sum() + fn.sum())
+            return 2 * float(tp.sum()) / denom if denom else 0.0
+        denom = 2 * tp + fp + fn
+        per_label = torch.where(denom > 0, 2 * tp / denom.clamp(min=1e-300), torch.zeros_like(tp))
+        if average == "macro":
+            return float(per_label.mean())
+        if average == "weighted":
+            support = tp + fn
+            return float((per_label * support).sum() / support.sum()) if float(support.sum()) else 0.0
+        return float("nan")  # "binary" is undefined for indicator targets
+
+
+def _multilabel(target: torch.Tensor, prediction: torch.Tensor) -> bool:
+    return target.dim() == 2 and prediction.shape == target.shape and not prediction.dtype.is_floating_point
 
 
 class AccuracyMetric:
-    """Share of valid targets predicted right."""
+    """Share of valid targets predicted right (subset accuracy for indicator matrices)."""
+
+    accepts_mask = True
 
     def __init__(self, config: Mapping[str, Any], n_classes: int | None) -> None:
         self.hits = _Sum()
 
-    def update(self, target: torch.Tensor, prediction: torch.Tensor) -> None:
-        self.hits.add((target == prediction).reshape(-1).double(), target.numel())
+    def update(self, target: torch.Tensor, prediction: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        hit = (target == prediction).all(-1) if _multilabel(target, prediction) else (target == prediction).reshape(-1)
+        weights = _weights(hit, mask)
+        self.hits.add(hit.to(torch.float64) * weights, weights if mask is not None else hit.numel())
 
     def result(self) -> float:
         return self.hits.result()
@@ -95,14 +164,24 @@ class AccuracyMetric:
 class F1Metric:
     """F1 from confusion counts; ``config["average"]`` ∈ macro, micro, weighted, binary."""
 
+    accepts_mask = True
+
     def __init__(self, config: Mapping[str, Any], n_classes: int | None) -> None:
         self.average = config.get("average", "macro")
         self.confusion = Confusion(n_classes)
+        self.labels = LabelCounts()
+        self.indicator = False
 
-    def update(self, target: torch.Tensor, prediction: torch.Tensor) -> None:
-        self.confusion.update(target, prediction)
+    def update(self, target: torch.Tensor, prediction: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        if _multilabel(target, prediction):
+            self.indicator = True
+            self.labels.update(target, prediction, _weights(target, mask))
+        else:
+            self.confusion.update(target, prediction, mask)
 
     def result(self) -> float:
+        if self.indicator:
+            return self.labels.f1(self.average)
         scores = self.confusion.scores()
         key = {"macro": "f1", "micro": "f1_micro", "weighted": "f1_weighted", "binary": "f1_binary"}[self.average]
         return scores.get(key, float("nan"))
@@ -110,32 +189,54 @@ class F1Metric:
 
 def _check_f1(config: Mapping[str, Any]) -> list[str]:
     average = config.get("average", "macro")
-    return [] if average in ("macro", "micro", "weighted", "binary") else [f"f1 average {average!r} is unknown"]
+    unknown = sorted(set(config) - {"average"})
+    problems = [] if average in F1_AVERAGES else [f"f1 average {average!r} is unknown (use one of {F1_AVERAGES})"]
+    return problems + [f"f1 has no config key {key!r} (only 'average')" for key in unknown]
+
+
+def _no_config(name: str) -> Callable[[Mapping[str, Any]], list[str]]:
+    def check(config: Mapping[str, Any]) -> list[str]:
+        return [f"{name} takes no config, got keys {sorted(config)}"] if config else []
+
+    return check
+
+
+def _safe_target(target: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    return target if mask is None else torch.where(mask.bool(), target, torch.zeros_like(target))
 
 
 class NLLMetric:
-    """Mean negative log-likelihood of the true class."""
+    """Mean negative log-likelihood of the true class (probabilities clipped at float64 eps,
+    as scikit-learn's ``log_loss`` does)."""
+
+    accepts_mask = True
 
     def __init__(self, config: Mapping[str, Any], n_classes: int | None) -> None:
         self.sum = _Sum()
 
-    def update(self, target: torch.Tensor, prediction: torch.Tensor) -> None:
-        p = prediction.double().gather(-1, target.unsqueeze(-1)).squeeze(-1)
-        self.sum.add(-torch.log(p.clamp(min=1e-300)), target.numel())
+    def update(self, target: torch.Tensor, prediction: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        eps = torch.finfo(torch.float64).eps
+        p = prediction.double().gather(-1, _safe_target(target, mask).unsqueeze(-1)).squeeze(-1)
+        weights = _weights(target, mask)
+        self.sum.add(-torch.log(p.clamp(min=eps, max=1 - eps)) * weights, weights if mask is not None else target.numel())
 
     def result(self) -> float:
         return self.sum.result()
 
 
 class BrierMetric:
-    """Mean over rows of Σ_classes (p − onehot)²."""
+    """Mean over rows of Σ_classes (p − onehot)² (the class-summed multiclass Brier score)."""
+
+    accepts_mask = True
 
     def __init__(self, config: Mapping[str, Any], n_classes: int | None) -> None:
         self.sum = _Sum()
 
-    def update(self, target: torch.Tensor, prediction: torch.Tensor) -> None:
-        onehot = torch.nn.functional.one_hot(target, prediction.shape[-1]).double()
-        self.sum.add(((prediction.double() - onehot) ** 2).sum(-1), target.numel())
+    def update(self, target: torch.Tensor, prediction: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        onehot = torch.nn.functional.one_hot(_safe_target(target, mask), prediction.shape[-1]).double()
+        weights = _weights(target, mask)
+        per_row = ((prediction.double() - onehot) ** 2).sum(-1)
+        self.sum.add(per_row * weights, weights if mask is not None else target.numel())
 
     def result(self) -> float:
         return self.sum.result()
@@ -144,11 +245,21 @@ class BrierMetric:
 class MAEMetric:
     """Mean absolute error over elements."""
 
+    accepts_mask = True
+
     def __init__(self, config: Mapping[str, Any], n_classes: int | None) -> None:
         self.sum = _Sum()
 
-    def update(self, target: torch.Tensor, prediction: torch.Tensor) -> None:
-        self.sum.add((prediction.double() - target.double()).abs(), target.numel())
+    def _errors(self, target: torch.Tensor, prediction: torch.Tensor) -> torch.Tensor:
+        return (prediction.double() - target.double()).abs()
+
+    def update(self, target: torch.Tensor, prediction: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        errors = self._errors(target, prediction)
+        if mask is None:
+            self.sum.add(errors, errors.numel())
+        else:
+            w = mask.to(torch.float64).reshape(-1, *([1] * (errors.dim() - 1))).expand_as(errors)
+            self.sum.add(torch.where(w > 0, errors, torch.zeros_like(errors)) * w, w)
 
     def result(self) -> float:
         return self.sum.result()
@@ -157,8 +268,8 @@ class MAEMetric:
 class MSEMetric(MAEMetric):
     """Mean squared error over elements."""
 
-    def update(self, target: torch.Tensor, prediction: torch.Tensor) -> None:
-        self.sum.add((prediction.double() - target.double()) ** 2, target.numel())
+    def _errors(self, target: torch.Tensor, prediction: torch.Tensor) -> torch.Tensor:
+        return (prediction.double() - target.double()) ** 2
 
 
 @attrs.frozen
@@ -184,7 +295,13 @@ def register_metric(
     check_config: Callable[[Mapping[str, Any]], list[str]] | None = None,
     replace: bool = False,
 ) -> None:
-    """Register an accumulator factory ``factory(config, n_classes)`` with ``update``/``result``."""
+    """Register an accumulator factory ``factory(config, n_classes)``.
+
+    The accumulator has ``update(target, prediction)`` (called once per batch with the valid
+    rows) and ``result() -> float`` (called once per epoch). Setting ``accepts_mask = True`` on it
+    asks for ``update(target, prediction, mask)`` with every row and a 0/1 mask instead.
+    ``mode`` is the metric's direction ("min" or "max"), used by monitors naming it.
+    """
     if input not in INPUTS:
         raise ParamsError("register_metric.input", f"must be one of {INPUTS}, got {input!r}")
     if mode not in ("min", "max"):
@@ -194,12 +311,12 @@ def register_metric(
     REGISTRY[(id, version)] = MetricEntry(factory, input, mode, check_config)
 
 
-register_metric("accuracy", 1, AccuracyMetric, input="labels", mode="max")
+register_metric("accuracy", 1, AccuracyMetric, input="labels", mode="max", check_config=_no_config("accuracy"))
 register_metric("f1", 1, F1Metric, input="labels", mode="max", check_config=_check_f1)
-register_metric("nll", 1, NLLMetric, input="probabilities", mode="min")
-register_metric("brier", 1, BrierMetric, input="probabilities", mode="min")
-register_metric("mae", 1, MAEMetric, input="continuous", mode="min")
-register_metric("mse", 1, MSEMetric, input="continuous", mode="min")
+register_metric("nll", 1, NLLMetric, input="probabilities", mode="min", check_config=_no_config("nll"))
+register_metric("brier", 1, BrierMetric, input="probabilities", mode="min", check_config=_no_config("brier"))
+register_metric("mae", 1, MAEMetric, input="continuous", mode="min", check_config=_no_config("mae"))
+register_metric("mse", 1, MSEMetric, input="continuous", mode="min", check_config=_no_config("mse"))
 
 _TASK_INPUTS = {"categorical": ("labels", "probabilities"), "multilabel": ("labels",), "regression": ("continuous",)}
 
@@ -207,6 +324,9 @@ _TASK_INPUTS = {"categorical": ("labels", "probabilities"), "multilabel": ("labe
 def resolve(specs: Sequence[Any], task_kind: str) -> list[str]:
     """Problems with declared metric specs for a task (empty list when all are usable)."""
     problems = []
+    labels = [spec.label for spec in specs]
+    for label in sorted({lb for lb in labels if labels.count(lb) > 1}):
+        problems.append(f"two metrics are labelled {label!r}; give one of them name=...")
     for spec in specs:
         entry = REGISTRY.get((spec.id, spec.version))
         if entry is None:
@@ -217,6 +337,8 @@ def resolve(specs: Sequence[Any], task_kind: str) -> list[str]:
             problems.append(f"metric {spec.label!r} needs {entry.input} inputs, which a {task_kind} task does not give")
         if entry.check_config:
             problems.extend(entry.check_config(spec.config))
+        if spec.id == "f1" and spec.config.get("average") == "binary" and task_kind != "categorical":
+            problems.append(f"metric {spec.label!r}: average='binary' needs a two-class categorical task")
     return problems
 
 
@@ -231,8 +353,9 @@ def metric_mode(label: str, specs: Sequence[Any]) -> str:
 class EpochAccumulator:
     """Loss, built-in scores and declared metrics over a whole pass (training epoch or validation).
 
-    ``update`` adds one batch (already masked per the task); ``result`` syncs once and returns
-    an EDP-shaped dict: loss, error, accuracy, f1, precision, recall, count, metrics.
+    ``update`` adds one batch; targets equal to the task's ``ignore_index`` are masked out of
+    every score. ``result`` reads everything once and returns EDP fields: loss, error, accuracy,
+    f1, precision, recall, count and metrics (metrics are left out of an empty, all-masked pass).
     """
 
     def __init__(self, task: TaskAdapter, n_classes: int | None, specs: Sequence[Any], *, full_scores: bool) -> None:
@@ -241,59 +364,78 @@ class EpochAccumulator:
         self.loss = _Sum()
         self.confusion = Confusion(n_classes) if task.categorical and full_scores else None
         self.correct: torch.Tensor | float = 0.0
-        self.rows = 0
-        self.metrics = [(s.label, REGISTRY[(s.id, s.version)], REGISTRY[(s.id, s.version)].factory(s.config, n_classes)) for s in specs]
+        self.rows: torch.Tensor | int = 0
+        self.metrics = [
+            (s.label, REGISTRY[(s.id, s.version)], REGISTRY[(s.id, s.version)].factory(s.config, n_classes))
+            for s in specs
+        ]
+        self._probabilities = any(e.input == "probabilities" for _, e, _ in self.metrics)
 
     def add_loss(self, loss_sum: torch.Tensor, count: int) -> None:
         """Add a batch's loss numerator and denominator."""
         self.loss.total = self.loss.total + loss_sum.detach()
-        self.loss.count += count
+        self.loss.count = self.loss.count + count
+
+    @staticmethod
+    def _feed(acc: Any, target: torch.Tensor, inputs: torch.Tensor, mask: torch.Tensor | None) -> None:
+        if mask is None:
+            acc.update(target, inputs)
+        elif getattr(acc, "accepts_mask", False):
+            acc.update(target, inputs, mask)
+        else:
+            keep = mask.bool()
+            acc.update(target[keep], inputs[keep])
 
     def update(self, output: torch.Tensor, target: torch.Tensor) -> None:
-        """Add a batch's outputs and targets to the scores and declared metrics."""
+        """Add a batch's outputs and targets to the scores and declared metrics (no host sync)."""
         output = output.detach()
         task = self.task
         if task.categorical:
             logits = output.reshape(-1, output.shape[-1])
             target = target.reshape(-1)
-            if task.ignore_index is not None:
-                keep = target != task.ignore_index
-                logits, target = logits[keep], target[keep]
+            mask = (target != task.ignore_index) if task.ignore_index is not None else None
             pred = logits.argmax(-1)
             if self.confusion is not None:
                 self.confusion.n = self.confusion.n or logits.shape[-1]
-                self.confusion.update(target, pred)
+                self.confusion.update(target, pred, mask)
             else:
-                self.correct = self.correct + (pred == target).sum()
-                self.rows += target.numel()
-            probs = torch.softmax(logits.float(), -1) if any(e.input == "probabilities" for _, e, _ in self.metrics) else None
+                hit = pred == target
+                if mask is not None:
+                    hit = hit & mask
+                self.correct = self.correct + hit.sum()
+                self.rows = self.rows + (mask.sum() if mask is not None else target.numel())
+            probs = torch.softmax(logits.float(), -1) if self._probabilities else None
             for _, entry, acc in self.metrics:
-                acc.update(target, pred if entry.input == "labels" else probs)
+                self._feed(acc, target, pred if entry.input == "labels" else probs, mask)  # type: ignore[arg-type]
         elif task.kind == "multilabel":
             pred = task.decode(output)
             hit, rows = task.correct(output, target)
             self.correct = self.correct + hit
-            self.rows += rows
+            self.rows = self.rows + rows
+            labels = (target >= 0.5).long()
             for _, _, acc in self.metrics:
-                acc.update((target >= 0.5).long(), pred)
+                acc.update(labels, pred)
         else:
             for _, _, acc in self.metrics:
                 acc.update(target, output)
 
     def result(self) -> dict[str, Any]:
         """Read everything (one sync per accumulator) into EDP fields."""
-        out: dict[str, Any] = {"count": self.loss.count}
-        if self.loss.count:
+        count = int(self.loss.count)
+        out: dict[str, Any] = {"count": count}
+        if count:
             out["loss"] = self.loss.result()
         if self.confusion is not None:
             scores = self.confusion.scores()
             for key in ("accuracy", "f1", "precision", "recall"):
                 if key in scores:
                     out[key] = scores[key]
-        elif self.rows:
-            out["accuracy"] = float(self.correct) / self.rows
+        else:
+            rows = float(self.rows)
+            if rows:
+                out["accuracy"] = float(self.correct) / rows
         if "accuracy" in out:
             out["error"] = 1.0 - out["accuracy"]
-        if self.metrics:
+        if self.metrics and count:
             out["metrics"] = {label: acc.result() for label, _, acc in self.metrics}
         return out

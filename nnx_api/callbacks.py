@@ -60,7 +60,17 @@ class UpdateEvent:
 
 @attrs.define(kw_only=True)
 class CallbackContext:
-    """What callbacks see during one ``train()`` (mutable; lives for the call)."""
+    """What callbacks see during one ``train()`` (mutable; lives for the call).
+
+    ``epoch`` is the global epoch index; ``idp`` the epoch's last record (validation, training
+    summary and the decision as ``selection``); ``idps`` the running history; ``decision`` the
+    epoch's one :class:`MonitorDecision`; set ``should_stop`` to stop after this epoch commits;
+    append zero-argument writers to ``deferred_checkpoint_writes`` (run after the epoch commits);
+    ``update_count`` counts committed optimizer updates; ``update_lrs`` is the
+    ``(update, lr after its scheduler step)`` trace of an update-clock schedule;
+    ``update_listeners`` are ``fn(ctx)`` called after each committed update and its scheduler step;
+    ``stop_at_update`` stops right after the current committed update.
+    """
 
     model: Any
     run: Any
@@ -76,6 +86,7 @@ class CallbackContext:
     deferred_checkpoint_writes: list[Callable[[], None]] = attrs.field(factory=list)
     update_count: int = 0
     update_lrs: list[tuple[int, float]] = attrs.field(factory=list)
+    update_listeners: list[Callable[[CallbackContext], None]] = attrs.field(factory=list)
     save_weights: Callable[[str], Callable[[], None]] | None = None
 
 
@@ -92,7 +103,12 @@ class LegacyCallback(Callback):
 
 
 def normalize_callbacks(callbacks: Sequence[Any] | None) -> list[Callback]:
-    """Callback instances as given; plain callables wrapped as legacy callbacks."""
+    """Callback instances as given; plain callables wrapped as legacy callbacks.
+
+    Several ``EarlyStopping`` callbacks get distinct component names here, before anything is
+    written: unnamed ones are numbered (``early_stopping``, ``early_stopping.2``, ...), explicit
+    names must be unique.
+    """
     out: list[Callback] = []
     for cb in callbacks or ():
         if isinstance(cb, Callback):
@@ -101,6 +117,19 @@ def normalize_callbacks(callbacks: Sequence[Any] | None) -> list[Callback]:
             out.append(LegacyCallback(cb))
         else:
             raise ParamsError("callbacks", f"{cb!r} is neither a Callback nor a callable")
+    taken: set[str] = set()
+    unnamed = 0
+    for cb in out:
+        if not isinstance(cb, EarlyStopping):
+            continue
+        if cb.name is None:
+            unnamed += 1
+            cb.component_name = "early_stopping" if unnamed == 1 else f"early_stopping.{unnamed}"
+        else:
+            cb.component_name = f"early_stopping.{cb.name}"
+        if cb.component_name in taken:
+            raise ParamsError("EarlyStopping.name", f"two EarlyStopping callbacks are named {cb.component_name!r}")
+        taken.add(cb.component_name)
     return out
 
 
@@ -109,20 +138,42 @@ class EarlyStopping(Callback):
 
     It has no comparator of its own: it counts on the epoch's one ``MonitorDecision`` (the same
     that selects BEST and drives the plateau scheduler). ``monitor`` may repeat the run's
-    ``NNTrainParams(monitor=...)`` for readability; a different one is refused before training.
-    Epochs whose monitored value is missing are not counted. A checkpointed component: a
-    stateful resume continues the count.
+    ``NNTrainParams(monitor=...)`` for readability; a different one is refused before training,
+    and so are a non-default ``min_delta`` / ``mode`` (set them on the ``MonitorSpec``). Epochs
+    whose monitored value is missing are not counted; a non-finite value counts as no
+    improvement. After ``patience`` epochs in a row without improvement ``ctx.should_stop`` is set
+    (``patience=0``: the first epoch that does not improve). A checkpointed component
+    (``early_stopping``, numbered when there are several): a stateful resume continues the count.
     """
 
     distributed = "all"
 
-    def __init__(self, monitor: MonitorSpec | None = None, patience: int = 10, name: str | None = None) -> None:
+    def __init__(
+        self,
+        monitor: MonitorSpec | None = None,
+        patience: int = 10,
+        min_delta: float = 0.0,
+        mode: str = "min",
+        name: str | None = None,
+    ) -> None:
+        if check_min_delta(min_delta) != 0.0 or mode != "min":
+            raise ParamsError(
+                "EarlyStopping",
+                "min_delta and mode belong to the run's one monitor: use NNTrainParams(monitor=MonitorSpec("
+                "metric=..., mode=..., min_delta=...)) and EarlyStopping(patience=...)",
+            )
+        if monitor is not None and not isinstance(monitor, MonitorSpec):
+            raise ParamsError("EarlyStopping.monitor", f"must be a MonitorSpec or None, got {monitor!r}")
         self.monitor = monitor
         self.patience = check_int("EarlyStopping.patience", patience, minimum=0)
+        if name is not None:
+            validate_tag(name)
         self.name = name
+        self.component_name = "early_stopping" if name is None else f"early_stopping.{name}"
         self.wait = 0
         self.best: float | None = None
         self.stopped_epoch: int | None = None
+        self._restored = False
 
     def check_run(self, monitor: MonitorSpec | None) -> None:
         """Refuse a monitor that differs from the run's (there is one comparator per run)."""
@@ -134,6 +185,9 @@ class EarlyStopping(Callback):
             )
 
     def on_train_begin(self, ctx: CallbackContext) -> None:
+        if not self._restored:  # a fresh run starts counting from zero; a resumed one continues
+            self.wait, self.best = 0, None
+        self._restored = False
         self.stopped_epoch = None
 
     def on_epoch_end(self, ctx: CallbackContext) -> None:
@@ -142,31 +196,39 @@ class EarlyStopping(Callback):
             return
         if decision.improved:
             self.wait, self.best = 0, decision.best
-        else:
-            self.wait += 1
-        if self.wait >= self.patience and not decision.improved:
+            return
+        self.wait += 1
+        if self.wait >= self.patience:
             ctx.should_stop = True
             self.stopped_epoch = ctx.epoch
 
     def component_spec(self) -> tuple[str, int]:
         """Name and schema version of the checkpointed state."""
-        return (f"early_stopping{'.' + self.name if self.name else ''}", 1)
+        return (self.component_name, 1)
 
     def component_state(self) -> dict[str, Any]:
         """Counter state."""
         return {"wait": self.wait, "best": self.best, "patience": self.patience}
 
-    def check_component_state(self, state: Mapping[str, Any]) -> list[str]:
+    def check_component_state(self, state: Mapping[str, Any], *, version: int | None = None) -> list[str]:
         """Problems restoring ``state``."""
-        return [] if isinstance(state.get("wait"), int) else ["early_stopping: saved state has no 'wait' count"]
+        if not isinstance(state.get("wait"), int):
+            return [f"{self.component_name}: saved state has no 'wait' count"]
+        return []
 
-    def load_component_state(self, state: Mapping[str, Any]) -> None:
-        """Continue the count."""
+    def load_component_state(self, state: Mapping[str, Any], *, version: int | None = None) -> None:
+        """Continue the count (``on_train_begin`` then keeps it)."""
         self.wait, self.best = int(state["wait"]), state.get("best")
+        self._restored = True
 
 
 class LRMonitor(Callback):
-    """Records the learning rate: ``history`` per epoch, ``update_history`` per committed update."""
+    """Records the primary optimizer's group-0 learning rate.
+
+    ``history``: one entry per epoch, read at ``on_epoch_end`` (after the epoch-clock schedule
+    stepped). ``update_history``: ``(update index, lr)`` after each committed update's scheduler
+    step (the lr the next update will use), recorded through ``ctx.update_listeners``.
+    """
 
     distributed = "all"
 
@@ -174,8 +236,11 @@ class LRMonitor(Callback):
         self.history: list[float] = []
         self.update_history: list[tuple[int, float]] = []
 
-    def on_optimizer_update(self, ctx: CallbackContext, event: UpdateEvent) -> None:
-        self.update_history.append((event.update_idx, ctx.optimizer.param_groups[0]["lr"]))
+    def on_train_begin(self, ctx: CallbackContext) -> None:
+        ctx.update_listeners.append(self._after_update)
+
+    def _after_update(self, ctx: CallbackContext) -> None:
+        self.update_history.append((ctx.update_count, float(ctx.optimizer.param_groups[0]["lr"])))
 
     def on_epoch_end(self, ctx: CallbackContext) -> None:
         self.history.append(float(ctx.optimizer.param_groups[0]["lr"]))

@@ -15,12 +15,12 @@ from nnx_core.errors import ParamsError
 from nnx_core.monitor import MonitorSpec
 from nnx_core.validate import check_int, check_str, validator
 
-__all__ = ["MetricSpec", "MonitorSpec"]
+__all__ = ["MetricSpec", "MonitorSpec", "computed_names", "monitor_problems"]
 
 RESERVED = ("loss", "error")
 
 
-def _config(value: Any) -> Mapping[str, Any]:
+def _as_config(value: Any) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ParamsError("MetricSpec.config", f"must be a mapping, got {type(value).__name__}")
     return dict(sorted(value.items()))
@@ -32,7 +32,7 @@ class MetricSpec:
 
     id: str = attrs.field(validator=validator(check_str))
     version: int = attrs.field(default=1, validator=validator(check_int, minimum=1))
-    config: Mapping[str, Any] = attrs.field(factory=dict, converter=_config)
+    config: Mapping[str, Any] = attrs.field(factory=dict, converter=_as_config)
     name: str | None = attrs.field(default=None)
 
     def __attrs_post_init__(self) -> None:
@@ -60,3 +60,32 @@ class MetricSpec:
 
     def __hash__(self) -> int:
         return hash((self.id, self.version, self.label))
+
+
+def computed_names(task_kind: str, split: str, specs: tuple[MetricSpec, ...]) -> tuple[str, ...]:
+    """The values a run computes on ``split`` for a task: loss, the task's built-in scores and
+    every declared metric. Validation of a categorical task adds macro f1/precision/recall; the
+    whole-epoch training summary has loss, error and accuracy only."""
+    names = ["loss"]
+    if task_kind in ("categorical", "multilabel"):
+        names += ["error", "accuracy"]
+        if task_kind == "categorical" and split == "val":
+            names += ["f1", "precision", "recall"]
+    return (*names, *(s.label for s in specs))
+
+
+def monitor_problems(monitor: MonitorSpec | None, specs: tuple[MetricSpec, ...], task_kind: str, has_val: bool) -> list[str]:
+    """Why ``monitor`` can never see a value in this run (empty when it can)."""
+    if monitor is None:
+        return []
+    problems = []
+    names = computed_names(task_kind, monitor.split, specs)
+    if monitor.metric not in names:
+        problems.append(
+            f"monitor {monitor.split}.{monitor.metric} names a value this run does not compute "
+            f"(a {task_kind} run computes {', '.join(names)} on {monitor.split}); declare it in "
+            f"metrics=(MetricSpec({monitor.metric!r}),) or monitor one of those"
+        )
+    if monitor.split == "val" and not has_val:
+        problems.append("the monitor reads split 'val' but no val_loader was given; pass one or use split='train'")
+    return problems

@@ -34,7 +34,7 @@ from nnx_core.history import EagerHistory
 from nnx_core.lifecycle import dispatch_table
 from nnx_core.monitor import Monitor, MonitorDecision
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
-from nnx_core.schedules import PlateauRule
+from nnx_core.schedules import ClockComponent, PlateauRule
 from nnx_core.window import UpdateWindow, commit_update
 from nnx_adapters import torch_state
 from nnx_adapters.torch_metrics import EpochAccumulator, metric_mode
@@ -237,7 +237,8 @@ class TrainingSession:
                 total_steps=sched.total_steps,
                 warmup_steps=sched.warmup_steps,
             )
-        self.components = self._collect_components(components)
+        clock_parts = [ClockComponent(self.clock)] if self.clock is not None and self.clock.clock == "optimizer_update" else []
+        self.components = self._collect_components([*components, *clock_parts])
 
     # ----------------------------------------------------------------- setup helpers
     def horizon(self) -> int:
@@ -420,6 +421,8 @@ class TrainingSession:
                 )
             clock.tick()
             self.ctx.update_lrs.append((self.update_count, self.opt.optimizer.param_groups[0]["lr"]))
+        for listener in self.ctx.update_listeners:
+            listener(self.ctx)
         if self.ctx.stop_at_update:
             self.stopped_update = True
 

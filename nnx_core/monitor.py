@@ -85,7 +85,7 @@ class Monitor:
 
     def __init__(self, spec: MonitorSpec | None, mode: str = "min") -> None:
         self.spec = spec
-        self.mode = spec.mode or mode if spec else "min"
+        self.mode = (spec.mode or mode) if spec else "min"
         self.min_delta = spec.min_delta if spec else 0.0
         self.best: float | None = None
         self.best_epoch: int | None = None
@@ -100,7 +100,11 @@ class Monitor:
         if self.spec is None:
             return fallback_signal(idp)
         edp = idp.val_edp if self.spec.split == "val" else (idp.train_summary or idp.train_edp)
-        return None if edp is None else edp.get(self.spec.metric)
+        if edp is None:
+            return None
+        metric = self.spec.metric
+        # a declared metric wins over a built-in field of the same name (e.g. f1 with average="micro")
+        return edp.metrics[metric] if metric in edp.metrics else edp.get(metric)
 
     def decide(self, epoch: int, idp: IterationDataPoint) -> MonitorDecision:
         """Decide for one epoch and update the best value."""
@@ -142,15 +146,27 @@ class Monitor:
         return ("nnx.monitor", 1)
 
     def component_state(self) -> dict[str, Any]:
-        """Best value and epoch, plus identity for mismatch checks."""
-        return {"label": self.label, "mode": self.mode, "best": self.best, "best_epoch": self.best_epoch}
+        """Best value and epoch, plus identity (label, direction, min_delta) for mismatch checks."""
+        return {
+            "label": self.label,
+            "mode": self.mode,
+            "min_delta": self.min_delta,
+            "best": self.best,
+            "best_epoch": self.best_epoch,
+        }
 
-    def check_component_state(self, state: Mapping[str, Any]) -> list[str]:
-        """Problems restoring ``state`` into this monitor (empty when it fits)."""
-        if state.get("label") != self.label or state.get("mode") != self.mode:
-            return [f"nnx.monitor: saved monitor {state.get('label')}/{state.get('mode')} != {self.label}/{self.mode}"]
+    def check_component_state(self, state: Mapping[str, Any], *, version: int | None = None) -> list[str]:
+        """Problems restoring ``state`` into this monitor (empty when it fits): a different
+        metric, split, direction or min_delta would make the saved best mean something else."""
+        saved = (state.get("label"), state.get("mode"), state.get("min_delta", self.min_delta))
+        if saved != (self.label, self.mode, self.min_delta):
+            return [
+                f"nnx.monitor: the checkpoint's monitor is {saved[0]} ({saved[1]}, min_delta={saved[2]}) but this run "
+                f"monitors {self.label} ({self.mode}, min_delta={self.min_delta}); resume with the same monitor "
+                "or resume_mode='weights_only'"
+            ]
         return []
 
-    def load_component_state(self, state: Mapping[str, Any]) -> None:
+    def load_component_state(self, state: Mapping[str, Any], *, version: int | None = None) -> None:
         """Continue from a saved best value."""
         self.best, self.best_epoch = state.get("best"), state.get("best_epoch")

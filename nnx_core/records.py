@@ -78,8 +78,8 @@ class MonitorRecord:
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> MonitorRecord:
-        """Inverse of :meth:`state`."""
-        return cls(**state)
+        """Inverse of :meth:`state` (a missing value / no best yet may be left out, e.g. by CSV)."""
+        return cls(**{"value": None, "best": None, **state})
 
 
 @attrs.frozen(kw_only=True)

@@ -1,18 +1,29 @@
-"""Reduce-on-plateau as a rule over the epoch's monitor decision.
+"""Learning-rate schedule rules that do not depend on torch.
 
-It has no comparator of its own: an epoch is "bad" exactly when the run's one
-``MonitorDecision`` did not improve (missing values do not count). After more than ``patience``
-bad epochs each group's learning rate is multiplied by ``factor`` (not below ``min_lr``) and
-``cooldown`` epochs follow in which bad epochs are not counted — torch's ReduceLROnPlateau
-semantics, fed by the shared decision.
+* ``PlateauRule`` — reduce-on-plateau as a rule over the epoch's monitor decision. It has no
+  comparator of its own: an epoch is "bad" exactly when the run's one ``MonitorDecision`` did not
+  improve (epochs whose value is missing are not counted; a non-finite value counts as bad).
+  After more than ``patience`` bad epochs each group's learning rate is multiplied by ``factor``
+  (not below ``min_lr``) and ``cooldown`` epochs follow in which bad epochs are not counted —
+  torch's ``ReduceLROnPlateau`` semantics, fed by the shared decision. Because the decision
+  already applies the monitor's direction and absolute ``min_delta``,
+  ``NNSchedulerParams.threshold`` is not used by NNx (it stays in the params, and so in the run
+  id, for compatibility).
+* ``budget_problems`` — whether a budgeted schedule (one-cycle, linear warmup-decay) covers the
+  ticks a run will make; checked before any run folder is created.
+* ``ClockComponent`` — an update-clock schedule as the checkpointed component
+  ``nnx.scheduler_clock``: a resume refuses a different clock, kind or budget.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+
+BUDGETED = ("one_cycle", "linear_warmup_decay")
 
 
 @attrs.define(kw_only=True)
@@ -52,3 +63,103 @@ class PlateauRule:
         self.bad_epochs = int(state["bad_epochs"])
         self.cooldown_left = int(state["cooldown_left"])
         self.reductions = [int(e) for e in state["reductions"]]
+
+
+def ticks_per_epoch(clock: str, batches: int | None, accumulate: int, nnx_owns_windows: bool) -> int | None:
+    """Scheduler ticks one epoch makes: 1 on the epoch clock; on the update clock the number of
+    update windows when NNx owns them and the loader has a length (else unknown: None)."""
+    if clock == "epoch":
+        return 1
+    if batches is None or not nnx_owns_windows:
+        return None
+    return math.ceil(batches / accumulate)
+
+
+def budget_problems(
+    *,
+    kind: str,
+    clock: str,
+    total_steps: int | None,
+    n_epochs: int,
+    epochs_this_call: int,
+    per_epoch: int | None,
+    done: int = 0,
+) -> list[str]:
+    """Why a budgeted schedule cannot cover the run (empty when it can or cannot be known).
+
+    ``done`` ticks were already made (a resume); this call makes ``epochs_this_call × per_epoch``
+    more. The budget is ``total_steps``, else the default horizon ``n_epochs × per_epoch``.
+    """
+    if kind not in BUDGETED or per_epoch is None:
+        return []
+    unit = "epochs" if clock == "epoch" else "optimizer updates"
+    budget = total_steps if total_steps is not None else n_epochs * per_epoch
+    needed = done + epochs_this_call * per_epoch
+    if needed <= budget:
+        return []
+    where = f"total_steps={total_steps}" if total_steps is not None else f"the default horizon of {budget}"
+    resumed = f" ({done} already made before this resume)" if done else ""
+    return [
+        f"the {kind} schedule runs out: {where} {unit}, but the run makes {needed}{resumed}; "
+        f"set NNSchedulerParams(total_steps=...) to at least {needed}"
+    ]
+
+
+class ClockComponent:
+    """An update-clock schedule's identity as the checkpointed component ``nnx.scheduler_clock``.
+
+    Its position lives with the schedule's own state; this component makes a stateful resume
+    refuse a checkpoint whose schedule ran on another clock, kind or budget (its ticks would mean
+    something else).
+    """
+
+    def __init__(self, clock: Any, name: str = "nnx.scheduler_clock") -> None:
+        self.clock = clock
+        self.name = name
+
+    def component_spec(self) -> tuple[str, int]:
+        """Name and schema version."""
+        return (self.name, 1)
+
+    def component_state(self) -> dict[str, Any]:
+        """Clock, kind, budget and position."""
+        c = self.clock
+        return {"clock": c.clock, "kind": c.kind, "budget": c.budget, "ticks": c.ticks}
+
+    def check_component_state(self, state: Mapping[str, Any]) -> list[str]:
+        """Differences that make the saved position meaningless here."""
+        mine = self.component_state()
+        return [
+            f"{self.name}: saved {key} {state.get(key)!r} != {mine[key]!r}"
+            for key in ("clock", "kind", "budget")
+            if state.get(key) != mine[key]
+        ]
+
+    def load_component_state(self, state: Mapping[str, Any]) -> None:
+        """Nothing to load: the schedule's own state (restored with the checkpoint) holds the position."""
+
+
+def check_run_budget(params: Any, *, nnx_owns_windows: bool, resumed_schedule: Mapping[str, Any] | None = None) -> None:
+    """Refuse (``ScheduleBudgetError``) a budgeted schedule too short for the run, before anything
+    is written. ``params`` is an ``NNTrainParams``; ``resumed_schedule`` the schedule state a
+    stateful resume restores (its ``ticks`` were already made)."""
+    from nnx_core.errors import ScheduleBudgetError
+
+    sched = params.scheduler
+    try:
+        batches: int | None = len(params.train_loader)
+    except TypeError:
+        batches = None
+    per = ticks_per_epoch(sched.clock, batches, params.optim.accumulate_grad_batches, nnx_owns_windows)
+    done = int(resumed_schedule.get("ticks", 0)) if resumed_schedule else 0
+    problems = budget_problems(
+        kind=sched.resolved_kind.value,
+        clock=sched.clock,
+        total_steps=sched.total_steps,
+        n_epochs=params.n_epochs,
+        epochs_this_call=params.n_epochs,
+        per_epoch=per,
+        done=done,
+    )
+    if problems:
+        raise ScheduleBudgetError("; ".join(problems))
