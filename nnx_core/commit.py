@@ -202,7 +202,8 @@ def commit_epoch(files: RunFiles, commit: EpochCommit) -> TagManifest:
     try:
         files.write_tag(last)
     except BaseException:
-        _rollback_history(files, commit.previous_history)
+        if not _visible(files, last):  # only the folder fsync failed: the new pair stays together
+            _rollback_history(files, commit.previous_history)
         raise
     for tag in commit.tags:
         files.write_tag(attrs.evolve(last, tag=tag))
@@ -210,6 +211,15 @@ def commit_epoch(files: RunFiles, commit: EpochCommit) -> TagManifest:
         write()
     files.collect_garbage()
     return last
+
+
+def _visible(files: RunFiles, last: TagManifest) -> bool:
+    """Whether readers already see ``last`` as LAST (its rename happened before the error)."""
+    try:
+        seen = files.read_tag(LAST)
+    except Exception:
+        return False
+    return seen is not None and seen.epoch == last.epoch and seen.blobs == last.blobs
 
 
 def _rollback_history(files: RunFiles, previous: bytes | None) -> None:

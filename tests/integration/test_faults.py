@@ -1,0 +1,168 @@
+"""ENOSPC / EIO injected at each ``os.write`` and ``os.fsync`` of a real ``NNModel.train``.
+
+A 2-epoch run makes its admission writes, two epoch commits (blob, history, LAST, phase/BEST
+tags, attempt record) and the finalization refresh of LAST. For every k, the k-th ``os.write``
+(ENOSPC) or the k-th ``os.fsync`` (EIO) of the run's file operations fails. Each time:
+
+* the error surfaces from ``train`` (never swallowed), with the injected errno;
+* the committed state on disk is the one committed before the failing file operation, or — when
+  only the folder fsync after LAST's rename failed — the one it was committing: LAST's blob is
+  the uninterrupted run's blob of that epoch and the history rows are the uninterrupted run's;
+  a run that never committed is removed (so the id can be retried);
+* no ``.tmp-*`` file remains on disk;
+* rerunning the script (``resume="auto"``) ends bit-identical to the uninterrupted run.
+
+``NNX_DEEP=1`` also injects the other errno at each call (EIO on write, ENOSPC on fsync).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+import pytest
+import torch
+
+import nnx_api as nnx
+from nnx_adapters.storage_fs import FileStorage
+from nnx_core.commit import LAST, RunFiles
+
+import tinyrun
+
+pytestmark = pytest.mark.timeout(300)
+
+N_EPOCHS = 2
+DEEP = os.environ.get("NNX_DEEP") == "1"
+STORAGE_OPS = ("write", "append", "delete", "remove_tree", "clean_temporaries")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class Injector:
+    """Counts ``os.write`` / ``os.fsync`` calls made inside FileStorage operations; fails one."""
+
+    def __init__(self, mp: pytest.MonkeyPatch, fail: tuple[str, int, int] | None = None) -> None:
+        self.fail = fail  # (function, k, errno)
+        self.calls = {"write": 0, "fsync": 0}
+        self.inside: str | None = None
+        self.last_epoch: int | None = None
+        self.trace: list[tuple[str, int, str, int | None, int | None]] = []  # fn, k, path, LAST before/after
+        self.injected: OSError | None = None
+        for name in STORAGE_OPS:
+            mp.setattr(FileStorage, name, self._storage_op(getattr(FileStorage, name)))
+        for fn in ("write", "fsync"):
+            mp.setattr(os, fn, self._os_call(fn, getattr(os, fn)))
+
+    def _storage_op(self, original):
+        def op(storage, path, *args):
+            outer, self.inside = self.inside, path
+            start = len(self.trace)
+            try:
+                result = original(storage, path, *args)
+            finally:
+                self.inside = outer
+            if path.endswith("checkpoints/last.json") and args:
+                self.last_epoch = json.loads(bytes(args[0]))["epoch"]
+            for i in range(start, len(self.trace)):  # LAST as it stands after this operation
+                self.trace[i] = (*self.trace[i][:4], self.last_epoch)
+            return result
+
+        return op
+
+    def _os_call(self, fn, original):
+        def call(*args):
+            if self.inside is None:
+                return original(*args)
+            self.calls[fn] += 1
+            self.trace.append((fn, self.calls[fn], self.inside, self.last_epoch, None))
+            if self.fail is not None and self.fail[:2] == (fn, self.calls[fn]):
+                self.injected = OSError(self.fail[2], f"injected {errno.errorcode[self.fail[2]]} at {fn} #{self.calls[fn]}")
+                raise self.injected
+            return original(*args)
+
+        return call
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted 2-epoch run: its os-call trace and the LAST blob of every epoch."""
+    root = tmp_path_factory.mktemp("faults-reference")
+    mp = pytest.MonkeyPatch()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        injector = Injector(mp)
+        last_blobs: dict[int, str] = {}
+        real_write = FileStorage.write
+
+        def write(storage, path, data):
+            if path.endswith("checkpoints/last.json"):
+                doc = json.loads(bytes(data))
+                last_blobs[doc["epoch"]] = doc["blobs"]["state"]["sha256"]
+            return real_write(storage, path, data)
+
+        mp.setattr(FileStorage, "write", write)
+        model, run = tinyrun.train(root, N_EPOCHS)
+    finally:
+        mp.undo()
+        torch.set_num_threads(threads)
+    return {
+        "id": run.id,
+        "trace": injector.trace,
+        "calls": dict(injector.calls),
+        "last_blobs": last_blobs,
+        "idps": list(run.idps),
+        "weights": {k: v.clone() for k, v in model.net.state_dict().items()},
+    }
+
+
+def fault_points(reference) -> list[tuple[str, int, int]]:
+    points = []
+    for fn, count in reference["calls"].items():
+        errnos = (errno.ENOSPC, errno.EIO) if DEEP else ((errno.ENOSPC,) if fn == "write" else (errno.EIO,))
+        points += [(fn, k, e) for k in range(1, count + 1) for e in errnos]
+    return points
+
+
+def test_the_reference_trace_covers_every_file_of_a_commit(reference):
+    paths = {path.rsplit("/", 1)[-1] for _, _, path, _, _ in reference["trace"]}
+    assert {"run.yaml", "metadata.yaml", "idps.csv", "attempt.json", "last.json", "first.json"} <= paths
+    assert any(len(p) == 64 for p in paths)  # the payload blobs
+    assert reference["calls"]["write"] >= 10 and reference["calls"]["fsync"] >= 2 * reference["calls"]["write"]
+
+
+def test_a_fault_at_each_write_and_fsync_surfaces_and_keeps_the_committed_state(reference, tmp_path, monkeypatch):
+    trace = {(fn, k): (path, before, after) for fn, k, path, before, after in reference["trace"]}
+    points = fault_points(reference)
+    for n, (fn, k, code) in enumerate(points):
+        root = tmp_path / f"fault-{n:03d}"
+        path, before, after = trace[(fn, k)]
+        where = f"{errno.errorcode[code]} at os.{fn} #{k} (writing {path})"
+        with monkeypatch.context() as mp:
+            injector = Injector(mp, (fn, k, code))
+            with pytest.raises(OSError) as raised:
+                tinyrun.train(root, N_EPOCHS)
+        assert raised.value is injector.injected, f"{where}: a different error surfaced: {raised.value!r}"
+        assert tinyrun.disk_temporaries(root) == [], f"{where}: a temporary remains"
+
+        rid = reference["id"]
+        committed = tinyrun.check_committed_state(root, rid)
+        assert committed in (before, after), f"{where}: LAST is {committed}, expected {before} or {after}"
+        if committed is None:
+            assert not RunFiles(FileStorage(root), rid).exists(), f"{where}: an uncommitted run was left behind"
+        else:
+            last = RunFiles(FileStorage(root), rid).read_tag(LAST)
+            assert last.blobs["state"].sha256 == reference["last_blobs"][committed], where
+            run = nnx.NNRun.load(rid, root)
+            assert list(run.idps) == [i for i in reference["idps"] if i.epoch_idx <= committed], where
+
+        model, run = tinyrun.train(root, N_EPOCHS)  # the script, rerun after the disk was fixed
+        assert tinyrun.same_weights(model.net.state_dict(), reference["weights"]), where
+        assert list(run.idps) == reference["idps"], where
