@@ -29,6 +29,7 @@ from nnx_core.errors import (
 from nnx_core.history import EagerHistory
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.lifecycle import run_lifecycle
+from nnx_core.schedules import check_run_budget
 from nnx_adapters import torch_state
 from nnx_adapters.storage_fs import FileStorage
 from nnx_adapters.torch_metrics import EpochAccumulator, resolve
@@ -36,6 +37,7 @@ from nnx_adapters.torch_optim import TorchOptimizer, build_optimizer, named_para
 from nnx_adapters.torch_tasks import TaskAdapter
 from nnx_api.callbacks import Callback, EarlyStopping, normalize_callbacks
 from nnx_api.enums import Nets
+from nnx_api.metrics import monitor_problems
 from nnx_api.params import NNModelParams, NNParams, NNTrainParams
 from nnx_api.run import NNRun, dump_yaml, runs_root
 from nnx_api.training import TrainingSession, new_attempt, now, progress_enabled, restored_modes, split_batch, to_device
@@ -284,14 +286,9 @@ class NNModel:
         if problems:
             raise ParamsError("NNTrainParams.metrics", "; ".join(problems))
         monitor = params.monitor
-        if monitor is not None and monitor.metric not in ("loss", "error") + tuple(s.label for s in params.metrics):
-            if monitor.metric not in ("accuracy", "f1", "precision", "recall") or monitor.split == "train":
-                raise ParamsError(
-                    "NNTrainParams.monitor.metric",
-                    f"{monitor.metric!r} is not computed by this run; declare it in metrics=(MetricSpec({monitor.metric!r}),)",
-                )
-        if monitor is not None and monitor.split == "val" and params.val_loader is None:
-            raise ParamsError("NNTrainParams.monitor", "monitors split 'val' but no val_loader was given")
+        problems = monitor_problems(monitor, params.metrics, self.params.resolved_task.kind, params.val_loader is not None)
+        if problems:
+            raise ParamsError("NNTrainParams.monitor", "; ".join(problems))
         for cb in callbacks:
             if isinstance(cb, EarlyStopping):
                 cb.check_run(monitor)
@@ -351,6 +348,8 @@ class NNModel:
         storage = FileStorage(base)
         files = RunFiles(storage, run.id)
         source = self._resume_source(params, base)
+        resumed_schedule = source[0].get("schedule") if source and source[1] else None
+        check_run_budget(params, nnx_owns_windows=train_step_fn is None, resumed_schedule=resumed_schedule)
         with storage.lease(run.id):
             existing = files.exists()
             continuing = False
@@ -411,7 +410,7 @@ class NNModel:
         assert last is not None
         loaded = NNRun.load(run.id, run.root)
         payload = torch_state.decode(files.read_blob(last.blobs["state"]), where=f"run {run.id} LAST")
-        if last.epoch + 1 >= params.n_epochs:
+        if last.epoch + 1 >= params.n_epochs or _attempt_completed(files):  # e.g. an early stop
             self.net.load_state_dict(payload["weights"])  # the caller's model is the finished one
             return loaded
         status = {"mode": "stateful", "source_run": run.id, "source_checkpoint": LAST, "source_epoch": last.epoch}
@@ -483,6 +482,17 @@ class NNModel:
             attempt.save(files)
         except Exception:  # the training error is the one to report
             pass
+
+
+def _attempt_completed(files: RunFiles) -> bool:
+    """Whether the run's last train() attempt finished (all epochs, or a requested stop such as
+    EarlyStopping): such a run is complete, and ``resume="auto"`` must not train it further."""
+    import json
+
+    try:
+        return json.loads(files.storage.read(files.attempt)).get("status") == "completed"
+    except (FileNotFoundError, ValueError):
+        return False
 
 
 def _display_path(path: os.PathLike[str]) -> str:
