@@ -65,8 +65,9 @@ class TaskAdapter:
                 fn = F.nll_loss
             else:
                 fn = F.cross_entropy
-            flat_logits = logits.reshape(-1, logits.shape[-1])
-            flat_target = target.reshape(-1)
+            # (B, C) logits with (B,) targets go in as they are: a reshape would add autograd nodes
+            flat_logits = logits if logits.dim() == 2 else logits.reshape(-1, logits.shape[-1])
+            flat_target = target if target.dim() == 1 else target.reshape(-1)
             if self.ignore_index is None:
                 return fn(flat_logits, flat_target, reduction="sum"), flat_target.numel()
             total = fn(flat_logits, flat_target, reduction="sum", ignore_index=self.ignore_index)

@@ -348,8 +348,14 @@ class TrainingSession:
         task = self.task
         task.check(output, target)
         loss_sum, count = task.loss_terms(output, target)
-        loss_sum.backward()
-        self.window.add(count)
+        if count and self.window.accumulate == 1:
+            # A one-microbatch window divides by its own count: seed the backward with 1/count
+            # (the same gradient as dividing afterwards, without a pass over every gradient).
+            loss_sum.backward(torch.full((), 1.0 / count, dtype=loss_sum.dtype, device=loss_sum.device))
+            self.window.add(1)
+        else:
+            loss_sum.backward()
+            self.window.add(count)
         detached = loss_sum.detach()
         self._window_loss = detached if self._window_loss is None else self._window_loss + detached
         correct, rows = task.correct(output.detach(), target)
@@ -367,7 +373,7 @@ class TrainingSession:
             self.opt,
             weight,
             max_norm=self.optim_params.grad_clip_norm,
-            check_finite=lambda: bool(torch.isfinite(window_loss)),
+            check_finite=lambda: math.isfinite(window_loss.item()),  # one read, no extra kernel
         )
         if committed:
             self._on_update(epoch, batch_idx, micro)
