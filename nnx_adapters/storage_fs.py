@@ -149,16 +149,17 @@ class FileStorage:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def write(self, path: str, data: bytes | bytearray | memoryview) -> Receipt:
+    def write(self, path: str, data: bytes | bytearray | memoryview, *, sha256: str | None = None) -> Receipt:
         """Atomically and durably replace ``path`` with ``data``; return its receipt.
 
         On failure the temporary is removed and the original error re-raised; the destination
         keeps its previous bytes (unless only the final folder fsync failed: then the new bytes
-        are visible but not known durable).
+        are visible but not known durable). ``sha256``, when the caller already hashed ``data``,
+        is used for the receipt instead of hashing again.
         """
         parts = split_path(path)
         view = byte_view(data)
-        digest = hashlib.sha256(view).hexdigest()
+        digest = sha256 if sha256 is not None else hashlib.sha256(view).hexdigest()
         folder = self._make_parents(parts[:-1])
         tmp = os.path.join(folder, temporary_name(parts[-1]))
         fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | _O_CLOEXEC, 0o644)

@@ -188,11 +188,11 @@ class MemoryStorage:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def write(self, path: str, data: bytes | bytearray | memoryview) -> Receipt:
+    def write(self, path: str, data: bytes | bytearray | memoryview, *, sha256: str | None = None) -> Receipt:
         """Atomically and durably replace ``path`` with ``data``; return its receipt."""
         parts = split_path(path)
         view = byte_view(data)
-        digest = hashlib.sha256(view).hexdigest()
+        digest = sha256 if sha256 is not None else hashlib.sha256(view).hexdigest()
         payload = bytes(view)
         self._check_alive()
         parent = self._make_parents(parts[:-1])

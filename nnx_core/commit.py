@@ -156,7 +156,7 @@ class RunFiles:
         digest = hashlib.sha256(data).hexdigest()
         path = self.blob_path(digest)
         if not self.storage.exists(path):
-            self.storage.write(path, data)
+            self.storage.write(path, data, sha256=digest)  # hashed once, not again by the store
         return BlobRef(digest, len(data))
 
     def read_blob(self, ref: BlobRef, *, verify: bool = True) -> bytes:

@@ -45,8 +45,12 @@ class Storage(Protocol):
     def exists(self, path: str) -> bool:
         """Whether a (non-temporary) file exists at ``path``."""
 
-    def write(self, path: str, data: bytes) -> Receipt:
-        """Atomically and durably replace ``path`` with ``data``."""
+    def write(self, path: str, data: bytes, *, sha256: str | None = None) -> Receipt:
+        """Atomically and durably replace ``path`` with ``data``.
+
+        ``sha256``: the caller already hashed ``data`` (a content-addressed blob); the receipt
+        carries it instead of hashing the bytes a second time.
+        """
 
     def append(self, path: str, data: bytes) -> None:
         """Append ``data`` to ``path`` (created if absent) and fsync it."""

@@ -49,7 +49,7 @@ class KillAt:
             monkeypatch.setattr(FileStorage, name, self._wrap(name, getattr(FileStorage, name)))
 
     def _wrap(self, name, original):
-        def op(storage: FileStorage, path: str, *args):
+        def op(storage: FileStorage, path: str, *args, **kwargs):
             if self.dead:
                 raise ProcessKilled("the process is dead")
             self.calls += 1
@@ -59,7 +59,7 @@ class KillAt:
                 if name in ("write", "append") and args:
                     _torn_temporary(storage, path, bytes(args[0]))
                 raise ProcessKilled(f"killed at file operation {self.k}: {name} {path}")
-            return original(storage, path, *args)
+            return original(storage, path, *args, **kwargs)
 
         return op
 

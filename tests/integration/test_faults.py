@@ -61,11 +61,11 @@ class Injector:
             mp.setattr(os, fn, self._os_call(fn, getattr(os, fn)))
 
     def _storage_op(self, original):
-        def op(storage, path, *args):
+        def op(storage, path, *args, **kwargs):
             outer, self.inside = self.inside, path
             start = len(self.trace)
             try:
-                result = original(storage, path, *args)
+                result = original(storage, path, *args, **kwargs)
             finally:
                 self.inside = outer
             if path.endswith("checkpoints/last.json") and args:
@@ -102,11 +102,11 @@ def reference(tmp_path_factory):
         last_blobs: dict[int, str] = {}
         real_write = FileStorage.write
 
-        def write(storage, path, data):
+        def write(storage, path, data, **kwargs):
             if path.endswith("checkpoints/last.json"):
                 doc = json.loads(bytes(data))
                 last_blobs[doc["epoch"]] = doc["blobs"]["state"]["sha256"]
-            return real_write(storage, path, data)
+            return real_write(storage, path, data, **kwargs)
 
         mp.setattr(FileStorage, "write", write)
         model, run = tinyrun.train(root, N_EPOCHS)

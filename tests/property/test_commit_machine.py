@@ -547,3 +547,22 @@ def test_report_what_was_exercised(capsys):
         if os.environ.get("NNX_REPORT") == "1":
             for kind, n in sorted(EXERCISED.items()):
                 print(f"{kind}: {n}")
+
+
+@pytest.mark.parametrize("store", ["memory", "file"])
+def test_a_blob_is_hashed_once_per_commit(store, tmp_path, monkeypatch):
+    """put_blob hashes the payload for its address; the store reuses that digest for its receipt."""
+    import hashlib
+
+    storage = MemoryStorage() if store == "memory" else FileStorage(tmp_path / "store")
+    payload = b"P" * 4096
+    real = hashlib.sha256
+    sizes: list[int] = []
+
+    def counting(data: bytes = b"", *args: Any, **kwargs: Any) -> Any:
+        sizes.append(len(memoryview(data).cast("B")))
+        return real(data, *args, **kwargs)
+
+    monkeypatch.setattr(hashlib, "sha256", counting)
+    Plan(epoch=0, payload=payload, snapshot=None, history=b"h\n", previous_history=None, tags=(), rows=()).run(storage)
+    assert sizes.count(len(payload)) == 1
