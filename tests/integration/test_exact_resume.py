@@ -129,6 +129,9 @@ def test_every_crash_point_resumes_bit_identical(reference, tmp_path, monkeypatc
         outcomes[k] = committed
     # the crash points really spread over the run: nothing committed, then each epoch committed
     assert set(outcomes.values()) == {None, *range(tinyrun.N_EPOCHS)}
+    if os.environ.get("NNX_REPORT") == "1":
+        found = [outcomes[k] for k in sorted(outcomes)]
+        print(f"\nexact resume: {n_ops} crash points, LAST found after each: {found}; all resumed bit-identical")
 
 
 def test_rerunning_a_finished_script_returns_the_finished_model(reference):

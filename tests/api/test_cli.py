@@ -1,0 +1,222 @@
+"""``nnx runs list | show | verify``: output, exit codes, and what ``verify`` catches."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import nnx_api as nnx
+from nnx_api.cli import main
+from nnx_core.commit import LAST, RunFiles, TagManifest
+from nnx_adapters.storage_fs import FileStorage
+
+from conftest import batches, tiny_data
+
+N_EPOCHS = 3
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[Path, str]:
+    """A committed 3-epoch run (kept pristine: tests that damage it work on a copy)."""
+    root = tmp_path_factory.mktemp("cli") / "runs"
+    x, y = tiny_data()
+    nnx.set_seed(0)
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams())
+    params = nnx.NNTrainParams(
+        n_epochs=N_EPOCHS, seed=0, train_loader=batches(x, y, 16), val_loader=batches(x, y, 24), progress=False
+    )
+    run = model.train(params, root=root)
+    return root, run.id
+
+
+@pytest.fixture
+def copy(trained, tmp_path) -> tuple[Path, str, RunFiles]:
+    root, rid = trained
+    target = tmp_path / "runs"
+    shutil.copytree(root, target)
+    return target, rid, RunFiles(FileStorage(target), rid)
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_list_shows_every_run_with_its_committed_epochs(trained, capsys, tmp_path):
+    root, rid = trained
+    code, out, _ = cli(capsys, "runs", "list", "--root", str(root))
+    assert code == 0
+    header, row = out.strip().splitlines()
+    assert header.split() == ["ID", "EPOCHS", "BEST", "STATUS", "TAGS"]
+    fields = row.split()
+    assert fields[0] == rid and fields[1] == str(N_EPOCHS) and fields[3] == "completed"
+    assert "last" in fields[4].split(",")
+    assert cli(capsys, "runs", "list", "--root", str(tmp_path / "empty"))[:2] == (0, f"no runs under {tmp_path / 'empty'}\n")
+
+
+def test_list_marks_an_unreadable_run_instead_of_failing(copy, capsys):
+    root, rid, files = copy
+    files.storage.write(files.run_yaml, b"id: nope\nmodel: {}\n")
+    code, out, _ = cli(capsys, "runs", "list", "--root", str(root))
+    assert code == 0 and rid in out and "unreadable" in out
+
+
+def test_show_prints_config_tags_best_and_epochs(trained, capsys):
+    root, rid = trained
+    code, out, _ = cli(capsys, "runs", "show", rid, "--root", str(root))
+    assert code == 0
+    assert out.startswith(f"run {rid}\n")
+    assert "config:" in out and "n_epochs: 3" in out and "input_dim: 4" in out
+    run = nnx.NNRun.load(rid, root)
+    for tag in run.tags():
+        assert f"  {tag} " in out
+    best = run.best()
+    assert f"best: epoch {best.epoch_idx}" in out
+    epochs = out.split("epochs:\n", 1)[1].strip().splitlines()
+    assert epochs[0].split()[0] == "EPOCH" and [line.split()[0] for line in epochs[1:]] == ["0", "1", "2"]
+
+
+def test_verify_passes_on_an_intact_run(trained, capsys):
+    root, rid = trained
+    code, out, _ = cli(capsys, "runs", "verify", rid, "--root", str(root))
+    assert code == 0, out
+    assert f"run {rid}: OK (LAST epoch {N_EPOCHS - 1}" in out
+    blobs = {m.blobs["state"].sha256 for t in nnx.NNRun.load(rid, root).tags() if (m := RunFiles(FileStorage(root), rid).read_tag(t))}
+    assert out.count("ok    blob ") == len(blobs)
+
+
+def _retarget_last(files: RunFiles, data: bytes) -> None:
+    """Make LAST name ``data`` as its blob, with a matching SHA-256 (a consistent but crafted blob)."""
+    sha = hashlib.sha256(data).hexdigest()
+    files.storage.write(files.blob_path(sha), data)
+    last = files.read_tag(LAST)
+    blobs = {"state": type(last.blobs["state"])(sha, len(data))}
+    files.write_tag(TagManifest(tag=LAST, run_id=files.run_id, epoch=last.epoch, blobs=blobs, meta=dict(last.meta)))
+
+
+def test_verify_reports_a_corrupted_blob(copy, capsys):
+    root, rid, files = copy
+    ref = files.read_tag(LAST).blobs["state"]
+    path = root / files.blob_path(ref.sha256)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    code, out, _ = cli(capsys, "runs", "verify", rid, "--root", str(root))
+    assert code == 1
+    assert "PROBLEM: tag 'last'" in out and "does not match its SHA-256" in out
+
+
+def test_verify_reports_a_missing_blob(copy, capsys):
+    root, rid, files = copy
+    os.unlink(root / files.blob_path(files.read_tag("first").blobs["state"].sha256))
+    code, out, _ = cli(capsys, "runs", "verify", rid, "--root", str(root))
+    assert code == 1 and "is missing" in out
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+def test_verify_refuses_a_blob_carrying_a_pickled_callable(copy, capsys, tmp_path):
+    root, rid, files = copy
+    marker = tmp_path / "pwned"
+
+    class Exploit:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    _retarget_last(files, pickle.dumps({"nnx_payload_format": 1, "weights": Exploit()}))
+    code, out, _ = cli(capsys, "runs", "verify", rid, "--root", str(root))
+    assert code == 1 and "refused by the safe loader" in out
+    assert not marker.exists()
+
+
+def test_verify_reports_a_tag_after_last_and_history_missing_last(copy, capsys):
+    root, rid, files = copy
+    first = files.read_tag("first")
+    files.write_tag(TagManifest(tag="best", run_id=rid, epoch=N_EPOCHS + 5, blobs=first.blobs))
+    history = files.storage.read(files.history).decode().splitlines()
+    kept = [history[0]] + [line for line in history[1:] if line.split(",")[1] != str(N_EPOCHS - 1)]
+    files.storage.write(files.history, ("\n".join(kept) + "\n").encode())
+    code, out, _ = cli(capsys, "runs", "verify", rid, "--root", str(root))
+    assert code == 1
+    assert f"tag 'best' names epoch {N_EPOCHS + 5}, after LAST ({N_EPOCHS - 1})" in out
+    assert f"no rows for LAST's epoch {N_EPOCHS - 1}" in out
+
+
+def test_verify_refuses_an_empty_last_and_never_erases_history(copy, capsys):
+    root, rid, files = copy
+    before = files.storage.read(files.history)
+    files.storage.write(files.tag_path(LAST), b"")
+    code, out, err = cli(capsys, "runs", "verify", rid, "--root", str(root))
+    assert code == 1 and "empty" in out + err
+    assert files.storage.read(files.history) == before
+
+
+def test_verify_notes_an_uncommitted_tail_and_stale_temporaries_without_failing(copy, capsys):
+    root, rid, files = copy
+    history = files.storage.read(files.history).decode().splitlines()
+    tail = history[-1].split(",")
+    tail[0], tail[1] = str(int(tail[0]) + 1), str(N_EPOCHS)  # iter_idx, epoch_idx of an epoch never committed
+    files.storage.write(files.history, ("\n".join([*history, ",".join(tail)]) + "\n").encode())
+    (root / rid / "checkpoints" / ".tmp-last.json-0123456789abcdef").write_bytes(b"{torn")
+    code, out, _ = cli(capsys, "runs", "verify", rid, "--root", str(root))
+    assert code == 0, out
+    assert "newer than LAST" in out and "stale temporary" in out
+
+
+def test_verify_of_a_run_with_nothing_committed_is_ok(copy, capsys):
+    root, rid, files = copy
+    for tag in files.tags():
+        os.unlink(root / files.tag_path(tag))
+    code, out, _ = cli(capsys, "runs", "verify", rid, "--root", str(root))
+    assert code == 0 and "nothing committed" in out
+
+
+@pytest.mark.parametrize("command", ["show", "verify"])
+@pytest.mark.parametrize("bad", ["../x", "a/b", "..", "x\x00y", "run*", ".hidden"])
+def test_bad_run_ids_are_refused_before_any_path_is_built(trained, capsys, command, bad):
+    root, _ = trained
+    code, out, err = cli(capsys, "runs", command, bad, "--root", str(root))
+    assert code == 2 and "not allowed" in err and out == ""
+
+
+def test_missing_run_and_usage_errors(trained, capsys):
+    root, _ = trained
+    code, _, err = cli(capsys, "runs", "show", "0" * 32, "--root", str(root))
+    assert code == 1 and "no run" in err
+    assert cli(capsys)[0] == 2
+    assert cli(capsys, "runs")[0] == 2
+    assert cli(capsys, "runs", "frobnicate")[0] == 2
+
+
+def test_console_script_in_a_subprocess(trained):
+    root, rid = trained
+    script = Path(sys.executable).with_name("nnx")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "nnx_api.cli"]
+    env = {**os.environ, "NNX_PROGRESS": "0"}
+    done = subprocess.run([*command, "runs", "verify", rid, "--root", str(root)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"run {rid}: OK" in done.stdout
+    bad = subprocess.run([*command, "runs", "show", "../x", "--root", str(root)], capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and "not allowed" in bad.stderr
+
+
+def test_root_defaults_to_the_environment(trained, capsys, monkeypatch):
+    root, rid = trained
+    monkeypatch.setenv("NNX_RUNS", str(root))
+    code, out, _ = cli(capsys, "runs", "list")
+    assert code == 0 and rid in out
+
+
+def test_main_writes_to_given_streams(trained):
+    root, rid = trained
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["runs", "verify", rid, "--root", str(root)], out=out, err=err) == 0
+    assert "OK" in out.getvalue() and err.getvalue() == ""
