@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
             ref = files.put_blob(data)
             files.read_blob(ref)  # warm the page cache, as a resume right after a commit finds it
             arms = {
-                "verify": lambda: files.read_blob(ref, verify=True),
-                "hashlib": lambda: hashlib.sha256(data).hexdigest(),
-                "read": lambda: files.read_blob(ref, verify=False),
+                "verify": lambda files=files, ref=ref: files.read_blob(ref, verify=True),
+                "hashlib": lambda data=data: hashlib.sha256(data).hexdigest(),
+                "read": lambda files=files, ref=ref: files.read_blob(ref, verify=False),
             }
             times: dict[str, list[float]] = {name: [] for name in arms}
             names = list(arms)

@@ -201,10 +201,14 @@ def test_console_script_in_a_subprocess(trained):
     script = Path(sys.executable).with_name("nnx")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "nnx_api.cli"]
     env = {**os.environ, "NNX_PROGRESS": "0"}
-    done = subprocess.run([*command, "runs", "verify", rid, "--root", str(root)], capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [*command, "runs", "verify", rid, "--root", str(root)], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"run {rid}: OK" in done.stdout
-    bad = subprocess.run([*command, "runs", "show", "../x", "--root", str(root)], capture_output=True, text=True, env=env, timeout=120)
+    bad = subprocess.run(
+        [*command, "runs", "show", "../x", "--root", str(root)], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
     assert bad.returncode == 2 and "not allowed" in bad.stderr
 
 

@@ -84,7 +84,7 @@ class ForkServer:
             self.proc.stdin.write("quit\n")
             self.proc.stdin.flush()
             self.proc.wait(timeout=30)
-        except Exception:
+        except (OSError, ValueError, subprocess.TimeoutExpired):
             self.proc.kill()
             self.proc.wait(timeout=30)
 
