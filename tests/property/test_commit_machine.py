@@ -530,11 +530,13 @@ class FileCommitMachine(CommitMachine):
         return kept, chosen - 1
 
 
+@pytest.mark.timeout(1800 if DEEP else 300)
 def test_commit_protocol_survives_every_crash_and_fault_in_memory():
     run_state_machine_as_test(MemoryCommitMachine, settings=SETTINGS)
     assert EXERCISED["memory: power cuts"] > 0 and EXERCISED["memory: ENOSPC/EIO faults"] > 0
 
 
+@pytest.mark.timeout(3600 if DEEP else 300)
 def test_commit_protocol_survives_every_fault_and_kill_on_the_file_system(tmp_path):
     FileCommitMachine.base_dir = str(tmp_path)
     run_state_machine_as_test(FileCommitMachine, settings=SETTINGS)
