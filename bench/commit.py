@@ -2,13 +2,14 @@
 
     .venv/bin/python bench/commit.py [--reps N] [--dir DIR] [--sizes none,10,100]
 
-One "commit" is what ``TrainingSession.commit`` does at the end of an epoch: encode the payload
-(weights + RNG streams) to bytes, then ``nnx_core.commit.commit_epoch`` through ``FileStorage``
-(content-addressed blob, idps.csv, LAST, BEST, collection of the blob no tag names any more),
+One "commit" is what ``TrainingSession.commit`` does at the end of an epoch:
+``nnx_core.commit.commit_epoch`` through ``FileStorage`` (the payload — weights + RNG streams —
+streamed by torch.save into a content-addressed blob while it is hashed, idps.csv, LAST, BEST,
+collection of the blob no tag names any more),
 then the attempt record. "raw" is what a plain PyTorch loop does to save the same payload
 durably: ``torch.save`` into an open file, flush, ``os.fsync``. Every repetition saves different
 weights (so the blob is really written), the two arms alternate order, and the medians are
-compared ("encode" is the part of the commit spent serializing into memory). Target:
+compared. Target:
 commit / raw <= 1.2 for the 10 MB and 100 MB models. The count of
 file-system operations one commit makes comes from ``FileStorage.ops``. Prints a table; exits 0.
 """
@@ -67,7 +68,6 @@ class Arms:
         self.rng = torch_state.capture_rng()
         self.ops: collections.Counter[str] = collections.Counter()
         self.blob_bytes = 0
-        self.encode_s: list[float] = []
 
     def payload(self) -> dict:
         for tensor in self.weights.values():  # new weights every epoch: the blob is really new
@@ -77,18 +77,17 @@ class Arms:
     def commit(self) -> float:
         start = time.perf_counter()
         before = collections.Counter(self.storage.ops)
-        payload = torch_state.encode(self.payload())
-        self.encode_s.append(time.perf_counter() - start)
+        payload = torch_state.encoder(self.payload())
         self.history.extend(history_rows(self.epoch))
         history = self.history.render()
-        commit_epoch(
+        last = commit_epoch(
             self.files,
             EpochCommit(epoch=self.epoch, payload=payload, history=history, previous_history=self.previous, tags=(BEST,)),
         )
         AttemptRecord(attempt_id="bench", run_id=RUN_ID, started_at="-", last_committed_epoch=self.epoch).save(self.files)
         elapsed = time.perf_counter() - start
         self.ops = collections.Counter(self.storage.ops) - before
-        self.blob_bytes = len(payload)
+        self.blob_bytes = last.blobs["state"].size
         self.previous = history
         self.epoch += 1
         return elapsed
@@ -113,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     print(f"# epoch commit vs torch.save + fsync — {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"torch {torch.__version__}, {platform.system()} {platform.machine()}")
-    header = (f"{'model':>8} {'blob':>10} {'reps':>4} {'commit ms':>10} {'(encode)':>9} {'raw ms':>10} {'ratio':>6}"
+    header = (f"{'model':>8} {'blob':>10} {'reps':>4} {'commit ms':>10} {'raw ms':>10} {'ratio':>6}"
               "  fs ops per commit")
     print(header)
     for size in args.sizes.split(","):
@@ -123,7 +122,6 @@ def main(argv: list[str] | None = None) -> int:
         try:
             arms = Arms(folder, model(megabytes))
             arms.commit(), arms.raw()  # warm-up: folders, first blob, page cache
-            arms.encode_s.clear()
             commits, raws = [], []
             for rep in range(reps):
                 if rep % 2:
@@ -135,8 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             commit_ms, raw_ms = statistics.median(commits) * 1e3, statistics.median(raws) * 1e3
             ops = ", ".join(f"{k} {v}" for k, v in sorted(arms.ops.items()))
             label = "none" if megabytes == 0 else f"{megabytes} MB"
-            encode_ms = statistics.median(arms.encode_s) * 1e3
-            print(f"{label:>8} {arms.blob_bytes / 1e6:>8.2f}MB {reps:>4} {commit_ms:>10.2f} {encode_ms:>9.2f} {raw_ms:>10.2f} "
+            print(f"{label:>8} {arms.blob_bytes / 1e6:>8.2f}MB {reps:>4} {commit_ms:>10.2f} {raw_ms:>10.2f} "
                   f"{commit_ms / raw_ms:>6.2f}  {sum(arms.ops.values())} ({ops})")
         finally:
             shutil.rmtree(folder, ignore_errors=True)

@@ -15,7 +15,9 @@ import os
 import secrets
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 from contextlib import contextmanager, suppress
 
 import portalocker
@@ -108,6 +110,64 @@ def _write_all(fd: int, view: memoryview) -> None:
         view = view[written:]
 
 
+_HASH_POOL: ThreadPoolExecutor | None = None
+_OVERLAP_BYTES = 1 << 20
+
+
+def _hash_pool() -> ThreadPoolExecutor:
+    global _HASH_POOL
+    if _HASH_POOL is None:
+        _HASH_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nnx-sha256")
+    return _HASH_POOL
+
+
+class _HashingWriter:
+    """A write-only sink onto a file descriptor that hashes what it writes.
+
+    Small writes are gathered into one buffer (torch.save makes hundreds of them); large chunks
+    are hashed on a helper thread while the main thread writes them (both release the GIL), so
+    hashing costs almost nothing on a machine with two cores. Each chunk is fully hashed and
+    written, or copied into the buffer, before ``write`` returns.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.size = 0
+        self._sha = hashlib.sha256()
+        self._buffer = bytearray()
+
+    def _emit(self, view: memoryview) -> None:
+        if view.nbytes >= _OVERLAP_BYTES:
+            pending = _hash_pool().submit(self._sha.update, view)
+            _write_all(self.fd, view)
+            pending.result()
+        else:
+            self._sha.update(view)
+            _write_all(self.fd, view)
+
+    def write(self, data: Any) -> int:
+        view = byte_view(data)
+        if view.nbytes >= _OVERLAP_BYTES:
+            self.flush()
+            self._emit(view)
+        else:
+            self._buffer += view
+            if len(self._buffer) >= _OVERLAP_BYTES:
+                self.flush()
+        self.size += view.nbytes
+        return view.nbytes
+
+    def flush(self) -> None:
+        """Write out the gathered small writes."""
+        if self._buffer:
+            self._emit(memoryview(self._buffer))
+            self._buffer = bytearray()
+
+    def hexdigest(self) -> str:
+        self.flush()
+        return self._sha.hexdigest()
+
+
 class FileStorage:
     """A run store rooted at a folder on a local POSIX file system.
 
@@ -187,6 +247,47 @@ class FileStorage:
                     self.ops["unlink"] += 1
             raise
         return Receipt(path, view.nbytes, digest)
+
+    def write_blob(self, folder: str, produce: Callable[[Any], None]) -> Receipt:
+        """Stream ``produce(writer)`` into ``folder/<sha256>`` (hashing overlapped with writing).
+
+        Same protocol as :meth:`write`: owned temporary, fsync, rename onto the digest name, fsync
+        the folder. A blob already present under that digest is kept; the temporary is dropped.
+        """
+        parts = split_path(folder)
+        directory = self._make_parents(parts)
+        tmp = os.path.join(directory, temporary_name("blob"))
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | _O_CLOEXEC, 0o644)
+        self.ops["create"] += 1
+        renamed = False
+        try:
+            writer = _HashingWriter(fd)
+            try:
+                produce(writer)
+                writer.flush()
+                self.ops["write"] += 1
+                os.fsync(fd)
+                self.ops["fsync"] += 1
+            finally:
+                os.close(fd)
+            digest = writer.hexdigest()
+            target = os.path.join(directory, digest)
+            if os.path.isfile(target):
+                os.unlink(tmp)
+                self.ops["unlink"] += 1
+                renamed = True
+            else:
+                os.replace(tmp, target)
+                self.ops["rename"] += 1
+                renamed = True
+                self._fsync_dir(directory)
+        except BaseException:
+            if not renamed:
+                with suppress(OSError):
+                    os.unlink(tmp)
+                    self.ops["unlink"] += 1
+            raise
+        return Receipt(f"{folder}/{digest}", writer.size, digest)
 
     def append(self, path: str, data: bytes | bytearray | memoryview) -> None:
         """Append ``data`` to ``path`` (created, with its folders, if absent) and fsync it."""

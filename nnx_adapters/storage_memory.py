@@ -16,7 +16,9 @@ from __future__ import annotations
 import collections
 import errno
 import hashlib
+import io
 from collections.abc import Callable, Iterator
+from typing import Any
 from contextlib import contextmanager
 
 import attrs
@@ -215,6 +217,17 @@ class MemoryStorage:
                     pass
             raise
         return Receipt(path, len(payload), digest)
+
+    def write_blob(self, folder: str, produce: Callable[[Any], None]) -> Receipt:
+        """Stream ``produce(writer)`` into ``folder/<sha256>``; an existing blob is kept."""
+        buffer = io.BytesIO()
+        produce(buffer)
+        data = buffer.getvalue()
+        digest = hashlib.sha256(data).hexdigest()
+        path = f"{folder}/{digest}"
+        if self.exists(path):
+            return Receipt(path, len(data), digest)
+        return self.write(path, data, sha256=digest)
 
     def append(self, path: str, data: bytes | bytearray | memoryview) -> None:
         """Append ``data`` to ``path`` (created, with its folders, if absent) and fsync it."""

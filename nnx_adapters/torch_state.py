@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import pickle
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,15 @@ def encode(payload: Mapping[str, Any]) -> bytes:
     buffer = io.BytesIO()
     torch.save({"nnx_payload_format": PAYLOAD_FORMAT, **payload}, buffer)
     return buffer.getvalue()
+
+
+def encoder(payload: Mapping[str, Any]) -> Callable[[Any], None]:
+    """A producer writing the encoded payload to a sink (for ``Storage.write_blob``)."""
+
+    def produce(sink: Any) -> None:
+        torch.save({"nnx_payload_format": PAYLOAD_FORMAT, **payload}, sink)
+
+    return produce
 
 
 def decode(data: bytes, *, where: str = "checkpoint") -> dict[str, Any]:

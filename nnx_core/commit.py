@@ -11,7 +11,8 @@ Layout of one run (paths relative to the runs root)::
 One epoch commits in this order (``commit_epoch``):
 
     1. payload blob        inert until a tag names it; identical bytes are written once
-    2. history             idps.csv with the epoch's rows
+    2. history             idps.csv with the epoch's rows, or a journal step (chunks, index,
+                           epoch rows, manifest: ``nnx_core.journal``) given as ``history_step``
     3. LAST                the commit marker. If it fails, history is rolled back to the
                            previous committed epoch and the error is raised
     4. phase tags, BEST    pointer writes to the same blob
@@ -30,13 +31,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
 from nnx_core.errors import CorruptRunError
 from nnx_core.identity import validate_run_id, validate_tag
-from nnx_core.ports import Storage
+from nnx_core.ports import BinaryWriter, Storage
 
 TAG_FORMAT = "nnx.tag/1"
 LAST, BEST, FIRST, Q1, Q2, Q3 = "last", "best", "first", "q1", "q2", "q3"
@@ -151,8 +152,15 @@ class RunFiles:
         """Durably replace a tag's manifest."""
         self.storage.write(self.tag_path(manifest.tag), manifest.to_bytes())
 
-    def put_blob(self, data: bytes) -> BlobRef:
-        """Store a payload once under its SHA-256 (an existing blob is not rewritten)."""
+    def put_blob(self, data: bytes | Callable[[BinaryWriter], None]) -> BlobRef:
+        """Store a payload once under its SHA-256 (an existing blob is not rewritten).
+
+        ``data`` is the bytes, or a producer writing them to a sink: the store then streams and
+        hashes them in one pass, without holding the whole payload in memory.
+        """
+        if callable(data):
+            receipt = self.storage.write_blob(self.objects, data)
+            return BlobRef(receipt.sha256, receipt.size)
         digest = hashlib.sha256(data).hexdigest()
         path = self.blob_path(digest)
         if not self.storage.exists(path):
@@ -186,24 +194,56 @@ class EpochCommit:
     """Everything one epoch commit writes, prepared before any write happens."""
 
     epoch: int
-    payload: bytes
-    history: bytes
-    previous_history: bytes | None
+    payload: bytes | Callable[[BinaryWriter], None]
+    history: bytes | None = None
+    previous_history: bytes | None = None
     tags: Sequence[str] = ()
     meta: Mapping[str, Any] = attrs.field(factory=dict)
     deferred: Sequence[Callable[[], None]] = ()
+    history_step: HistoryStep | None = None  # None: the eager idps.csv bytes above
+
+
+class HistoryStep(Protocol):
+    """The "run history" step of a commit: ``commit`` before LAST, ``rollback`` if LAST failed."""
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+
+@attrs.frozen
+class EagerHistoryStep:
+    """The eager history step: idps.csv replaced whole; rolled back to the previous bytes."""
+
+    files: RunFiles
+    history: bytes
+    previous: bytes | None
+
+    def commit(self) -> None:
+        self.files.storage.write(self.files.history, self.history)
+
+    def rollback(self) -> None:
+        _rollback_history(self.files, self.previous)
 
 
 def commit_epoch(files: RunFiles, commit: EpochCommit) -> TagManifest:
     """Commit one epoch in the protocol's order (module docstring); return the LAST manifest."""
     ref = files.put_blob(commit.payload)
-    files.storage.write(files.history, commit.history)
+    step = commit.history_step
+    if step is None:
+        if commit.history is None:
+            raise ValueError("EpochCommit needs the eager history bytes or a history_step")
+        step = EagerHistoryStep(files, commit.history, commit.previous_history)
+    step.commit()
     last = TagManifest(tag=LAST, run_id=files.run_id, epoch=commit.epoch, blobs={"state": ref}, meta=commit.meta)
     try:
         files.write_tag(last)
     except BaseException:
         if not _visible(files, last):  # only the folder fsync failed: the new pair stays together
-            _rollback_history(files, commit.previous_history)
+            try:
+                step.rollback()
+            except Exception:  # best effort: the LAST failure is the error to report
+                pass
         raise
     for tag in commit.tags:
         files.write_tag(attrs.evolve(last, tag=tag))

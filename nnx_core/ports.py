@@ -7,13 +7,21 @@ implements it by having the methods, never by inheriting. Each port has an in-me
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
 ClockKind = Literal["epoch", "optimizer_update"]
+
+
+class BinaryWriter(Protocol):
+    """What ``Storage.write_blob`` hands a producer: a write-only byte sink."""
+
+    def write(self, data: bytes) -> int: ...
+
+    def flush(self) -> None: ...
 
 
 @attrs.frozen
@@ -50,6 +58,13 @@ class Storage(Protocol):
 
         ``sha256``: the caller already hashed ``data`` (a content-addressed blob); the receipt
         carries it instead of hashing the bytes a second time.
+        """
+
+    def write_blob(self, folder: str, produce: Callable[[BinaryWriter], None]) -> Receipt:
+        """Stream bytes from ``produce(writer)`` into ``folder/<their SHA-256>``, durably.
+
+        The same owned-temporary protocol as ``write``; the destination name is the digest, so an
+        existing blob of the same content is kept and the temporary dropped.
         """
 
     def append(self, path: str, data: bytes) -> None:
