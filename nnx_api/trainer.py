@@ -1,0 +1,644 @@
+"""``Trainer``: one model, several named optimizers (GANs, actor/critic, encoder/head splits).
+
+    trainer = nnx.Trainer(model)
+    run = trainer.train(
+        nnx.NNTrainerParams(n_epochs=20, optims={"gen": gen_opt, "disc": disc_opt}, train_loader=loader),
+        trainer_step_fn=gan_step,              # or objective=... (the shared update engine)
+    )
+
+Each optimizer owns a strict, disjoint set of parameters (its ``param_groups``; with one optimizer
+and no groups, every trainable parameter), has at most one scheduler and counts its own committed
+updates. A step reports each optimizer step with ``ctx.report_update(name)``. The run follows the
+same lifecycle, commit protocol and callbacks as ``NNModel.train`` (it *is* a ``TrainingSession``
+with named optimizers); its identity adds a ``trainer`` section, and every checkpoint holds each
+named optimizer's and scheduler's state, so a Trainer run resumes exactly. A Trainer checkpoint
+resumes only through ``Trainer`` and an NNModel checkpoint only through ``NNModel`` (unless
+``resume_mode="weights_only"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import functools
+import math
+import types
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import torch
+
+from nnx_core.commit import LAST, RunFiles
+from nnx_core.errors import (
+    ComponentRestoreError,
+    InvalidRunIdError,
+    ParamsError,
+    RunExistsError,
+    ScheduleBudgetError,
+    TrainingInputError,
+    UpdateOwnerError,
+)
+from nnx_core.identity import validate_tag
+from nnx_core.records import EvaluationDataPoint
+from nnx_core.schedules import (
+    ClockComponent,
+    PlateauRule,
+    budget_problems,
+    ticks_per_epoch,
+)
+from nnx_core.validate import check_choice, check_int, check_str, optional, validator
+from nnx_adapters import torch_state
+from nnx_adapters.storage_fs import FileStorage
+from nnx_adapters.torch_metrics import resolve
+from nnx_adapters.torch_optim import (
+    TorchClock,
+    TorchOptimizer,
+    build_optimizer,
+    build_scheduler,
+    named_params,
+)
+from nnx_api.callbacks import EarlyStopping, normalize_callbacks
+from nnx_api.metrics import monitor_problems
+from nnx_api.objectives import ObjectiveSession, check_update_owner
+from nnx_api.params import (
+    RESUME_MODES,
+    NNOptimParams,
+    NNSchedulerParams,
+    NNTrainParams,
+    _check_loader,
+    _metrics,
+    _monitor,
+    _Params,
+)
+from nnx_api.run import NNRun, runs_root
+
+_RUNTIME = {"runtime": True}
+_OMIT = {"omit": True}
+
+
+def _name(path: str, name: Any) -> str:
+    try:
+        return validate_tag(name)
+    except InvalidRunIdError as exc:
+        raise ParamsError(path, f"optimizer name {name!r} must be a slug (letters, digits, '.', '_', '-')") from exc
+
+
+def _optims(value: Any) -> Mapping[str, NNOptimParams]:
+    if not isinstance(value, Mapping):
+        raise ParamsError("NNTrainerParams.optims", f"must be a mapping name → NNOptimParams, got {type(value).__name__}")
+    out = {}
+    for name in sorted(value):
+        v = value[name]
+        out[_name("NNTrainerParams.optims", name)] = v if isinstance(v, NNOptimParams) else NNOptimParams.from_state(v)
+    return types.MappingProxyType(out)
+
+
+def _schedulers(value: Any) -> Mapping[str, NNSchedulerParams]:
+    if not isinstance(value, Mapping):
+        raise ParamsError("NNTrainerParams.schedulers", f"must be a mapping name → NNSchedulerParams, got {value!r}")
+    out = {}
+    for name in sorted(value):
+        v = value[name]
+        out[_name("NNTrainerParams.schedulers", name)] = v if isinstance(v, NNSchedulerParams) else NNSchedulerParams.from_state(v)
+    return types.MappingProxyType(out)
+
+
+def _no_schedulers() -> Mapping[str, NNSchedulerParams]:
+    return types.MappingProxyType({})
+
+
+@attrs.frozen(kw_only=True)
+class NNTrainerParams(_Params):
+    """How a ``Trainer`` trains: epochs, named optimizers and their schedulers, seed, metrics,
+    monitor, loaders and resume. ``schedulers`` keys must be optimizer names; an optimizer without
+    one gets the default (reduce-on-plateau) schedule. ``auto_step_schedulers=False`` leaves every
+    schedule to the step function. Loaders and resume settings are not part of the run id."""
+
+    n_epochs: int = attrs.field(validator=validator(check_int, minimum=1))
+    optims: Mapping[str, NNOptimParams] = attrs.field(converter=_optims, metadata={"decode": _optims})
+    schedulers: Mapping[str, NNSchedulerParams] = attrs.field(
+        factory=_no_schedulers, converter=_schedulers, metadata={**_OMIT, "decode": _schedulers}
+    )
+    seed: int | None = attrs.field(default=None, validator=optional(check_int, minimum=0), metadata=_OMIT)
+    data_id: str | None = attrs.field(default=None, validator=optional(check_str), metadata=_OMIT)
+    save_phase_checkpoints: bool = attrs.field(default=True, metadata=_OMIT)
+    auto_step_schedulers: bool = attrs.field(default=True, metadata=_OMIT)
+    metrics: tuple[Any, ...] = attrs.field(default=(), converter=_metrics, metadata={**_OMIT, "decode": _metrics})
+    monitor: Any = attrs.field(
+        default=None, converter=attrs.converters.optional(_monitor), metadata={**_OMIT, "decode": _monitor}
+    )
+    parent_run_id: str | None = attrs.field(default=None, validator=optional(check_str), metadata=_OMIT)
+    parent_checkpoint: str | None = attrs.field(default=None, validator=optional(check_str), metadata=_OMIT)
+    # runtime-only below: never part of the run id
+    train_loader: Any = attrs.field(default=None, eq=False, validator=_check_loader, metadata=_RUNTIME)
+    val_loader: Any = attrs.field(default=None, eq=False, validator=_check_loader, metadata=_RUNTIME)
+    resume_from_run_id: str | None = attrs.field(default=None, validator=optional(check_str), metadata=_RUNTIME)
+    resume_from_checkpoint: str = attrs.field(default="last", validator=validator(check_str), metadata=_RUNTIME)
+    resume_mode: str = attrs.field(default="auto", validator=validator(check_choice, choices=RESUME_MODES), metadata=_RUNTIME)
+    resume: str | None = attrs.field(default=None, validator=optional(check_choice, choices=("auto",)), metadata=_RUNTIME)
+    overwrite_existing: bool = attrs.field(default=False, metadata=_RUNTIME)
+    progress: bool | None = attrs.field(default=None, metadata=_RUNTIME)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.optims:
+            raise ParamsError("NNTrainerParams.optims", "needs at least one named optimizer")
+        unknown = sorted(set(self.schedulers) - set(self.optims))
+        if unknown:
+            raise ParamsError("NNTrainerParams.schedulers", f"{unknown} name no optimizer (optimizers: {sorted(self.optims)})")
+        for flag in ("save_phase_checkpoints", "auto_step_schedulers"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ParamsError(f"NNTrainerParams.{flag}", "must be a bool")
+        if self.resume_from_run_id is not None and self.parent_run_id is None:
+            object.__setattr__(self, "parent_run_id", self.resume_from_run_id)
+            object.__setattr__(self, "parent_checkpoint", self.resume_from_checkpoint)
+        if self.resume is not None and self.resume_from_run_id is not None:
+            raise ParamsError("NNTrainerParams.resume", "give either resume='auto' or resume_from_run_id, not both")
+
+    @property
+    def primary(self) -> str:
+        """The sorted-first optimizer name: its LR is the records' ``lr`` and ``ctx.optimizer``."""
+        return next(iter(self.optims))
+
+    def scheduler_for(self, name: str) -> NNSchedulerParams:
+        """The schedule of optimizer ``name`` (the default plateau schedule when none is given)."""
+        return self.schedulers.get(name) or NNSchedulerParams()
+
+    def representative(self) -> NNTrainParams:
+        """The primary optimizer's view as ``NNTrainParams`` (the run's ``train`` section)."""
+        primary = self.primary
+        return NNTrainParams(
+            n_epochs=self.n_epochs,
+            optim=self.optims[primary],
+            scheduler=self.scheduler_for(primary),
+            seed=self.seed,
+            data_id=self.data_id,
+            save_phase_checkpoints=self.save_phase_checkpoints,
+            metrics=self.metrics,
+            monitor=self.monitor,
+            parent_run_id=self.parent_run_id,
+            parent_checkpoint=self.parent_checkpoint,
+            train_loader=self.train_loader,
+            val_loader=self.val_loader,
+            resume_from_run_id=self.resume_from_run_id,
+            resume_from_checkpoint=self.resume_from_checkpoint,
+            resume_mode=self.resume_mode,
+            resume=self.resume,
+            overwrite_existing=self.overwrite_existing,
+            progress=self.progress,
+        )
+
+    def with_train_loader(self, loader: Any) -> NNTrainerParams:
+        """A copy with ``train_loader`` set."""
+        return attrs.evolve(self, train_loader=loader)
+
+    def with_val_loader(self, loader: Any) -> NNTrainerParams:
+        """A copy with ``val_loader`` set."""
+        return attrs.evolve(self, val_loader=loader)
+
+
+@attrs.define(kw_only=True)
+class TrainerStepContext:
+    """What a ``trainer_step_fn(ctx)`` receives for one batch.
+
+    The step owns zero_grad, forwards, losses, backwards and ``optimizers[name].step()``; after
+    each real step it calls ``ctx.report_update(name)`` once (``finalize_step(loss, ctx,
+    paradigm=..., optimizer=name)`` does all of that). It returns the batch's
+    ``EvaluationDataPoint``.
+    """
+
+    model: Any
+    batch: Any
+    optimizers: Mapping[str, torch.optim.Optimizer]
+    schedulers: Mapping[str, Any]
+    batch_idx: int
+    epoch_idx: int
+    is_last_batch: bool
+    precision: str
+    grad_clip_norms: Mapping[str, float | None]
+    accumulate_grad_batches: Mapping[str, int]
+    report_update: Callable[[str], None]
+    session: Any = attrs.field(repr=False)
+
+
+class TrainerSession(ObjectiveSession):
+    """A ``TrainingSession`` over named optimizers, one schedule each."""
+
+    def __init__(
+        self,
+        *,
+        trainer_params: NNTrainerParams,
+        optimizers: Mapping[str, TorchOptimizer],
+        trainer_step_fn: Callable[[TrainerStepContext], Any] | None,
+        objective: Any,
+        trainer: Any,
+        **base: Any,
+    ) -> None:
+        tp = trainer_params
+        self.primary = tp.primary
+        self.trainer_params = tp
+        self.trainer_step_fn = trainer_step_fn
+        optims = tp.optims
+        super().__init__(
+            objective=objective,
+            named_optimizers=optimizers,
+            accumulate=optims[tp.primary].accumulate_grad_batches,
+            max_norms={n: o.grad_clip_norm for n, o in optims.items()},
+            **base,
+        )
+        # the primary's schedule was built by TrainingSession from the representative params
+        self.schedules: dict[str, Any] = {}
+        for name, opt in self.named_opts.items():
+            if name == self.primary:
+                self.schedules[name] = self.plateau if self.plateau is not None else self.clock
+            else:
+                self.schedules[name] = self._build_schedule(name, opt)
+        clocks = [
+            ClockComponent(s, f"nnx.scheduler_clock.{n}")
+            for n, s in self.schedules.items()
+            if isinstance(s, TorchClock) and s.clock == "optimizer_update"
+        ]
+        self.components = self._collect_components([*base["components"], *([self.engine] if self.engine else []), *clocks])
+        self.ctx.optimizers = types.MappingProxyType({n: o.optimizer for n, o in self.named_opts.items()})
+        self.ctx.trainer = trainer
+        self._step_optimizers = self.ctx.optimizers
+        self._clip_norms = types.MappingProxyType({n: o.grad_clip_norm for n, o in optims.items()})
+        self._accumulate = types.MappingProxyType({n: o.accumulate_grad_batches for n, o in optims.items()})
+        self._step_schedulers = types.MappingProxyType(
+            {n: (s.scheduler if isinstance(s, TorchClock) else s) for n, s in self.schedules.items()}
+        )
+
+    def _build_schedule(self, name: str, opt: TorchOptimizer) -> Any:
+        sched = self.trainer_params.scheduler_for(name)
+        kind = sched.resolved_kind.value
+        if kind == "reduce_lr_on_plateau":
+            return PlateauRule(factor=sched.factor, patience=sched.patience, cooldown=sched.cooldown, min_lr=sched.min_lr)
+        return build_scheduler(
+            opt.optimizer, kind, clock=sched.clock, horizon=self.horizon_of(name), min_lr=sched.min_lr, factor=sched.factor,
+            patience=sched.patience, cooldown=sched.cooldown, threshold=sched.threshold, step_size=sched.step_size,
+            T_max=sched.T_max, max_lr=sched.max_lr, total_steps=sched.total_steps, warmup_steps=sched.warmup_steps,
+        )
+
+    def horizon_of(self, name: str) -> int:
+        """Optimizer ``name``'s run length in scheduler ticks."""
+        tp = self.trainer_params
+        sched = tp.scheduler_for(name)
+        if sched.clock == "epoch":
+            return tp.n_epochs
+        try:
+            batches = len(tp.train_loader)
+        except TypeError:
+            explicit = sched.total_steps or sched.T_max or sched.step_size
+            if explicit is None:
+                raise ScheduleBudgetError(
+                    f"the train_loader has no len(); give optimizer {name!r}'s update-clock schedule an explicit "
+                    "horizon (total_steps, T_max or step_size)"
+                ) from None
+            return explicit
+        return tp.n_epochs * math.ceil(batches / tp.optims[name].accumulate_grad_batches)
+
+    # ------------------------------------------------------------ names → schedules
+    def clock_for(self, name: str) -> Any:
+        sched = self.schedules.get(name) if hasattr(self, "schedules") else self.clock
+        return sched if isinstance(sched, TorchClock) else None
+
+    def auto_step(self) -> bool:
+        return self.trainer_params.auto_step_schedulers
+
+    def scheduler_object(self) -> Any:
+        sched = self.schedules[self.primary]
+        return sched.scheduler if isinstance(sched, TorchClock) else sched
+
+    # ------------------------------------------------------------ steps
+    def train_epoch(self, epoch: int) -> None:
+        super().train_epoch(epoch)
+        if self.stopped_update or not self.auto_step():
+            return
+        for name, count in self.epoch_counts.items():
+            clock = self.clock_for(name)
+            if name != self.primary and count == 0 and clock is not None and clock.clock == "optimizer_update":
+                warnings.warn(
+                    f"epoch {epoch} reported no update of optimizer {name!r} on the optimizer_update clock; a "
+                    f"trainer_step_fn must call ctx.report_update({name!r}) after each optimizers[{name!r}].step()",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+
+    def _default_step(self, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
+        if self.trainer_step_fn is None:
+            super()._default_step(batch, epoch, batch_idx, is_last)
+            return
+        ctx = TrainerStepContext(
+            model=self.model,
+            batch=batch,
+            optimizers=self._step_optimizers,
+            schedulers=self._step_schedulers,
+            batch_idx=batch_idx,
+            epoch_idx=epoch,
+            is_last_batch=is_last,
+            precision=self.model.precision,
+            grad_clip_norms=self._clip_norms,
+            accumulate_grad_batches=self._accumulate,
+            report_update=lambda name: self._report(name, epoch, batch_idx),
+            session=self,
+        )
+        record = self.trainer_step_fn(ctx)
+        if not isinstance(record, EvaluationDataPoint):
+            raise TrainingInputError(
+                "trainer_step_fn must return an EvaluationDataPoint (e.g. nnx.EvaluationDataPoint(loss=...)), "
+                f"got {type(record).__name__}"
+            )
+        self._append(record)
+
+    def tick_epoch_clocks(self, epoch: int) -> None:
+        """Every optimizer's epoch-clock schedule steps once; plateau schedules follow the decision."""
+        if not self.auto_step():
+            return
+        d = self.decision
+        for name, sched in self.schedules.items():
+            if isinstance(sched, PlateauRule):
+                assert d is not None
+                groups = self.named_opts[name].optimizer.param_groups
+                sched.step(epoch, d.improved, d.status, [g["lr"] for g in groups], lambda i, lr, g=groups: g[i].__setitem__("lr", lr))
+            elif sched.clock == "epoch":
+                sched.tick()
+
+    # ------------------------------------------------------------ checkpoints
+    def payload(self, epoch: int) -> dict[str, Any]:
+        """NNModel's payload plus every named optimizer, schedule and update count."""
+        out = super().payload(epoch)
+        out["kind"] = "trainer"
+        # an NNModel resume sees a stateful checkpoint of another kind and refuses it
+        out["optimizer"] = {"type": "nnx.Trainer", "topology": None, "names": list(self.named_opts)}
+        out["schedule"] = {"type": "nnx.Trainer"}
+        out["optimizers"] = {n: o.state() for n, o in self.named_opts.items()}
+        out["schedules"] = {n: s.state() for n, s in self.schedules.items()}
+        out["update_counts"] = dict(self.update_counts)
+        return out
+
+    def restore(self, payload: Mapping[str, Any], *, stateful: bool) -> None:
+        """Restore every optimizer and schedule; validates everything before mutating anything."""
+        if not stateful:
+            self.model.net.load_state_dict(payload["weights"])
+            return
+        problems = self._resume_problems(payload)
+        if problems:
+            raise ComponentRestoreError(problems)
+        net = self.model.net
+        saved_weights = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        saved_rng = torch_state.capture_rng()
+        saved_opts = {n: o.state() for n, o in self.named_opts.items()}
+        try:
+            net.load_state_dict(payload["weights"])
+            for name, opt in self.named_opts.items():
+                opt.load_state(payload["optimizers"][name])
+            for name, sched in self.schedules.items():
+                sched.load_state(payload["schedules"][name])
+            for name, obj in self.components.items():
+                if name in payload["components"]:
+                    obj.load_component_state(payload["components"][name])
+            self.update_count = int(payload["update_count"])
+            self.update_counts = {n: int(c) for n, c in payload["update_counts"].items()}
+            self.ctx.update_count = self.update_count
+            loaders = [ld for ld in (self.params.train_loader, self.params.val_loader) if ld is not None]
+            torch_state.restore_rng(payload["rng"], loaders)
+        except BaseException:
+            net.load_state_dict(saved_weights)
+            for name, opt in self.named_opts.items():
+                opt.load_state(saved_opts[name])
+            torch_state.restore_rng(saved_rng)
+            raise
+
+    def _resume_problems(self, payload: Mapping[str, Any]) -> list[str]:
+        if payload.get("kind") != "trainer":
+            return [
+                (
+                    f"checkpoint was written by {payload.get('kind')!r}, not a Trainer; resume it with NNModel.train "
+                    "(or use resume_mode='weights_only' to start from its weights)"
+                )
+            ]
+        problems = []
+        saved_opts, saved_scheds = payload["optimizers"], payload["schedules"]
+        if set(saved_opts) != set(self.named_opts):
+            return [f"checkpoint optimizers {sorted(saved_opts)} != this run's {sorted(self.named_opts)}"]
+        for name, opt in self.named_opts.items():
+            mine = opt.state()
+            if saved_opts[name]["type"] != mine["type"]:
+                problems.append(f"optimizer {name!r}: type {saved_opts[name]['type']} != {mine['type']}")
+            if saved_opts[name]["topology"] != opt.topology():
+                problems.append(f"optimizer {name!r}: parameter topology differs (names/shapes of its groups)")
+            sched = self.schedules[name]
+            saved = saved_scheds[name]
+            if ("bad_epochs" in saved) != isinstance(sched, PlateauRule):
+                problems.append(f"optimizer {name!r}: scheduler kind differs from the checkpoint's")
+            elif isinstance(sched, TorchClock) and saved["type"] != sched.state()["type"]:
+                problems.append(f"optimizer {name!r}: scheduler type {saved['type']} != {sched.state()['type']}")
+        saved = payload["components"]
+        for name, obj in self.components.items():
+            if name not in saved:
+                problems.append(f"component {name!r} has no saved state in the checkpoint")
+            elif hasattr(obj, "check_component_state"):
+                problems.extend(obj.check_component_state(saved[name]))
+        for name in saved:
+            if name not in self.components:
+                problems.append(f"the checkpoint holds state of component {name!r}, which this run does not register")
+        return problems
+
+
+def _strict_groups(net: torch.nn.Module, name: str, optim: NNOptimParams, *, required: bool) -> tuple[list[dict], list[str]]:
+    """Strict parameter groups of optimizer ``name``: each trainable parameter goes to the first
+    spec matching it; unmatched parameters are not this optimizer's."""
+    trainable = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
+    path = f"NNTrainerParams.optims[{name!r}].param_groups"
+    if not optim.param_groups:
+        if required:
+            raise ParamsError(
+                path,
+                "with several optimizers every optimizer must declare param_groups (which parameters it owns); "
+                "otherwise a parameter would be stepped by more than one optimizer",
+            )
+        return [{"params": [p for _, p in trainable]}], [n for n, _ in trainable]
+    groups, taken = [], []
+    for i, spec in enumerate(optim.param_groups):
+        members = [(n, p) for n, p in trainable if n not in taken and fnmatch.fnmatch(n, spec.name_pattern)]
+        if not members:
+            raise ParamsError(f"{path}[{i}]", f"pattern {spec.name_pattern!r} matches no trainable parameter")
+        group: dict[str, Any] = {"params": [p for _, p in members]}
+        if spec.lr is not None:
+            group["lr"] = spec.lr
+        elif spec.lr_multiplier is not None:
+            group["lr"] = optim.max_lr * spec.lr_multiplier
+        if spec.weight_decay is not None:
+            group["weight_decay"] = spec.weight_decay
+        groups.append(group)
+        taken.extend(n for n, _ in members)
+    return groups, taken
+
+
+class Trainer:
+    """Train an ``NNModel`` with several named optimizers (see the module docstring)."""
+
+    def __init__(self, model: Any) -> None:
+        from nnx_api.model import NNModel
+
+        if not isinstance(model, NNModel):
+            raise ParamsError("Trainer.model", f"must be an NNModel, got {type(model).__name__}")
+        self.model = model
+
+    # ------------------------------------------------------------ checks (nothing written yet)
+    def _check(self, params: Any, callbacks: Sequence[Any], step_fn: Any, objective: Any) -> None:
+        if not isinstance(params, NNTrainerParams):
+            raise ParamsError("params", f"must be NNTrainerParams, got {type(params).__name__}")
+        check_update_owner(step_fn, objective, step_name="trainer_step_fn")
+        if step_fn is None and objective is None:
+            raise UpdateOwnerError(
+                "Trainer.train needs an update owner: trainer_step_fn=<fn(ctx) -> EvaluationDataPoint> or "
+                "objective=<fn(ctx) -> ObjectiveResult>; there is no default trainer step"
+            )
+        if step_fn is not None and not callable(step_fn):
+            raise UpdateOwnerError(f"trainer_step_fn must be callable, got {type(step_fn).__name__}")
+        if params.train_loader is None:
+            raise TrainingInputError("NNTrainerParams.train_loader is missing; pass train_loader=<loader of batches>")
+        with contextlib.suppress(TypeError):
+            if len(params.train_loader) == 0:
+                raise TrainingInputError("train_loader is empty; give it at least one batch")
+        model = self.model
+        if not any(p.requires_grad for p in model.net.parameters()):
+            raise ParamsError("model", "no parameter requires grad; did you freeze every parameter?")
+        kind = model.params.resolved_task.kind
+        problems = resolve(params.metrics, kind)
+        if problems:
+            raise ParamsError("NNTrainerParams.metrics", "; ".join(problems))
+        problems = monitor_problems(params.monitor, params.metrics, kind, params.val_loader is not None)
+        if problems:
+            raise ParamsError("NNTrainerParams.monitor", "; ".join(problems))
+        for cb in callbacks:
+            if isinstance(cb, EarlyStopping):
+                cb.check_run(params.monitor)
+        if objective is not None:
+            accumulate = {n: o.accumulate_grad_batches for n, o in params.optims.items()}
+            if len(set(accumulate.values())) > 1:
+                raise ParamsError(
+                    "NNTrainerParams.optims",
+                    f"an objective commits every optimizer once per window, so accumulate_grad_batches must agree: {accumulate}",
+                )
+            check_run = getattr(objective, "check_run", None)
+            if check_run is not None:
+                check_run(model, optimizers=tuple(params.optims), callbacks=tuple(callbacks))
+
+    def _optimizers(self, params: NNTrainerParams) -> dict[str, TorchOptimizer]:
+        """Strict, disjoint optimizers; a parameter claimed by two optimizers is refused."""
+        net = self.model.net
+        several = len(params.optims) > 1
+        owner: dict[str, str] = {}
+        out = {}
+        for name, optim in params.optims.items():
+            groups, taken = _strict_groups(net, name, optim, required=several)
+            for pname in taken:
+                if pname in owner:
+                    raise ParamsError(
+                        f"NNTrainerParams.optims[{name!r}].param_groups",
+                        f"parameter {pname!r} is already owned by optimizer {owner[pname]!r}; each parameter belongs "
+                        "to one optimizer (make the patterns disjoint)",
+                    )
+                owner[pname] = name
+            torch_opt = build_optimizer(
+                optim.name.value, groups, lr=optim.max_lr, momentum=optim.momentum, weight_decay=optim.weight_decay,
+                eps=optim.eps,
+            )
+            out[name] = TorchOptimizer(torch_opt, named_params(net))
+        return out
+
+    def _check_budgets(self, params: NNTrainerParams, source: Any, owns_windows: bool) -> None:
+        try:
+            batches: int | None = len(params.train_loader)
+        except TypeError:
+            batches = None
+        resumed = source[0].get("schedules", {}) if source and source[1] else {}
+        problems = []
+        for name, optim in params.optims.items():
+            sched = params.scheduler_for(name)
+            per = ticks_per_epoch(sched.clock, batches, optim.accumulate_grad_batches, owns_windows)
+            done = int(resumed.get(name, {}).get("ticks", 0)) if isinstance(resumed, Mapping) else 0
+            problems += [
+                f"optimizer {name!r}: {p}"
+                for p in budget_problems(
+                    kind=sched.resolved_kind.value, clock=sched.clock, total_steps=sched.total_steps,
+                    n_epochs=params.n_epochs, epochs_this_call=params.n_epochs, per_epoch=per, done=done,
+                )
+            ]
+        if problems:
+            raise ScheduleBudgetError("; ".join(problems))
+
+    def run_config(self, params: NNTrainerParams, salt: str | None) -> dict[str, Any]:
+        """The configuration whose content address is the run id (model, ``train``, ``trainer``)."""
+        config = {**self.model.state(), "train": params.representative().state(), "trainer": params.state()}
+        if salt is not None:
+            if not isinstance(salt, str) or not salt.strip():
+                raise ParamsError("salt", "must be a non-blank string")
+            config["salt"] = salt
+        return config
+
+    # ------------------------------------------------------------ training
+    def train(
+        self,
+        params: NNTrainerParams,
+        trainer_step_fn: Callable[[TrainerStepContext], Any] | None = None,
+        callbacks: Sequence[Any] | None = None,
+        salt: str | None = None,
+        root: Any = None,
+        components: Sequence[Any] | None = None,
+        objective: Any = None,
+        eval_step_fn: Callable[..., Any] | None = None,
+    ) -> NNRun:
+        """Train into ``<root>/<run id>/`` and return the committed :class:`NNRun` (as NNModel.train)."""
+        model = self.model
+        cbs = normalize_callbacks(callbacks)
+        self._check(params, cbs, trainer_step_fn, objective)
+        optimizers = self._optimizers(params)
+        rep = params.representative()
+        config = self.run_config(params, salt)
+        base = runs_root(root)
+        run = NNRun(config=config, root=base)
+        storage = FileStorage(base)
+        files = RunFiles(storage, run.id)
+        source = model._resume_source(rep, base)
+        self._check_budgets(params, source, owns_windows=objective is not None)
+        factory = functools.partial(
+            TrainerSession, trainer_params=params, optimizers=optimizers, trainer_step_fn=trainer_step_fn,
+            objective=objective, trainer=self,
+        )
+        comps = components or ()
+        with storage.lease(run.id):
+            existing = files.exists()
+            continuing = False
+            if existing and params.resume == "auto":
+                continuing = files.read_tag(LAST) is not None
+                if not continuing:
+                    storage.remove_tree(run.id)
+                    existing = False
+            elif existing and not params.overwrite_existing:
+                raise RunExistsError(
+                    f"run {run.id} already exists under {base}. Pass overwrite_existing=True to replace it, "
+                    "salt='...' or data_id='...' for a distinct run, or resume='auto' to continue it"
+                )
+            elif existing:
+                storage.remove_tree(run.id)
+            if continuing:
+                return model._continue(run, files, rep, cbs, None, eval_step_fn, comps, session_factory=factory)
+            storage.clean_temporaries(run.id)
+            run = attrs.evolve(run, resume_status=source[2] if source else None)
+            try:
+                run.save()
+                return model._train_session(
+                    run, files, rep, cbs, None, eval_step_fn, comps, source=source, fresh=True, session_factory=factory
+                )
+            except Exception:
+                with contextlib.suppress(Exception):
+                    if not storage.exists(files.tag_path(LAST)):
+                        storage.remove_tree(run.id)
+                raise
+
+
+__all__ = ["NNTrainerParams", "Trainer", "TrainerStepContext"]

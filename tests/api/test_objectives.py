@@ -1,0 +1,351 @@
+"""Objectives, step hooks, finalize_step, stop_at_update and the precision policy through NNModel."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import runpy
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import nnx_api as nnx
+from nnx_adapters.torch_optim import TorchClock
+from tests.conftest import batches, tiny_data
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def model_for(seed=0, ignore_index=None, precision=None, hidden=(8,)):
+    torch.manual_seed(seed)
+    task = nnx.TaskSpec.categorical(ignore_index=ignore_index) if ignore_index is not None else None
+    return nnx.NNModel(
+        nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=hidden), nnx.NNModelParams(task=task, precision=precision)
+    )
+
+
+def sgd(accumulate=1, lr=0.5):
+    return nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=lr, momentum=0.0, accumulate_grad_batches=accumulate)
+
+
+def same_weights(a, b):
+    return all(torch.equal(p, q) for p, q in zip(a.net.parameters(), b.net.parameters(), strict=True))
+
+
+# ---------------------------------------------------------------------------- objectives
+@pytest.mark.parametrize("accumulate", [1, 3])
+def test_supervised_objective_gives_the_default_steps_updates(runs, accumulate):
+    x, y = tiny_data(n=40)
+    default, objective = model_for(), model_for()
+    params = nnx.NNTrainParams(n_epochs=2, optim=sgd(accumulate), train_loader=batches(x, y, 9))
+    a = default.train(params, root=runs / "a")
+    b = objective.train(params, objective=nnx.supervised_objective(), root=runs / "b")
+    assert same_weights(default, objective)
+    assert [i.update_count for i in a.idps] == [i.update_count for i in b.idps]
+    assert b.idps[-1].train_edp.accuracy is not None and b.idps[-1].train_edp.loss is not None
+
+
+def test_kd_accumulation_over_unequal_masked_batches_equals_one_batch_of_their_union(runs):
+    x, y = tiny_data(n=23)
+    y[[1, 5, 17]] = -100
+    y[3:6] = -100  # with the cuts below, the second microbatch is fully masked
+    cuts = [0, 3, 6, 13, 23]
+    parts = [(x[a:b], y[a:b]) for a, b in itertools.pairwise(cuts)]
+    teacher = model_for(seed=7, hidden=(16,))
+    accumulated, union = model_for(ignore_index=-100), model_for(ignore_index=-100)
+    kd = nnx.kd_objective(teacher, alpha=0.6, temperature=2.0)
+    accumulated.train(nnx.NNTrainParams(n_epochs=1, optim=sgd(accumulate=4), train_loader=parts), objective=kd, root=runs)
+    union.train(nnx.NNTrainParams(n_epochs=1, optim=sgd(), train_loader=[(x, y)]), objective=kd, root=runs)
+    for a, b in zip(accumulated.net.parameters(), union.net.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+class Events(nnx.Callback):
+    def __init__(self, log=None):
+        self.log = [] if log is None else log
+        self.events = []
+
+    def on_optimizer_update(self, ctx, event):
+        self.events.append(event)
+        self.log.append(f"event:{event.optimizer}:{event.update_idx}")
+
+
+def test_kd_objective_terms_reach_callbacks_and_the_teacher_stays_frozen(runs):
+    x, y = tiny_data()
+    teacher = model_for(seed=5, hidden=(16,))
+    teacher.net.train()
+    frozen = {k: v.clone() for k, v in teacher.net.state_dict().items()}
+    events = Events()
+    model_for().train(
+        nnx.NNTrainParams(n_epochs=2, optim=sgd(accumulate=2), train_loader=batches(x, y, 8)),
+        objective=nnx.kd_objective(teacher, alpha=0.25, temperature=3.0), callbacks=[events], root=runs,
+    )
+    assert all(torch.equal(frozen[k], v) for k, v in teacher.net.state_dict().items())
+    assert not teacher.net.training and not any(p.requires_grad for p in teacher.net.parameters())
+    assert [e.update_idx for e in events.events] == list(range(1, 7))  # 6 batches / 2 per window × 2 epochs
+    e = events.events[0]
+    assert set(e.losses) == {"distillation", "supervised"} and e.microbatches == 2 and e.optimizer == "default"
+    assert e.loss == pytest.approx(0.25 * e.losses["distillation"] + 0.75 * e.losses["supervised"])
+
+
+def test_loss_term_and_result_validation():
+    t = torch.tensor(6.0, requires_grad=True)
+    assert nnx.LossTerm("a", t, 3).value == 2.0 and nnx.LossTerm("a", t, 0).value is None
+    assert nnx.ObjectiveResult([nnx.LossTerm("a", t, 3, weight=0.5), nnx.LossTerm("b", t, reduction="sum")]).loss() == 7.0
+    with pytest.raises(nnx.ParamsError, match="needs its sample count"):
+        nnx.LossTerm("a", t)
+    with pytest.raises(nnx.ParamsError, match="takes no denominator"):
+        nnx.LossTerm("a", t, 2, reduction="sum")
+    with pytest.raises(nnx.ParamsError, match="finite"):
+        nnx.LossTerm("a", t, 2, weight=float("nan"))
+    with pytest.raises(nnx.ParamsError, match="scalar tensor"):
+        nnx.LossTerm("a", torch.ones(3), 2)
+    with pytest.raises(nnx.ParamsError, match="unique"):
+        nnx.ObjectiveResult([nnx.LossTerm("a", t, 1), nnx.LossTerm("a", t, 1)])
+
+
+def test_nonfinite_objective_fails_before_any_update_or_skips_the_window(runs):
+    x, y = tiny_data(n=32)
+
+    class Poisoned(nnx.Objective):
+        def __call__(self, ctx):
+            result = nnx.supervised_objective()(ctx)
+            term = result.terms[0]
+            bad = term.numerator * float("nan") if ctx.batch_idx == 1 else term.numerator
+            return nnx.ObjectiveResult(nnx.LossTerm("supervised", bad, term.denominator))
+
+    model = model_for()
+    before = [p.detach().clone() for p in model.net.parameters()]
+    params = nnx.NNTrainParams(n_epochs=1, optim=sgd(), train_loader=batches(x, y, 8))
+    with pytest.raises(nnx.NonFiniteLossError):
+        model.train(params, objective=Poisoned(), root=runs)
+    assert nnx.NNRun.all(runs) == []  # nothing committed: the run folder is gone
+    skipping = model_for()
+    run = skipping.train(params, objective=Poisoned(nonfinite="skip"), root=runs)
+    assert run.idps[-1].update_count == 3  # 4 windows, the poisoned one dropped
+    assert not all(torch.equal(a, b) for a, b in zip(before, skipping.net.parameters(), strict=True))
+
+
+def test_objective_update_clock_ticks_after_its_event_and_never_for_a_masked_window(runs, monkeypatch):
+    x, y = tiny_data(n=24)
+    y[8:16] = -100  # the second batch is fully masked
+    log = []
+    tick = TorchClock.tick
+    monkeypatch.setattr(TorchClock, "tick", lambda self, value=None: (log.append("tick"), tick(self, value))[1])
+    sched = nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP, step_size=1, factor=0.5, clock="optimizer_update")
+    run = model_for(ignore_index=-100).train(
+        nnx.NNTrainParams(n_epochs=1, optim=sgd(), scheduler=sched, train_loader=batches(x, y, 8)),
+        objective=nnx.supervised_objective(), callbacks=[Events(log)], root=runs,
+    )
+    assert log == ["event:default:1", "tick", "event:default:2", "tick"]
+    assert run.idps[-1].update_count == 2
+
+
+def test_objective_must_return_an_objective_result(runs):
+    x, y = tiny_data()
+    with pytest.raises(nnx.TrainingInputError, match="ObjectiveResult.*train_step_fn"):
+        model_for().train(
+            nnx.NNTrainParams(n_epochs=1, train_loader=batches(x, y, 16)), objective=lambda ctx: 1.0, root=runs
+        )
+
+
+# ---------------------------------------------------------------------------- update owners
+def test_one_update_owner_per_run_is_enforced_before_anything_is_written(runs):
+    x, y = tiny_data()
+    params = nnx.NNTrainParams(n_epochs=1, train_loader=batches(x, y, 16))
+    model = model_for()
+    with pytest.raises(nnx.UpdateOwnerError, match="not both"):
+        model.train(params, train_step_fn=nnx.default_train_step, objective=nnx.supervised_objective(), root=runs)
+    with pytest.raises(nnx.UpdateOwnerError, match="pass it as objective="):
+        model.train(params, train_step_fn=nnx.supervised_objective(), root=runs)
+    with pytest.raises(nnx.UpdateOwnerError, match="step function"):
+        model.train(params, objective=nnx.default_train_step, root=runs)
+    assert not runs.exists()
+
+
+# ---------------------------------------------------------------------------- step hooks
+def mixup_step(ctx):
+    """A paradigm step ending in finalize_step (it reports the update itself)."""
+    x, y = ctx.batch
+    ctx.optimizer.zero_grad()
+    lam = 0.7
+    mixed = lam * x + (1 - lam) * x.flip(0)
+    logits = ctx.model.net(mixed)
+    loss = lam * F.cross_entropy(logits, y) + (1 - lam) * F.cross_entropy(logits, y.flip(0))
+    return nnx.EvaluationDataPoint(loss=nnx.finalize_step(loss, ctx, paradigm="mixup"))
+
+
+def test_finalize_step_reports_each_update_on_the_update_clock(runs):
+    x, y = tiny_data()
+    sched = nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP, step_size=2, factor=0.5, clock="optimizer_update")
+    lrs = nnx.LRMonitor()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        run = model_for().train(
+            nnx.NNTrainParams(n_epochs=2, optim=sgd(lr=0.4), scheduler=sched, train_loader=batches(x, y, 16)),
+            train_step_fn=mixup_step, callbacks=[lrs], root=runs,
+        )
+    assert run.idps[-1].update_count == 6
+    assert lrs.update_history == [(1, 0.4), (2, 0.2), (3, 0.2), (4, 0.1), (5, 0.1), (6, 0.05)]
+
+
+def test_finalize_step_refusals(runs):
+    x, y = tiny_data()
+    loader = batches(x, y, 16)
+    with pytest.raises(nnx.ParamsError, match="mixup.*cannot accumulate"):
+        model_for().train(nnx.NNTrainParams(n_epochs=1, optim=sgd(accumulate=2), train_loader=loader),
+                          train_step_fn=mixup_step, root=runs)
+    assert nnx.NNRun.all(runs) == []
+
+    bf16 = model_for(precision=nnx.PrecisionPolicy(mode="bf16"))
+    with pytest.raises(nnx.PrecisionUnsupportedError, match="mixup.*full-precision only"):
+        bf16.train(nnx.NNTrainParams(n_epochs=1, train_loader=loader), train_step_fn=mixup_step, root=runs)
+
+    def diverged(ctx):
+        ctx.optimizer.zero_grad()
+        loss = ctx.model.net(ctx.batch[0]).sum() * float("inf")
+        return nnx.EvaluationDataPoint(loss=nnx.finalize_step(loss, ctx, paradigm="probe"))
+
+    model = model_for()
+    before = [p.detach().clone() for p in model.net.parameters()]
+    with pytest.raises(nnx.NonFiniteLossError, match="probe"):
+        model.train(nnx.NNTrainParams(n_epochs=1, train_loader=loader), train_step_fn=diverged, root=runs)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.net.parameters(), strict=True))
+    assert all(p.grad is None for p in model.net.parameters())  # the check ran before backward
+
+
+def test_a_step_that_never_reports_on_the_update_clock_is_warned(runs):
+    x, y = tiny_data()
+
+    def silent(ctx):
+        ctx.optimizer.zero_grad()
+        loss = F.cross_entropy(ctx.model.net(ctx.batch[0]), ctx.batch[1])
+        loss.backward()
+        ctx.optimizer.step()  # but no ctx.report_update()
+        return nnx.EvaluationDataPoint(loss=float(loss.detach()))
+
+    sched = nnx.NNSchedulerParams(kind=nnx.Schedulers.COSINE_ANNEALING, T_max=10, clock="optimizer_update")
+    with pytest.warns(RuntimeWarning, match="report_update"):
+        run = model_for().train(
+            nnx.NNTrainParams(n_epochs=1, scheduler=sched, train_loader=batches(x, y, 16)), train_step_fn=silent, root=runs
+        )
+    assert run.idps[-1].update_count == 0
+
+
+# ---------------------------------------------------------------------------- stop_at_update
+class StopAtUpdate(nnx.Callback):
+    def __init__(self, n):
+        self.n = n
+
+    def on_train_begin(self, ctx):
+        ctx.update_listeners.append(self._check)
+
+    def _check(self, ctx):
+        if ctx.update_count >= self.n:
+            ctx.stop_at_update = True
+
+
+@pytest.mark.parametrize("objective", [None, "supervised"])
+def test_stop_at_update_keeps_last_at_the_last_committed_epoch_and_resume_continues(runs, objective):
+    x, y = tiny_data(n=32)
+    obj = nnx.supervised_objective() if objective else None
+    params = nnx.NNTrainParams(
+        n_epochs=4, optim=nnx.NNOptimParams(max_lr=1e-2), seed=3, train_loader=batches(x, y, 8),
+        val_loader=[(x, y)], resume="auto",
+    )
+    reference = model_for()
+    reference.train(params, objective=obj, root=runs / "reference")
+
+    stopped_model = model_for()
+    stopped = stopped_model.train(params, objective=obj, callbacks=[StopAtUpdate(10)], root=runs)
+    assert stopped.checkpoint("last").epoch == 1  # update 10 is mid-epoch 2: that epoch never commits
+    assert sorted({i.epoch_idx for i in nnx.NNRun.load(stopped.id, runs).idps}) == [0, 1]
+    assert json.loads((stopped.path / "attempt.json").read_text())["status"] == "stopped"
+    last_weights = stopped.checkpoint("last").weights()
+    assert not all(torch.equal(last_weights[k], v) for k, v in stopped_model.net.state_dict().items())
+
+    resumed_model = model_for()
+    resumed = resumed_model.train(params, objective=obj, root=runs)
+    assert resumed.id == stopped.id and resumed.resume_status["source_epoch"] == 1
+    assert sorted({i.epoch_idx for i in resumed.idps}) == [0, 1, 2, 3] and resumed.idps[-1].update_count == 16
+    assert same_weights(resumed_model, reference)
+
+
+# ---------------------------------------------------------------------------- precision
+def test_fp16_is_refused_on_cpu_unless_falling_back_to_fp32():
+    with pytest.raises(nnx.PrecisionUnsupportedError, match="fp16 needs CUDA"):
+        model_for(precision=nnx.PrecisionPolicy(mode="fp16"))
+    assert model_for(precision=nnx.PrecisionPolicy(mode="fp16", fallback="fp32")).precision == "fp32"
+
+
+@pytest.mark.parametrize("objective", [None, "supervised"])
+def test_bf16_autocast_on_cpu_tracks_fp32_and_keeps_float32_parameters(runs, objective):
+    x, y = tiny_data(n=64)
+    params = nnx.NNTrainParams(n_epochs=3, optim=nnx.NNOptimParams(max_lr=1e-2), train_loader=batches(x, y, 16),
+                               val_loader=[(x, y)])
+    obj = nnx.supervised_objective() if objective else None
+    full = model_for().train(params, objective=obj, root=runs / "fp32")
+    bf16_model = model_for(precision=nnx.PrecisionPolicy(mode="bf16"))
+    assert bf16_model.precision == "bf16"
+    bf16 = bf16_model.train(params, objective=obj, root=runs / "bf16")
+    assert all(p.dtype == torch.float32 for p in bf16_model.net.parameters())
+    for a, b in zip(full.idps, bf16.idps, strict=True):
+        assert abs(a.train_edp.loss - b.train_edp.loss) < 5e-2
+    assert abs(full.idps[-1].val_edp.loss - bf16.idps[-1].val_edp.loss) < 5e-2
+
+
+# ---------------------------------------------------------------------------- examples
+@pytest.mark.parametrize(
+    ("example", "argv"),
+    [
+        ("autoencoder_step.py", ["--epochs", "3"]),
+        ("distillation_kd.py", ["--epochs", "2", "--teacher-epochs", "3"]),
+        ("custom_eval_step.py", ["--epochs", "3"]),
+    ],
+)
+def test_step_and_objective_examples_run(tmp_path, monkeypatch, example, argv):
+    monkeypatch.setattr(sys, "argv", [example])
+    run = runpy.run_path(str(ROOT / "examples" / example), run_name="example")["main"](["--root", str(tmp_path), *argv])
+    assert run.checkpoint("last") is not None and run.idps[-1].val_edp is not None
+    if example == "custom_eval_step.py":
+        assert 0.0 <= run.idps[-1].val_edp.extra["top2_accuracy"] <= 1.0
+    if example == "autoencoder_step.py":
+        assert run.epochs[2].val_edp.loss < run.epochs[0].val_edp.loss
+
+
+def test_docs_steps_objectives_examples_run(tmp_path, monkeypatch):
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "docs" / "steps-objectives.md").read_text()
+    namespace: dict = {}
+    for snippet in re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL):
+        exec(compile(snippet, "steps-objectives.md", "exec"), namespace)  # noqa: S102 - our own docs
+
+
+@pytest.mark.parametrize("objective", [None, "supervised"])
+def test_fp16_loss_scaling_plumbing_gives_the_fp32_updates(runs, monkeypatch, objective):
+    """No GPU here: the fp16 paths run with a CPU GradScaler and autocast off. Scaling by a power
+    of two is exact, so scaled backward → unscale → normalise → step must equal fp32 bit for bit."""
+    import contextlib
+
+    from nnx_api import objectives
+
+    scalers = []
+    monkeypatch.setattr(objectives, "make_grad_scaler", lambda device: scalers.append(torch.amp.GradScaler("cpu")) or scalers[-1])
+    x, y = tiny_data(n=40)
+    params = nnx.NNTrainParams(n_epochs=2, optim=sgd(accumulate=2), train_loader=batches(x, y, 9))
+    obj = nnx.supervised_objective() if objective else None
+    full = model_for()
+    full.train(params, objective=obj, root=runs / "fp32")
+    scaled = model_for()
+    scaled.precision = "fp16"
+    scaled.autocast_context = lambda: contextlib.nullcontext
+    run = scaled.train(params, objective=obj, root=runs / "fp16")
+    assert len(scalers) == 1 and scalers[0].get_scale() == 65536.0  # no overflow, no growth yet
+    assert same_weights(full, scaled)
+    assert "scaler" in run.checkpoint("last").payload()["optimizer"]

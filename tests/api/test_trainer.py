@@ -1,0 +1,221 @@
+"""Trainer: named optimizers, commit order of their events and clocks, exact resume, refusals."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import nnx_api as nnx
+from nnx_adapters.torch_optim import TorchClock
+from tests.conftest import batches, tiny_data
+
+ROOT = Path(__file__).resolve().parents[2]
+GAN = runpy.run_path(str(ROOT / "examples" / "gan_trainer.py"), run_name="gan_example")
+
+
+class TwoPart(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(4, 8), nn.Tanh())
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+def two_part_model(seed=0, ignore_index=None):
+    torch.manual_seed(seed)
+    task = nnx.TaskSpec.categorical(ignore_index=ignore_index) if ignore_index is not None else None
+    return nnx.NNModel(module=TwoPart(), params=nnx.NNModelParams(task=task))
+
+
+def sgd(pattern=None, lr=0.4):
+    groups = [nnx.NNParamGroupSpec(name_pattern=pattern)] if pattern else None
+    return nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=lr, momentum=0.0, param_groups=groups)
+
+
+def split_optims():
+    return {"encoder": sgd("encoder.*"), "head": sgd("head.*")}
+
+
+class Events(nnx.Callback):
+    def __init__(self, log):
+        self.log = log
+
+    def on_optimizer_update(self, ctx, event):
+        self.log.append(f"event:{event.optimizer}:{event.update_idx}")
+
+
+def test_every_optimizers_event_precedes_every_update_clock_tick_and_masked_windows_tick_nothing(runs, monkeypatch):
+    x, y = tiny_data(n=24)
+    y[8:16] = -100  # the second window is fully masked
+    log = []
+    tick = TorchClock.tick
+    monkeypatch.setattr(TorchClock, "tick", lambda self, value=None: (log.append("tick"), tick(self, value))[1])
+    step = nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP, step_size=1, factor=0.5, clock="optimizer_update")
+    model = two_part_model(ignore_index=-100)
+    run = nnx.Trainer(model).train(
+        nnx.NNTrainerParams(n_epochs=1, optims=split_optims(), schedulers={"encoder": step, "head": step},
+                            train_loader=batches(x, y, 8)),
+        objective=nnx.supervised_objective(), callbacks=[Events(log)], root=runs,
+    )
+    assert log == [
+        "event:encoder:1", "event:head:1", "tick", "tick",
+        "event:encoder:2", "event:head:2", "tick", "tick",
+    ]
+    assert run.idps[-1].update_count == 4  # two commits × two optimizers
+    payload = run.checkpoint("last").payload()
+    assert payload["update_counts"] == {"encoder": 2, "head": 2}
+    assert payload["components"]["nnx.update_engine"]["update_counts"] == {"encoder": 2, "head": 2}
+    assert {"nnx.scheduler_clock.encoder", "nnx.scheduler_clock.head"} <= set(payload["components"])
+
+
+def test_trainer_objective_with_one_optimizer_matches_nnmodel(runs):
+    x, y = tiny_data(n=30)
+    a, b = two_part_model(), two_part_model()
+    loader = batches(x, y, 7)
+    a.train(nnx.NNTrainParams(n_epochs=2, optim=sgd(), train_loader=loader), objective=nnx.supervised_objective(), root=runs)
+    nnx.Trainer(b).train(nnx.NNTrainerParams(n_epochs=2, optims={"all": sgd()}, train_loader=loader),
+                         objective=nnx.supervised_objective(), root=runs)
+    assert all(torch.equal(p, q) for p, q in zip(a.net.parameters(), b.net.parameters(), strict=True))
+
+
+class CrashAtEpoch(nnx.Callback):
+    def __init__(self, epoch):
+        self.epoch = epoch
+
+    def on_epoch_begin(self, ctx):
+        if ctx.epoch == self.epoch:
+            raise RuntimeError("injected crash")
+
+
+def test_gan_resumes_statefully_mid_run_to_bit_identical_weights(runs):
+    trainer, params = GAN["build"](4)
+    reference = trainer.train(params, trainer_step_fn=GAN["gan_step"], root=runs / "reference")
+    want = {k: v.clone() for k, v in trainer.model.net.state_dict().items()}
+
+    trainer, params = GAN["build"](4)
+    with pytest.raises(RuntimeError, match="injected crash"):
+        trainer.train(params, trainer_step_fn=GAN["gan_step"], callbacks=[CrashAtEpoch(2)], root=runs)
+    crashed = nnx.NNRun.load(reference.id, runs)
+    assert crashed.checkpoint("last").epoch == 1
+
+    trainer, params = GAN["build"](4)
+    resumed = trainer.train(params, trainer_step_fn=GAN["gan_step"], root=runs)
+    assert resumed.id == reference.id and resumed.resume_status["source_epoch"] == 1
+    got = trainer.model.net.state_dict()
+    assert {k.split(".")[0] for k in got} == {"gen", "disc"}
+    assert all(torch.equal(want[k], got[k]) for k in want)  # both networks, bit for bit
+    assert resumed.idps == reference.idps
+    payload = resumed.checkpoint("last").payload()
+    assert payload["kind"] == "trainer" and payload["update_counts"] == {"disc": 32, "gen": 32}
+    assert set(payload["optimizers"]) == {"disc", "gen"} and set(payload["schedules"]) == {"disc", "gen"}
+
+
+def test_run_identity_has_a_trainer_section_and_params_round_trip(runs):
+    x, y = tiny_data()
+    params = nnx.NNTrainerParams(
+        n_epochs=1, optims=split_optims(), schedulers={"head": nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP)},
+        seed=2, train_loader=batches(x, y, 16),
+    )
+    state = params.state()
+    assert list(state["optims"]) == ["encoder", "head"] and list(state["schedulers"]) == ["head"]
+    assert nnx.NNTrainerParams.from_state(state) == attrs_evolve_without_loader(params)
+    assert "schedulers" not in nnx.NNTrainerParams(n_epochs=1, optims={"a": sgd()}).state()
+    run = nnx.Trainer(two_part_model()).train(params, objective=nnx.supervised_objective(), root=runs)
+    assert run.config["trainer"] == state and run.config["train"]["optim"] == state["optims"]["encoder"]
+    with pytest.raises(nnx.ParamsError, match="name no optimizer"):
+        nnx.NNTrainerParams(n_epochs=1, optims={"a": sgd()}, schedulers={"b": nnx.NNSchedulerParams()})
+
+
+def attrs_evolve_without_loader(params):
+    import attrs
+
+    return attrs.evolve(params, train_loader=None)
+
+
+def test_checkpoints_resume_only_through_their_own_entry_point(runs):
+    x, y = tiny_data()
+    loader = batches(x, y, 16)
+    nn_run = two_part_model().train(nnx.NNTrainParams(n_epochs=1, optim=sgd(), train_loader=loader), root=runs)
+    with pytest.raises(nnx.ComponentRestoreError, match="not a Trainer"):
+        nnx.Trainer(two_part_model()).train(
+            nnx.NNTrainerParams(n_epochs=1, optims={"all": sgd()}, train_loader=loader, resume_from_run_id=nn_run.id),
+            objective=nnx.supervised_objective(), root=runs,
+        )
+    tr_run = nnx.Trainer(two_part_model()).train(
+        nnx.NNTrainerParams(n_epochs=1, optims=split_optims(), train_loader=loader),
+        objective=nnx.supervised_objective(), root=runs,
+    )
+    with pytest.raises(nnx.ComponentRestoreError, match="'trainer'"):
+        two_part_model().train(nnx.NNTrainParams(n_epochs=1, optim=sgd(), train_loader=loader,
+                                                 resume_from_run_id=tr_run.id), root=runs)
+    weights = nnx.Trainer(two_part_model()).train(
+        nnx.NNTrainerParams(n_epochs=1, optims={"all": sgd()}, train_loader=loader, resume_from_run_id=nn_run.id,
+                            resume_mode="weights_only"),
+        objective=nnx.supervised_objective(), root=runs,
+    )
+    assert weights.resume_status["mode"] == "weights_only"
+    assert {r.id for r in nnx.NNRun.all(runs)} == {nn_run.id, tr_run.id, weights.id}  # refused runs left nothing
+
+
+def test_refusals_before_anything_is_written(runs):
+    x, y = tiny_data()
+    loader = batches(x, y, 16)
+    trainer = nnx.Trainer(two_part_model())
+    step = GAN["gan_step"]
+    with pytest.raises(nnx.UpdateOwnerError, match="no default trainer step"):
+        trainer.train(nnx.NNTrainerParams(n_epochs=1, optims={"all": sgd()}, train_loader=loader), root=runs)
+    with pytest.raises(nnx.UpdateOwnerError, match="not both"):
+        trainer.train(nnx.NNTrainerParams(n_epochs=1, optims={"all": sgd()}, train_loader=loader),
+                      trainer_step_fn=step, objective=nnx.supervised_objective(), root=runs)
+    with pytest.raises(nnx.ParamsError, match="'encoder.0.weight' is already owned by optimizer 'a'"):
+        trainer.train(nnx.NNTrainerParams(n_epochs=1, optims={"a": sgd("encoder.*"), "b": sgd("*")}, train_loader=loader),
+                      trainer_step_fn=step, root=runs)
+    with pytest.raises(nnx.ParamsError, match="must declare param_groups"):
+        trainer.train(nnx.NNTrainerParams(n_epochs=1, optims={"a": sgd("encoder.*"), "b": sgd()}, train_loader=loader),
+                      trainer_step_fn=step, root=runs)
+    with pytest.raises(nnx.ParamsError, match="matches no trainable parameter"):
+        trainer.train(nnx.NNTrainerParams(n_epochs=1, optims={"a": sgd("decoder.*")}, train_loader=loader),
+                      trainer_step_fn=step, root=runs)
+    with pytest.raises(nnx.ParamsError, match="optims"):
+        nnx.NNTrainerParams(n_epochs=1, optims={})
+    assert not runs.exists()
+
+
+def test_per_optimizer_counts_unknown_names_and_a_silent_optimizer_on_the_update_clock(runs):
+    x, y = tiny_data()
+    loader = batches(x, y, 16)
+
+    def encoder_only(ctx):
+        opt = ctx.optimizers["encoder"]
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(ctx.model.net(ctx.batch[0]), ctx.batch[1])
+        return nnx.EvaluationDataPoint(loss=nnx.finalize_step(loss, ctx, paradigm="probe", optimizer="encoder"))
+
+    cosine = nnx.NNSchedulerParams(kind=nnx.Schedulers.COSINE_ANNEALING, clock="optimizer_update")
+    params = nnx.NNTrainerParams(n_epochs=1, optims=split_optims(), schedulers={"encoder": cosine, "head": cosine},
+                                 train_loader=loader)
+    with pytest.warns(RuntimeWarning, match=r"optimizer 'head'.*report_update\('head'\)"):
+        run = nnx.Trainer(two_part_model()).train(params, trainer_step_fn=encoder_only, root=runs)
+    payload = run.checkpoint("last").payload()
+    assert payload["update_counts"] == {"encoder": 3, "head": 0} and run.idps[-1].update_count == 3
+    assert payload["schedules"]["encoder"]["ticks"] == 3 and payload["schedules"]["head"]["ticks"] == 0
+
+    def typo(ctx):
+        ctx.report_update("decoder")
+        return nnx.EvaluationDataPoint(loss=0.0)
+
+    with pytest.raises(nnx.ParamsError, match="no optimizer named 'decoder'"):
+        nnx.Trainer(two_part_model()).train(params, trainer_step_fn=typo, salt="typo", root=runs)
+
+
+def test_gan_example_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["gan_trainer.py"])
+    run = GAN["main"](["--root", str(tmp_path), "--epochs", "2"])
+    assert run.checkpoint("last").epoch == 1 and "g_loss" in run.idps[-1].train_edp.extra
