@@ -43,4 +43,16 @@ from nnx_api.run import Checkpoint, NNRun
 from nnx_api.training import EvalStepContext, TrainStepContext, default_train_step
 from nnx_api import decisions
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+_LAZY = {"TensorBoardCallback": "nnx_adapters.trackers", "WandbCallback": "nnx_adapters.trackers",
+         "ExperimentPlan": "nnx_api.plans"}
+
+
+def __getattr__(name: str) -> object:  # these modules import nnx_api themselves: bound on first use
+    if name not in _LAZY:
+        raise AttributeError(f"module 'nnx_api' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
+
+__all__ = [name for name in dir() if not name.startswith("_")] + list(_LAZY)

@@ -71,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("id")
     verify.add_argument("--root", help=root_help)
     verify.set_defaults(action=_verify)
+    from nnx_api.cli_extra import register  # plot / compare / export
+
+    register(commands, root_help)
     return parser
 
 

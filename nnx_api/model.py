@@ -258,6 +258,13 @@ class NNModel:
         model.net.load_state_dict(checkpoint.weights())
         return model
 
+    def to_onnx(self, path: str | os.PathLike[str], example_input: Any, **options: Any) -> Any:
+        """Export ``net`` to ONNX, traced on ``example_input`` with a dynamic batch axis
+        (``nnx_api.export.to_onnx``; needs the ``export`` extra). Returns the file's path."""
+        from nnx_api.export import to_onnx
+
+        return to_onnx(self, path, example_input, **options)
+
     # ------------------------------------------------------------------ training
     def run_config(self, params: NNTrainParams, salt: str | None) -> dict[str, Any]:
         """The configuration whose content address is the run id."""

@@ -211,3 +211,10 @@ class NNRun:
         """The record of the epoch BEST holds, if any."""
         manifest = self.files().read_tag("best")
         return None if manifest is None else self.epochs.get(manifest.epoch)
+
+    def plot(self, path: str | os.PathLike[str] | None = None) -> Any:
+        """Loss, metric and learning-rate curves per epoch, BEST marked (``nnx_api.plots``, the
+        ``plots`` extra): writes ``path`` and returns it, or returns the matplotlib Figure."""
+        from nnx_api.plots import plot_run
+
+        return plot_run(self, path)

@@ -1,0 +1,146 @@
+"""``nnx runs plot | compare | export``: look at, compare and export finished runs.
+
+    nnx runs plot    ID [-o FILE.png] [--root DIR]     loss/metric/LR curves per epoch, BEST marked
+    nnx runs compare ID ID ... [--root DIR]            configuration values that differ, and each
+                                                       run's BEST (epoch, monitored value, val scores)
+    nnx runs export  ID [--tag best] OUT [--root DIR]  OUT.safetensors (weights + provenance) or
+                                                       OUT.onnx (built-in nets; dynamic batch axis)
+
+``register`` adds them to ``nnx runs``; they share its exit codes. A missing optional extra
+(``plots``, ``export``) is reported with the pip command that installs it (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from nnx_api.curves import committed_records, epoch_scalars, flatten_config, iter_epochs, monitor_label
+from nnx_api.run import NNRun, runs_root
+
+
+def register(commands: Any, root_help: str) -> None:
+    """Add ``plot``, ``compare`` and ``export`` to the ``nnx runs`` sub-command parsers."""
+    plot = commands.add_parser("plot", help="plot loss, metrics and LR per epoch (BEST marked) to a PNG")
+    plot.add_argument("id")
+    plot.add_argument("-o", "--output", help="image file to write (default: <id>.png)")
+    plot.add_argument("--root", help=root_help)
+    plot.set_defaults(action=_guard(_plot))
+    compare = commands.add_parser("compare", help="configuration differences and BEST values of runs")
+    compare.add_argument("ids", nargs="+", metavar="id")
+    compare.add_argument("--root", help=root_help)
+    compare.set_defaults(action=_guard(_compare))
+    export = commands.add_parser("export", help="export a checkpoint as .safetensors or .onnx")
+    export.add_argument("id")
+    export.add_argument("output", help="file to write: *.safetensors or *.onnx")
+    export.add_argument("--tag", default="best", help="checkpoint tag to export (default: best)")
+    export.add_argument("--opset", type=int, default=17, help="ONNX opset (default: 17)")
+    export.add_argument("--root", help=root_help)
+    export.set_defaults(action=_guard(_export))
+
+
+def _guard(action: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[argparse.Namespace, TextIO], int]:
+    def run(args: argparse.Namespace, out: TextIO) -> int:
+        try:
+            return action(args, out)
+        except ImportError as exc:  # an optional extra is missing: say which
+            print(f"nnx: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def _plot(args: argparse.Namespace, out: TextIO) -> int:
+    run = NNRun.load(args.id, runs_root(args.root))
+    if not run.idps:
+        print(f"nnx: run {run.id} has no committed epoch to plot", file=sys.stderr)
+        return 1
+    target = run.plot(args.output or f"{run.id}.png")
+    print(f"wrote {target}", file=out)
+    return 0
+
+
+def _compare(args: argparse.Namespace, out: TextIO) -> int:
+    root = runs_root(args.root)
+    runs = [NNRun.load(run_id, root) for run_id in args.ids]
+    print(render_comparison(runs), file=out)
+    return 0
+
+
+def render_comparison(runs: list[NNRun]) -> str:
+    """The ``compare`` table: one column per run."""
+    header = ["", *(run.id[:12] for run in runs)]
+    rows: list[list[str]] = []
+    configs = [flatten_config(run.config) for run in runs]
+    keys = sorted(set().union(*configs))
+    differing = [k for k in keys if len({repr(c.get(k)) for c in configs}) > 1]
+    rows.append(["config (values that differ)", *[""] * len(runs)])
+    if not differing:
+        rows.append(["  (none)", *[""] * len(runs)])
+    for key in differing:
+        rows.append([f"  {key}", *(_cell(c.get(key, "-")) for c in configs)])
+    rows.append(["best", *[""] * len(runs)])
+    picks = [_best_values(run) for run in runs]
+    names = ["epoch", "monitor", "value"]
+    names += sorted({k for p in picks for k in p if k.startswith("val/") and "/extra/" not in k} - set(names))
+    names += ["epochs committed"]
+    for name in names:
+        rows.append([f"  {name}", *(_cell(p.get(name, "-")) for p in picks)])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
+    return "\n".join(lines)
+
+
+def _best_values(run: NNRun) -> dict[str, Any]:
+    best = run.best()
+    committed, scalars = 0, None
+    for epoch, records in iter_epochs(committed_records(run)):
+        committed += 1
+        if best is not None and epoch == best.epoch_idx:
+            scalars = epoch_scalars(records)
+    out: dict[str, Any] = {"epochs committed": committed}
+    if best is None or scalars is None:
+        return out
+    out.update({k: v for k, v in scalars.items() if k.startswith("val/")})
+    out["epoch"] = best.epoch_idx
+    out["monitor"] = monitor_label(best) or "-"
+    if best.selection is not None and best.selection.value is not None:
+        out["value"] = best.selection.value
+    return out
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_cell(v) for v in value) + "]"
+    return str(value)
+
+
+def _export(args: argparse.Namespace, out: TextIO) -> int:
+    from nnx_api.export import default_example_input, export_safetensors
+
+    root = runs_root(args.root)
+    run = NNRun.load(args.id, root)
+    target = Path(args.output)
+    suffix = target.suffix.lower()
+    if suffix == ".safetensors":
+        export_safetensors(run, target, tag=args.tag)
+    elif suffix == ".onnx":
+        from nnx_api.model import NNModel
+
+        model = NNModel.from_checkpoint(run.id, args.tag, root=root)
+        model.to_onnx(target, default_example_input(run), opset=args.opset)
+    else:
+        print(f"nnx: cannot tell the format of {target.name!r}: name it *.safetensors or *.onnx", file=sys.stderr)
+        return 2
+    checkpoint = run.checkpoint(args.tag)
+    epoch = "" if checkpoint is None else f" (epoch {checkpoint.epoch})"
+    print(f"wrote {target} from run {run.id} tag {args.tag!r}{epoch}", file=out)
+    return 0
+
+
+__all__ = ["register", "render_comparison"]

@@ -1,0 +1,171 @@
+"""Exporters: ONNX (``NNModel.to_onnx``) and safetensors (``export_safetensors``).
+
+ONNX uses PyTorch's TorchScript-based exporter (``dynamo=False``): it needs no package beyond
+``onnx`` and gives a graph with a dynamic batch axis. The exported file is checked with
+``onnx.checker``. ONNX Runtime parity (outputs equal within rtol 1e-4 / atol 1e-5 on CPU for
+several batch sizes) is what the test suite proves for the built-in MLP; ``check_onnx_parity``
+runs the same comparison for any model.
+
+safetensors holds a state dict as plain tensors (no pickle), with string metadata: NNx writes
+the run id, tag, epoch and checkpoint SHA-256 so the file says where it came from.
+Both are optional extras: ``pip install "nnx[export]"``.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nnx_core.errors import ParamsError, RunNotFoundError
+from nnx_adapters.extras import require
+from nnx_api.run import NNRun
+from nnx_api.training import restored_modes, to_device
+
+DEFAULT_OPSET = 17
+
+
+def to_onnx(
+    model: Any,
+    path: str | os.PathLike[str],
+    example_input: Any,
+    *,
+    opset: int = DEFAULT_OPSET,
+    input_names: Sequence[str] = ("input",),
+    output_names: Sequence[str] = ("output",),
+    dynamic_batch: bool = True,
+    check: bool = True,
+) -> Path:
+    """Export ``model.net`` (in eval mode; each submodule's mode is restored afterwards) to an
+    ONNX file traced on ``example_input`` (a tensor or a tuple of tensors). The first axis of
+    every input and output is dynamic unless ``dynamic_batch=False``. Returns the path."""
+    require("onnx", "export", "to_onnx")
+    import onnx
+
+    net = model.net
+    device = getattr(model, "device", None) or next(net.parameters()).device
+    args = tuple(example_input) if isinstance(example_input, (tuple, list)) else (example_input,)
+    args = tuple(to_device(a, device) for a in args)
+    inputs = list(input_names) if len(input_names) == len(args) else [f"input_{i}" for i in range(len(args))]
+    outputs = list(output_names)
+    axes = {name: {0: "batch"} for name in (*inputs, *outputs)} if dynamic_batch else None
+    target = Path(path)
+    if target.parent != Path(""):
+        target.parent.mkdir(parents=True, exist_ok=True)
+    with restored_modes(net), warnings.catch_warnings():
+        net.eval()
+        # the TorchScript exporter is chosen on purpose (no onnxscript needed): silence its notices
+        warnings.filterwarnings("ignore", ".*legacy TorchScript-based ONNX export.*", DeprecationWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch\.onnx")
+        torch.onnx.export(
+            net,
+            args,
+            str(target),
+            dynamo=False,
+            opset_version=opset,
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_axes=axes,
+        )
+    if check:
+        onnx.checker.check_model(str(target))
+    return target
+
+
+def check_onnx_parity(
+    model: Any,
+    path: str | os.PathLike[str],
+    batches: Sequence[Any],
+    *,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+) -> list[float]:
+    """Run each batch through ONNX Runtime (CPUExecutionProvider, one thread) and the PyTorch
+    model; raise AssertionError on the first mismatch. Returns the max absolute difference of each."""
+    ort = require("onnxruntime", "export", "check_onnx_parity")
+    import numpy as np
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    diffs = []
+    for batch in batches:
+        args = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
+        got = session.run(None, {n: a.detach().cpu().numpy() for n, a in zip(names, args, strict=True)})[0]
+        expected = model.predict(args if len(args) > 1 else args[0]).logits.detach().cpu().float().numpy()
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, err_msg=f"batch of {len(args[0])} rows")
+        diffs.append(float(np.max(np.abs(got - expected))) if got.size else 0.0)
+    return diffs
+
+
+def export_safetensors(
+    source: Any,
+    path: str | os.PathLike[str],
+    *,
+    tag: str = "best",
+    root: str | os.PathLike[str] | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> Path:
+    """Write a state dict as a ``.safetensors`` file and return its path.
+
+    ``source`` is a run id or ``NNRun`` (its checkpoint ``tag`` is read and SHA-256-verified;
+    metadata names run, tag, epoch and blob hash), an ``NNModel`` or a ``torch.nn.Module``
+    (its current weights). ``metadata`` adds string entries."""
+    st = require("safetensors.torch", "export", "export_safetensors", package="safetensors")
+    meta: dict[str, str] = {"format": "pt"}
+    if isinstance(source, (str, NNRun)):
+        run = source if isinstance(source, NNRun) else NNRun.load(source, root)
+        checkpoint = run.checkpoint(tag)
+        if checkpoint is None:
+            tags = ", ".join(run.tags()) or "none"
+            raise RunNotFoundError(f"run {run.id} has no committed {tag!r} checkpoint (tags: {tags})")
+        state = checkpoint.weights()
+        ref = checkpoint.manifest.blobs.get("state")
+        meta.update({"nnx.run_id": run.id, "nnx.tag": checkpoint.tag, "nnx.epoch": str(checkpoint.epoch)})
+        if ref is not None:
+            meta["nnx.sha256"] = ref.sha256
+    else:
+        net = getattr(source, "net", source)
+        if not isinstance(net, torch.nn.Module):
+            kind = type(source).__name__
+            raise TypeError(f"export_safetensors needs a run id, NNRun, NNModel or nn.Module, got {kind}")
+        state = net.state_dict()
+    meta.update({str(k): str(v) for k, v in (metadata or {}).items()})
+    # own, contiguous CPU copies: safetensors refuses shared or strided storage
+    tensors = {name: t.detach().to("cpu").contiguous().clone() for name, t in state.items()}
+    target = Path(path)
+    if target.parent != Path(""):
+        target.parent.mkdir(parents=True, exist_ok=True)
+    st.save_file(tensors, str(target), metadata=meta)
+    return target
+
+
+def load_safetensors(path: str | os.PathLike[str]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """``(state dict, metadata)`` of a ``.safetensors`` file."""
+    st = require("safetensors", "export", "load_safetensors")
+    tensors: dict[str, torch.Tensor] = {}
+    with st.safe_open(str(path), framework="pt") as f:
+        meta = dict(f.metadata() or {})
+        for key in f.keys():
+            tensors[key] = f.get_tensor(key)
+    return tensors, meta
+
+
+def default_example_input(run: NNRun) -> torch.Tensor:
+    """A one-row float input for a run of the built-in net (``input_dim`` from its config)."""
+    net = run.config.get("net")
+    if not isinstance(net, Mapping) or "input_dim" not in net:
+        raise ParamsError(
+            "example_input",
+            f"run {run.id} trained a custom module: export it with NNModel.to_onnx(path, example_input)",
+        )
+    return torch.zeros(1, int(net["input_dim"]))
+
+
+__all__ = ["check_onnx_parity", "default_example_input", "export_safetensors", "load_safetensors", "to_onnx"]
