@@ -98,3 +98,31 @@ def test_docs_plots_snippet_runs(tmp_path, monkeypatch):
     ns = run_doc("plots.md", tmp_path, monkeypatch)
     assert (tmp_path / "digits.png").is_file()
     assert ns["run"].best() is not None
+
+
+def test_journal_runs_plot_and_log_every_batch_of_each_epoch(tmp_path):
+    """A history journal keeps only `retention` records in memory: plots stream every committed
+    record and the trackers (history_access="full") see the whole epoch, so both equal the eager run's."""
+    journal = pytest.importorskip("nnx_api.journal")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from nnx_api.curves import committed_records, run_series
+    from tests.api.ecosystem_helpers import digits_loaders, digits_model
+
+    train, val = digits_loaders()  # 6 batches per epoch, retention 3
+    runs = {}
+    for name, history in (("eager", None), ("journal", journal.HistoryJournal(retention=3))):
+        callback = nnx.TensorBoardCallback(log_dir=tmp_path / f"tb-{name}")
+        params = nnx.NNTrainParams(n_epochs=3, train_loader=train, val_loader=val, seed=0)
+        run = digits_model().train(params, callbacks=[callback], root=tmp_path / name, history=history)
+        events = EventAccumulator(str(callback.path))
+        events.Reload()
+        runs[name] = nnx.NNRun.load(run.id, tmp_path / name), events
+    (eager, eager_events), (journaled, journal_events) = runs["eager"], runs["journal"]
+    assert len(journaled.idps) < len(list(committed_records(journaled))) == 18
+    plotted = run_series(committed_records(journaled))["train_epoch/loss"]
+    assert plotted == run_series(eager.idps)["train_epoch/loss"]
+    logged = [e.value for e in journal_events.Scalars("train_epoch/loss")]
+    assert logged == [e.value for e in eager_events.Scalars("train_epoch/loss")]
+    assert logged == pytest.approx([v for _, v in plotted], rel=1e-6)
+    assert png_size(journaled.plot(tmp_path / "journal.png"))[0] >= 800
