@@ -1,8 +1,9 @@
-"""Shared set-up of the NNx benchmarks: the job, its data and loaders, the plain PyTorch loop.
+"""Shared set-up of the NNx benchmarks: the job, its data, loaders and initial weights.
 
 The job (issue 7): a small MLP (32 inputs, 64 hidden, 2 classes), Adam, validation accuracy every
 epoch, one thread. ``Job`` builds the data once; ``loaders`` builds fresh, identically seeded
-loaders for each arm, and ``initial_state`` is the one initialisation both arms start from.
+loaders for each arm, and ``initial_state`` is the one initialisation every arm starts from.
+Not a benchmark itself: ``make bench`` runs it as a script, which does nothing.
 """
 
 from __future__ import annotations
@@ -10,11 +11,7 @@ from __future__ import annotations
 import copy
 import os
 import platform
-import statistics
-import sys
-import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -38,6 +35,31 @@ def machine() -> str:
         f"{os.cpu_count()} cores, Python {platform.python_version()}, torch {torch.__version__}, "
         f"threads={torch.get_num_threads()}, {platform.machine()} {platform.system()}"
     )
+
+
+def fsync_latency(folder: str | None = None, samples: int = 30) -> str:
+    """Median latency of fsyncing a fresh 20 kB file and its folder, as a short string."""
+    import statistics
+    import tempfile
+    import time
+
+    files, folders = [], []
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            for i in range(samples):
+                with open(os.path.join(tmp, f"f{i}"), "wb") as f:
+                    f.write(b"x" * 20_000)
+                    f.flush()
+                    start = time.perf_counter()
+                    os.fsync(f.fileno())
+                    files.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                os.fsync(fd)
+                folders.append(time.perf_counter() - start)
+        finally:
+            os.close(fd)
+    return f"file {statistics.median(files) * 1e3:.2f} ms, folder {statistics.median(folders) * 1e3:.2f} ms"
 
 
 def mlp(hidden: Sequence[int]) -> nn.Sequential:
@@ -86,64 +108,3 @@ class Job:
         net = mlp(self.hidden)
         net.load_state_dict(self.initial_state)
         return net
-
-
-def plain_loop(
-    job: Job, epochs: int, path: str, *, fsync: bool = True, lr: float = 1e-2, seed: int = 0
-) -> dict[str, Any]:
-    """The plain PyTorch loop NNx is measured against: train, validation accuracy, then a
-    ``torch.save`` of model + optimizer state to ``path`` every epoch (fsynced when ``fsync``).
-    Returns the wall time and the last epoch's validation accuracy."""
-    train_loader, val_loader = job.loaders(seed)
-    net = job.net()
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
-    loss_fn = nn.CrossEntropyLoss()
-    start = time.perf_counter()
-    for epoch in range(epochs):
-        net.train()
-        for x, y in train_loader:
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(net(x), y)
-            loss.backward()
-            opt.step()
-        net.eval()
-        correct = total = 0
-        with torch.inference_mode():
-            for x, y in val_loader:
-                correct += int((net(x).argmax(-1) == y).sum())
-                total += len(y)
-        accuracy = correct / total
-        with open(path, "wb") as f:
-            torch.save({"epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict()}, f)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-    return {"seconds": time.perf_counter() - start, "val_accuracy": accuracy}
-
-
-def interleave(arms: dict[str, Callable[[int], float]], repeats: int, *, warmup: int = 1) -> dict[str, list[float]]:
-    """Run every arm once per repetition, rotating the order, and collect each arm's seconds.
-    ``warmup`` untimed rounds come first."""
-    names = list(arms)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for rep in range(-warmup, repeats):
-        order = names[rep % len(names):] + names[: rep % len(names)] if rep >= 0 else names
-        for name in order:
-            seconds = arms[name](rep)
-            if rep >= 0:
-                samples[name].append(seconds)
-    return samples
-
-
-def median(samples: Sequence[float]) -> float:
-    return statistics.median(samples)
-
-
-def spread(samples: Sequence[float]) -> str:
-    """``min–max`` as a short string, for the tables."""
-    return f"{min(samples) * 1e3:.1f}–{max(samples) * 1e3:.1f}"
-
-
-def note(*lines: str) -> None:
-    for line in lines:
-        print(line, file=sys.stdout)

@@ -18,8 +18,9 @@ Each arm records a timestamp at the start of every epoch and at the end of the l
 pays first-call costs in both arms); it includes validation and the per-epoch save/commit. The
 *per-call fixed cost* is the rest of the call (NNx: validation of inputs, run admission, lease,
 attempt record, the final LAST refresh and loading the returned run). CPU seconds (process time)
-are reported too: they leave out fsync waits and other processes on the machine. Timings are
-printed, never asserted; the script always exits 0.
+of the steady-state epochs are reported too: they leave out fsync waits and most of the noise
+from other processes on the machine. Timings are printed, never asserted; the script always
+exits 0.
 """
 
 from __future__ import annotations
@@ -37,24 +38,29 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common as C  # noqa: E402
+import _common as C
 
 C.setup_threads()
 
-import nnx_api as nnx  # noqa: E402
+import nnx_api as nnx
 
 
 class Stamps(nnx.Callback):
     """Records a timestamp at every epoch start and at the end of the loop."""
 
     def __init__(self) -> None:
-        self.times: list[float] = []
+        self.times: list[tuple[float, float]] = []
 
     def on_epoch_begin(self, ctx: Any) -> None:
-        self.times.append(time.perf_counter())
+        self.times.append(now())
 
     def on_train_end(self, ctx: Any) -> None:
-        self.times.append(time.perf_counter())
+        self.times.append(now())
+
+
+def now() -> tuple[float, float]:
+    """(wall seconds, process CPU seconds)."""
+    return time.perf_counter(), time.process_time()
 
 
 def plain_arm(job: C.Job, epochs: int, *, fsync: bool, folder: str | None) -> dict[str, float]:
@@ -65,10 +71,10 @@ def plain_arm(job: C.Job, epochs: int, *, fsync: bool, folder: str | None) -> di
     loss_fn = nn.CrossEntropyLoss()
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         path = os.path.join(tmp, "checkpoint.pt")
-        cpu, start = time.process_time(), time.perf_counter()
+        start = time.perf_counter()
         stamps = []
         for epoch in range(epochs):
-            stamps.append(time.perf_counter())
+            stamps.append(now())
             net.train()
             for x, y in train_loader:
                 opt.zero_grad(set_to_none=True)
@@ -87,9 +93,9 @@ def plain_arm(job: C.Job, epochs: int, *, fsync: bool, folder: str | None) -> di
                 if fsync:
                     f.flush()
                     os.fsync(f.fileno())
-        stamps.append(time.perf_counter())
-        total_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu
-    return summarize(stamps, total_s, cpu_s, epochs)
+        stamps.append(now())
+        total_s = time.perf_counter() - start
+    return summarize(stamps, total_s, epochs)
 
 
 def nnx_arm(job: C.Job, epochs: int, *, folder: str | None) -> dict[str, float]:
@@ -109,28 +115,27 @@ def nnx_arm(job: C.Job, epochs: int, *, folder: str | None) -> dict[str, float]:
     )
     stamps = Stamps()
     with tempfile.TemporaryDirectory(dir=folder) as root:
-        cpu, start = time.process_time(), time.perf_counter()
+        start = time.perf_counter()
         model.train(params, callbacks=[stamps], root=root)
-        total_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu
-    return summarize(stamps.times, total_s, cpu_s, epochs)
+        total_s = time.perf_counter() - start
+    return summarize(stamps.times, total_s, epochs)
 
 
-def summarize(stamps: list[float], total_s: float, cpu_s: float, epochs: int) -> dict[str, float]:
-    steady = (stamps[-1] - stamps[1]) / (epochs - 1)
+def summarize(stamps: list[tuple[float, float]], total_s: float, epochs: int) -> dict[str, float]:
     return {
-        "epoch": steady,
-        "fixed": total_s - (stamps[-1] - stamps[0]),
+        "epoch": (stamps[-1][0] - stamps[1][0]) / (epochs - 1),
+        "cpu_epoch": (stamps[-1][1] - stamps[1][1]) / (epochs - 1),
+        "fixed": total_s - (stamps[-1][0] - stamps[0][0]),
         "call_epoch": total_s / epochs,
-        "cpu_epoch": cpu_s / epochs,
     }
 
 
 ROWS: list[dict[str, Any]] = [
-    {"name": "batch 64 (headline)", "batch": 64, "hidden": (64,), "epochs": 6, "reps": 7},
-    {"name": "batch 16", "batch": 16, "hidden": (64,), "epochs": 6, "reps": 7},
+    {"name": "batch 64 (headline)", "batch": 64, "hidden": (64,), "epochs": 6, "reps": 11},
+    {"name": "batch 16", "batch": 16, "hidden": (64,), "epochs": 6, "reps": 9},
     {"name": "batch 256", "batch": 256, "hidden": (64,), "epochs": 5, "reps": 7},
     {"name": "1M params (1024, 1024), batch 64", "batch": 64, "hidden": (1024, 1024), "epochs": 3, "reps": 5},
-    {"name": "batch 64, runs on tmpfs", "batch": 64, "hidden": (64,), "epochs": 6, "reps": 7, "tmpfs": True},
+    {"name": "batch 64, runs on tmpfs", "batch": 64, "hidden": (64,), "epochs": 6, "reps": 9, "tmpfs": True},
 ]
 
 
@@ -156,6 +161,14 @@ def measure(row: dict[str, Any], quick: bool) -> dict[str, dict[str, list[float]
     return results
 
 
+def paired(res: dict[str, dict[str, list[float]]], key: str, base: str = "plain+fsync") -> str:
+    """Median and quartiles of the per-repetition ratios nnx / ``base`` (one round's arms ran back to
+    back, so slow drifts of the machine's load cancel)."""
+    ratios = [n / b for n, b in zip(res["nnx"][key], res[base][key], strict=True)]
+    q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
+    return f"{statistics.median(ratios):.3f} ({q1:.2f}–{q3:.2f})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 repetitions per row")
@@ -164,29 +177,35 @@ def main(argv: list[str] | None = None) -> int:
     rows = ROWS if args.rows is None else [ROWS[int(i)] for i in args.rows.split(",")]
     if not os.path.isdir("/dev/shm"):
         rows = [r for r in rows if not r.get("tmpfs")]
-    print(f"machine: {C.machine()}")
-    print("steady-state ms/epoch (median over repetitions); ratio = nnx / plain+fsync (and / plain)\n")
+    print(f"machine: {C.machine()}; load average {os.getloadavg()[0]:.1f}")
+    print(f"fsync latency (median) at the start: {C.fsync_latency()}")
+    print(
+        "steady-state ms/epoch (median over repetitions); ratios are medians of per-repetition ratios "
+        "(quartiles in brackets)\n"
+    )
     print(
         "| row | params | rows/epoch | plain ms | plain+fsync ms | nnx ms | **ratio** | vs no-fsync "
-        "| whole call | CPU | nnx fixed ms/call |"
+        "| CPU ratio | whole call | nnx fixed ms/call |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         res = measure(row, args.quick)
         med = {arm: {k: statistics.median(v) for k, v in r.items()} for arm, r in res.items()}
-        plain, fsync, ours = med["plain"], med["plain+fsync"], med["nnx"]
+        plain, ours = med["plain"], med["nnx"]
+
         print(
             f"| {row['name']} | {row['params']:,} | {row['rows']:,} | {plain['epoch'] * 1e3:.1f} "
-            f"| {fsync['epoch'] * 1e3:.1f} | {ours['epoch'] * 1e3:.1f} | **{ours['epoch'] / fsync['epoch']:.3f}** "
-            f"| {ours['epoch'] / plain['epoch']:.3f} | {ours['call_epoch'] / fsync['call_epoch']:.3f} "
-            f"| {ours['cpu_epoch'] / fsync['cpu_epoch']:.3f} "
+            f"| {med['plain+fsync']['epoch'] * 1e3:.1f} | {ours['epoch'] * 1e3:.1f} | **{paired(res, 'epoch')}** "
+            f"| {paired(res, 'epoch', 'plain')} | {paired(res, 'cpu_epoch')} | {paired(res, 'call_epoch')} "
             f"| {ours['fixed'] * 1e3:.0f} |",
             flush=True,
         )
+    print(f"\nfsync latency (median) at the end: {C.fsync_latency()}; load average {os.getloadavg()[0]:.1f}")
     print(
-        "\nratio: steady-state epoch, nnx / plain+fsync. vs no-fsync: nnx / plain. whole call: wall time of "
-        "the whole call (fixed costs included) / epochs, nnx / plain+fsync. CPU: process CPU seconds of the "
-        "whole call, nnx / plain+fsync (leaves out fsync waits and other processes)."
+        "ratio: steady-state epoch (wall), nnx / plain+fsync. vs no-fsync: nnx / plain. CPU ratio: "
+        "steady-state process CPU seconds, nnx / plain+fsync (leaves out fsync waits and most of the noise "
+        "from other processes). whole call: wall time of the whole call (fixed costs included) / epochs, "
+        "nnx / plain+fsync."
     )
     return 0
 

@@ -23,11 +23,11 @@ from typing import Any
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common as C  # noqa: E402
+import _common as C
 
 C.setup_threads()
 
-import nnx_api as nnx  # noqa: E402
+import nnx_api as nnx
 
 
 def plain_logits(net: torch.nn.Module, batches: Any) -> torch.Tensor:
@@ -55,52 +55,57 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
+def measure(hidden: tuple[int, ...], batch: int | None, rows: int, reps: int) -> list[tuple[str, float, float]]:
+    """``(call, plain median s, nnx median s)`` for predict and predict_proba on one case."""
+    job = C.Job(batch=batch or rows, hidden=hidden, batches=1)
+    x = torch.randn(rows, C.INPUTS, generator=torch.Generator().manual_seed(1))
+    y = torch.zeros(rows, dtype=torch.long)
+    data: Any = [(x[i : i + batch], y[i : i + batch]) for i in range(0, rows, batch)] if batch else x
+    model = nnx.NNModel(
+        nnx.NNParams(input_dim=C.INPUTS, output_dim=C.CLASSES, hidden_dims=hidden),
+        nnx.NNModelParams(loss=nnx.Losses.CROSS_ENTROPY),
+    )
+    model.net.load_state_dict(job.initial_state)
+    net = job.net()
+    assert torch.equal(model.predict(data).classes, plain_predict(net, data)[1])
+    assert torch.allclose(model.predict_proba(data).probabilities, plain_predict_proba(net, data)[1])
+    arms: dict[str, Callable[[], Any]] = {
+        "plain predict": lambda: plain_predict(net, data),
+        "nnx predict": lambda: model.predict(data),
+        "plain predict_proba": lambda: plain_predict_proba(net, data),
+        "nnx predict_proba": lambda: model.predict_proba(data),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in arms}
+    names = list(arms)
+    for rep in range(-5, reps):  # five untimed warm-up rounds (allocator and caches settle)
+        shift = rep % len(names) if rep >= 0 else 0
+        for name in names[shift:] + names[:shift]:
+            seconds = timed(arms[name])
+            if rep >= 0:
+                samples[name].append(seconds)
+    return [
+        (call, statistics.median(samples[f"plain {call}"]), statistics.median(samples[f"nnx {call}"]))
+        for call in ("predict", "predict_proba")
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     args = parser.parse_args(argv)
-    reps = 7 if args.quick else 31
     print(f"machine: {C.machine()}")
     print("median ms per call; throughput ratio = plain time / nnx time (≥ 0.95 is the target)\n")
     print("| model | input | rows | call | plain ms | nnx ms | **throughput ratio** |")
     print("|---|---|---:|---|---:|---:|---:|")
-    cases = [
-        ("MLP 32-64-2", (64,), "list of (x, y) batches of 256", 256, 20_000),
-        ("MLP 32-64-2", (64,), "list of (x, y) batches of 64", 64, 20_000),
-        ("MLP 32-64-2", (64,), "one tensor", None, 20_000),
-        ("1M params", (1024, 1024), "list of (x, y) batches of 256", 256, 10_000),
+    cases = [  # label, hidden, input form, batch, rows, repetitions
+        ("MLP 32-64-2", (64,), "list of (x, y) batches of 256", 256, 20_000, 61),
+        ("MLP 32-64-2", (64,), "list of (x, y) batches of 64", 64, 20_000, 61),
+        ("MLP 32-64-2", (64,), "one tensor", None, 20_000, 61),
+        ("1M params", (1024, 1024), "list of (x, y) batches of 256", 256, 10_000, 15),
     ]
-    for label, hidden, form, batch, rows in cases:
-        job = C.Job(batch=batch or rows, hidden=hidden, batches=1)
-        x = torch.randn(rows, C.INPUTS, generator=torch.Generator().manual_seed(1))
-        y = torch.zeros(rows, dtype=torch.long)
-        data: Any = [(x[i : i + batch], y[i : i + batch]) for i in range(0, rows, batch)] if batch else x
-        model = nnx.NNModel(
-            nnx.NNParams(input_dim=C.INPUTS, output_dim=C.CLASSES, hidden_dims=hidden),
-            nnx.NNModelParams(loss=nnx.Losses.CROSS_ENTROPY),
-        )
-        model.net.load_state_dict(job.initial_state)
-        net = job.net()
-        nnx_pred, nnx_proba = model.predict(data), model.predict_proba(data)
-        assert torch.equal(nnx_pred.classes, plain_predict(net, data)[1])
-        assert torch.allclose(nnx_proba.probabilities, plain_predict_proba(net, data)[1])
-        arms: dict[str, Callable[[], Any]] = {
-            "plain predict": lambda: plain_predict(net, data),
-            "nnx predict": lambda: model.predict(data),
-            "plain predict_proba": lambda: plain_predict_proba(net, data),
-            "nnx predict_proba": lambda: model.predict_proba(data),
-        }
-        samples: dict[str, list[float]] = {name: [] for name in arms}
-        names = list(arms)
-        for rep in range(-2, reps):
-            shift = rep % len(names) if rep >= 0 else 0
-            for name in names[shift:] + names[:shift]:
-                seconds = timed(arms[name])
-                if rep >= 0:
-                    samples[name].append(seconds)
-        for call in ("predict", "predict_proba"):
-            plain = statistics.median(samples[f"plain {call}"])
-            ours = statistics.median(samples[f"nnx {call}"])
+    for label, hidden, form, batch, rows, reps in cases:
+        reps = min(reps, 7) if args.quick else reps
+        for call, plain, ours in measure(hidden, batch, rows, reps):
             print(
                 f"| {label} | {form} | {rows:,} | {call} | {plain * 1e3:.2f} | {ours * 1e3:.2f} "
                 f"| **{plain / ours:.3f}** |",

@@ -6,8 +6,10 @@ One untimed warm-up ``train()`` (imports, first-call costs), then ``--epochs`` e
 cProfile: MLP 32 → 64 → 2, batch 64, 64 batches per epoch, Adam, validation every epoch,
 progress off, a fresh runs root (``--root``: its parent folder; ``/dev/shm`` takes fsync out).
 
-Prints a per-epoch breakdown by activity (attributed from the profile's call graph), then the
-top entries by cumulative and by internal time. cProfile inflates Python-heavy code relative to
+Prints a per-epoch breakdown by activity (attributed from the profile's call graph), the
+file-system operations of each epoch commit of an unprofiled run (``FileStorage.ops`` around
+``TrainingSession.commit``: the protocol's writes plus attempt.json), then the top entries by
+cumulative and by internal time. cProfile inflates Python-heavy code relative to
 torch kernels; use it to see *where* the time goes, and ``bench/overhead.py`` for the ratio.
 Always exits 0.
 """
@@ -15,21 +17,60 @@ Always exits 0.
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import cProfile
 import io
 import os
 import pstats
 import sys
 import tempfile
+import time
 from collections.abc import Iterable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common as C  # noqa: E402
+import _common as C
 
 C.setup_threads()
 
-import nnx_api as nnx  # noqa: E402
+import nnx_api as nnx
+from nnx_api.training import TrainingSession
+
+
+class FsyncClock:
+    """Wall time spent in ``os.fsync``, inside epoch commits and in the whole call."""
+
+    def __init__(self) -> None:
+        self.in_commit = self.total = 0.0
+        self._inside = False
+
+    @contextlib.contextmanager
+    def installed(self) -> Any:
+        real_fsync, real_commit = os.fsync, TrainingSession.commit
+        clock = self
+
+        def fsync(fd: int) -> None:
+            start = time.perf_counter()
+            try:
+                real_fsync(fd)
+            finally:
+                spent = time.perf_counter() - start
+                clock.total += spent
+                clock.in_commit += spent if clock._inside else 0.0
+
+        def commit(session: TrainingSession, epoch: int) -> None:
+            clock._inside = True
+            try:
+                real_commit(session, epoch)
+            finally:
+                clock._inside = False
+
+        os.fsync, TrainingSession.commit = fsync, commit  # type: ignore[assignment,method-assign]
+        try:
+            yield self
+        finally:
+            os.fsync, TrainingSession.commit = real_fsync, real_commit  # type: ignore[method-assign]
 
 
 def train(job: C.Job, epochs: int, parent: str | None, profile: cProfile.Profile | None) -> None:
@@ -79,7 +120,7 @@ class Graph:
         return total
 
 
-def breakdown(graph: Graph, epochs: int) -> list[tuple[str, float]]:
+def breakdown(graph: Graph, epochs: int, fsyncs: FsyncClock) -> list[tuple[str, float]]:
     tr = "nnx_api/training.py"
     step = [(tr, "_default_update")]
     train_epoch = graph.cum(tr, "train_epoch")
@@ -97,13 +138,12 @@ def breakdown(graph: Graph, epochs: int) -> list[tuple[str, float]]:
     validate = graph.cum(tr, "validate")
     decide = graph.cum(tr, "decide")
     commit = graph.cum(tr, "commit")
-    fsync = graph.own("~", "<built-in method posix.fsync>")
-    fsync_commit = graph.cum_from("~", "<built-in method posix.fsync>", [])  # placeholder (kept simple)
-    encode = graph.cum("torch_state.py", "encode")
+    fsync = fsyncs.in_commit
+    # the payload is encoded by ``torch_state.encode`` (older) or streamed by ``encoder``'s ``produce``
+    encode = graph.cum("torch_state.py", "encode") + graph.cum("torch_state.py", "produce")
     render = graph.cum("nnx_core/history.py", "render")
     total = graph.cum("nnx_api/model.py", "train")
     in_epochs = train_epoch + validate + decide + graph.cum(tr, "tick_epoch_clocks") + commit
-    del fsync_commit
     rows = [
         ("train: DataLoader (both arms pay it)", loader),
         ("train: forward (torch)", forward),
@@ -118,13 +158,39 @@ def breakdown(graph: Graph, epochs: int) -> list[tuple[str, float]]:
         ("validation: loss, confusion counts, scores (NNx)", evaluate - val_loader - val_forward),
         ("records: per-batch + epoch records", validate - evaluate),
         ("decision + history rows", decide),
-        ("commit: fsync waits", fsync),
-        ("commit: payload encode (torch.save to bytes)", encode),
+        ("commit: fsync waits (epoch commits only)", fsync),
+        ("commit: payload encode (torch.save of weights, optimizer, RNG)", encode),
         ("commit: idps.csv render", render),
         ("commit: other (hashing, writes, JSON, collection)", commit - fsync - encode - render),
         ("per-call fixed cost, spread over the epochs", total - in_epochs),
+        ("  of which fsync waits (admission, attempt records, final LAST)", fsyncs.total - fsyncs.in_commit),
     ]
     return [(name, seconds / epochs) for name, seconds in rows] + [("total per epoch", total / epochs)]
+
+
+def commit_ops(job: C.Job, epochs: int, parent: str | None) -> list[tuple[int, str, collections.Counter[str]]]:
+    """``(epoch, tags written, FileStorage.ops delta)`` of every epoch commit of one run."""
+    log: list[tuple[int, str, collections.Counter[str]]] = []
+    original = TrainingSession.commit
+
+    def counted(self: TrainingSession, epoch: int) -> None:
+        storage = self.files.storage
+        before = collections.Counter(storage.ops)
+        tags_before = set(self.files.tags())
+        original(self, epoch)
+        delta = collections.Counter(storage.ops)
+        delta.subtract(before)
+        written = ["last"] + sorted(set(self.files.tags()) - tags_before - {"last"})
+        if self.decision is not None and self.decision.improved and "best" not in written:
+            written.append("best")
+        log.append((epoch, "+".join(written), +delta))
+
+    TrainingSession.commit = counted  # type: ignore[method-assign]
+    try:
+        train(job, epochs, parent, None)
+    finally:
+        TrainingSession.commit = original  # type: ignore[method-assign]
+    return log
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,15 +202,23 @@ def main(argv: list[str] | None = None) -> int:
     job = C.Job(batch=64)
     train(job, 2, args.root, None)  # warm-up
     profile = cProfile.Profile()
-    train(job, args.epochs, args.root, profile)
+    with FsyncClock().installed() as fsyncs:
+        train(job, args.epochs, args.root, profile)
     stats = pstats.Stats(profile)
     print(f"machine: {C.machine()}; runs root under {args.root or tempfile.gettempdir()}; {args.epochs} epochs profiled\n")
     print("| where (per epoch, under cProfile) | ms | share |")
     print("|---|---:|---:|")
-    rows = breakdown(Graph(stats), args.epochs)
+    rows = breakdown(Graph(stats), args.epochs, fsyncs)
     total = rows[-1][1]
     for name, seconds in rows:
         print(f"| {name} | {seconds * 1e3:.2f} | {seconds / total:.1%} |")
+    print(f"\nfsync: {fsyncs.total / args.epochs * 1e3:.2f} ms per epoch in all, wall time (the profiler does not slow it)")
+    print("\nFile-system operations of each epoch commit (FileStorage.ops; target <= 15):\n")
+    print("| epoch | tags written | create | write | fsync | rename | unlink | mkdir | total |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for epoch, tags, ops in commit_ops(job, args.epochs, args.root):
+        cells = " | ".join(str(ops.get(k, 0)) for k in ("create", "write", "fsync", "rename", "unlink", "mkdir"))
+        print(f"| {epoch} | {tags} | {cells} | {sum(ops.values())} |")
     for order in ("cumulative", "tottime"):
         buffer = io.StringIO()
         pstats.Stats(profile, stream=buffer).strip_dirs().sort_stats(order).print_stats(args.top)
