@@ -76,7 +76,8 @@ class EagerHistory:
         self.idps: list[IterationDataPoint] = []
         self._columns: list[str] = []
         self._flat: list[dict[str, Any]] = []
-        self._lines: list[str] = []
+        self._chunks: list[str] = []  # rendered rows, one chunk per extend
+        self._rendered = 0
         self.extend(idps)
 
     def extend(self, idps: Iterable[IterationDataPoint]) -> None:
@@ -90,25 +91,34 @@ class EagerHistory:
                 if key not in known:
                     known.add(key)
                     self._columns.append(key)
-                    self._lines.clear()  # header changed: re-render every row once
+                    self._chunks.clear()  # header changed: re-render every row once
+                    self._rendered = 0
 
     def truncate_to_epoch(self, epoch: int | None) -> None:
         """Drop records of epochs after ``epoch`` (None drops everything)."""
         keep = 0 if epoch is None else sum(1 for idp in self.idps if idp.epoch_idx <= epoch)
-        del self.idps[keep:], self._flat[keep:], self._lines[keep:]
+        del self.idps[keep:], self._flat[keep:]
+        self._chunks.clear()
+        self._rendered = 0
 
     def render(self) -> bytes:
-        """The whole ``idps.csv`` as bytes."""
+        """The whole ``idps.csv`` as bytes (new rows rendered once, by the stdlib csv writer)."""
         columns = self._columns
-        for flat in self._flat[len(self._lines) :]:
-            self._lines.append(",".join(_escape(_cell(flat.get(c))) for c in columns))
-        return ("\n".join([",".join(columns), *self._lines]) + "\n").encode("utf-8")
-
-
-def _escape(text: str) -> str:
-    if any(ch in text for ch in ',"\n\r'):
-        return '"' + text.replace('"', '""') + '"'
-    return text
+        if self._rendered < len(self._flat):
+            flags = [i for i, c in enumerate(columns) if c.endswith(_BOOL_SUFFIXES)]
+            rows = []
+            for flat in self._flat[self._rendered :]:
+                row = [flat.get(c) for c in columns]
+                for i in flags:
+                    row[i] = _cell(row[i])
+                rows.append(row)
+            buffer = io.StringIO()
+            csv.writer(buffer, lineterminator="\n").writerows(rows)
+            self._chunks.append(buffer.getvalue())
+            self._rendered = len(self._flat)
+        header = io.StringIO()
+        csv.writer(header, lineterminator="\n").writerow(columns)
+        return (header.getvalue() + "".join(self._chunks)).encode("utf-8")
 
 
 def parse_history(data: bytes) -> list[IterationDataPoint]:
