@@ -23,6 +23,7 @@ from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunNot
 from nnx_core.history import parse_history
 from nnx_core.identity import validate_run_id
 from nnx_adapters.storage_fs import TMP_PREFIX
+from nnx_api.journal import check_journal, epoch_summaries, has_journal
 from nnx_api.run import NNRun, dump_yaml, runs_root
 
 
@@ -147,7 +148,13 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
         print("best: -", file=out)
     print("epochs:", file=out)
     rows = [("EPOCH", "TRAIN_LOSS", "VAL_LOSS", "VAL_ACC", "MONITOR", "IMPROVED")]
-    for epoch, idp in sorted(run.epochs.items()):
+    journal_rows = epoch_summaries(files.storage, run.id, last)  # a journal's epochs.jsonl; None: eager
+    rows.extend(
+        (str(r["epoch"]), _num(r["train_loss"]), _num(r["val_loss"]), _num(r.get("val_acc")), _num(r["monitor"]),
+         "-" if r["improved"] is None else ("yes" if r["improved"] else "no"))
+        for r in journal_rows or ()
+    )
+    for epoch, idp in sorted(run.epochs.items()) if journal_rows is None else ():
         batch = [r for r in run.idps if r.epoch_idx == epoch]
         weighted = [(r.train_edp.loss, r.train_edp.count or 1) for r in batch if r.train_edp.loss is not None]
         train_loss = sum(v * c for v, c in weighted) / sum(c for _, c in weighted) if weighted else None
@@ -226,6 +233,8 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _check_history(files: RunFiles, last: Any, problems: list[str], notes: list[str]) -> None:
+    if has_journal(files.storage, files.run_id):
+        return check_journal(files.storage, files.run_id, last, problems, notes)
     try:
         raw = parse_history(files.storage.read(files.history))
     except FileNotFoundError:

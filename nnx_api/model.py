@@ -37,6 +37,7 @@ from nnx_adapters.torch_optim import TorchOptimizer, build_optimizer, named_para
 from nnx_adapters.torch_tasks import TaskAdapter
 from nnx_api.callbacks import Callback, EarlyStopping, normalize_callbacks
 from nnx_api.enums import Nets
+from nnx_api.journal import check_continuation, check_history, open_history, with_history_access
 from nnx_api.metrics import monitor_problems
 from nnx_api.params import NNModelParams, NNParams, NNTrainParams
 from nnx_api.run import NNRun, dump_yaml, runs_root
@@ -338,6 +339,7 @@ class NNModel:
         root: str | os.PathLike[str] | None = None,
         components: Sequence[Any] | None = None,
         objective: Any = None,
+        history: Any = None,
     ) -> NNRun:
         """Train into ``<root>/<run id>/`` and return the committed :class:`NNRun`.
 
@@ -347,6 +349,7 @@ class NNModel:
         """
         cbs = normalize_callbacks(callbacks)
         self._check_train(params, cbs, train_step_fn, objective)
+        journal = check_history(history, cbs)  # history=HistoryJournal(...): bounded memory (nnx_api.journal)
         if objective is not None:
             raise ParamsError("objective", "objectives are not available yet; use train_step_fn or the default step")
         config = self.run_config(params, salt)
@@ -373,13 +376,14 @@ class NNModel:
             elif existing:
                 storage.remove_tree(run.id)
             if continuing:
-                return self._continue(run, files, params, cbs, train_step_fn, eval_step_fn, components or ())
+                return self._continue(run, files, params, cbs, train_step_fn, eval_step_fn, components or (), journal=journal)
             storage.clean_temporaries(run.id)  # a kill before run.yaml can leave only temporaries
             run = attrs.evolve(run, resume_status=source[2] if source else None)
             try:
-                run.save()
+                run.save(eager_history=journal is None)
                 return self._train_session(
-                    run, files, params, cbs, train_step_fn, eval_step_fn, components or (), source=source, fresh=True
+                    run, files, params, cbs, train_step_fn, eval_step_fn, components or (), source=source, fresh=True,
+                    journal=journal,
                 )
             except Exception:  # a run that never committed is removed, so the id can simply be retried
                 with contextlib.suppress(Exception):
@@ -410,7 +414,9 @@ class NNModel:
         }
         return payload, stateful, status
 
-    def _continue(self, run: NNRun, files: RunFiles, params: NNTrainParams, cbs, step_fn, eval_fn, components) -> NNRun:
+    def _continue(
+        self, run: NNRun, files: RunFiles, params: NNTrainParams, cbs, step_fn, eval_fn, components, *, journal=None
+    ) -> NNRun:
         """``resume="auto"``: continue this configuration's own run from its committed LAST."""
         files.storage.clean_temporaries(run.id)
         last = files.read_tag(LAST)
@@ -420,21 +426,24 @@ class NNModel:
         if last.epoch + 1 >= params.n_epochs or _attempt_completed(files):  # e.g. an early stop
             self.net.load_state_dict(payload["weights"])  # the caller's model is the finished one
             return loaded
+        check_continuation(files, journal)
         status = {"mode": "stateful", "source_run": run.id, "source_checkpoint": LAST, "source_epoch": last.epoch}
         run = attrs.evolve(run, idps=loaded.idps, resume_status=status)
         files.storage.write(files.metadata_yaml, dump_yaml(run.metadata()))
         return self._train_session(
-            run, files, params, cbs, step_fn, eval_fn, components, source=(payload, True, status), fresh=False
+            run, files, params, cbs, step_fn, eval_fn, components, source=(payload, True, status), fresh=False,
+            journal=journal,
         )
 
     def _train_session(
-        self, run, files, params, cbs, step_fn, eval_fn, components, *, source, fresh: bool
+        self, run, files, params, cbs, step_fn, eval_fn, components, *, source, fresh: bool, journal=None
     ) -> NNRun:
         if params.seed is not None and source is None:
             torch_state.set_seed(params.seed)
         optimizer = self._optimizer(params)
         start, offset = 0, 0
-        history = EagerHistory(run.idps if not fresh else ())
+        history = EagerHistory(run.idps if not fresh else ()) if journal is None else open_history(files, journal, fresh=fresh)
+        cbs = with_history_access(cbs, history)  # history_access="full" callbacks read the whole journal
         if source is not None:
             start = int(source[0]["epoch"]) + 1
             offset = 0 if not fresh else start  # a new lineage run trains n_epochs more epochs
@@ -452,7 +461,7 @@ class NNModel:
             phase_offset=offset,
             history=history,
         )
-        session._iter_idx = len(history.idps) if not fresh else (0 if source is None else 0)
+        session._iter_idx = (len(history.idps) if journal is None else history.committed_records) if not fresh else 0
         if source is not None:
             session.restore(source[0], stateful=source[1])
         session.committed_epoch = history.idps[-1].epoch_idx if history.idps else None

@@ -19,6 +19,7 @@ from nnx_core.errors import CorruptRunError, RunNotFoundError
 from nnx_core.history import epoch_rows, parse_history
 from nnx_core.identity import run_id as content_address
 from nnx_core.identity import validate_run_id, validate_tag
+from nnx_core.journal import JournalReader
 from nnx_core.records import IterationDataPoint
 from nnx_adapters import torch_state
 from nnx_adapters.storage_fs import FileStorage
@@ -134,14 +135,16 @@ class NNRun:
         """This run's files over a file-system store."""
         return RunFiles(FileStorage(self.root), self.id)
 
-    def save(self) -> None:
-        """Write run.yaml, metadata.yaml and idps.csv (each replaced atomically)."""
+    def save(self, *, eager_history: bool = True) -> None:
+        """Write run.yaml, metadata.yaml and idps.csv (each replaced atomically; no idps.csv for a
+        journal run: ``eager_history=False``)."""
         from nnx_core.history import EagerHistory
 
         files = self.files()
         files.storage.write(files.run_yaml, dump_yaml(self.state()))
         files.storage.write(files.metadata_yaml, dump_yaml(self.metadata()))
-        files.storage.write(files.history, EagerHistory(self.idps).render())
+        if eager_history:
+            files.storage.write(files.history, EagerHistory(self.idps).render())
 
     def metadata(self) -> dict[str, Any]:
         """The environment record, plus the resume outcome when there is one."""
@@ -168,8 +171,9 @@ class NNRun:
         if run.id != run_id:
             raise CorruptRunError(f"run folder {run_id} holds run {run.id}")
         last = files.read_tag(LAST)
-        try:
-            history = parse_history(files.storage.read(files.history))
+        journal = JournalReader.open(files.storage, run_id, None if last is None else last.epoch)
+        try:  # a journal run loads its last `retention` committed records; nnx.iter_history streams all
+            history = journal.tail() if journal is not None else parse_history(files.storage.read(files.history))
         except FileNotFoundError:
             history = []
         meta = {}
@@ -210,7 +214,13 @@ class NNRun:
     def best(self) -> IterationDataPoint | None:
         """The record of the epoch BEST holds, if any."""
         manifest = self.files().read_tag("best")
-        return None if manifest is None else self.epochs.get(manifest.epoch)
+        if manifest is None:
+            return None
+        found = self.epochs.get(manifest.epoch)
+        if found is None:  # a journal run holds only its last records in memory
+            journal = JournalReader.open(self.files().storage, self.id, manifest.epoch)
+            found = journal.epoch_record(manifest.epoch) if journal is not None else None
+        return found
 
     def plot(self, path: str | os.PathLike[str] | None = None) -> Any:
         """Loss, metric and learning-rate curves per epoch, BEST marked (``nnx_api.plots``, the

@@ -31,6 +31,7 @@ from nnx_core.errors import (
     TrainingInputError,
 )
 from nnx_core.history import EagerHistory
+from nnx_core.journal import JournalWriter
 from nnx_core.lifecycle import dispatch_table
 from nnx_core.monitor import Monitor, MonitorDecision
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
@@ -175,7 +176,7 @@ class TrainingSession:
         optimizer: TorchOptimizer,
         start_epoch: int,
         phase_offset: int,
-        history: EagerHistory,
+        history: EagerHistory | JournalWriter,
     ) -> None:
         self.model = model
         self.params = params
@@ -204,7 +205,7 @@ class TrainingSession:
         self._epoch_last: IterationDataPoint | None = None
         self._window_loss: torch.Tensor | None = None
         self._iter_idx = 0
-        self._prev_history: bytes | None = history.render() if history.idps else None
+        self._prev_history: bytes | None = history.render() if isinstance(history, EagerHistory) and history.idps else None
         self.autocast = model.autocast_context()
 
         specs = tuple(params.metrics)
@@ -511,7 +512,8 @@ class TrainingSession:
             tags.extend(phase_tags(epoch - self.phase_offset, self.params.n_epochs))
         if self.decision is not None and self.decision.improved:
             tags.append(BEST)
-        history = self.history.render()
+        journal = self.history if isinstance(self.history, JournalWriter) else None  # chunks + manifest
+        history = self.history.render() if journal is None else None
         meta = {"update_count": self.update_count, "selection": self.history.idps[-1].selection.state()}  # type: ignore[union-attr]
         commit_epoch(
             self.files,
@@ -520,6 +522,7 @@ class TrainingSession:
                 payload=torch_state.encode(self.payload(epoch)),
                 history=history,
                 previous_history=self._prev_history,
+                history_step=journal,
                 tags=tags,
                 meta=meta,
                 deferred=list(self.ctx.deferred_checkpoint_writes),

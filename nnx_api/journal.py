@@ -1,0 +1,344 @@
+"""History journals at the API: ``history=HistoryJournal(...)`` for training, and the readers.
+
+    model.train(params, history=nnx.HistoryJournal(retention=1000))   # bounded memory, O(1) commits
+    for idp in nnx.iter_history(run_id, lineage=True): ...            # every committed record
+    nnx.export_history_csv(run_id, "history.csv")                      # the eager idps.csv layout
+    nnx.migrate_history(run_id)                                        # an eager run → a journal
+
+The format and the commit step live in ``nnx_core.journal``. Here: the checks a training entry
+point (``NNModel.train``; a ``Trainer`` calls the same helpers) makes before anything is written,
+the writer it opens, the ``ctx.idps`` each callback sees, and the readers over both history
+formats (journal runs and eager ``idps.csv`` runs).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from nnx_core.commit import LAST, RunFiles, truncate_to_last
+from nnx_core.errors import HistoryCorruptionError, ParamsError, RunNotFoundError
+from nnx_core.history import _cell, _escape, flatten, parse_history
+from nnx_core.identity import validate_run_id
+from nnx_core.journal import (
+    FullHistory,
+    HistoryJournal,
+    JournalFiles,
+    JournalReader,
+    JournalWriter,
+    has_journal,
+    read_chunk,
+)
+from nnx_core.lifecycle import HOOKS, overrides
+from nnx_core.records import IterationDataPoint
+from nnx_adapters.storage_fs import FileStorage
+from nnx_api.callbacks import Callback, LegacyCallback
+from nnx_api.run import NNRun, runs_root
+
+HISTORY_ACCESS = ("window", "full")
+
+
+# -- training: checks, the writer, what callbacks see ---------------------------------------------
+
+
+def check_history(history: Any, callbacks: Sequence[Callback]) -> HistoryJournal | None:
+    """Validate ``train(history=...)`` against the callbacks, before anything is written."""
+    for cb in callbacks:
+        access = getattr(cb, "history_access", None)
+        if access is not None and access not in HISTORY_ACCESS:
+            raise ParamsError(
+                f"{type(cb).__name__}.history_access", f"must be 'window' or 'full', got {access!r}"
+            )
+    if history is None:
+        return None
+    if not isinstance(history, HistoryJournal):
+        raise ParamsError("history", f"must be nnx.HistoryJournal(...) or None, got {type(history).__name__}")
+    legacy = [cb.fn for cb in callbacks if isinstance(cb, LegacyCallback)]
+    if legacy:
+        raise ParamsError(
+            "callbacks",
+            f"plain-function callbacks ({', '.join(getattr(f, '__name__', repr(f)) for f in legacy)}) are promised "
+            "the full history list, which a HistoryJournal does not keep in memory; write a Callback subclass "
+            "(ctx.idps is the last `retention` records; declare history_access = 'full' to read every record)",
+        )
+    return history
+
+
+def check_continuation(files: RunFiles, history: HistoryJournal | None) -> None:
+    """A run keeps the history format it started with; refuse a mismatch before writing."""
+    journal = has_journal(files.storage, files.run_id)
+    if journal and history is None:
+        raise ParamsError(
+            "history", f"run {files.run_id} keeps its history as a journal; pass history=nnx.HistoryJournal(...)"
+        )
+    if not journal and history is not None:
+        raise ParamsError(
+            "history",
+            f"run {files.run_id} keeps an eager history (idps.csv); continue it without history=, or convert "
+            f"it first with nnx.migrate_history({files.run_id!r})",
+        )
+
+
+def open_history(files: RunFiles, spec: HistoryJournal, *, fresh: bool) -> JournalWriter:
+    """The run's journal writer: empty for a fresh run, else cut back to LAST (held under the lease)."""
+    last = None if fresh else files.read_tag(LAST)
+    return JournalWriter(files.storage, files.run_id, spec, last_epoch=None if last is None else last.epoch)
+
+
+class _FullHistoryAccess(Callback):
+    """Runs a callback that declared ``history_access = "full"`` with ``ctx.idps`` = the full history.
+
+    Everything else (component state, transforms, ``distributed``) is the wrapped callback's.
+    """
+
+    def __init__(self, inner: Callback, view: FullHistory) -> None:
+        self._inner = inner
+        self._view = view
+        self.distributed = inner.distributed
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_inner", "_view"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+    def checkpoint_transforms(self) -> tuple[Any, ...]:
+        return self._inner.checkpoint_transforms()
+
+    def __repr__(self) -> str:
+        return f"<full history access: {self._inner!r}>"
+
+
+def _with_full_history(hook: str) -> Any:
+    def call(self: _FullHistoryAccess, ctx: Any, *args: Any) -> Any:
+        window, ctx.idps = ctx.idps, self._view
+        try:
+            return getattr(self._inner, hook)(ctx, *args)
+        finally:
+            ctx.idps = window
+
+    call.__name__ = hook
+    return call
+
+
+def with_history_access(callbacks: Sequence[Callback], history: Any) -> list[Callback]:
+    """The callbacks as the loop dispatches them: with a journal, each one declaring
+    ``history_access = "full"`` is wrapped so its hooks see the lazy full history as ``ctx.idps``
+    (the others see the window). Without a journal ``ctx.idps`` is the full list already."""
+    if not isinstance(history, JournalWriter):
+        return list(callbacks)
+    out: list[Callback] = []
+    for cb in callbacks:
+        if getattr(cb, "history_access", None) != "full":
+            out.append(cb)
+            continue
+        hooks = {hook: _with_full_history(hook) for hook in HOOKS if overrides(cb, hook, Callback)}
+        wrapper = type(f"FullHistoryAccess[{type(cb).__name__}]", (_FullHistoryAccess,), hooks)
+        out.append(wrapper(cb, history.full_view()))
+    return out
+
+
+# -- readers over both formats --------------------------------------------------------------------
+
+
+def _committed(run: NNRun) -> Iterator[IterationDataPoint]:
+    """The run's own committed records (epochs ≤ LAST), streamed for a journal."""
+    files = run.files()
+    last = files.read_tag(LAST)
+    reader = JournalReader.open(files.storage, run.id, None if last is None else last.epoch)
+    if reader is not None:
+        return iter(reader)
+    try:
+        raw = parse_history(files.storage.read(files.history))
+    except FileNotFoundError:
+        raw = []
+    return iter(truncate_to_last(raw, last))
+
+
+def _lineage(run: NNRun, root: Any, seen: set[str]) -> list[tuple[NNRun, int | None]]:
+    """``[(ancestor, branch epoch), ..., (run, None)]``: each ancestor contributes records up to the
+    epoch its child resumed from (``None``: unknown, all of them, with a warning)."""
+    parent = (run.config.get("train") or {}).get("parent_run_id")
+    if not parent or parent == run.id or parent in seen:
+        return [(run, None)]
+    seen.add(run.id)
+    try:
+        source = NNRun.load(parent, root)
+    except RunNotFoundError:
+        warnings.warn(f"run {run.id} was resumed from run {parent}, which is gone; its records are left out",
+                      RuntimeWarning, stacklevel=3)
+        return [(run, None)]
+    status = run.resume_status or {}
+    branch = status.get("source_epoch") if status.get("source_run") == parent else None
+    if branch is None:
+        first = next(_committed(run), None)
+        if first is not None:
+            branch = first.epoch_idx - 1  # epochs continue across a resume
+        else:
+            warnings.warn(
+                f"run {run.id}: the epoch it resumed from in run {parent} is unknown; all of the parent's "
+                "committed records are included",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+    return [*_lineage(source, root, seen)[:-1], (source, branch), (run, None)]
+
+
+def iter_history(
+    run_id: str, root: str | os.PathLike[str] | None = None, *, lineage: bool = False
+) -> Iterator[IterationDataPoint]:
+    """Every committed record of a run, oldest first, in either history format, streamed.
+
+    With ``lineage=True`` a run resumed from another (``resume_from_run_id``) is preceded by its
+    ancestors' committed records up to the epoch it resumed from. A resumed-in-place run
+    (``resume="auto"``) is one run already. Chunks are verified as they are read
+    (``HistoryCorruptionError``).
+    """
+    run = NNRun.load(run_id, root)
+    plan = _lineage(run, runs_root(root), set()) if lineage else [(run, None)]
+
+    def stream() -> Iterator[IterationDataPoint]:
+        for member, branch in plan:
+            for idp in _committed(member):
+                if branch is not None and idp.epoch_idx > branch:
+                    break
+                yield idp
+
+    return stream()
+
+
+def export_history_csv(
+    run_id: str, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None, *, lineage: bool = False
+) -> int:
+    """Write a run's committed history as CSV in the eager ``idps.csv`` layout; return the count.
+
+    Two streaming passes (columns, then rows), so memory stays bounded; the file is replaced
+    atomically.
+    """
+    columns: list[str] = []
+    known: set[str] = set()
+    for idp in iter_history(run_id, root, lineage=lineage):
+        for key in flatten(idp.state()):
+            if key not in known:
+                known.add(key)
+                columns.append(key)
+    target = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-export-")
+    count = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
+            out.write(",".join(columns) + "\n")
+            for idp in iter_history(run_id, root, lineage=lineage):
+                flat = flatten(idp.state())
+                out.write(",".join(_escape(_cell(flat.get(c))) for c in columns) + "\n")
+                count += 1
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return count
+
+
+def migrate_history(
+    run_id: str,
+    root: str | os.PathLike[str] | None = None,
+    *,
+    spec: HistoryJournal | None = None,
+    discard_uncommitted: bool = False,
+) -> int:
+    """Convert an eager run's ``idps.csv`` into a journal; return the number of records moved.
+
+    Takes the run's lease (``RunLeaseError`` while it trains). Only committed rows move: rows
+    newer than LAST (an interrupted commit) are refused unless ``discard_uncommitted=True``. The
+    manifest is published before ``idps.csv`` is deleted, so an interruption leaves either the
+    eager run or the journal (rerunning finishes the job). Continue a migrated run with
+    ``history=HistoryJournal(...)``.
+    """
+    run_id = validate_run_id(run_id)
+    if spec is not None and not isinstance(spec, HistoryJournal):
+        raise ParamsError("spec", f"must be nnx.HistoryJournal(...) or None, got {type(spec).__name__}")
+    base = runs_root(root)
+    storage = FileStorage(base)
+    files = RunFiles(storage, run_id)
+    if not files.exists():
+        raise RunNotFoundError(f"no run {run_id} under {base}; list runs with `nnx runs list`")
+    with storage.lease(run_id):
+        last = files.read_tag(LAST)
+        if has_journal(storage, run_id):  # already migrated (maybe interrupted before the delete)
+            count = len(JournalReader.open(storage, run_id, None if last is None else last.epoch) or ())
+            storage.delete(files.history)
+            return count
+        try:
+            raw = parse_history(storage.read(files.history))
+        except FileNotFoundError:
+            raw = []
+        committed = truncate_to_last(raw, last)
+        if len(committed) != len(raw) and not discard_uncommitted:
+            raise ParamsError(
+                "discard_uncommitted",
+                f"run {run_id}'s idps.csv holds {len(raw) - len(committed)} row(s) newer than LAST (an "
+                "interrupted commit); pass discard_uncommitted=True to leave them out",
+            )
+        writer = JournalWriter(storage, run_id, spec or HistoryJournal(), last_epoch=None)
+        writer.extend(committed)
+        writer.commit()
+        writer.ensure_published()
+        storage.delete(files.history)
+        return len(committed)
+
+
+# -- what `nnx runs show / verify` read -----------------------------------------------------------
+
+
+def epoch_summaries(storage: Any, run_id: str, last: Any) -> list[dict[str, Any]] | None:
+    """A journal run's per-epoch rows up to LAST (None for an eager run)."""
+    reader = JournalReader.open(storage, run_id, None if last is None else last.epoch)
+    return None if reader is None else reader.epoch_rows()
+
+
+def check_journal(storage: Any, run_id: str, last: Any, problems: list[str], notes: list[str]) -> None:
+    """``nnx runs verify`` for a journal: every chunk re-hashed, the chain, and epochs 0..LAST."""
+    reader = JournalReader.open(storage, run_id, None if last is None else last.epoch)
+    if reader is None:
+        return
+    try:
+        entries = reader.all_entries()
+        for entry in entries:
+            read_chunk(storage, reader.files, entry)
+        rows = reader.epoch_lines()
+    except HistoryCorruptionError as exc:
+        problems.append(str(exc))
+        return
+    files = JournalFiles(run_id)
+    for path, size in ((files.index, reader.manifest.index_bytes), (files.epochs, reader.manifest.epochs_bytes)):
+        extra = len(storage.read(path)) - size if storage.exists(path) else 0
+        if extra > 0:
+            notes.append(f"{extra} byte(s) appended to {path.split('/')[-1]} but never published (ignored by readers)")
+    if last is None:
+        if entries:
+            notes.append(f"{sum(e.records for e in entries)} journal record(s) without a committed LAST (ignored)")
+        return
+    epochs = sorted({e.last_epoch for e in entries if e.last_epoch <= last.epoch})
+    tail = [e for e in entries if e.last_epoch > last.epoch]
+    if not epochs or epochs[-1] != last.epoch:
+        problems.append(f"the history journal has no records for LAST's epoch {last.epoch}")
+    elif epochs != list(range(epochs[0], last.epoch + 1)):
+        missing = sorted(set(range(epochs[0], last.epoch + 1)) - set(epochs))
+        problems.append(f"the history journal misses committed epoch(s) {missing}")
+    if sorted(r["epoch"] for r, _ in rows if r["epoch"] <= last.epoch) != epochs:
+        problems.append("history/epochs.jsonl does not have one row per committed epoch")
+    if tail:
+        notes.append(
+            f"{sum(e.records for e in tail)} journal record(s) newer than LAST (an interrupted commit; readers ignore them)"
+        )
+
+
+__all__ = ["HistoryJournal", "export_history_csv", "iter_history", "migrate_history"]

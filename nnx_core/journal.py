@@ -1,0 +1,755 @@
+"""The history journal: bounded memory and constant-cost history commits for long runs.
+
+An eager history (``nnx_core.history``) keeps every record in memory and rewrites ``idps.csv``
+whole at every epoch. With ``history=HistoryJournal(...)`` the run keeps only a window of the last
+``retention`` records in memory and the "run history" step of the epoch commit only adds files.
+
+Layout (``<run id>/history/``)::
+
+    chunk-%08d.jsonl  immutable; at most ``chunk`` records, one compact JSON ``idp.state()`` a line.
+                      Written once (atomically); an epoch never shares a chunk with another epoch.
+    index.jsonl       one line per chunk, appended: sorted-key compact JSON
+                      ``{seq, file, records, first_iter, last_iter, first_epoch, last_epoch, sha256}``.
+                      Lines are hash-chained: ``chain = sha256(prev_chain + line)``, genesis 64 zeros.
+    epochs.jsonl      one summary row per epoch, appended (losses, errors, monitor value, improved).
+    journal.json      the manifest: how many chunks/records/epoch rows are committed, the byte
+                      lengths of index.jsonl and epochs.jsonl they occupy, and the index chain.
+                      Replaced atomically; it is the only file a reader trusts for lengths.
+
+One history step (``JournalWriter.commit``), before LAST is written:
+
+    1. each pending epoch's records → new chunk files (``Storage.write``: durable, atomic)
+    2. their index lines → appended to index.jsonl (``Storage.append``: fsynced)
+    3. one summary row per epoch → appended to epochs.jsonl
+    4. the manifest naming the new lengths and chain → published atomically
+    (then LAST, the commit marker; if LAST fails, ``rollback`` republishes the previous manifest)
+
+Read rules (``JournalReader``): only the manifest's byte prefix of index.jsonl / epochs.jsonl
+exists (bytes appended but never published are ignored); records of epochs after LAST's epoch are
+invisible (a crash between the manifest and LAST leaves such a tail); a missing chunk, a chunk whose
+SHA-256 or record count disagrees with its index line, a broken chain or a manifest that does not
+match its files raises ``HistoryCorruptionError``.
+
+A writer that opens an existing journal (a resumed run) discards an uncommitted tail first: it
+republishes the manifest cut at LAST's epoch, then cuts index.jsonl / epochs.jsonl to the lengths
+that manifest names (a crash in between leaves a manifest describing a prefix of both files), and
+removes chunk files no manifest names. Committed chunks are never rewritten.
+
+Memory: the writer holds the window (``retention`` records), the current epoch's records until
+they commit, and a few counters; a reader streams chunks one at a time.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import math
+import numbers
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
+
+import attrs
+
+from nnx_core.errors import HistoryCorruptionError, ParamsError
+from nnx_core.identity import validate_run_id
+from nnx_core.ports import Storage
+from nnx_core.records import IterationDataPoint
+from nnx_core.validate import check_int
+
+JOURNAL_FORMAT = "nnx.history-journal"
+JOURNAL_VERSION = 1
+GENESIS = "0" * 64
+HISTORY_FOLDER = "history"
+DEFAULT_CHUNK = 250
+
+
+# -- the user's choice ----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class HistoryJournal:
+    """Opt-in journal history: keep the last ``retention`` records in memory, commit in chunks.
+
+    ``chunk_size`` is the most records one chunk file holds (default ``min(250, retention)``); it
+    may not exceed ``retention``. Not part of the run id.
+    """
+
+    retention: int = 1000
+    chunk_size: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "retention", check_int("HistoryJournal.retention", self.retention, minimum=1))
+        if self.chunk_size is not None:
+            size = check_int("HistoryJournal.chunk_size", self.chunk_size, minimum=1)
+            if size > self.retention:
+                raise ParamsError(
+                    "HistoryJournal.chunk_size", f"must be ≤ retention ({self.retention}), got {size}"
+                )
+            object.__setattr__(self, "chunk_size", size)
+
+    @property
+    def chunk(self) -> int:
+        """Records per chunk file at most."""
+        return self.chunk_size or min(DEFAULT_CHUNK, self.retention)
+
+
+# -- files and their formats ----------------------------------------------------------------------
+
+
+class JournalFiles:
+    """Paths of one run's journal."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = validate_run_id(run_id)
+        self.folder = f"{run_id}/{HISTORY_FOLDER}"
+        self.manifest = f"{self.folder}/journal.json"
+        self.index = f"{self.folder}/index.jsonl"
+        self.epochs = f"{self.folder}/epochs.jsonl"
+
+    @staticmethod
+    def chunk_name(seq: int) -> str:
+        """File name of chunk ``seq``."""
+        return f"chunk-{seq:08d}.jsonl"
+
+    def chunk(self, seq: int) -> str:
+        """Path of chunk ``seq``."""
+        return f"{self.folder}/{self.chunk_name(seq)}"
+
+
+def has_journal(storage: Storage, run_id: str) -> bool:
+    """Whether the run keeps its history as a journal (its manifest exists)."""
+    return storage.exists(JournalFiles(run_id).manifest)
+
+
+@attrs.frozen(kw_only=True)
+class JournalManifest:
+    """What is committed: counts, the byte lengths of the appended files, and the index chain."""
+
+    run_id: str
+    retention: int
+    chunk_size: int
+    chunks: int = 0
+    records: int = 0
+    index_bytes: int = 0
+    index_chain: str = GENESIS
+    epochs: int = 0
+    epochs_bytes: int = 0
+    last_epoch: int | None = None
+    last_iter: int | None = None
+
+    def to_bytes(self) -> bytes:
+        """Canonical JSON (sorted keys, indent 1)."""
+        doc = {"format": JOURNAL_FORMAT, "version": JOURNAL_VERSION, **attrs.asdict(self)}
+        return json.dumps(doc, sort_keys=True, indent=1).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, run_id: str) -> JournalManifest:
+        """Parse and check a manifest; anything else is HistoryCorruptionError."""
+        where = f"run {run_id}: history/journal.json"
+        try:
+            doc = json.loads(data.decode("utf-8"))
+            if not isinstance(doc, dict) or doc.get("format") != JOURNAL_FORMAT:
+                raise ValueError(f"not a history journal manifest (format {doc.get('format')!r})")
+            if doc.get("version") != JOURNAL_VERSION:
+                raise ValueError(f"unsupported journal version {doc.get('version')!r}; upgrade NNx to read it")
+            fields = {f.name for f in attrs.fields(cls)}
+            manifest = cls(**{k: v for k, v in doc.items() if k in fields})
+            ints = (manifest.retention, manifest.chunk_size, manifest.chunks, manifest.records,
+                    manifest.index_bytes, manifest.epochs, manifest.epochs_bytes)
+            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
+                raise ValueError("counts and lengths must be non-negative integers")
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise HistoryCorruptionError(f"{where} is unreadable ({exc}); nothing was erased") from exc
+        if manifest.run_id != run_id:
+            raise HistoryCorruptionError(f"{where} belongs to run {manifest.run_id} (copied or mixed files)")
+        return manifest
+
+
+@attrs.frozen(kw_only=True)
+class ChunkEntry:
+    """One index line: a chunk file, what it holds and its SHA-256."""
+
+    seq: int
+    file: str
+    records: int
+    first_iter: int
+    last_iter: int
+    first_epoch: int
+    last_epoch: int
+    sha256: str
+
+    def line(self) -> bytes:
+        """The index line (without its newline): sorted-key compact JSON."""
+        return _compact(attrs.asdict(self)).encode("utf-8")
+
+
+def chain_next(previous: str, line: bytes) -> str:
+    """The index chain after ``line``: ``sha256(previous_chain_ascii + line_bytes)``."""
+    return hashlib.sha256(previous.encode("ascii") + line).hexdigest()
+
+
+def _compact(doc: Any) -> str:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=True, default=_plain)
+
+
+def _plain(value: Any) -> Any:
+    """NumPy / 0-d tensor scalars (anything with ``.item()``) and other numbers as plain numbers."""
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    raise TypeError(f"cannot store {type(value).__name__} in a history record")
+
+
+def encode_record(idp: IterationDataPoint) -> bytes:
+    """One chunk line (with its newline)."""
+    return _compact(idp.state()).encode("utf-8") + b"\n"
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _mean(pairs: list[tuple[float, int]]) -> float | None:
+    if not pairs:
+        return None
+    total = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / total if total else None
+
+
+def epoch_summary(records: Sequence[IterationDataPoint]) -> dict[str, Any]:
+    """The epochs.jsonl row of one epoch's records (train means weighted by batch size; NaN → null)."""
+    last = records[-1]
+    losses = [(r.train_edp.loss, r.train_edp.count or 1) for r in records if r.train_edp.loss is not None]
+    errors = [(r.train_edp.error, r.train_edp.count or 1) for r in records if r.train_edp.error is not None]
+    val, sel = last.val_edp, last.selection
+    return {
+        "epoch": last.epoch_idx,
+        "records": len(records),
+        "train_loss": _finite(_mean(losses)),  # type: ignore[arg-type]
+        "train_err": _finite(_mean(errors)),  # type: ignore[arg-type]
+        "val_loss": _finite(val.loss) if val else None,
+        "val_err": _finite(val.error) if val else None,
+        "val_acc": _finite(val.accuracy) if val else None,
+        "monitor": _finite(sel.value) if sel else None,
+        "improved": sel.improved if sel else None,
+    }
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+def parse_index(data: bytes, manifest: JournalManifest, files: JournalFiles) -> list[ChunkEntry]:
+    """The committed index entries: the manifest's byte prefix of index.jsonl, chain-verified."""
+    where = f"run {files.run_id}: history/index.jsonl"
+    if len(data) < manifest.index_bytes:
+        raise HistoryCorruptionError(
+            f"{where} holds {len(data)} bytes, the manifest commits {manifest.index_bytes} (truncated file)"
+        )
+    prefix = data[: manifest.index_bytes]
+    if prefix and not prefix.endswith(b"\n"):
+        raise HistoryCorruptionError(f"{where}: the committed bytes do not end a line (index mismatch)")
+    entries: list[ChunkEntry] = []
+    chain, records, last_epoch = GENESIS, 0, None
+    for number, line in enumerate(prefix.split(b"\n")[:-1] if prefix else []):
+        try:
+            entry = ChunkEntry(**json.loads(line.decode("utf-8")))
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise HistoryCorruptionError(f"{where} line {number + 1} is unreadable: {exc}") from exc
+        if entry.line() != line or entry.seq != number or entry.file != files.chunk_name(number):
+            raise HistoryCorruptionError(f"{where} line {number + 1} does not name chunk {number} (index mismatch)")
+        if entry.records < 1 or entry.first_iter > entry.last_iter or entry.first_epoch != entry.last_epoch:
+            raise HistoryCorruptionError(f"{where} line {number + 1} is inconsistent (index mismatch)")
+        if last_epoch is not None and entry.first_epoch < last_epoch:
+            raise HistoryCorruptionError(f"{where} line {number + 1}: epochs go backwards (index mismatch)")
+        chain = chain_next(chain, line)
+        records += entry.records
+        last_epoch = entry.last_epoch
+        entries.append(entry)
+    if chain != manifest.index_chain or len(entries) != manifest.chunks or records != manifest.records:
+        raise HistoryCorruptionError(
+            f"{where} does not match the manifest (hash chain, {len(entries)} chunks / {records} records vs "
+            f"{manifest.chunks} / {manifest.records}); the history was altered or mixed"
+        )
+    return entries
+
+
+def read_chunk(storage: Storage, files: JournalFiles, entry: ChunkEntry) -> list[IterationDataPoint]:
+    """A chunk's records, verified against its index line."""
+    where = f"run {files.run_id}: history/{entry.file}"
+    try:
+        data = storage.read(files.chunk(entry.seq))
+    except FileNotFoundError as exc:
+        raise HistoryCorruptionError(f"{where} is missing; the committed history cannot be read") from exc
+    if hashlib.sha256(data).hexdigest() != entry.sha256:
+        raise HistoryCorruptionError(f"{where} does not match its SHA-256 in the index (corrupted on disk)")
+    try:
+        records = [IterationDataPoint.from_state(json.loads(line)) for line in data.decode("utf-8").splitlines()]
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise HistoryCorruptionError(f"{where} holds an unreadable record: {exc}") from exc
+    if (
+        len(records) != entry.records
+        or records[0].iter_idx != entry.first_iter
+        or records[-1].iter_idx != entry.last_iter
+        or any(r.epoch_idx != entry.first_epoch for r in records)
+    ):
+        raise HistoryCorruptionError(f"{where} does not hold what its index line says (index mismatch)")
+    return records
+
+
+class JournalReader:
+    """The committed history of one run's journal as readers see it: epochs ≤ ``last_epoch``.
+
+    ``last_epoch`` is LAST's epoch; ``None`` (nothing committed) shows nothing. Index entries are
+    parsed and chain-verified once; chunks are read (and SHA-256-verified) on demand.
+    """
+
+    def __init__(self, storage: Storage, run_id: str, last_epoch: int | None, manifest: JournalManifest) -> None:
+        self.storage = storage
+        self.files = JournalFiles(run_id)
+        self.last_epoch = last_epoch
+        self.manifest = manifest
+        self._entries: list[ChunkEntry] | None = None
+
+    @classmethod
+    def open(cls, storage: Storage, run_id: str, last_epoch: int | None) -> JournalReader | None:
+        """The run's journal reader, or None when the run has no journal (an eager history)."""
+        files = JournalFiles(run_id)
+        try:
+            data = storage.read(files.manifest)
+        except FileNotFoundError:
+            return None
+        return cls(storage, run_id, last_epoch, JournalManifest.from_bytes(data, run_id=run_id))
+
+    def all_entries(self) -> list[ChunkEntry]:
+        """Every entry the manifest commits (also those after ``last_epoch``)."""
+        if self._entries is None:
+            try:
+                data = self.storage.read(self.files.index) if self.manifest.index_bytes else b""
+            except FileNotFoundError as exc:
+                raise HistoryCorruptionError(f"run {self.files.run_id}: history/index.jsonl is missing") from exc
+            self._entries = parse_index(data, self.manifest, self.files)
+        return self._entries
+
+    def entries(self) -> list[ChunkEntry]:
+        """Entries of the visible epochs (≤ ``last_epoch``)."""
+        if self.last_epoch is None:
+            return []
+        entries = self.all_entries()
+        return entries[: _count_upto(entries, self.last_epoch)]
+
+    def __len__(self) -> int:
+        return sum(e.records for e in self.entries())
+
+    def __iter__(self) -> Iterator[IterationDataPoint]:
+        for entry in self.entries():
+            yield from read_chunk(self.storage, self.files, entry)
+
+    def tail(self, n: int | None = None) -> list[IterationDataPoint]:
+        """The last ``n`` visible records (default: the manifest's retention)."""
+        n = self.manifest.retention if n is None else n
+        picked: list[ChunkEntry] = []
+        held = 0
+        for entry in reversed(self.entries()):
+            if held >= n:
+                break
+            picked.append(entry)
+            held += entry.records
+        out: list[IterationDataPoint] = []
+        for entry in reversed(picked):
+            out.extend(read_chunk(self.storage, self.files, entry))
+        return out[len(out) - n :] if n < len(out) else out
+
+    def epoch_record(self, epoch: int) -> IterationDataPoint | None:
+        """The last record of a visible ``epoch`` (where validation and the decision live)."""
+        for entry in reversed(self.entries()):
+            if entry.last_epoch == epoch:
+                return read_chunk(self.storage, self.files, entry)[-1]
+            if entry.last_epoch < epoch:
+                return None
+        return None
+
+    def epoch_lines(self) -> list[tuple[dict[str, Any], int]]:
+        """Every summary row the manifest commits, with its size in bytes (newline included)."""
+        where = f"run {self.files.run_id}: history/epochs.jsonl"
+        size = self.manifest.epochs_bytes
+        try:
+            data = self.storage.read(self.files.epochs) if size else b""
+        except FileNotFoundError as exc:
+            raise HistoryCorruptionError(f"{where} is missing") from exc
+        if len(data) < size or (size and data[size - 1 : size] != b"\n"):
+            raise HistoryCorruptionError(f"{where} does not hold the {size} bytes the manifest commits")
+        try:
+            lines = data[:size].split(b"\n")[:-1] if size else []
+            rows = [(json.loads(line.decode("utf-8")), len(line) + 1) for line in lines]
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise HistoryCorruptionError(f"{where} holds an unreadable row: {exc}") from exc
+        if len(rows) != self.manifest.epochs or not all(isinstance(r, dict) and "epoch" in r for r, _ in rows):
+            raise HistoryCorruptionError(f"{where} does not hold the {self.manifest.epochs} rows the manifest commits")
+        return rows
+
+    def epoch_rows(self) -> list[dict[str, Any]]:
+        """Summary rows of the visible epochs."""
+        if self.last_epoch is None:
+            return []
+        return [row for row, _ in self.epoch_lines() if row["epoch"] <= self.last_epoch]
+
+
+def _count_upto(entries: Sequence[ChunkEntry], epoch: int) -> int:
+    """How many leading entries hold epochs ≤ ``epoch`` (entries are in epoch order)."""
+    lo, hi = 0, len(entries)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if entries[mid].last_epoch <= epoch:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+# -- what callbacks see ---------------------------------------------------------------------------
+
+
+class HistoryWindow(Sequence[IterationDataPoint]):
+    """A read-only, live view of the writer's window: the last ``retention`` records."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self, records: collections.deque[IterationDataPoint]) -> None:
+        self._records = records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @overload
+    def __getitem__(self, i: int) -> IterationDataPoint: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[IterationDataPoint]: ...
+
+    def __getitem__(self, i: int | slice) -> IterationDataPoint | list[IterationDataPoint]:
+        if isinstance(i, slice):
+            return [self._records[j] for j in range(*i.indices(len(self._records)))]
+        return self._records[i]
+
+    def __iter__(self) -> Iterator[IterationDataPoint]:
+        return iter(self._records)
+
+    def __repr__(self) -> str:
+        return f"<history window: last {len(self)} records>"
+
+
+class FullHistory(Sequence[IterationDataPoint]):
+    """Every record of the run so far, lazily: committed chunks from storage, then the window.
+
+    For callbacks that declare ``history_access = "full"``. Only the chunk last read is cached;
+    the index entries are read once and extended as the writer commits.
+    """
+
+    def __init__(self, writer: JournalWriter) -> None:
+        self._writer = writer
+        self._entries: list[ChunkEntry] | None = None
+        self._starts: list[int] = []
+        self._cached: tuple[int, list[IterationDataPoint]] | None = None
+
+    def __len__(self) -> int:
+        w = self._writer
+        return w.manifest.records + len(w.pending)
+
+    def __getitem__(self, i: Any) -> Any:
+        n = len(self)
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(n))]
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("history index out of range")
+        w = self._writer
+        committed = w.manifest.records
+        if i >= committed:
+            return w.pending[i - committed]
+        offset = n - len(w.window)  # the window holds the last len(window) of all n records
+        if i >= offset:
+            return w.window[i - offset]
+        entry, start = self._locate(i)
+        return self._chunk(entry)[i - start]
+
+    def __iter__(self) -> Iterator[IterationDataPoint]:
+        w = self._writer
+        committed, pending, window = w.manifest.records, list(w.pending), list(w.window)
+        offset = committed + len(pending) - len(window)
+        from_disk = min(committed, offset)
+        if from_disk > 0:
+            for entry, start in zip(self._load(), self._starts, strict=True):
+                if start >= from_disk:
+                    break
+                yield from self._chunk(entry)[: from_disk - start]
+        for i in range(from_disk, committed):
+            yield window[i - offset]
+        yield from pending
+
+    def _load(self) -> list[ChunkEntry]:
+        w = self._writer
+        if self._entries is None:
+            reader = JournalReader(w.storage, w.files.run_id, w.manifest.last_epoch, w.manifest)
+            self._entries, self._starts = [], []
+            self.observe(reader.all_entries())
+        return self._entries
+
+    def observe(self, entries: Iterable[ChunkEntry]) -> None:
+        """The writer committed ``entries`` (only tracked once the index was loaded)."""
+        if self._entries is None:
+            return
+        for entry in entries:
+            self._starts.append(self._starts[-1] + self._entries[-1].records if self._entries else 0)
+            self._entries.append(entry)
+
+    def forget(self) -> None:
+        """The writer rolled back: reload the index on next use."""
+        self._entries, self._starts, self._cached = None, [], None
+
+    def _locate(self, i: int) -> tuple[ChunkEntry, int]:
+        entries = self._load()
+        lo, hi = 0, len(entries) - 1
+        while lo < hi:  # the last chunk starting at or before i
+            mid = (lo + hi + 1) // 2
+            if self._starts[mid] <= i:
+                lo = mid
+            else:
+                hi = mid - 1
+        return entries[lo], self._starts[lo]
+
+    def _chunk(self, entry: ChunkEntry) -> list[IterationDataPoint]:
+        if self._cached is None or self._cached[0] != entry.seq:
+            self._cached = (entry.seq, read_chunk(self._writer.storage, self._writer.files, entry))
+        return self._cached[1]
+
+    def __repr__(self) -> str:
+        return f"<full history: {len(self)} records>"
+
+
+# -- writing --------------------------------------------------------------------------------------
+
+
+class JournalWriter:
+    """The journal's writer: the window, the pending epoch, and the commit protocol's history step.
+
+    Open it under the run's lease with LAST's epoch (``None`` for a fresh run): an uncommitted
+    tail is discarded first (module docstring). ``extend`` adds an epoch's records; ``commit`` is
+    the "run history" step (all before LAST); ``rollback`` republishes the previous manifest when
+    LAST failed. ``idps`` is the live read-only window callbacks see as ``ctx.idps``.
+    """
+
+    def __init__(self, storage: Storage, run_id: str, spec: HistoryJournal, *, last_epoch: int | None) -> None:
+        self.storage = storage
+        self.files = JournalFiles(run_id)
+        self.spec = spec
+        self.window: collections.deque[IterationDataPoint] = collections.deque(maxlen=spec.retention)
+        self.pending: list[IterationDataPoint] = []
+        self.idps = HistoryWindow(self.window)
+        self._full: FullHistory | None = None
+        self._previous: bytes | None = None  # the manifest readers saw before the last commit
+        self._on_disk: bytes | None = None  # the published manifest (None: no manifest file)
+        self._clean = True  # index/epochs files are exactly the published manifest's prefixes
+        self.manifest = self._reconcile(last_epoch)
+        reader = JournalReader(storage, run_id, self.manifest.last_epoch, self.manifest)
+        self.window.extend(reader.tail(spec.retention))
+
+    # the window and the records -------------------------------------------------------------
+    def extend(self, records: Iterable[IterationDataPoint]) -> None:
+        """Add records (normally one epoch's); they commit with the next ``commit``."""
+        for record in records:
+            self.pending.append(record)
+            self.window.append(record)
+
+    def full_view(self) -> FullHistory:
+        """The lazy full history (committed chunks + window) for ``history_access = "full"``."""
+        if self._full is None:
+            self._full = FullHistory(self)
+        return self._full
+
+    @property
+    def committed_records(self) -> int:
+        """How many records the journal has committed."""
+        return self.manifest.records
+
+    # the history step -----------------------------------------------------------------------
+    def commit(self) -> None:
+        """Chunks → index lines → epoch rows → manifest. Nothing is visible before the manifest."""
+        if not self.pending:
+            return
+        m = self.manifest
+        epochs = [r.epoch_idx for r in self.pending]
+        if epochs != sorted(epochs) or (m.last_epoch is not None and epochs[0] <= m.last_epoch):
+            raise ValueError(
+                f"run {self.files.run_id}: journal records must come in epoch order after epoch {m.last_epoch}"
+            )
+        try:
+            if not self._clean:  # an earlier step failed: republish this manifest, cut the files to it
+                self._publish(m.to_bytes())
+                self._cut_files(m)
+                self._clean = True
+            chain, seq, new_entries, lines, rows = m.index_chain, m.chunks, [], [], []
+            for epoch_records in _by_epoch(self.pending):
+                for start in range(0, len(epoch_records), self.spec.chunk):
+                    part = epoch_records[start : start + self.spec.chunk]
+                    data = b"".join(encode_record(r) for r in part)
+                    entry = ChunkEntry(
+                        seq=seq, file=self.files.chunk_name(seq), records=len(part),
+                        first_iter=part[0].iter_idx, last_iter=part[-1].iter_idx,
+                        first_epoch=part[0].epoch_idx, last_epoch=part[-1].epoch_idx,
+                        sha256=hashlib.sha256(data).hexdigest(),
+                    )
+                    self.storage.write(self.files.chunk(seq), data)
+                    line = entry.line()
+                    chain = chain_next(chain, line)
+                    lines.append(line + b"\n")
+                    new_entries.append(entry)
+                    seq += 1
+                rows.append(_compact(epoch_summary(epoch_records)).encode("utf-8") + b"\n")
+            index_data, rows_data = b"".join(lines), b"".join(rows)
+            self._clean = False  # from here on the files may hold bytes no manifest names
+            self.storage.append(self.files.index, index_data)
+            self.storage.append(self.files.epochs, rows_data)
+            new = attrs.evolve(
+                m,
+                retention=self.spec.retention,
+                chunk_size=self.spec.chunk,
+                chunks=seq,
+                records=m.records + len(self.pending),
+                index_bytes=m.index_bytes + len(index_data),
+                index_chain=chain,
+                epochs=m.epochs + len(rows),
+                epochs_bytes=m.epochs_bytes + len(rows_data),
+                last_epoch=self.pending[-1].epoch_idx,
+                last_iter=self.pending[-1].iter_idx,
+            )
+            published = new.to_bytes()
+            self.storage.write(self.files.manifest, published)
+        except BaseException:
+            self._clean = False  # the manifest on disk is unknown too: republished before the next commit
+            raise
+        self._previous, self._on_disk, self.manifest, self._clean = self._on_disk, published, new, True
+        self.pending.clear()
+        if self._full is not None:
+            self._full.observe(new_entries)
+
+    def ensure_published(self) -> None:
+        """Publish the (maybe empty) manifest if none exists yet, making the run a journal run."""
+        if self._on_disk is None:
+            self._publish(self.manifest.to_bytes())
+
+    def rollback(self) -> None:
+        """LAST failed: republish the previous manifest (the new chunks become an ignored tail)."""
+        self._clean = False
+        if self._full is not None:
+            self._full.forget()
+        previous = self._previous
+        self.manifest = (
+            JournalManifest(run_id=self.files.run_id, retention=self.spec.retention, chunk_size=self.spec.chunk)
+            if previous is None
+            else JournalManifest.from_bytes(previous, run_id=self.files.run_id)
+        )
+        self._publish(previous)
+        reader = JournalReader(self.storage, self.files.run_id, self.manifest.last_epoch, self.manifest)
+        self.window.clear()  # as if opened at the previous manifest (the same deque: ctx.idps stays live)
+        self.window.extend(reader.tail(self.spec.retention))
+
+    def _publish(self, manifest: bytes | None) -> None:
+        if manifest is None:
+            self.storage.delete(self.files.manifest)
+        else:
+            self.storage.write(self.files.manifest, manifest)
+        self._on_disk = manifest
+
+    # opening --------------------------------------------------------------------------------
+    def _reconcile(self, last_epoch: int | None) -> JournalManifest:
+        """Cut the journal back to LAST's epoch; return the manifest the writer continues from."""
+        files, storage = self.files, self.storage
+        reader = JournalReader.open(storage, files.run_id, last_epoch)
+        if reader is None:
+            manifest = JournalManifest(run_id=files.run_id, retention=self.spec.retention, chunk_size=self.spec.chunk)
+        else:
+            manifest = reader.manifest
+            self._on_disk = manifest.to_bytes()
+            if last_epoch is not None and (manifest.last_epoch is None or manifest.last_epoch < last_epoch):
+                raise HistoryCorruptionError(
+                    f"run {files.run_id}: the history journal ends at epoch {manifest.last_epoch} but LAST is "
+                    f"epoch {last_epoch}; the journal lost committed epochs"
+                )
+            entries = reader.all_entries()
+            keep = 0 if last_epoch is None else _count_upto(entries, last_epoch)
+            if keep < len(entries):  # an uncommitted tail (a crash between the manifest and LAST)
+                manifest = _cut_manifest(manifest, entries[:keep], reader.epoch_lines(), last_epoch)
+                self._publish(manifest.to_bytes())  # first: it names a prefix of both files
+        self._cut_files(manifest)
+        for name in storage.list(files.folder):
+            seq = _chunk_seq(name)
+            if seq is not None and seq >= manifest.chunks:  # written but never committed
+                storage.delete(f"{files.folder}/{name}")
+        return manifest
+
+    def _cut_files(self, manifest: JournalManifest) -> None:
+        """Make index.jsonl and epochs.jsonl exactly the manifest's committed prefixes."""
+        for path, size in ((self.files.index, manifest.index_bytes), (self.files.epochs, manifest.epochs_bytes)):
+            try:
+                data = self.storage.read(path)
+            except FileNotFoundError:
+                if size:
+                    raise HistoryCorruptionError(f"run {self.files.run_id}: {path} is missing") from None
+                continue
+            if len(data) == size:
+                continue
+            if len(data) < size:
+                raise HistoryCorruptionError(f"run {self.files.run_id}: {path} is shorter than its manifest says")
+            if size:
+                self.storage.write(path, data[:size])
+            else:
+                self.storage.delete(path)
+
+
+def _chunk_seq(name: str) -> int | None:
+    if name.startswith("chunk-") and name.endswith(".jsonl") and name[6:-6].isdigit():
+        return int(name[6:-6])
+    return None
+
+
+def _cut_manifest(
+    manifest: JournalManifest,
+    kept: list[ChunkEntry],
+    epoch_lines: list[tuple[dict[str, Any], int]],
+    last_epoch: int | None,
+) -> JournalManifest:
+    """The manifest of the journal cut after ``kept`` entries and the epoch rows ≤ ``last_epoch``."""
+    chain, size = GENESIS, 0
+    for entry in kept:
+        line = entry.line()
+        chain = chain_next(chain, line)
+        size += len(line) + 1
+    rows = [(row, n) for row, n in epoch_lines if last_epoch is not None and row["epoch"] <= last_epoch]
+    return attrs.evolve(
+        manifest,
+        chunks=len(kept),
+        records=sum(e.records for e in kept),
+        index_bytes=size,
+        index_chain=chain,
+        epochs=len(rows),
+        epochs_bytes=sum(n for _, n in rows),
+        last_epoch=kept[-1].last_epoch if kept else None,
+        last_iter=kept[-1].last_iter if kept else None,
+    )
+
+
+def _by_epoch(records: Sequence[IterationDataPoint]) -> Iterator[list[IterationDataPoint]]:
+    """Consecutive records grouped by epoch."""
+    group: list[IterationDataPoint] = []
+    for record in records:
+        if group and record.epoch_idx != group[-1].epoch_idx:
+            yield group
+            group = []
+        group.append(record)
+    if group:
+        yield group
