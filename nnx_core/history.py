@@ -121,6 +121,12 @@ class EagerHistory:
         return (header.getvalue() + "".join(self._chunks)).encode("utf-8")
 
 
+def _escape(text: str) -> str:
+    if any(ch in text for ch in ',"\n\r'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
 def parse_history(data: bytes) -> list[IterationDataPoint]:
     """Parse ``idps.csv`` bytes back into records; an unreadable file raises CorruptRunError."""
     try:
