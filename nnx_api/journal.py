@@ -13,6 +13,7 @@ formats (journal runs and eager ``idps.csv`` runs).
 
 from __future__ import annotations
 
+import csv
 import os
 import tempfile
 import warnings
@@ -21,7 +22,7 @@ from typing import Any
 
 from nnx_core.commit import LAST, RunFiles, truncate_to_last
 from nnx_core.errors import HistoryCorruptionError, ParamsError, RunNotFoundError
-from nnx_core.history import _cell, _escape, flatten, parse_history
+from nnx_core.history import flatten, parse_history
 from nnx_core.identity import validate_run_id
 from nnx_core.journal import (
     FullHistory,
@@ -230,10 +231,11 @@ def export_history_csv(
     count = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            out.write(",".join(columns) + "\n")
+            writer = csv.writer(out, lineterminator="\n")  # as EagerHistory.render writes idps.csv
+            writer.writerow(columns)
             for idp in iter_history(run_id, root, lineage=lineage):
                 flat = flatten(idp.state())
-                out.write(",".join(_escape(_cell(flat.get(c))) for c in columns) + "\n")
+                writer.writerow([_csv_cell(flat.get(c)) for c in columns])
                 count += 1
             out.flush()
             os.fsync(out.fileno())
@@ -245,6 +247,13 @@ def export_history_csv(
             pass
         raise
     return count
+
+
+def _csv_cell(value: Any) -> Any:
+    """Booleans as ``true``/``false`` (idps.csv's spelling); None → empty; the rest as csv writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
 
 
 def migrate_history(
