@@ -42,6 +42,10 @@ from nnx_api.params import (
 from nnx_api.run import Checkpoint, NNRun
 from nnx_api.training import EvalStepContext, TrainStepContext, default_train_step
 from nnx_api import decisions
+from nnx_api import objectives
+from nnx_api.objectives import LossTerm, Objective, ObjectiveContext, ObjectiveResult, kd_objective, supervised_objective
+from nnx_api.paradigms import finalize_step
+from nnx_api.trainer import NNTrainerParams, Trainer, TrainerStepContext
 from nnx_api.journal import HistoryJournal, export_history_csv, iter_history, migrate_history
 
 _LAZY = {"TensorBoardCallback": "nnx_adapters.trackers", "WandbCallback": "nnx_adapters.trackers",

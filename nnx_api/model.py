@@ -36,8 +36,8 @@ from nnx_adapters.torch_metrics import EpochAccumulator, resolve
 from nnx_adapters.torch_optim import TorchOptimizer, build_optimizer, named_params
 from nnx_adapters.torch_tasks import TaskAdapter
 from nnx_api.callbacks import Callback, EarlyStopping, normalize_callbacks
-from nnx_api.enums import Nets
 from nnx_api.journal import check_continuation, check_history, open_history, with_history_access
+from nnx_api import objectives
 from nnx_api.metrics import monitor_problems
 from nnx_api.params import NNModelParams, NNParams, NNTrainParams
 from nnx_api.run import NNRun, dump_yaml, runs_root
@@ -350,8 +350,7 @@ class NNModel:
         cbs = normalize_callbacks(callbacks)
         self._check_train(params, cbs, train_step_fn, objective)
         journal = check_history(history, cbs)  # history=HistoryJournal(...): bounded memory (nnx_api.journal)
-        if objective is not None:
-            raise ParamsError("objective", "objectives are not available yet; use train_step_fn or the default step")
+        session_factory = objectives.session_factory(self, train_step_fn=train_step_fn, objective=objective, callbacks=cbs)
         config = self.run_config(params, salt)
         base = runs_root(root)
         run = NNRun(config=config, root=base)
@@ -376,14 +375,17 @@ class NNModel:
             elif existing:
                 storage.remove_tree(run.id)
             if continuing:
-                return self._continue(run, files, params, cbs, train_step_fn, eval_step_fn, components or (), journal=journal)
+                return self._continue(
+                    run, files, params, cbs, train_step_fn, eval_step_fn, components or (), journal=journal,
+                    session_factory=session_factory,
+                )
             storage.clean_temporaries(run.id)  # a kill before run.yaml can leave only temporaries
             run = attrs.evolve(run, resume_status=source[2] if source else None)
             try:
                 run.save(eager_history=journal is None)
                 return self._train_session(
                     run, files, params, cbs, train_step_fn, eval_step_fn, components or (), source=source, fresh=True,
-                    journal=journal,
+                    journal=journal, session_factory=session_factory,
                 )
             except Exception:  # a run that never committed is removed, so the id can simply be retried
                 with contextlib.suppress(Exception):
@@ -415,7 +417,8 @@ class NNModel:
         return payload, stateful, status
 
     def _continue(
-        self, run: NNRun, files: RunFiles, params: NNTrainParams, cbs, step_fn, eval_fn, components, *, journal=None
+        self, run: NNRun, files: RunFiles, params: NNTrainParams, cbs, step_fn, eval_fn, components, *, journal=None,
+        session_factory=None,
     ) -> NNRun:
         """``resume="auto"``: continue this configuration's own run from its committed LAST."""
         files.storage.clean_temporaries(run.id)
@@ -432,11 +435,12 @@ class NNModel:
         files.storage.write(files.metadata_yaml, dump_yaml(run.metadata()))
         return self._train_session(
             run, files, params, cbs, step_fn, eval_fn, components, source=(payload, True, status), fresh=False,
-            journal=journal,
+            journal=journal, session_factory=session_factory,
         )
 
     def _train_session(
-        self, run, files, params, cbs, step_fn, eval_fn, components, *, source, fresh: bool, journal=None
+        self, run, files, params, cbs, step_fn, eval_fn, components, *, source, fresh: bool, journal=None,
+        session_factory=None,
     ) -> NNRun:
         if params.seed is not None and source is None:
             torch_state.set_seed(params.seed)
@@ -447,7 +451,7 @@ class NNModel:
         if source is not None:
             start = int(source[0]["epoch"]) + 1
             offset = 0 if not fresh else start  # a new lineage run trains n_epochs more epochs
-        session = TrainingSession(
+        session = (session_factory or TrainingSession)(  # objectives/Trainer/fp16: nnx_api.objectives
             model=self,
             params=params,
             run=run,
@@ -476,7 +480,8 @@ class NNModel:
         except BaseException as exc:
             self._on_failure(files, session, attempt, exc, fresh)
             raise
-        attempt.status, attempt.finished_at = "completed", now()
+        # a stop at an update boundary leaves LAST at the last committed epoch: resume="auto" continues it
+        attempt.status, attempt.finished_at = "stopped" if session.stopped_at_update() else "completed", now()
         attempt.save(files)
         result = NNRun.load(run.id, run.root)
         result = attrs.evolve(result, resume_status=run.resume_status)

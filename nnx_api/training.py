@@ -25,8 +25,6 @@ import torch
 from nnx_core.commit import BEST, LAST, AttemptRecord, EpochCommit, RunFiles, TagManifest, commit_epoch, phase_tags
 from nnx_core.errors import (
     ComponentRestoreError,
-    NonFiniteLossError,
-    ResumeMismatchError,
     ScheduleBudgetError,
     TrainingInputError,
 )
@@ -519,7 +517,7 @@ class TrainingSession:
             self.files,
             EpochCommit(
                 epoch=epoch,
-                payload=torch_state.encode(self.payload(epoch)),
+                payload=torch_state.encoder(self.payload(epoch)),
                 history=history,
                 previous_history=self._prev_history,
                 history_step=journal,
@@ -548,7 +546,7 @@ class TrainingSession:
             return
         epoch = self.committed_epoch
         previous = self.files.read_tag(LAST)
-        ref = self.files.put_blob(torch_state.encode(self.payload(epoch)))
+        ref = self.files.put_blob(torch_state.encoder(self.payload(epoch)))
         meta = dict(previous.meta) if previous else {}
         self.files.write_tag(TagManifest(tag=LAST, run_id=self.files.run_id, epoch=epoch, blobs={"state": ref}, meta=meta))
         self.files.collect_garbage()
