@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -121,12 +120,6 @@ class EagerHistory:
         return (header.getvalue() + "".join(self._chunks)).encode("utf-8")
 
 
-def _escape(text: str) -> str:
-    if any(ch in text for ch in ',"\n\r'):
-        return '"' + text.replace('"', '""') + '"'
-    return text
-
-
 def parse_history(data: bytes) -> list[IterationDataPoint]:
     """Parse ``idps.csv`` bytes back into records; an unreadable file raises CorruptRunError."""
     try:
@@ -155,8 +148,3 @@ def epoch_rows(idps: Iterable[IterationDataPoint]) -> dict[int, IterationDataPoi
     for idp in idps:
         rows[idp.epoch_idx] = idp
     return rows
-
-
-def nan_to_none(value: float | None) -> float | None:
-    """NaN → None (for tables and YAML)."""
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
