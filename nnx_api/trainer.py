@@ -60,6 +60,7 @@ from nnx_adapters.torch_optim import (
     named_params,
 )
 from nnx_api.callbacks import EarlyStopping, normalize_callbacks
+from nnx_api.journal import check_history
 from nnx_api.metrics import monitor_problems
 from nnx_api.objectives import ObjectiveSession, check_update_owner
 from nnx_api.params import (
@@ -591,11 +592,13 @@ class Trainer:
         components: Sequence[Any] | None = None,
         objective: Any = None,
         eval_step_fn: Callable[..., Any] | None = None,
+        history: Any = None,
     ) -> NNRun:
         """Train into ``<root>/<run id>/`` and return the committed :class:`NNRun` (as NNModel.train)."""
         model = self.model
         cbs = normalize_callbacks(callbacks)
         self._check(params, cbs, trainer_step_fn, objective)
+        journal = check_history(history, cbs)  # history=HistoryJournal(...) (nnx_api.journal)
         optimizers = self._optimizers(params)
         rep = params.representative()
         config = self.run_config(params, salt)
@@ -626,13 +629,16 @@ class Trainer:
             elif existing:
                 storage.remove_tree(run.id)
             if continuing:
-                return model._continue(run, files, rep, cbs, None, eval_step_fn, comps, session_factory=factory)
+                return model._continue(
+                    run, files, rep, cbs, None, eval_step_fn, comps, session_factory=factory, journal=journal
+                )
             storage.clean_temporaries(run.id)
             run = attrs.evolve(run, resume_status=source[2] if source else None)
             try:
-                run.save()
+                run.save(eager_history=journal is None)
                 return model._train_session(
-                    run, files, rep, cbs, None, eval_step_fn, comps, source=source, fresh=True, session_factory=factory
+                    run, files, rep, cbs, None, eval_step_fn, comps, source=source, fresh=True, session_factory=factory,
+                    journal=journal,
                 )
             except Exception:
                 with contextlib.suppress(Exception):

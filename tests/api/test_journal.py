@@ -446,3 +446,24 @@ def test_a_writer_retrying_after_a_rollback_republishes_and_cuts_first():
     snap = store.snapshot()
     assert len(snap[files.index]) == reader.manifest.index_bytes and len(snap[files.epochs]) == reader.manifest.epochs_bytes
     assert sorted(p for p in snap if "chunk-" in p) == [files.chunk(i) for i in range(4)]
+
+
+def test_the_trainer_accepts_a_journal_too(tmp_path):
+    from torch import nn
+
+    def trainer():
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+        return nnx.Trainer(nnx.NNModel(module=net, params=nnx.NNModelParams()))
+
+    x, y = tiny_data()
+    sgd = nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.3, momentum=0.0)
+    params = nnx.NNTrainerParams(n_epochs=3, optims={"all": sgd}, train_loader=batches(x, y, 16), progress=False)
+    objective = nnx.supervised_objective()
+    with pytest.raises(nnx.ParamsError, match="plain-function"):
+        trainer().train(params, objective=objective, callbacks=[print], root=tmp_path / "j", history=SPEC)
+    assert not (tmp_path / "j").exists()
+    journal = trainer().train(params, objective=objective, root=tmp_path / "j", history=SPEC)
+    eager = trainer().train(params, objective=objective, root=tmp_path / "e")
+    assert not (journal.path / "idps.csv").exists() and (journal.path / "history" / "journal.json").exists()
+    assert keys(nnx.iter_history(journal.id, tmp_path / "j")) == keys(eager.idps)
