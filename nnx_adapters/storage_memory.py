@@ -218,6 +218,11 @@ class MemoryStorage:
             raise
         return Receipt(path, len(payload), digest)
 
+    def digest(self, path: str) -> Receipt:
+        """Size and SHA-256 of a file."""
+        data = self.read(path)
+        return Receipt(path, len(data), hashlib.sha256(data).hexdigest())
+
     def write_blob(self, folder: str, produce: Callable[[Any], None]) -> Receipt:
         """Stream ``produce(writer)`` into ``folder/<sha256>``; an existing blob is kept."""
         buffer = io.BytesIO()

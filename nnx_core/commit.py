@@ -167,6 +167,18 @@ class RunFiles:
             self.storage.write(path, data, sha256=digest)  # hashed once, not again by the store
         return BlobRef(digest, len(data))
 
+    def verify_blob(self, ref: BlobRef) -> None:
+        """Check a stored blob against its SHA-256 and size (hashed in place, not loaded)."""
+        try:
+            receipt = self.storage.digest(self.blob_path(ref.sha256))
+        except FileNotFoundError as exc:
+            raise CorruptRunError(f"run {self.run_id}: blob {ref.sha256} is missing") from exc
+        if receipt.size != ref.size or receipt.sha256 != ref.sha256:
+            raise CorruptRunError(
+                f"run {self.run_id}: blob {ref.sha256} does not match its SHA-256 (corrupted on disk); "
+                "resume from another checkpoint tag"
+            )
+
     def read_blob(self, ref: BlobRef, *, verify: bool = True) -> bytes:
         """A blob's bytes, verified against its SHA-256 and size unless ``verify=False``."""
         try:

@@ -53,6 +53,9 @@ class Storage(Protocol):
     def exists(self, path: str) -> bool:
         """Whether a (non-temporary) file exists at ``path``."""
 
+    def digest(self, path: str) -> Receipt:
+        """Size and SHA-256 of a file, computed without copying it into memory."""
+
     def write(self, path: str, data: bytes, *, sha256: str | None = None) -> Receipt:
         """Atomically and durably replace ``path`` with ``data``.
 

@@ -51,3 +51,18 @@ def test_failing_producer_leaves_nothing(store):
         store.write_blob("o", produce)
     assert store.list("o") == []
     assert store.clean_temporaries("") == 0
+
+
+def test_digest_hashes_in_place_and_verify_blob_catches_corruption(store):
+    from nnx_core.commit import BlobRef, RunFiles
+    from nnx_core.errors import CorruptRunError
+
+    files = RunFiles(store, "r" * 32)
+    ref = files.put_blob(b"payload bytes")
+    assert store.digest(files.blob_path(ref.sha256)).sha256 == ref.sha256
+    files.verify_blob(ref)
+    store.write(files.blob_path(ref.sha256), b"payload bytez")  # same size, different bytes
+    with pytest.raises(CorruptRunError, match="does not match"):
+        files.verify_blob(ref)
+    with pytest.raises(CorruptRunError, match="missing"):
+        files.verify_blob(BlobRef("0" * 64, 1))
