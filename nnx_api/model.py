@@ -359,6 +359,18 @@ class NNModel:
         source = self._resume_source(params, base)
         resumed_schedule = source[0].get("schedule") if source and source[1] else None
         check_run_budget(params, nnx_owns_windows=train_step_fn is None, resumed_schedule=resumed_schedule)
+        return self._admit_and_train(
+            run, files, params, cbs, train_step_fn, eval_step_fn, components or (),
+            source=source, journal=journal, session_factory=session_factory,
+        )
+
+    def _admit_and_train(
+        self, run: NNRun, files: RunFiles, params: Any, cbs, step_fn, eval_fn, components, *, source, journal,
+        session_factory,
+    ) -> NNRun:
+        """Under the run lease: admit the run (create, overwrite, or continue with resume="auto"),
+        then train. A run that never committed is removed on failure so its id can be retried."""
+        storage = files.storage
         with storage.lease(run.id):
             existing = files.exists()
             continuing = False
@@ -369,14 +381,14 @@ class NNModel:
                     existing = False
             elif existing and not params.overwrite_existing:
                 raise RunExistsError(
-                    f"run {run.id} already exists under {base}. Pass overwrite_existing=True to replace it, "
+                    f"run {run.id} already exists under {run.root}. Pass overwrite_existing=True to replace it, "
                     "salt='...' or data_id='...' for a distinct run, or resume='auto' to continue it"
                 )
             elif existing:
                 storage.remove_tree(run.id)
             if continuing:
                 return self._continue(
-                    run, files, params, cbs, train_step_fn, eval_step_fn, components or (), journal=journal,
+                    run, files, params, cbs, step_fn, eval_fn, components, journal=journal,
                     session_factory=session_factory,
                 )
             storage.clean_temporaries(run.id)  # a kill before run.yaml can leave only temporaries
@@ -384,7 +396,7 @@ class NNModel:
             try:
                 run.save(eager_history=journal is None)
                 return self._train_session(
-                    run, files, params, cbs, train_step_fn, eval_step_fn, components or (), source=source, fresh=True,
+                    run, files, params, cbs, step_fn, eval_fn, components, source=source, fresh=True,
                     journal=journal, session_factory=session_factory,
                 )
             except Exception:  # a run that never committed is removed, so the id can simply be retried

@@ -30,12 +30,11 @@ from typing import Any
 import attrs
 import torch
 
-from nnx_core.commit import LAST, RunFiles
+from nnx_core.commit import RunFiles
 from nnx_core.errors import (
     ComponentRestoreError,
     InvalidRunIdError,
     ParamsError,
-    RunExistsError,
     ScheduleBudgetError,
     TrainingInputError,
     UpdateOwnerError,
@@ -612,39 +611,10 @@ class Trainer:
             TrainerSession, trainer_params=params, optimizers=optimizers, trainer_step_fn=trainer_step_fn,
             objective=objective, trainer=self,
         )
-        comps = components or ()
-        with storage.lease(run.id):
-            existing = files.exists()
-            continuing = False
-            if existing and params.resume == "auto":
-                continuing = files.read_tag(LAST) is not None
-                if not continuing:
-                    storage.remove_tree(run.id)
-                    existing = False
-            elif existing and not params.overwrite_existing:
-                raise RunExistsError(
-                    f"run {run.id} already exists under {base}. Pass overwrite_existing=True to replace it, "
-                    "salt='...' or data_id='...' for a distinct run, or resume='auto' to continue it"
-                )
-            elif existing:
-                storage.remove_tree(run.id)
-            if continuing:
-                return model._continue(
-                    run, files, rep, cbs, None, eval_step_fn, comps, session_factory=factory, journal=journal
-                )
-            storage.clean_temporaries(run.id)
-            run = attrs.evolve(run, resume_status=source[2] if source else None)
-            try:
-                run.save(eager_history=journal is None)
-                return model._train_session(
-                    run, files, rep, cbs, None, eval_step_fn, comps, source=source, fresh=True, session_factory=factory,
-                    journal=journal,
-                )
-            except Exception:
-                with contextlib.suppress(Exception):
-                    if not storage.exists(files.tag_path(LAST)):
-                        storage.remove_tree(run.id)
-                raise
+        return model._admit_and_train(
+            run, files, rep, cbs, None, eval_step_fn, components or (), source=source, journal=journal,
+            session_factory=factory,
+        )
 
 
 __all__ = ["NNTrainerParams", "Trainer", "TrainerStepContext"]
