@@ -535,10 +535,9 @@ class ObjectiveSession(TrainingSession):
         if event.optimizer == self.primary:
             self.ctx.update_lrs.append((self.update_count, self.opt.optimizer.param_groups[0]["lr"]))
 
-    def restore(self, payload: Mapping[str, Any], *, stateful: bool) -> None:
-        super().restore(payload, stateful=stateful)
-        if stateful:
-            self.update_counts = {self.primary: self.update_count}
+    def _load_training_state(self, payload: Mapping[str, Any]) -> None:
+        super()._load_training_state(payload)
+        self.update_counts = {self.primary: self.update_count}
 
 
 class ScaledDefaultSession(TrainingSession):

@@ -32,7 +32,6 @@ import torch
 
 from nnx_core.commit import RunFiles
 from nnx_core.errors import (
-    ComponentRestoreError,
     InvalidRunIdError,
     ParamsError,
     ScheduleBudgetError,
@@ -48,7 +47,6 @@ from nnx_core.schedules import (
     ticks_per_epoch,
 )
 from nnx_core.validate import check_choice, check_int, check_str, optional, validator
-from nnx_adapters import torch_state
 from nnx_adapters.storage_fs import FileStorage
 from nnx_adapters.torch_metrics import resolve
 from nnx_adapters.torch_optim import (
@@ -377,38 +375,20 @@ class TrainerSession(ObjectiveSession):
         out["update_counts"] = dict(self.update_counts)
         return out
 
-    def restore(self, payload: Mapping[str, Any], *, stateful: bool) -> None:
-        """Restore every optimizer and schedule; validates everything before mutating anything."""
-        if not stateful:
-            self.model.net.load_state_dict(payload["weights"])
-            return
-        problems = self._resume_problems(payload)
-        if problems:
-            raise ComponentRestoreError(problems)
-        net = self.model.net
-        saved_weights = {k: v.detach().clone() for k, v in net.state_dict().items()}
-        saved_rng = torch_state.capture_rng()
-        saved_opts = {n: o.state() for n, o in self.named_opts.items()}
-        try:
-            net.load_state_dict(payload["weights"])
-            for name, opt in self.named_opts.items():
-                opt.load_state(payload["optimizers"][name])
-            for name, sched in self.schedules.items():
-                sched.load_state(payload["schedules"][name])
-            for name, obj in self.components.items():
-                if name in payload["components"]:
-                    obj.load_component_state(payload["components"][name])
-            self.update_count = int(payload["update_count"])
-            self.update_counts = {n: int(c) for n, c in payload["update_counts"].items()}
-            self.ctx.update_count = self.update_count
-            loaders = [ld for ld in (self.params.train_loader, self.params.val_loader) if ld is not None]
-            torch_state.restore_rng(payload["rng"], loaders)
-        except BaseException:
-            net.load_state_dict(saved_weights)
-            for name, opt in self.named_opts.items():
-                opt.load_state(saved_opts[name])
-            torch_state.restore_rng(saved_rng)
-            raise
+    def _optimizer_states(self) -> dict[str, Any]:
+        return {n: o.state() for n, o in self.named_opts.items()}
+
+    def _load_optimizer_states(self, states: Mapping[str, Any]) -> None:
+        for name, opt in self.named_opts.items():
+            opt.load_state(states[name])
+
+    def _load_training_state(self, payload: Mapping[str, Any]) -> None:
+        """Every named optimizer and schedule, and the update counters."""
+        self._load_optimizer_states(payload["optimizers"])
+        for name, sched in self.schedules.items():
+            sched.load_state(payload["schedules"][name])
+        self.update_count = int(payload["update_count"])
+        self.update_counts = {n: int(c) for n, c in payload["update_counts"].items()}
 
     def _resume_problems(self, payload: Mapping[str, Any]) -> list[str]:
         if payload.get("kind") != "trainer":

@@ -553,7 +553,8 @@ class TrainingSession:
 
     # ----------------------------------------------------------------- resume
     def restore(self, payload: Mapping[str, Any], *, stateful: bool) -> None:
-        """Restore a checkpoint payload; validates everything before mutating anything."""
+        """Restore a checkpoint payload; validates everything before mutating anything, and puts
+        weights, optimizer state and RNG streams back if any part of the restore fails."""
         if not stateful:
             self.model.net.load_state_dict(payload["weights"])
             return
@@ -563,26 +564,37 @@ class TrainingSession:
         net = self.model.net
         saved_weights = {k: v.detach().clone() for k, v in net.state_dict().items()}
         saved_rng = torch_state.capture_rng()
-        saved_opt = self.opt.state()
+        saved_optimizers = self._optimizer_states()
         try:
             net.load_state_dict(payload["weights"])
-            self.opt.load_state(payload["optimizer"])
-            if self.plateau is not None:
-                self.plateau.load_state(payload["schedule"])
-            else:
-                self.clock.load_state(payload["schedule"])  # type: ignore[union-attr]
+            self._load_training_state(payload)
             for name, obj in self.components.items():
                 if name in payload["components"]:
                     obj.load_component_state(payload["components"][name])
-            self.update_count = int(payload["update_count"])
             self.ctx.update_count = self.update_count
             loaders = [ld for ld in (self.params.train_loader, self.params.val_loader) if ld is not None]
             torch_state.restore_rng(payload["rng"], loaders)
         except BaseException:
             net.load_state_dict(saved_weights)
-            self.opt.load_state(saved_opt)
+            self._load_optimizer_states(saved_optimizers)
             torch_state.restore_rng(saved_rng)
             raise
+
+    def _optimizer_states(self) -> dict[str, Any]:
+        """Every optimizer's state by name (for rollback of a failed restore)."""
+        return {"default": self.opt.state()}
+
+    def _load_optimizer_states(self, states: Mapping[str, Any]) -> None:
+        self.opt.load_state(states["default"])
+
+    def _load_training_state(self, payload: Mapping[str, Any]) -> None:
+        """Optimizer, schedule and update counter from a payload."""
+        self.opt.load_state(payload["optimizer"])
+        if self.plateau is not None:
+            self.plateau.load_state(payload["schedule"])
+        else:
+            self.clock.load_state(payload["schedule"])  # type: ignore[union-attr]
+        self.update_count = int(payload["update_count"])
 
     def _resume_problems(self, payload: Mapping[str, Any]) -> list[str]:
         problems = []
