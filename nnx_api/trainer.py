@@ -414,16 +414,7 @@ class TrainerSession(ObjectiveSession):
                 problems.append(f"optimizer {name!r}: scheduler kind differs from the checkpoint's")
             elif isinstance(sched, TorchClock) and saved["type"] != sched.state()["type"]:
                 problems.append(f"optimizer {name!r}: scheduler type {saved['type']} != {sched.state()['type']}")
-        saved = payload["components"]
-        for name, obj in self.components.items():
-            if name not in saved:
-                problems.append(f"component {name!r} has no saved state in the checkpoint")
-            elif hasattr(obj, "check_component_state"):
-                problems.extend(obj.check_component_state(saved[name]))
-        for name in saved:
-            if name not in self.components:
-                problems.append(f"the checkpoint holds state of component {name!r}, which this run does not register")
-        return problems
+        return problems + self._component_problems(payload["components"])
 
 
 def _strict_groups(net: torch.nn.Module, name: str, optim: NNOptimParams, *, required: bool) -> tuple[list[dict], list[str]]:

@@ -610,7 +610,11 @@ class TrainingSession:
             problems.append("scheduler kind differs from the checkpoint's")
         elif self.clock is not None and payload["schedule"]["type"] != self.clock.state()["type"]:
             problems.append(f"scheduler type {payload['schedule']['type']} != {self.clock.state()['type']}")
-        saved = payload["components"]
+        return problems + self._component_problems(payload["components"])
+
+    def _component_problems(self, saved: Mapping[str, Any]) -> list[str]:
+        """Saved vs registered checkpointed components: every mismatch, before anything is restored."""
+        problems = []
         for name, obj in self.components.items():
             if name not in saved:
                 problems.append(f"component {name!r} has no saved state in the checkpoint")
