@@ -42,6 +42,7 @@ from nnx_api.params import (
 from nnx_api.run import Checkpoint, NNRun
 from nnx_api.training import EvalStepContext, TrainStepContext, default_train_step
 from nnx_api import decisions
+from nnx_api import distributed
 from nnx_api import objectives
 from nnx_api.objectives import LossTerm, Objective, ObjectiveContext, ObjectiveResult, kd_objective, supervised_objective
 from nnx_api.paradigms import finalize_step

@@ -340,6 +340,7 @@ class NNModel:
         components: Sequence[Any] | None = None,
         objective: Any = None,
         history: Any = None,
+        distributed: Any = None,
     ) -> NNRun:
         """Train into ``<root>/<run id>/`` and return the committed :class:`NNRun`.
 
@@ -347,6 +348,14 @@ class NNModel:
         (history → LAST → phase/BEST → deferred writes). A run folder that never committed an
         epoch is removed on failure, so the same configuration can simply be retried.
         """
+        from nnx_api import distributed as nnx_distributed  # data parallel: nnx_api.distributed
+
+        if distributed is not None:  # distributed=DDP(): every rank runs this call; the writer writes
+            return nnx_distributed.train_distributed(
+                self, params, distributed, callbacks=callbacks, train_step_fn=train_step_fn, eval_step_fn=eval_step_fn,
+                salt=salt, root=root, components=components, objective=objective, history=history,
+            )
+        nnx_distributed.refuse_process_group("NNModel.train")
         cbs = normalize_callbacks(callbacks)
         self._check_train(params, cbs, train_step_fn, objective)
         journal = check_history(history, cbs)  # history=HistoryJournal(...): bounded memory (nnx_api.journal)

@@ -565,6 +565,9 @@ class Trainer:
         history: Any = None,
     ) -> NNRun:
         """Train into ``<root>/<run id>/`` and return the committed :class:`NNRun` (as NNModel.train)."""
+        from nnx_api.distributed import refuse_process_group
+
+        refuse_process_group("Trainer.train")  # data parallelism covers NNModel.train(distributed=DDP()) only
         model = self.model
         cbs = normalize_callbacks(callbacks)
         self._check(params, cbs, trainer_step_fn, objective)

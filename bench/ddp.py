@@ -1,0 +1,341 @@
+"""NNx data parallelism against a plain torch DDP loop doing the same work, and against one process.
+
+    .venv/bin/python bench/ddp.py            # every row (about 2 minutes on 2 cores)
+    .venv/bin/python bench/ddp.py --quick    # fewer repetitions, for a smoke run
+
+The job is bench/_common's (MLP, Adam lr 1e-2, cross-entropy, validation accuracy every epoch,
+one thread per process), on ``--world`` ranks (default 2) started the way torchrun starts them
+(one process per rank with RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT; gloo on CPU). Every
+rank takes 64 steps of ``batch`` rows per epoch, dealt by ``nnx.distributed.train_loader``.
+Arms, interleaved in the same processes (the order rotates every repetition):
+
+* ``plain DDP``  ``DistributedDataParallel`` forward / mean loss / backward / step over the same
+                 sharded loader; validation of the rank's shard with one all-reduce of the
+                 correct counts; rank 0 ``torch.save`` s model + optimizer and fsyncs every epoch
+* ``nnx DDP``    ``model.train(params, distributed=DDP())``: numerator losses, agreement before
+                 backward, global records, agreed durable commits by the writer
+* ``1 process``  ``NNModel.train`` alone (no group, one thread) on the same rows, batch
+                 ``world × batch``: what the ranks together replace (measured in this process)
+
+Steady-state seconds/epoch: the median over repetitions of the mean time of epochs 1.. (epoch 0
+pays first-call costs). Ratios are medians of per-repetition ratios. A counting pass then reports
+the collective calls and bytes per step and per epoch: NNx's own (through its ``Collective``
+adapter) and DDP's gradient buckets (a counting comm hook). Timings are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C
+
+C.setup_threads()
+
+import nnx_api as nnx
+from nnx_adapters import torch_collective, torch_state
+from nnx_api import distributed
+
+STEPS = 64
+ROWS: list[dict[str, Any]] = [
+    {"name": "MLP 32-64-2, batch 64/rank", "batch": 64, "hidden": (64,), "epochs": 5, "reps": 5},
+    {"name": "MLP 32-512-512-2, batch 64/rank", "batch": 64, "hidden": (512, 512), "epochs": 4, "reps": 4},
+]
+
+
+def now() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+class Stamps(nnx.Callback):
+    distributed = "all"
+
+    def __init__(self) -> None:
+        self.times: list[tuple[float, float]] = []
+
+    def on_epoch_begin(self, ctx: Any) -> None:
+        self.times.append(now())
+
+    def on_train_end(self, ctx: Any) -> None:
+        self.times.append(now())
+
+
+def per_epoch(stamps: list[tuple[float, float]], epochs: int) -> dict[str, float]:
+    return {
+        "epoch": (stamps[-1][0] - stamps[1][0]) / (epochs - 1),
+        "cpu_epoch": (stamps[-1][1] - stamps[1][1]) / (epochs - 1),
+    }
+
+
+def job_of(row: dict[str, Any], world: int) -> C.Job:
+    return C.Job(batch=row["batch"] * world, hidden=row["hidden"], batches=STEPS)
+
+
+def nnx_model(job: C.Job) -> nnx.NNModel:
+    model = nnx.NNModel(
+        nnx.NNParams(input_dim=C.INPUTS, output_dim=C.CLASSES, hidden_dims=job.hidden),
+        nnx.NNModelParams(loss=nnx.Losses.CROSS_ENTROPY),
+    )
+    model.net.load_state_dict(job.initial_state)
+    return model
+
+
+def nnx_params(job: C.Job, row: dict[str, Any], epochs: int, **loader_kw: Any) -> nnx.NNTrainParams:
+    batch = row["batch"] if not loader_kw else row["batch"] * loader_kw["world_size"]
+    return nnx.NNTrainParams(
+        n_epochs=epochs,
+        optim=nnx.NNOptimParams(name=nnx.Optims.ADAM, max_lr=1e-2),
+        train_loader=distributed.train_loader(job.train, batch, seed=0, **loader_kw),
+        val_loader=distributed.validation_loader(job.val, row["batch"], **loader_kw),
+        progress=False,
+    )
+
+
+# ------------------------------------------------------------------------------- arms (one rank)
+def nnx_arm(job: C.Job, row: dict[str, Any], epochs: int) -> dict[str, float]:
+    stamps = Stamps()
+    root = tempfile.mkdtemp() if dist.get_rank() == 0 else None
+    root = dist_broadcast(root)
+    nnx_model(job).train(nnx_params(job, row, epochs), callbacks=[stamps], root=root, distributed=distributed.DDP())
+    return per_epoch(stamps.times, epochs)
+
+
+def plain_arm(job: C.Job, row: dict[str, Any], epochs: int, hook: Any = None) -> dict[str, float]:
+    rank = dist.get_rank()
+    net = job.net()
+    ddp = DistributedDataParallel(net)
+    if hook is not None:
+        ddp.register_comm_hook(None, hook)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    loss_fn = nn.CrossEntropyLoss()
+    loader = distributed.train_loader(job.train, row["batch"], seed=0)
+    val = distributed.validation_loader(job.val, row["batch"])
+    stamps = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "checkpoint.pt")
+        for epoch in range(epochs):
+            stamps.append(now())
+            loader.set_epoch(epoch)
+            net.train()
+            for x, y in loader:
+                opt.zero_grad(set_to_none=True)
+                loss = loss_fn(ddp(x), y)
+                loss.backward()
+                opt.step()
+            net.eval()
+            counts = torch.zeros(2, dtype=torch.float64)
+            with torch.inference_mode():
+                for x, y in val:
+                    counts += torch.tensor([float((net(x).argmax(-1) == y).sum()), float(len(y))], dtype=torch.float64)
+            dist.all_reduce(counts)
+            _accuracy = float(counts[0] / counts[1])
+            if rank == 0:
+                with open(path, "wb") as f:
+                    torch.save({"epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict()}, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+        stamps.append(now())
+    return per_epoch(stamps, epochs)
+
+
+def single_arm(job: C.Job, row: dict[str, Any], epochs: int, world: int) -> dict[str, float]:
+    stamps = Stamps()
+    with tempfile.TemporaryDirectory() as root:
+        nnx_model(job).train(nnx_params(job, row, epochs, rank=0, world_size=1), callbacks=[stamps], root=root)
+    return per_epoch(stamps.times, epochs)
+
+
+def dist_broadcast(obj: Any) -> Any:
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+# ------------------------------------------------------------------------------- counting pass
+class GradientCount:
+    """Counts DDP's gradient buckets and bytes through a comm hook (``hook``) that then all-reduces as usual."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.bytes = 0
+
+        def hook(state, bucket):  # no annotations: DDP checks them
+            buffer = bucket.buffer()
+            self.calls += 1
+            self.bytes += buffer.numel() * buffer.element_size()
+            return default_hooks.allreduce_hook(state, bucket)
+
+        self.hook = hook
+
+
+def count_traffic(job: C.Job, row: dict[str, Any]) -> dict[str, Any]:
+    """One NNx run of 2 epochs and one plain epoch, counting every collective."""
+    grads = GradientCount()
+    seen: list[torch_collective.TorchCollective] = []
+    steps: list[dict[str, int]] = []
+
+    class CountingCollective(torch_collective.TorchCollective):
+        def __init__(self, *a: Any, **k: Any) -> None:
+            super().__init__(*a, **k)
+            seen.append(self)
+
+    class CountingDDP(DistributedDataParallel):
+        def __init__(self, *a: Any, **k: Any) -> None:
+            super().__init__(*a, **k)
+            self.register_comm_hook(None, grads.hook)
+
+    original_update = distributed.DistributedSession._ddp_update
+
+    def counted_update(self: Any, *a: Any) -> Any:
+        before = dict(self.collective.traffic.calls), dict(self.collective.traffic.bytes)
+        out = original_update(self, *a)
+        steps.append({k: self.collective.traffic.calls[k] - before[0].get(k, 0) for k in self.collective.traffic.calls}
+                     | {f"{k}_bytes": self.collective.traffic.bytes[k] - before[1].get(k, 0) for k in self.collective.traffic.bytes})
+        return out
+
+    distributed.TorchCollective, distributed.DistributedDataParallel = CountingCollective, CountingDDP
+    distributed.DistributedSession._ddp_update = counted_update
+    try:
+        epochs = 2
+        nnx_arm(job, row, epochs)
+    finally:
+        distributed.TorchCollective, distributed.DistributedDataParallel = torch_collective.TorchCollective, DistributedDataParallel
+        distributed.DistributedSession._ddp_update = original_update
+    total = seen[-1].traffic
+    n_steps = len(steps)
+    step_calls = sum(s.get("all_reduce", 0) for s in steps) / n_steps
+    step_bytes = sum(s.get("all_reduce_bytes", 0) for s in steps) / n_steps
+    nnx_grad_calls, nnx_grad_bytes = grads.calls / n_steps, grads.bytes / n_steps
+    grads.calls = grads.bytes = 0
+    plain_arm(job, row, 2, hook=grads.hook)
+    rng_bytes = len(pickle.dumps(torch_state.capture_rng()))
+    return {
+        "steps": n_steps,
+        "nnx_step_calls": step_calls,
+        "nnx_step_bytes": step_bytes,
+        "nnx_call_totals": dict(total.calls),
+        "nnx_byte_totals": dict(total.bytes),
+        "grad_calls_per_step": nnx_grad_calls,
+        "grad_bytes_per_step": nnx_grad_bytes,
+        "plain_grad_calls_per_step": grads.calls / (2 * STEPS),
+        "plain_grad_bytes_per_step": grads.bytes / (2 * STEPS),
+        "rng_pickle_bytes": rng_bytes,
+        "epochs": epochs,
+    }
+
+
+def worker(out: str, rows: list[dict[str, Any]], quick: bool) -> None:
+    info = distributed.init_process_group(timeout_seconds=120)
+    world = info.world_size
+    results = []
+    for row in rows:
+        job = job_of(row, world)
+        epochs, reps = row["epochs"], (2 if quick else row["reps"])
+        arms = {"plain": lambda: plain_arm(job, row, epochs), "nnx": lambda: nnx_arm(job, row, epochs)}
+        samples: dict[str, dict[str, list[float]]] = {name: {} for name in arms}
+        names = list(arms)
+        for rep in range(-1, reps):  # one untimed warm-up round
+            shift = rep % len(names) if rep >= 0 else 0
+            for name in names[shift:] + names[:shift]:
+                sample = arms[name]()
+                if rep >= 0:
+                    for key, value in sample.items():
+                        samples[name].setdefault(key, []).append(value)
+        results.append({"samples": samples, "traffic": count_traffic(job, row), "params": C.n_params(job.net())})
+    if info.rank == 0:
+        with open(out, "w") as f:
+            json.dump(results, f)
+    distributed.shutdown(timeout_seconds=60)
+
+
+# ------------------------------------------------------------------------------- launcher
+def launch(world: int, rows: list[dict[str, Any]], quick: bool) -> list[dict[str, Any]]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "results.json")
+        spec = json.dumps({"rows": rows, "quick": quick})
+        procs = []
+        for rank in range(world):
+            env = {
+                **os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
+                "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NNX_PROGRESS": "0",
+                "OMP_NUM_THREADS": "1",
+            }
+            procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", out, spec], env=env))
+        codes = [p.wait(timeout=1800) for p in procs]
+        if codes != [0] * world:
+            raise SystemExit(f"a rank failed: exit codes {codes}")
+        with open(out) as f:
+            return json.load(f)
+
+
+def ratios(a: list[float], b: list[float]) -> str:
+    r = [x / y for x, y in zip(a, b, strict=True)]
+    q1, _, q3 = statistics.quantiles(r, n=4) if len(r) > 1 else (r[0],) * 3
+    return f"{statistics.median(r):.3f} ({q1:.2f}–{q3:.2f})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--worker":
+        spec = json.loads(argv[2])
+        worker(argv[1], spec["rows"], spec["quick"])
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 repetitions per row")
+    parser.add_argument("--world", type=int, default=2)
+    args = parser.parse_args(argv)
+    print(f"machine: {C.machine()}; load average {os.getloadavg()[0]:.1f}; {args.world} ranks (gloo, 1 thread each)")
+    singles = []
+    for row in ROWS:  # one process first, while the ranks do not compete for the cores
+        job = job_of(row, args.world)
+        reps = 2 if args.quick else row["reps"]
+        single_arm(job, row, row["epochs"], args.world)  # warm-up
+        singles.append([single_arm(job, row, row["epochs"], args.world)["epoch"] for _ in range(reps)])
+    results = launch(args.world, [dict(r, hidden=list(r["hidden"])) for r in ROWS], args.quick)
+    print("\nsteady-state ms/epoch (median over repetitions; ratios: medians of per-repetition ratios, quartiles)\n")
+    print("| row | params | steps/epoch/rank | 1 process ms | plain DDP ms | nnx DDP ms | **nnx / plain DDP** | CPU ratio | 1 process / nnx DDP |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row, res, single in zip(ROWS, results, singles, strict=True):
+        s = res["samples"]
+        plain, ours = statistics.median(s["plain"]["epoch"]), statistics.median(s["nnx"]["epoch"])
+        print(
+            f"| {row['name']} | {res['params']:,} | {STEPS} | {statistics.median(single) * 1e3:.1f} | {plain * 1e3:.1f} "
+            f"| {ours * 1e3:.1f} | **{ratios(s['nnx']['epoch'], s['plain']['epoch'])}** "
+            f"| {ratios(s['nnx']['cpu_epoch'], s['plain']['cpu_epoch'])} | {statistics.median(single) / ours:.2f} |"
+        )
+    print("\ncollective traffic (per rank)\n")
+    print("| row | NNx per step | DDP gradients per step (both arms) | NNx totals over a 2-epoch run | RNG streams (pickled, per rank) |")
+    print("|---|---|---|---|---:|")
+    for row, res in zip(ROWS, results, strict=True):
+        t = res["traffic"]
+        totals = ", ".join(f"{k} {v}" for k, v in sorted(t["nnx_call_totals"].items()))
+        print(
+            f"| {row['name']} | {t['nnx_step_calls']:.0f} all-reduce, {t['nnx_step_bytes']:.0f} B "
+            f"| {t['grad_calls_per_step']:.0f} bucket(s), {t['grad_bytes_per_step'] / 1024:.1f} KiB "
+            f"(plain: {t['plain_grad_calls_per_step']:.0f}, {t['plain_grad_bytes_per_step'] / 1024:.1f} KiB) "
+            f"| {totals} ({t['steps']} steps) | {t['rng_pickle_bytes']:,} B |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,326 @@
+"""Agreement rules: how the ranks of one data-parallel run reach the same decision.
+
+This module owns seed §3's promise that every rank takes the same branch. A branch taken by one
+rank only hangs the others in their next collective, so every point where a rank could branch on
+its own (a failure, a non-finite loss, a masked window, a refused resume) goes through one of the
+rules below, over the ``Collective`` port only:
+
+    agree(ok, reason)         phase 1: Σ failures, one number, every time;
+                              phase 2, only when some rank failed: gather the failures, and the
+                              first failing rank's error is raised on every rank (same type,
+                              same message)
+    agreed_sum(values, err)   a reduction that carries its own failure flag: the records' sufficient
+                              statistics and "did this step fail here?" travel in one all-reduce
+    agree_microbatch(...)     per microbatch, before backward: [loss Σ, valid count, correct,
+                              rows, non-finite, failed] in one all-reduce. The global count is
+                              this microbatch's share of W; the finiteness and failure flags
+                              are agreed before any rank enters DDP's backward
+    update_weight(W, world)   W == 0 skips the update on every rank; otherwise the weight W/world
+                              makes commit_update scale DDP's averaged gradients by world/W
+    agree_same(value, what)   Σv and Σv² in one all-reduce: equal on every rank iff
+                              world·Σv² == (Σv)² (e.g. the epoch's number of steps)
+    resume_refusal(...)       which checkpoints a run of this world size and partition may
+                              restore statefully (the writer decides, then broadcasts)
+    callback_problems(...)    where each callback runs; undeclared, borrowed and stateful writer
+                              callbacks are refused before training
+
+Anything not routed through these rules that fails on one rank only ends through the process
+group's timeout. No framework imports: numbers and plain objects in, decisions out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from nnx_core import errors
+from nnx_core.errors import (
+    NNxError,
+    NonFiniteLossError,
+    ResumeMismatchError,
+    TrainingInputError,
+)
+from nnx_core.ports import Collective
+
+RANK_BEHAVIOURS = ("all", "writer")
+
+# NNx errors rebuilt with the same type and message on every rank (their constructors differ,
+# so they are rebuilt from the message: str(error) is identical on every rank).
+KNOWN_ERRORS: dict[str, type[BaseException]] = {
+    name: cls
+    for name, cls in vars(errors).items()
+    if isinstance(cls, type) and issubclass(cls, NNxError)
+}
+
+
+class AgreedError(NNxError, RuntimeError):
+    """A step failed on one rank and the ranks agreed to stop: raised on every rank with the same
+    message (the failing rank chains its original error as ``__cause__``)."""
+
+    def __init__(self, where: str, failure: Failure) -> None:
+        self.where = where
+        self.failure = failure
+        super().__init__(f"{where} failed on rank {failure.rank}: {failure.error_type}: {failure.message}")
+
+
+@attrs.frozen
+class Failure:
+    """One rank's error as plain data (what travels between ranks)."""
+
+    rank: int
+    error_type: str
+    message: str
+    details: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+def failure_of(error: BaseException, rank: int) -> Failure:
+    """Describe ``error`` for the other ranks (typed NNx fields such as ``path`` travel too)."""
+    details: dict[str, Any] = {}
+    for field in ("path", "problems"):
+        if hasattr(error, field):
+            details[field] = getattr(error, field)
+    return Failure(rank=rank, error_type=type(error).__name__, message=str(error), details=details)
+
+
+def rebuild(failure: Failure, where: str) -> BaseException:
+    """The error every rank raises for ``failure``: the same NNx type and message when it is one of
+    NNx's typed errors, else an :class:`AgreedError` naming the failing rank."""
+    cls = KNOWN_ERRORS.get(failure.error_type)
+    if cls is None:
+        return AgreedError(where, failure)
+    error = cls.__new__(cls)
+    Exception.__init__(error, failure.message)
+    for key, value in failure.details.items():
+        setattr(error, key, value)
+    return error
+
+
+def first_failure(failures: Sequence[Failure | None]) -> Failure | None:
+    """The failure of the lowest failing rank (gathered lists are in rank order)."""
+    return next((f for f in failures if f is not None), None)
+
+
+def raise_failure(failure: Failure | None, where: str, own: BaseException | None = None) -> None:
+    """Raise the agreed error for ``failure`` (nothing when None); ``own``: this rank's original."""
+    if failure is None:
+        return
+    raise rebuild(failure, where) from own
+
+
+def _phase_two(collective: Collective, own: BaseException | None, where: str) -> None:
+    """Some rank failed: gather every rank's failure and raise the first one everywhere."""
+    mine = None if own is None else failure_of(own, collective.rank)
+    failure = first_failure(collective.all_gather(mine))
+    if failure is None:  # pragma: no cover - the flag said otherwise
+        raise AgreedError(where, Failure(rank=-1, error_type="RuntimeError", message="a rank reported a failure"))
+    raise_failure(failure, where, own if failure.rank == collective.rank else None)
+
+
+def agree(collective: Collective, ok: bool, reason: str = "") -> tuple[bool, str]:
+    """The port's ``agree``: (every rank ok, the first failing rank's reason) on every rank.
+
+    One all-reduce of one number; the reasons are gathered only when some rank failed.
+    """
+    failed = collective.all_reduce_sum([0.0 if ok else 1.0])[0]
+    if not failed:
+        return True, ""
+    reasons = collective.all_gather(None if ok else reason)
+    return False, next(r for r in reasons if r is not None)
+
+
+def raise_if_failed(collective: Collective, error: BaseException | None, where: str) -> None:
+    """An action's outcome, agreed: when it failed on any rank, every rank raises the same error."""
+    agreed_sum(collective, (), error, where)
+
+
+def agreed_sum(
+    collective: Collective, values: Sequence[float], error: BaseException | None, where: str
+) -> list[float]:
+    """Element-wise Σ of ``values`` over the ranks, plus agreement on ``error``, in one all-reduce.
+
+    A rank that failed still contributes (zeros of the same length), so the collective matches.
+    """
+    reduced = collective.all_reduce_sum([1.0 if error is not None else 0.0, *values])
+    if reduced[0]:
+        _phase_two(collective, error, where)
+    return reduced[1:]
+
+
+@attrs.frozen
+class MicrobatchNumbers:
+    """One microbatch's record numbers: loss numerator, valid targets, correct and scored rows
+    (one rank's, or — after :func:`agree_microbatch` — the sum over every rank)."""
+
+    loss: float = 0.0
+    count: float = 0.0
+    correct: float = 0.0
+    rows: float = 0.0
+
+
+NONFINITE_MESSAGE = (
+    "the loss is not finite on {n} of {world} ranks; no parameter was updated. Lower the learning rate, "
+    "check the inputs for NaN/inf, or set grad_clip_norm"
+)
+
+
+def agree_microbatch(
+    collective: Collective, local: MicrobatchNumbers, error: BaseException | None, where: str
+) -> MicrobatchNumbers:
+    """Agree on one microbatch before backward (every rank, every microbatch, one all-reduce).
+
+    A failure on any rank (forward, target check) raises the first failing rank's error on every
+    rank; a non-finite loss on any rank raises ``NonFiniteLossError`` on every rank. Otherwise the
+    global numbers: ``count`` is this microbatch's share of the window's denominator ``W``.
+    """
+    finite = error is None and math.isfinite(local.loss)
+    reduced = agreed_sum(
+        collective,
+        [local.loss if finite else 0.0, local.count, local.correct, local.rows, 0.0 if finite or error else 1.0],
+        error,
+        where,
+    )
+    if reduced[4]:
+        raise NonFiniteLossError(NONFINITE_MESSAGE.format(n=int(reduced[4]), world=collective.world_size))
+    return MicrobatchNumbers(*reduced[:4])
+
+
+def update_weight(window_weight: float, world_size: int) -> float:
+    """The weight ``commit_update`` divides the gradients by.
+
+    DDP leaves the *average* of the ranks' gradient sums; the update needs their sum over the
+    window's global denominator ``W``: grad × world/W, i.e. divide by W/world. ``W == 0`` gives 0:
+    ``commit_update`` then skips the window, on every rank, because W is global.
+    """
+    if window_weight == 0:
+        return 0.0
+    return window_weight / world_size
+
+
+def agree_same(
+    collective: Collective, value: float, what: str, error: BaseException | None = None, *, where: str | None = None
+) -> None:
+    """Refuse on every rank when ``value`` differs between ranks; ``error`` (this rank's failure
+    since the last agreement point, ``where`` it happened) is agreed in the same call.
+
+    Σv and Σv² in one all-reduce (with the failure flag): all equal iff world·Σv² == (Σv)².
+    The values themselves are gathered only on a mismatch, for the message.
+    """
+    total, squares = agreed_sum(collective, [float(value), float(value) ** 2], error, where or what)
+    world = collective.world_size
+    if math.isclose(world * squares, total * total, rel_tol=1e-12, abs_tol=1e-9):
+        return
+    values = collective.all_gather(value)
+    shown = ", ".join(f"rank {r}: {v}" for r, v in enumerate(values))
+    raise TrainingInputError(f"{what} differs between ranks ({shown}); every rank must take the same number of steps")
+
+
+# ------------------------------------------------------------------------------- partitions
+def partition_problems(partitions: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every rank's partition must be the same deal of the same data (only its rank differs)."""
+    problems = []
+    for rank, part in enumerate(partitions):
+        if part.get("rank", rank) != rank:
+            problems.append(f"rank {rank}'s train loader was built for rank {part.get('rank')}")
+        if part.get("world_size", len(partitions)) != len(partitions):
+            problems.append(f"rank {rank}'s train loader was built for {part.get('world_size')} ranks, not {len(partitions)}")
+    shared = [{k: v for k, v in p.items() if k != "rank"} for p in partitions]
+    for rank, part in enumerate(shared[1:], start=1):
+        if part != shared[0]:
+            problems.append(f"rank {rank}'s partition {part} differs from rank 0's {shared[0]}")
+    return problems
+
+
+# ------------------------------------------------------------------------------- resume
+def resume_refusal(
+    saved: Mapping[str, Any] | None, *, stateful: bool, world_size: int, partitions: Sequence[Mapping[str, Any]]
+) -> str | None:
+    """Why a distributed run may not restore a checkpoint statefully (None: it may).
+
+    ``saved`` is the checkpoint's ``distributed`` section (None: written by one process). A
+    weights-only resume starts fresh from the weights at any world size.
+    """
+    if not stateful:
+        return None
+    hint = "; use resume_mode='weights_only' to start fresh from its weights"
+    if saved is None:
+        return (
+            "the checkpoint was written by one process; a distributed stateful resume needs a checkpoint of "
+            f"the same world size ({world_size}) and partition" + hint
+        )
+    saved_world = int(saved.get("world_size", 0))
+    if saved_world != world_size:
+        return f"the checkpoint was written by {saved_world} ranks, this run has {world_size}" + hint
+    saved_parts = [dict(p) for p in saved.get("partitions", ())]
+    if saved_parts != [dict(p) for p in partitions]:
+        return f"the checkpoint's partition {saved_parts} differs from this run's {list(partitions)}" + hint
+    return None
+
+
+def refuse_resume(reason: str | None) -> None:
+    """Raise the resume refusal (the writer raises it; the broadcast raises it everywhere)."""
+    if reason is not None:
+        raise ResumeMismatchError(reason)
+
+
+# ------------------------------------------------------------------------------- callbacks
+@attrs.frozen
+class CallbackDeclaration:
+    """What the rules need to know about one callback."""
+
+    name: str
+    distributed: str | None
+    stateful: bool = False  # it carries checkpointed component state
+    borrowed_tracker: bool = False  # a TensorBoard/W&B instance built by the caller (it writes when built)
+
+
+def callback_problems(declarations: Sequence[CallbackDeclaration]) -> list[str]:
+    """Why these callbacks cannot run in a distributed run (checked on every rank, before training)."""
+    problems = []
+    for d in declarations:
+        if d.borrowed_tracker:
+            problems.append(
+                f"{d.name} was built by the caller on every rank (it writes when built); pass "
+                f"nnx.distributed.writer_only(lambda: {d.name}(...)) so only the writer builds one"
+            )
+        elif d.distributed not in RANK_BEHAVIOURS:
+            problems.append(
+                f"{d.name} declares no rank behaviour; set its class attribute distributed = 'all' (runs on every "
+                "rank, must not write) or 'writer' (writer rank only)"
+            )
+        elif d.distributed == "writer" and d.stateful:
+            problems.append(
+                f"{d.name} runs on the writer only but carries checkpointed component state; make it "
+                "distributed = 'all' so every rank keeps the same state"
+            )
+    return problems
+
+
+def runs_here(distributed: str, is_writer: bool) -> bool:
+    """Whether a callback of this rank behaviour runs on this rank."""
+    return distributed == "all" or is_writer
+
+
+__all__ = [
+    "AgreedError",
+    "CallbackDeclaration",
+    "Failure",
+    "MicrobatchNumbers",
+    "agree",
+    "agree_microbatch",
+    "agree_same",
+    "agreed_sum",
+    "callback_problems",
+    "failure_of",
+    "first_failure",
+    "partition_problems",
+    "raise_failure",
+    "raise_if_failed",
+    "rebuild",
+    "refuse_resume",
+    "resume_refusal",
+    "runs_here",
+    "update_weight",
+]

@@ -1,0 +1,161 @@
+"""The agreement rules (nnx_core.agreement) over the threaded Collective: N simulated ranks in one
+process. Every rule must give every rank the same answer, and a failure on one rank must become
+the same error on every rank."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from nnx_adapters.torch_collective import ThreadHub, run_ranks
+from nnx_core import agreement
+from nnx_core.agreement import AgreedError, CallbackDeclaration, MicrobatchNumbers
+from nnx_core.errors import (
+    CorruptRunError,
+    NonFiniteLossError,
+    ParamsError,
+    ResumeMismatchError,
+    TrainingInputError,
+)
+from nnx_core.ports import Collective
+
+
+def outcomes(results):
+    """(type name, message) of every rank's result or error."""
+    return [(type(r).__name__, str(r)) if isinstance(r, BaseException) else ("ok", r) for r in results]
+
+
+def test_the_threaded_collective_is_a_collective_port():
+    hub = ThreadHub(2)
+    assert isinstance(hub.collective(0), Collective)
+    results = run_ranks(3, lambda c: (c.all_reduce_sum([c.rank, 1.0]), c.all_gather(c.rank * 10), c.broadcast(c.rank, 2)))
+    assert results == [([3.0, 3.0], [0, 10, 20], 2)] * 3
+
+
+def test_agree_gives_every_rank_the_first_failing_ranks_reason():
+    results = run_ranks(3, lambda c: c.agree(c.rank == 0, f"rank {c.rank} disagrees"))
+    assert results == [(False, "rank 1 disagrees")] * 3
+    assert run_ranks(2, lambda c: c.agree(True)) == [(True, "")] * 2
+
+
+def test_a_known_nnx_error_on_one_rank_is_raised_with_its_type_and_message_on_every_rank():
+    def body(c):
+        error = CorruptRunError("blob abc does not match its SHA-256") if c.rank == 1 else None
+        agreement.raise_if_failed(c, error, "resume")
+
+    results = run_ranks(2, body)
+    assert outcomes(results) == [("CorruptRunError", "blob abc does not match its SHA-256")] * 2
+    assert results[1].__cause__ is not None and results[0].__cause__ is None  # the failing rank chains its own
+
+
+def test_typed_fields_travel_with_the_error():
+    def body(c):
+        agreement.raise_if_failed(c, ParamsError("train.optim.max_lr", "must be > 0") if c.rank == 0 else None, "setup")
+
+    results = run_ranks(2, body)
+    assert all(isinstance(r, ParamsError) and r.path == "train.optim.max_lr" for r in results)
+    assert str(results[0]) == str(results[1]) == "train.optim.max_lr: must be > 0"
+
+
+def test_any_other_error_becomes_the_same_agreed_error_naming_the_rank():
+    def body(c):
+        agreement.raise_if_failed(c, OSError(28, "no space left") if c.is_writer else None, "commit of epoch 3")
+
+    results = run_ranks(2, body)
+    assert all(isinstance(r, AgreedError) for r in results)
+    assert str(results[0]) == str(results[1]) == "commit of epoch 3 failed on rank 0: OSError: [Errno 28] no space left"
+
+
+def test_the_lowest_failing_rank_wins():
+    results = run_ranks(3, lambda c: agreement.raise_if_failed(c, ValueError(f"r{c.rank}") if c.rank else None, "x"))
+    assert outcomes(results) == [("AgreedError", "x failed on rank 1: ValueError: r1")] * 3
+
+
+def test_agreed_sum_reduces_and_carries_the_failure_flag_in_one_call():
+    def body(c):
+        out = agreement.agreed_sum(c, [c.rank, 2.0], None, "records")
+        return out, c.traffic.calls
+
+    assert run_ranks(2, body) == [([1.0, 4.0], {"all_reduce": 1})] * 2
+
+
+def test_a_microbatch_is_summed_and_its_finiteness_agreed_before_backward():
+    def body(c):
+        local = MicrobatchNumbers(loss=1.5 + c.rank, count=3 + c.rank, correct=1.0, rows=0.0)
+        return agreement.agree_microbatch(c, local, None, "batch 0")
+
+    assert run_ranks(2, body) == [MicrobatchNumbers(loss=4.0, count=7.0, correct=2.0, rows=0.0)] * 2
+
+    def nonfinite(c):
+        loss = math.nan if c.rank == 2 else 1.0
+        return agreement.agree_microbatch(c, MicrobatchNumbers(loss=loss, count=1), None, "batch 0")
+
+    results = run_ranks(3, nonfinite)
+    assert all(isinstance(r, NonFiniteLossError) for r in results)
+    assert len({str(r) for r in results}) == 1 and "1 of 3 ranks" in str(results[0])
+
+
+def test_a_failed_forward_on_one_rank_wins_over_a_nonfinite_loss():
+    def body(c):
+        error = TrainingInputError("targets must be long") if c.rank == 1 else None
+        return agreement.agree_microbatch(c, MicrobatchNumbers(loss=math.inf), error, "batch 0")
+
+    assert outcomes(run_ranks(2, body)) == [("TrainingInputError", "targets must be long")] * 2
+
+
+def test_update_weight_skips_a_globally_masked_window_and_rescales_the_ddp_average():
+    assert agreement.update_weight(0.0, 2) == 0.0
+    assert agreement.update_weight(10.0, 2) == 5.0  # commit_update divides by 5: grads × 2/10
+
+
+def test_agree_same_refuses_unequal_step_counts_on_every_rank():
+    results = run_ranks(3, lambda c: agreement.agree_same(c, 5 if c.rank != 1 else 4, "the number of train batches"))
+    assert all(isinstance(r, TrainingInputError) for r in results)
+    assert len({str(r) for r in results}) == 1 and "rank 1: 4" in str(results[0])
+    assert run_ranks(2, lambda c: agreement.agree_same(c, 7, "steps")) == [None, None]
+
+
+def test_a_missing_rank_makes_the_barrier_raise_instead_of_blocking():
+    def body(c):
+        if c.rank == 1:
+            return "absent"
+        c.barrier(timeout=0.2)
+
+    results = run_ranks(2, body, timeout=1.0)
+    assert isinstance(results[0], RuntimeError) and results[1] == "absent"
+
+
+# ------------------------------------------------------------------------------- pure rules
+PARTS = [{"rows": 10, "world_size": 2, "rank": r, "steps": 3} for r in range(2)]
+
+
+def test_resume_refusals():
+    assert agreement.resume_refusal(None, stateful=False, world_size=2, partitions=PARTS) is None  # weights only
+    assert "one process" in agreement.resume_refusal(None, stateful=True, world_size=2, partitions=PARTS)
+    saved = {"world_size": 2, "partitions": PARTS}
+    assert agreement.resume_refusal(saved, stateful=True, world_size=2, partitions=PARTS) is None
+    assert "written by 2 ranks, this run has 3" in agreement.resume_refusal(saved, stateful=True, world_size=3, partitions=PARTS)
+    other = [dict(p, steps=4) for p in PARTS]
+    assert "partition" in agreement.resume_refusal(saved, stateful=True, world_size=2, partitions=other)
+    with pytest.raises(ResumeMismatchError, match="weights_only"):
+        agreement.refuse_resume(agreement.resume_refusal(saved, stateful=True, world_size=1, partitions=PARTS[:1]))
+
+
+def test_partition_problems():
+    assert agreement.partition_problems(PARTS) == []
+    assert agreement.partition_problems([PARTS[0], dict(PARTS[1], steps=2)])
+    assert agreement.partition_problems([PARTS[0], PARTS[0]])  # two ranks built for rank 0
+
+
+def test_callback_rules():
+    ok = [CallbackDeclaration("EarlyStopping", "all", stateful=True), CallbackDeclaration("ModelCheckpoint", "writer")]
+    assert agreement.callback_problems(ok) == []
+    bad = [
+        CallbackDeclaration("Mine", None),
+        CallbackDeclaration("TensorBoardCallback", "writer", borrowed_tracker=True),
+        CallbackDeclaration("Counter", "writer", stateful=True),
+    ]
+    problems = agreement.callback_problems(bad)
+    assert len(problems) == 3 and "no rank behaviour" in problems[0] and "writer_only" in problems[1]
+    assert agreement.runs_here("all", False) and not agreement.runs_here("writer", False)

@@ -1,0 +1,166 @@
+"""Builders shared by the DDP worker processes (``ddp_worker.py``) and the single-process
+references in ``test_ddp.py``: the same data, nets, parameters and the "union" loader.
+
+The union loader is what one process trains on to equal a 2-rank run: batch i of epoch e is
+rank 0's batch i followed by rank 1's batch i, exactly as ``nnx.distributed.train_loader`` deals
+them (padded tail included).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+import nnx_api as nnx
+from nnx_api import distributed
+
+IGNORE = -100
+ROWS, FEATURES, CLASSES = 45, 5, 3
+BATCH, ACCUMULATE, WORLD = 4, 2, 2
+LOADER_SEED = 11
+MAIN_EPOCHS = 10
+CRASH_EPOCHS = 4
+
+
+def dataset() -> TensorDataset:
+    """45 rows, ~20% targets ignored, and epoch 0's second window masked on both ranks (W == 0)."""
+    x, y = _labelled(ROWS, 2024)
+    g = torch.Generator().manual_seed(7)
+    y[torch.rand(ROWS, generator=g) < 0.2] = IGNORE
+    for rank in range(WORLD):  # window 1 of epoch 0 = batches 2 and 3 of every rank
+        rows = distributed.partition_indices(ROWS, WORLD, rank, epoch=0, seed=LOADER_SEED, policy="pad")
+        y[rows[2 * BATCH : 4 * BATCH]] = IGNORE
+    return TensorDataset(x, y)
+
+
+def _labelled(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A learnable task: the class is the argmax of a fixed linear map, with 20% of labels flipped."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, FEATURES, generator=g)
+    w = torch.randn(FEATURES, CLASSES, generator=torch.Generator().manual_seed(1))
+    y = (x @ w).argmax(-1)
+    flip = torch.rand(rows, generator=g) < 0.2
+    y[flip] = torch.randint(0, CLASSES, (int(flip.sum()),), generator=g)
+    return x, y
+
+
+def validation_set() -> TensorDataset:
+    return TensorDataset(*_labelled(31, 99))
+
+
+def net(dropout: float = 0.0) -> nn.Module:
+    torch.manual_seed(5)
+    layers: list[nn.Module] = [nn.Linear(FEATURES, 16), nn.Tanh()]
+    if dropout:
+        layers.append(nn.Dropout(dropout))
+    layers.append(nn.Linear(16, CLASSES))
+    return nn.Sequential(*layers)
+
+
+def model(dropout: float = 0.0, **model_kw: Any) -> nnx.NNModel:
+    params = nnx.NNModelParams(task=nnx.TaskSpec.categorical(CLASSES, ignore_index=IGNORE), **model_kw)
+    return nnx.NNModel(params=params, module=net(dropout))
+
+
+class UnionLoader:
+    """One process's view of a 2-rank run: rank 0's batch i, then rank 1's, concatenated."""
+
+    def __init__(self, data: TensorDataset, policy: str = "pad") -> None:
+        self.parts = [
+            distributed.train_loader(data, BATCH, policy, LOADER_SEED, rank=r, world_size=WORLD) for r in range(WORLD)
+        ]
+
+    def set_epoch(self, epoch: int) -> None:
+        for part in self.parts:
+            part.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return len(self.parts[0])
+
+    def __iter__(self):
+        for batches in zip(*self.parts, strict=True):
+            yield tuple(torch.cat(column) for column in zip(*batches, strict=True))
+
+
+def main_params(*, single: bool, **kw: Any) -> nnx.NNTrainParams:
+    """The exactness + records run: accumulation 2, ignore_index, a padded tail, clipping, a
+    validation set, metrics, one monitor driving plateau LR, BEST and EarlyStopping."""
+    data = dataset()
+    if single:
+        train, val = UnionLoader(data), distributed.validation_loader(validation_set(), 8, rank=0, world_size=1)
+    else:
+        train, val = distributed.train_loader(data, BATCH, "pad", LOADER_SEED), distributed.validation_loader(validation_set(), 8)
+    return nnx.NNTrainParams(
+        n_epochs=MAIN_EPOCHS,
+        seed=0,
+        optim=nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.1, momentum=0.9, grad_clip_norm=1.0, accumulate_grad_batches=ACCUMULATE),
+        scheduler=nnx.NNSchedulerParams(factor=0.5, patience=0, cooldown=0),
+        metrics=(nnx.MetricSpec(id="f1"), nnx.MetricSpec(id="nll")),
+        monitor=nnx.MonitorSpec(metric="loss", split="val"),
+        train_loader=train,
+        val_loader=val,
+        progress=False,
+        **kw,
+    )
+
+
+def crash_params(**kw: Any) -> nnx.NNTrainParams:
+    """The crash/resume run: dropout (each rank's own RNG stream must be restored), Adam."""
+    kw.setdefault("n_epochs", CRASH_EPOCHS)
+    kw.setdefault("val_loader", distributed.validation_loader(validation_set(), 8))
+    kw.setdefault("train_loader", distributed.train_loader(dataset(), BATCH, "pad", LOADER_SEED))
+    return nnx.NNTrainParams(
+        seed=3,
+        optim=nnx.NNOptimParams(max_lr=0.02),
+        progress=False,
+        **kw,
+    )
+
+
+class WeightTrace(nnx.Callback):
+    """The weights after every committed update (and the update count at each)."""
+
+    distributed = "all"
+
+    def __init__(self) -> None:
+        self.weights: list[dict[str, torch.Tensor]] = []
+        self.updates: list[int] = []
+
+    def on_optimizer_update(self, ctx: Any, event: Any) -> None:
+        self.weights.append({k: v.detach().clone() for k, v in ctx.model.net.state_dict().items()})
+        self.updates.append(event.update_idx)
+
+
+def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+TASKS = ("regression", "multilabel")
+
+
+def task_case(kind: str, *, single: bool) -> tuple[nnx.NNModel, nnx.NNTrainParams]:
+    """A regression (mse/mae) or multilabel (f1) run of 3 epochs, 'drop' policy: the records are
+    global sums on every rank (loss, accuracy rows, metric accumulators, label counts)."""
+    g = torch.Generator().manual_seed(17)
+    x = torch.randn(27, FEATURES, generator=g)
+    if kind == "regression":
+        y = x[:, :2] * 0.5 + 0.1 * torch.randn(27, 2, generator=g)
+        task, metrics = nnx.TaskSpec.regression(2), (nnx.MetricSpec(id="mse"), nnx.MetricSpec(id="mae"))
+    else:
+        y = (x[:, :3] + 0.3 * torch.randn(27, 3, generator=g) > 0).float()
+        task, metrics = nnx.TaskSpec.multilabel(3), (nnx.MetricSpec(id="f1", config={"average": "micro"}),)
+    data, val = TensorDataset(x[:21], y[:21]), TensorDataset(x[21:], y[21:])
+    torch.manual_seed(5)
+    module = nn.Sequential(nn.Linear(FEATURES, 8), nn.Tanh(), nn.Linear(8, y.shape[1]))
+    model = nnx.NNModel(params=nnx.NNModelParams(task=task), module=module)
+    place = {"rank": 0, "world_size": 1} if single else {}
+    params = nnx.NNTrainParams(
+        n_epochs=3, seed=0, metrics=metrics, monitor=nnx.MonitorSpec(metric="loss", split="train"),
+        train_loader=UnionLoader(data, "drop") if single else distributed.train_loader(data, BATCH, "drop", LOADER_SEED),
+        val_loader=distributed.validation_loader(val, 4, **place),
+        progress=False,
+    )
+    return model, params

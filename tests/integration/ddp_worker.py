@@ -1,0 +1,231 @@
+"""One rank of a DDP test launch: ``python ddp_worker.py <launch> <out dir> <runs root>``.
+
+``test_ddp.py`` starts one process per rank with torchrun's environment (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR, MASTER_PORT). A launch runs several checks in one process group
+(processes are expensive on 2 cores); every rank saves what it saw to ``<out>/<launch>_rank<r>.pt``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ddp_common as common
+
+import nnx_api as nnx
+from nnx_adapters.storage_fs import FileStorage
+from nnx_api import distributed
+from nnx_core.commit import LAST, RunFiles
+
+
+def error_of(fn: Callable[[], Any]) -> dict[str, str] | None:
+    try:
+        fn()
+    except Exception as exc:
+        return {"type": type(exc).__name__, "message": str(exc)}
+    return None
+
+
+class Killer(nnx.Callback):
+    """SIGKILLs rank ``victim`` at its ``at``-th update of epoch ``epoch`` (a real crash mid-epoch)."""
+
+    distributed = "all"
+
+    def __init__(self, victim: int, epoch: int, at: int) -> None:
+        self.victim, self.epoch, self.at, self.seen = victim, epoch, at, 0
+
+    def on_optimizer_update(self, ctx: Any, event: Any) -> None:
+        if event.epoch_idx == self.epoch and dist_rank() == self.victim:
+            self.seen += 1
+            if self.seen == self.at:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Undeclared(nnx.Callback):
+    def on_epoch_end(self, ctx: Any) -> None:
+        pass
+
+
+def dist_rank() -> int:
+    return torch.distributed.get_rank()
+
+
+def final_weights(model: nnx.NNModel) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.net.state_dict().items()}
+
+
+# ------------------------------------------------------------------------------- launches
+def launch_main(rank: int, out: Path, root: Path) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    # 1. exactness + records + decisions (+ writer_only, built on the writer alone)
+    model = common.model()
+    trace, stopper, lrs = common.WeightTrace(), nnx.EarlyStopping(patience=2), nnx.LRMonitor()
+    built: list[int] = []
+
+    def tensorboard() -> Any:
+        built.append(rank)
+        return nnx.TensorBoardCallback(log_dir=out / "tensorboard")
+
+    run = model.train(
+        common.main_params(single=False), callbacks=[trace, stopper, lrs, distributed.writer_only(tensorboard)],
+        root=root / "main", distributed=distributed.DDP(),
+    )
+    result["main"] = {
+        "id": run.id, "idps": run.idps, "weights": trace.weights, "updates": trace.updates,
+        "stopped_epoch": stopper.stopped_epoch, "lrs": lrs.history, "best": run.best().epoch_idx,
+        "built": built, "final": final_weights(model),
+    }
+    for kind in common.TASKS:  # other tasks' records: regression (mse/mae), multilabel (label counts)
+        model, params = common.task_case(kind, single=False)
+        result[kind] = model.train(params, root=root / "tasks", distributed=distributed.DDP()).idps
+    # 2. the crash run's configuration, uninterrupted (the bit-identical reference)
+    model = common.model(dropout=0.3)
+    run = model.train(common.crash_params(), root=root / "reference", distributed=distributed.DDP())
+    result["reference"] = {"id": run.id, "idps": run.idps, "final": final_weights(model)}
+    # 3. a failing writer commit (injected on the writer only) stops both ranks with the same error
+    from nnx_api import training
+
+    real = training.commit_epoch
+
+    def failing(files: Any, commit: Any) -> Any:
+        if commit.epoch == 1:
+            raise OSError(28, "injected: no space left on device")
+        return real(files, commit)
+
+    if rank == 0:
+        training.commit_epoch = failing
+    try:
+        model = common.model()
+        result["commit_failure"] = error_of(
+            lambda: model.train(common.crash_params(n_epochs=3), salt="commit-failure", root=root / "faults",
+                                distributed=distributed.DDP())
+        )
+    finally:
+        training.commit_epoch = real
+    # 4. a corrupted resume point is refused on every rank with the same reason (the writer verifies)
+    run = common.model().train(common.crash_params(n_epochs=1), salt="corrupt", root=root / "faults",
+                               distributed=distributed.DDP())
+    if rank == 0:
+        files = RunFiles(FileStorage(root / "faults"), run.id)
+        blob = root / "faults" / files.blob_path(files.read_tag(LAST).blobs["state"].sha256)
+        data = bytearray(blob.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        blob.write_bytes(bytes(data))
+    torch.distributed.barrier()
+    result["corrupt"] = error_of(
+        lambda: common.model().train(common.crash_params(n_epochs=1, resume_from_run_id=run.id), root=root / "faults",
+                                     distributed=distributed.DDP())
+    )
+    # 5. a non-finite loss / a bad target on one rank only: agreed before backward, raised everywhere
+    x, y = common.dataset().tensors
+    bad_x = x[:8].clone()
+    bad_y = y[:8].clone()
+    if rank == 1:
+        bad_x[:] = float("nan")
+        bad_y = bad_y.float()
+
+    def one_rank_problem(batches: list[Any], salt: str) -> dict[str, str] | None:
+        params = nnx.NNTrainParams(n_epochs=1, train_loader=batches, progress=False)
+        return error_of(lambda: common.model().train(params, root=root / "faults", salt=salt, distributed=distributed.DDP()))
+
+    result["nonfinite"] = one_rank_problem([(x[8:12], y[8:12]), (bad_x, y[:8])], "nonfinite")
+    result["bad_target"] = one_rank_problem([(x[8:12], y[8:12]), (x[:8], bad_y)], "bad-target")
+    result["problem_runs"] = sorted(p.name for p in (root / "faults").glob("*")) if (root / "faults").exists() else []
+    # 6. refusals, each on every rank before training
+    small = lambda **kw: common.crash_params(n_epochs=1, **kw)
+    bn = nnx.NNModel(
+        params=nnx.NNModelParams(task=nnx.TaskSpec.categorical(3)),
+        module=nn.Sequential(nn.Linear(common.FEATURES, 4), nn.BatchNorm1d(4), nn.Linear(4, 3)),
+    )
+    refusals = {
+        "undeclared callback": lambda: common.model().train(small(), callbacks=[Undeclared()], root=root / "r", distributed=distributed.DDP()),
+        "borrowed tracker": lambda: common.model().train(
+            small(), callbacks=[nnx.TensorBoardCallback(log_dir=out / "borrowed")], root=root / "r", distributed=distributed.DDP()),
+        "batch norm": lambda: bn.train(small(), root=root / "r", distributed=distributed.DDP()),
+        "train step": lambda: common.model().train(small(), train_step_fn=nnx.default_train_step, root=root / "r", distributed=distributed.DDP()),
+        "objective": lambda: common.model().train(small(), objective=nnx.supervised_objective(), root=root / "r", distributed=distributed.DDP()),
+        "history journal": lambda: common.model().train(small(), history=nnx.HistoryJournal(), root=root / "r", distributed=distributed.DDP()),
+        "mixed precision": lambda: common.model(precision=nnx.PrecisionPolicy(mode="bf16")).train(small(), root=root / "r", distributed=distributed.DDP()),
+        "unsharded validation": lambda: common.model().train(
+            small(val_loader=[(x[:4], y[:4])]), root=root / "r", distributed=distributed.DDP()),
+        "partition mismatch": lambda: common.model().train(
+            small(train_loader=distributed.train_loader(common.dataset(), common.BATCH, "pad", seed=rank)), root=root / "r",
+            distributed=distributed.DDP()),
+        "configuration mismatch": lambda: common.model().train(small(), salt=f"rank-{rank}", root=root / "r", distributed=distributed.DDP()),
+        "NNModel.train without distributed": lambda: common.model().train(small(), root=root / "r"),
+        "Trainer.train": lambda: nnx.Trainer(common.model()).train(None),
+    }
+    result["refusals"] = {name: error_of(fn) for name, fn in refusals.items()}
+    result["no_writes"] = sorted(p.name for p in (root / "r").glob("*")) if (root / "r").exists() else []
+    distributed.shutdown(timeout_seconds=30)
+    return result
+
+
+def launch_crash(rank: int, out: Path, root: Path) -> dict[str, Any]:
+    model = common.model(dropout=0.3)
+    start = time.monotonic()
+    error = error_of(
+        lambda: model.train(common.crash_params(), callbacks=[Killer(victim=1, epoch=2, at=2)], root=root / "crash",
+                            distributed=distributed.DDP())
+    )
+    return {"error": error, "seconds": time.monotonic() - start}  # rank 1 never gets here
+
+
+def launch_resume(rank: int, out: Path, root: Path) -> dict[str, Any]:
+    model = common.model(dropout=0.3)
+    trace = common.WeightTrace()
+    run = model.train(common.crash_params(resume="auto"), callbacks=[trace], root=root / "crash", distributed=distributed.DDP())
+    result = {"id": run.id, "idps": run.idps, "final": final_weights(model), "status": run.resume_status, "updates": trace.updates}
+    # weights_only from a 2-rank checkpoint: a new lineage that starts fresh from its weights
+    model = common.model(dropout=0.3)
+    run = model.train(
+        common.crash_params(n_epochs=1, resume_from_run_id=run.id, resume_mode="weights_only"), root=root / "crash",
+        distributed=distributed.DDP(),
+    )
+    result["weights_only"] = {"status": run.resume_status, "epochs": sorted(run.epochs)}
+    distributed.shutdown(timeout_seconds=30)
+    return result
+
+
+def launch_refuse(rank: int, out: Path, root: Path) -> dict[str, Any]:
+    """Another world size (3 ranks, or 1) resuming the 2-rank reference run statefully."""
+    model = common.model(dropout=0.3)
+    before = final_weights(model)
+    source = sys.argv[4]
+    error = error_of(
+        lambda: model.train(common.crash_params(n_epochs=2, resume_from_run_id=source), root=root / "reference",
+                            distributed=distributed.DDP())
+    )
+    result = {"error": error, "untouched": common.same(before, final_weights(model))}
+    if torch.distributed.get_world_size() == 1:
+        distributed.shutdown(timeout_seconds=30)
+        return result
+    if rank == 2:  # the missing rank: never reaches the teardown barrier
+        time.sleep(5)
+        return result
+    result["shutdown"] = error_of(lambda: distributed.shutdown(timeout_seconds=2))
+    return result
+
+
+LAUNCHES = {"main": launch_main, "crash": launch_crash, "resume": launch_resume, "refuse": launch_refuse}
+
+
+def main() -> None:
+    launch, out, root = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    info = distributed.init_process_group(timeout_seconds=30)
+    result = LAUNCHES[launch](info.rank, out, root)
+    torch.save(result, out / f"{launch}_rank{info.rank}.pt")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,324 @@
+"""Data parallelism on real processes: gloo on CPU, one process per rank with torchrun's environment.
+
+Each launch starts ``ddp_worker.py`` once per rank and runs several checks in one process group
+(processes are the expensive part on 2 cores); every rank saves what it saw. The group timeout is
+30 s and every launch has a hard wall-clock limit, so nothing can hang the suite. The
+single-process references run here, in the test process, which has no process group.
+
+* exactness: every update of a 2-rank run (unequal valid counts through ignore_index, a padded
+  tail, accumulation 2, clipping) equals one process on the union of the ranks' batches, and the
+  all-masked window of epoch 0 is skipped on both ranks;
+* records, BEST, plateau LR and the EarlyStopping epoch: identical on both ranks, equal to one process;
+* one writer; a failing writer commit, a corrupted resume point, a non-finite loss and a bad target
+  on one rank stop every rank with the same error; out-of-scope features are refused everywhere;
+* a rank SIGKILLed mid-epoch: the other exits with an error; a 2-rank resume continues bit for
+  bit; 3 ranks, 1 rank and a single process refuse the stateful resume before restoring anything;
+* shutdown: a missing rank makes the others raise instead of blocking; the torchrun recipe runs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+import ddp_common as common
+import pytest
+import torch
+
+import nnx_api as nnx
+from nnx_adapters.storage_fs import FileStorage
+from nnx_core.commit import LAST, RunFiles
+
+HERE = Path(__file__).resolve().parent
+WORKER = HERE / "ddp_worker.py"
+EXAMPLE = HERE.parents[1] / "examples" / "ddp_supervised.py"
+LAUNCH_TIMEOUT = 120  # seconds for a whole launch; the group's own timeout is 30 s
+
+pytestmark = [
+    pytest.mark.timeout(400),
+    pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(), reason="no gloo"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_env(rank: int, world: int, port: int) -> dict[str, str]:
+    return {
+        **os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NNX_PROGRESS": "0", "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@attrs.frozen
+class Launch:
+    codes: list[int]
+    results: list[Any]
+    logs: list[str]
+
+
+def launch(world: int, name: str, base: Path, *extra: str) -> Launch:
+    """Start one worker per rank; wait (bounded) for all of them; load what each rank saved."""
+    out, root = base / "out", base / "runs"
+    out.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    logs = [out / f"{name}_{world}_rank{r}.log" for r in range(world)]
+    procs = []
+    for rank in range(world):
+        with open(logs[rank], "w") as log:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(WORKER), name, str(out), str(root), *extra], env=rank_env(rank, world, port),
+                    stdout=log, stderr=subprocess.STDOUT, cwd=HERE,
+                )
+            )
+    try:
+        codes = [p.wait(timeout=LAUNCH_TIMEOUT) for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        pytest.fail(f"launch {name!r} on {world} ranks hung:\n" + "\n".join(log.read_text()[-3000:] for log in logs))
+    results = []
+    for rank in range(world):
+        saved = out / f"{name}_rank{rank}.pt"
+        results.append(torch.load(saved, weights_only=False) if saved.exists() else None)
+        saved.unlink(missing_ok=True)
+    return Launch(codes, results, [log.read_text() for log in logs])
+
+
+def check_ok(launched: Launch) -> list[Any]:
+    assert launched.codes == [0] * len(launched.codes), "\n".join(log[-4000:] for log in launched.logs)
+    return launched.results
+
+
+# ------------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ddp")
+
+
+@pytest.fixture(scope="module")
+def main(base: Path) -> list[dict[str, Any]]:
+    return check_ok(launch(2, "main", base))
+
+
+@pytest.fixture(scope="module")
+def single(base: Path) -> dict[str, Any]:
+    """The main run's configuration in one process, on the union of the ranks' batches."""
+    model = common.model()
+    trace, stopper, lrs = common.WeightTrace(), nnx.EarlyStopping(patience=2), nnx.LRMonitor()
+    run = model.train(common.main_params(single=True), callbacks=[trace, stopper, lrs], root=base / "single")
+    return {"run": run, "trace": trace, "stopped_epoch": stopper.stopped_epoch, "lrs": lrs.history}
+
+
+@pytest.fixture(scope="module")
+def crashed(base: Path, main: list[dict[str, Any]]) -> tuple[Launch, list[Any]]:
+    killed = launch(2, "crash", base)
+    resumed = check_ok(launch(2, "resume", base))
+    return killed, resumed
+
+
+def close(a: Any, b: Any, path: str = "record") -> None:
+    """Records equal up to float rounding (ints, strings, flags and None exactly)."""
+    if isinstance(a, float) and isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6), (path, a, b)
+    elif attrs.has(type(a)):
+        assert type(a) is type(b), path
+        for field in attrs.fields(type(a)):
+            close(getattr(a, field.name), getattr(b, field.name), f"{path}.{field.name}")
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for key in a:
+            close(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            close(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, (path, a, b)
+
+
+# ------------------------------------------------------------------------------- exactness
+def test_every_update_equals_one_process_on_the_union(main, single):
+    ranks = [r["main"] for r in main]
+    reference = single["trace"]
+    assert ranks[0]["updates"] == ranks[1]["updates"] == reference.updates
+    assert len(reference.weights) >= 10
+    for rank in ranks:
+        for got, want in zip(rank["weights"], reference.weights, strict=True):
+            for key in want:
+                torch.testing.assert_close(got[key], want[key], atol=1e-6, rtol=0)
+    for a, b in zip(ranks[0]["weights"], ranks[1]["weights"], strict=True):
+        assert common.same(a, b)  # DDP leaves identical parameters on every rank
+
+
+def test_an_all_masked_global_window_is_skipped_on_both_ranks(main, single):
+    for idps in (main[0]["main"]["idps"], main[1]["main"]["idps"], single["run"].idps):
+        epoch0 = [r for r in idps if r.epoch_idx == 0]
+        assert [r.train_edp.count for r in epoch0][2:4] == [0, 0]  # window 1: every target ignored on both ranks
+        assert epoch0[-1].update_count == 2  # 3 windows, the masked one committed nothing
+        assert all(r.train_edp.count > 0 for r in epoch0[:2] + epoch0[4:])
+
+
+# ------------------------------------------------------------------------------- records and decisions
+def test_records_and_decisions_are_identical_on_both_ranks_and_equal_one_process(main, single):
+    r0, r1 = main[0]["main"], main[1]["main"]
+    assert r0["id"] == r1["id"] == single["run"].id
+    assert r0["idps"] == r1["idps"]  # bit-identical on every rank
+    close(list(r0["idps"]), list(single["run"].idps))
+    assert r0["best"] == r1["best"] == single["run"].best().epoch_idx == 2
+    assert r0["stopped_epoch"] == r1["stopped_epoch"] == single["stopped_epoch"] == 4
+    assert r0["lrs"] == r1["lrs"] == single["lrs"] and len(set(r0["lrs"])) > 1  # the plateau rule acted
+    last = r0["idps"][-1]
+    assert last.val_edp.count == 31 and set(last.val_edp.metrics) == {"f1", "nll"}  # every row scored once
+
+
+@pytest.mark.parametrize("kind", common.TASKS)
+def test_regression_and_multilabel_records_are_global(main, base, kind):
+    model, params = common.task_case(kind, single=True)
+    reference = model.train(params, root=base / "single-tasks")
+    assert main[0][kind] == main[1][kind]
+    close(list(main[0][kind]), list(reference.idps))
+    assert main[0][kind][-1].val_edp.metrics and main[0][kind][-1].train_summary.metrics
+
+
+def test_one_writer_holds_the_run_and_builds_writer_only_callbacks(main, base):
+    r0, r1 = main[0]["main"], main[1]["main"]
+    assert r0["built"] == [0] and r1["built"] == []
+    assert any((base / "out" / "tensorboard").iterdir())
+    run = nnx.NNRun.load(r0["id"], base / "runs" / "main")
+    assert run.idps == r0["idps"]
+    files = RunFiles(FileStorage(base / "runs" / "main"), r0["id"])
+    assert files.read_tag(LAST).epoch == 4
+    payload = run.checkpoint(LAST).payload()
+    assert not any(k.startswith("module.") for k in payload["weights"])  # canonical keys, never DDP's
+    assert payload["distributed"]["world_size"] == 2 and len(payload["rng"]["ranks"]) == 2
+    assert [p["rank"] for p in payload["distributed"]["partitions"]] == [0, 1]
+
+
+# ------------------------------------------------------------------------------- agreed failures
+def test_a_failing_writer_commit_stops_both_ranks_with_the_same_error(main, base):
+    errors = [r["commit_failure"] for r in main]
+    assert errors[0] == errors[1]
+    assert errors[0]["type"] == "AgreedError"
+    assert errors[0]["message"].startswith("commit of epoch 1 failed on rank 0: OSError")
+    config = common.model().run_config(common.crash_params(n_epochs=3), "commit-failure")
+    run = nnx.NNRun.load(nnx.NNRun(config=config, root=".").id, base / "runs" / "faults")
+    assert run.checkpoint(LAST).epoch == 0  # epoch 0 stays committed
+
+
+def test_a_corrupted_resume_point_is_refused_on_every_rank_with_the_same_reason(main):
+    errors = [r["corrupt"] for r in main]
+    assert errors[0] == errors[1]
+    assert errors[0]["type"] == "CorruptRunError" and "SHA-256" in errors[0]["message"]
+
+
+def test_a_nonfinite_loss_or_bad_target_on_one_rank_stops_every_rank_before_backward(main):
+    for key, kind in (("nonfinite", "NonFiniteLossError"), ("bad_target", "TrainingInputError")):
+        errors = [r[key] for r in main]
+        assert errors[0] == errors[1] and errors[0]["type"] == kind, errors
+    assert "1 of 2 ranks" in main[0]["nonfinite"]["message"]
+    assert "float" in main[0]["bad_target"]["message"]  # rank 1's own check, raised on rank 0 too
+
+
+REFUSALS = {
+    "undeclared callback": ("ParamsError", "declares no rank behaviour"),
+    "borrowed tracker": ("ParamsError", "writer_only"),
+    "batch norm": ("ParamsError", "batch normalization"),
+    "train step": ("ParamsError", "custom train steps"),
+    "objective": ("ParamsError", "objectives"),
+    "history journal": ("ParamsError", "history journals"),
+    "mixed precision": ("ParamsError", "mixed precision"),
+    "unsharded validation": ("ParamsError", "validation_loader"),
+    "partition mismatch": ("TrainingInputError", "train loaders disagree"),
+    "configuration mismatch": ("ParamsError", "different run configurations"),
+    "NNModel.train without distributed": ("ParamsError", "2-rank process group"),
+    "Trainer.train": ("ParamsError", "2-rank process group"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_out_of_scope_features_are_refused_on_every_rank_before_training(main, name):
+    kind, words = REFUSALS[name]
+    errors = [r["refusals"][name] for r in main]
+    for error in errors:
+        assert error is not None and error["type"] == kind and words in error["message"], error
+    if "rank 0 of" not in errors[0]["message"]:
+        assert errors[0] == errors[1]
+    assert main[0]["no_writes"] == []  # nothing was written for any refused run
+
+
+# ------------------------------------------------------------------------------- crash and resume
+def test_a_killed_rank_stops_the_other_then_two_ranks_resume_bit_identically(crashed, main, base):
+    killed, resumed = crashed
+    assert killed.codes[1] == -9  # SIGKILL mid-epoch 2
+    assert killed.codes[0] == 0 and killed.results[0]["error"] is not None, killed.logs[0][-3000:]
+    root = base / "runs" / "crash"
+    reference = main[0]["reference"]
+    files = RunFiles(FileStorage(root), reference["id"])
+    assert resumed[0]["id"] == reference["id"]
+    assert resumed[0]["status"]["mode"] == "stateful" and resumed[0]["status"]["source_epoch"] == 1
+    for rank in resumed:
+        assert common.same(rank["final"], reference["final"])  # bit for bit, dropout streams included
+        assert rank["idps"] == reference["idps"]
+    assert files.read_tag(LAST).epoch == common.CRASH_EPOCHS - 1
+    assert resumed[0]["weights_only"]["status"]["mode"] == "weights_only"
+
+
+@pytest.mark.parametrize("world", [3, 1])
+def test_another_world_size_refuses_the_stateful_resume_before_restoring(base, main, world):
+    launched = launch(world, "refuse", base, main[0]["reference"]["id"])
+    if world == 3:  # the third rank never reaches shutdown: ranks 0 and 1 must raise, not block
+        assert [r["shutdown"]["type"] for r in launched.results[:2]] == ["RuntimeError", "RuntimeError"]
+        assert "teardown barrier" in launched.results[0]["shutdown"]["message"]
+    assert launched.codes == [0] * world, launched.logs
+    errors = [r["error"] for r in launched.results]
+    assert all(e == errors[0] for e in errors)
+    assert errors[0]["type"] == "ResumeMismatchError" and f"written by 2 ranks, this run has {world}" in errors[0]["message"]
+    assert all(r["untouched"] for r in launched.results)
+
+
+def test_a_single_process_refuses_a_stateful_resume_of_a_distributed_checkpoint(base, main):
+    source = main[0]["reference"]["id"]
+    root = base / "runs" / "reference"
+    model = common.model(dropout=0.3)
+    before = {k: v.clone() for k, v in model.net.state_dict().items()}
+    params = nnx.NNTrainParams(
+        n_epochs=1, train_loader=common.UnionLoader(common.dataset()), resume_from_run_id=source, progress=False
+    )
+    with pytest.raises(nnx.ResumeMismatchError, match="nnmodel-ddp"):
+        model.train(params, root=root)
+    assert common.same(before, model.net.state_dict())
+    run = model.train(attrs.evolve(params, resume_mode="weights_only"), root=root)  # fresh from its weights
+    assert run.resume_status["mode"] == "weights_only"
+
+
+def test_shutdown_without_a_group_does_nothing():
+    assert not torch.distributed.is_initialized()
+    nnx.distributed.shutdown(timeout_seconds=1)
+
+
+# ------------------------------------------------------------------------------- the recipe
+def test_the_torchrun_recipe_trains_one_run_on_two_ranks(tmp_path):
+    env = {**os.environ, "NNX_PROGRESS": "0", "OMP_NUM_THREADS": "1"}
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(EXAMPLE),
+        "--root", str(tmp_path / "runs"), "--epochs", "2",
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    found = sorted(re.findall(r"rank (\d) (\w+) (records=\d+ val_accuracy=[\d.]+)", done.stdout))
+    assert [rank for rank, *_ in found] == ["0", "1"], done.stdout
+    assert found[0][1:] == found[1][1:]  # the same run id and the same records on both ranks
+    assert len(list((tmp_path / "runs").glob("*/run.yaml"))) == 1
