@@ -237,6 +237,7 @@ class ShardedTrainLoader:
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
+        """Deal the permutation of ``epoch`` (NNx calls this before every epoch)."""
         self.epoch = int(epoch)
 
     @property
@@ -274,6 +275,7 @@ class ShardedValidationLoader:
         self.dataset, self.batch_size, self.rank, self.world_size = dataset, batch_size, rank, world_size
 
     def indices(self) -> list[int]:
+        """This rank's rows: ``rank::world_size``, unpadded."""
         return list(range(self.rank, self.rows, self.world_size))
 
     def __len__(self) -> int:
@@ -322,6 +324,7 @@ class WriterOnly(Callback):
         self.inner: Callback | None = None
 
     def build(self) -> Callback:
+        """Call the factory (on the writer rank only) and check it returned a Callback."""
         built = self.factory()
         if isinstance(built, Callback):
             return built
