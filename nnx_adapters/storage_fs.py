@@ -131,7 +131,7 @@ class _HashingWriter:
     written, or copied into the buffer, before ``write`` returns.
     """
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int = -1) -> None:
         self.fd = fd
         self.size = 0
         self._sha = hashlib.sha256()
@@ -231,31 +231,7 @@ class FileStorage:
         view = byte_view(data)
         digest = sha256 if sha256 is not None else hashlib.sha256(view).hexdigest()
         folder = self._make_parents(parts[:-1])
-        tmp = os.path.join(folder, temporary_name(parts[-1]))
-        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | _O_CLOEXEC, 0o644)
-        self.ops["create"] += 1
-        renamed = False
-        try:
-            try:
-                _write_all(fd, view)
-                self.ops["write"] += 1
-                os.fsync(fd)
-                self.ops["fsync"] += 1
-            except BaseException:
-                with suppress(OSError):
-                    os.close(fd)
-                raise
-            os.close(fd)
-            os.replace(tmp, self._abs(parts))
-            self.ops["rename"] += 1
-            renamed = True
-            self._fsync_dir(folder)
-        except BaseException:
-            if not renamed:
-                with suppress(OSError):
-                    os.unlink(tmp)
-                    self.ops["unlink"] += 1
-            raise
+        self._durable_replace(folder, temporary_name(parts[-1]), lambda fd: _write_all(fd, view), lambda: self._abs(parts))
         return Receipt(path, view.nbytes, digest)
 
     def write_blob(self, folder: str, produce: Callable[[Any], None]) -> Receipt:
@@ -264,40 +240,60 @@ class FileStorage:
         Same protocol as :meth:`write`: owned temporary, fsync, rename onto the digest name, fsync
         the folder. A blob already present under that digest is kept; the temporary is dropped.
         """
-        parts = split_path(folder)
-        directory = self._make_parents(parts)
-        tmp = os.path.join(directory, temporary_name("blob"))
+        directory = self._make_parents(split_path(folder))
+        writer = _HashingWriter()
+
+        def fill(fd: int) -> None:
+            writer.fd = fd
+            produce(writer)
+            writer.flush()
+
+        def target() -> str | None:
+            path = os.path.join(directory, writer.hexdigest())
+            return None if os.path.isfile(path) else path
+
+        self._durable_replace(directory, temporary_name("blob"), fill, target)
+        digest = writer.hexdigest()
+        return Receipt(f"{folder}/{digest}", writer.size, digest)
+
+    def _durable_replace(
+        self, directory: str, tmp_name: str, fill: Callable[[int], None], target: Callable[[], str | None]
+    ) -> None:
+        """The durable-replace protocol of every write: create an owned temporary in ``directory``,
+        ``fill`` it, fsync it, rename it onto ``target()`` (None: identical content is already
+        there, drop the temporary), fsync the folder. On failure the temporary is removed and the
+        original error re-raised."""
+        tmp = os.path.join(directory, tmp_name)
         fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | _O_CLOEXEC, 0o644)
         self.ops["create"] += 1
-        renamed = False
+        settled = False
         try:
-            writer = _HashingWriter(fd)
             try:
-                produce(writer)
-                writer.flush()
+                fill(fd)
                 self.ops["write"] += 1
                 os.fsync(fd)
                 self.ops["fsync"] += 1
-            finally:
-                os.close(fd)
-            digest = writer.hexdigest()
-            target = os.path.join(directory, digest)
-            if os.path.isfile(target):
+            except BaseException:
+                with suppress(OSError):
+                    os.close(fd)
+                raise
+            os.close(fd)
+            destination = target()
+            if destination is None:
                 os.unlink(tmp)
                 self.ops["unlink"] += 1
-                renamed = True
+                settled = True
             else:
-                os.replace(tmp, target)
+                os.replace(tmp, destination)
                 self.ops["rename"] += 1
-                renamed = True
+                settled = True
                 self._fsync_dir(directory)
         except BaseException:
-            if not renamed:
+            if not settled:
                 with suppress(OSError):
                     os.unlink(tmp)
                     self.ops["unlink"] += 1
             raise
-        return Receipt(f"{folder}/{digest}", writer.size, digest)
 
     def append(self, path: str, data: bytes | bytearray | memoryview) -> None:
         """Append ``data`` to ``path`` (created, with its folders, if absent) and fsync it."""
