@@ -204,3 +204,25 @@ def test_custom_step_and_eval_step(runs):
     assert seen == [0, 1, 2, 0, 1, 2]
     assert run.idps[-1].val_edp.extra["custom"] == 2.0
     assert run.idps[-1].update_count == 6
+
+
+def test_last_is_refreshed_after_on_train_end_with_transforms(runs):
+    """Seed §2: callback mutations in on_train_end and their transform metadata reach LAST."""
+    x, y = tiny_data()
+
+    class Prune(nnx.Callback):
+        def on_train_end(self, ctx):
+            with torch.no_grad():
+                ctx.model.net[0].bias.zero_()
+
+        def checkpoint_transforms(self):
+            return ({"name": "zero_first_bias", "version": 1},)
+
+    model = model_for()
+    run = model.train(nnx.NNTrainParams(n_epochs=2, train_loader=batches(x, y, 16)), callbacks=[Prune()], root=runs)
+    last = run.checkpoint("last")
+    payload = last.payload()
+    assert last.epoch == 1
+    assert torch.count_nonzero(payload["weights"]["0.bias"]) == 0
+    assert payload["transforms"] == [{"name": "zero_first_bias", "version": 1}]
+    assert torch.equal(nnx.NNModel.from_checkpoint(run.id, root=runs).net[0].bias, model.net[0].bias)
