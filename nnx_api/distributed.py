@@ -73,13 +73,10 @@ from nnx_core.agreement import (
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.errors import (
     ParamsError,
-    ResumeMismatchError,
     RunExistsError,
-    RunNotFoundError,
     TrainingInputError,
 )
 from nnx_core.history import EagerHistory
-from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.lifecycle import CleanupWarning, overrides, run_lifecycle
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_core.schedules import check_run_budget
@@ -742,26 +739,13 @@ def _refusal(payload: Mapping[str, Any], stateful: bool, world: int, partitions:
 
 def _resume_source(params: Any, base: Any, world: int, partitions: Sequence[Mapping[str, Any]]) -> tuple[bytes, dict[str, Any], bool, dict[str, Any]] | None:
     """The writer reads and verifies (SHA-256) the resume point, and refuses it before anything is written."""
-    if params.resume_from_run_id is None:
-        return None
-    source_id = validate_run_id(params.resume_from_run_id)
-    tag = validate_tag(params.resume_from_checkpoint)
-    source = NNRun.load(source_id, base)
-    checkpoint = source.checkpoint(tag)
-    if checkpoint is None:
-        raise RunNotFoundError(f"run {source_id} has no committed {tag!r} checkpoint (tags: {source.tags()})")
-    data = source.files().read_blob(checkpoint.manifest.blobs["state"])  # verified against its SHA-256
-    payload = torch_state.decode(data, where=f"run {source_id} tag {tag!r}")
-    stateful = "optimizer" in payload
-    if params.resume_mode == "stateful" and not stateful:
-        raise ResumeMismatchError(f"{source_id}:{tag} holds weights only; use resume_mode='weights_only'")
-    stateful = stateful and params.resume_mode != "weights_only"
-    agreement.refuse_resume(_refusal(payload, stateful, world, partitions))
-    status = {
-        "mode": "stateful" if stateful else "weights_only", "source_run": source_id, "source_checkpoint": tag,
-        "source_epoch": checkpoint.epoch,
-    }
-    return data, payload, stateful, status
+    from nnx_api.model import read_resume_source
+
+    found = read_resume_source(params, base)
+    if found is not None:
+        _, payload, stateful, _ = found
+        agreement.refuse_resume(_refusal(payload, stateful, world, partitions))
+    return found
 
 
 def _admit(params: Any, run: NNRun, files: RunFiles, world: int, partitions: Sequence[Mapping[str, Any]]) -> _Plan:

@@ -416,26 +416,8 @@ class NNModel:
 
     def _resume_source(self, params: NNTrainParams, base: Any) -> tuple[dict[str, Any], bool, dict[str, Any]] | None:
         """Load and verify the resume point of ``resume_from_run_id`` before anything is written."""
-        if params.resume_from_run_id is None:
-            return None
-        source_id = validate_run_id(params.resume_from_run_id)
-        tag = validate_tag(params.resume_from_checkpoint)
-        source = NNRun.load(source_id, base)
-        checkpoint = source.checkpoint(tag)
-        if checkpoint is None:
-            raise RunNotFoundError(f"run {source_id} has no committed {tag!r} checkpoint (tags: {source.tags()})")
-        payload = checkpoint.payload(verify=True)
-        stateful = "optimizer" in payload
-        if params.resume_mode == "stateful" and not stateful:
-            raise ResumeMismatchError(f"{source_id}:{tag} holds weights only; use resume_mode='weights_only'")
-        stateful = stateful and params.resume_mode != "weights_only"
-        status = {
-            "mode": "stateful" if stateful else "weights_only",
-            "source_run": source_id,
-            "source_checkpoint": tag,
-            "source_epoch": checkpoint.epoch,
-        }
-        return payload, stateful, status
+        found = read_resume_source(params, base)
+        return None if found is None else found[1:]
 
     def _continue(
         self, run: NNRun, files: RunFiles, params: NNTrainParams, cbs, step_fn, eval_fn, components, *, journal=None,
@@ -524,6 +506,33 @@ class NNModel:
             attempt.save(files)
         except Exception:  # the training error is the one to report
             pass
+
+
+def read_resume_source(params: Any, base: Any) -> tuple[bytes, dict[str, Any], bool, dict[str, Any]] | None:
+    """The resume point of ``params.resume_from_run_id``: its blob (verified against its SHA-256),
+    the decoded payload, whether the resume is stateful, and the resume status to record.
+    Refusals (unknown run or tag, weights-only point for ``resume_mode="stateful"``) come first."""
+    if params.resume_from_run_id is None:
+        return None
+    source_id = validate_run_id(params.resume_from_run_id)
+    tag = validate_tag(params.resume_from_checkpoint)
+    source = NNRun.load(source_id, base)
+    checkpoint = source.checkpoint(tag)
+    if checkpoint is None:
+        raise RunNotFoundError(f"run {source_id} has no committed {tag!r} checkpoint (tags: {source.tags()})")
+    data = source.files().read_blob(checkpoint.manifest.blobs["state"], verify=True)
+    payload = torch_state.decode(data, where=f"run {source_id} tag {tag!r}")
+    stateful = "optimizer" in payload
+    if params.resume_mode == "stateful" and not stateful:
+        raise ResumeMismatchError(f"{source_id}:{tag} holds weights only; use resume_mode='weights_only'")
+    stateful = stateful and params.resume_mode != "weights_only"
+    status = {
+        "mode": "stateful" if stateful else "weights_only",
+        "source_run": source_id,
+        "source_checkpoint": tag,
+        "source_epoch": checkpoint.epoch,
+    }
+    return data, payload, stateful, status
 
 
 def _attempt_completed(files: RunFiles) -> bool:
