@@ -73,7 +73,6 @@ from nnx_core.agreement import (
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.errors import (
     ParamsError,
-    RunExistsError,
     TrainingInputError,
 )
 from nnx_core.history import EagerHistory
@@ -750,27 +749,14 @@ def _resume_source(params: Any, base: Any, world: int, partitions: Sequence[Mapp
 
 def _admit(params: Any, run: NNRun, files: RunFiles, world: int, partitions: Sequence[Mapping[str, Any]]) -> _Plan:
     """``NNModel.train``'s admission, on the writer (under the run lease)."""
-    from nnx_api.model import _attempt_completed
+    from nnx_api.model import _attempt_completed, admit
 
     storage, base = files.storage, run.root
     source = _resume_source(params, base, world, partitions)
     check_run_budget(
         params, nnx_owns_windows=True, resumed_schedule=source[1].get("schedule") if source and source[2] else None
     )
-    existing = files.exists()
-    continuing = False
-    if existing and params.resume == "auto":
-        continuing = files.read_tag(LAST) is not None
-        if not continuing:
-            storage.remove_tree(run.id)  # admitted but never committed: start fresh
-    elif existing and not params.overwrite_existing:
-        raise RunExistsError(
-            f"run {run.id} already exists under {base}. Pass overwrite_existing=True to replace it, "
-            "salt='...' or data_id='...' for a distinct run, or resume='auto' to continue it"
-        )
-    elif existing:
-        storage.remove_tree(run.id)
-    if continuing:
+    if admit(files, params):
         storage.clean_temporaries(run.id)
         last = files.read_tag(LAST)
         assert last is not None

@@ -381,21 +381,7 @@ class NNModel:
         then train. A run that never committed is removed on failure so its id can be retried."""
         storage = files.storage
         with storage.lease(run.id):
-            existing = files.exists()
-            continuing = False
-            if existing and params.resume == "auto":
-                continuing = files.read_tag(LAST) is not None
-                if not continuing:
-                    storage.remove_tree(run.id)  # admitted but never committed: start fresh
-                    existing = False
-            elif existing and not params.overwrite_existing:
-                raise RunExistsError(
-                    f"run {run.id} already exists under {run.root}. Pass overwrite_existing=True to replace it, "
-                    "salt='...' or data_id='...' for a distinct run, or resume='auto' to continue it"
-                )
-            elif existing:
-                storage.remove_tree(run.id)
-            if continuing:
+            if admit(files, params):
                 return self._continue(
                     run, files, params, cbs, step_fn, eval_fn, components, journal=journal,
                     session_factory=session_factory,
@@ -506,6 +492,25 @@ class NNModel:
             attempt.save(files)
         except Exception:  # the training error is the one to report
             pass
+
+
+def admit(files: RunFiles, params: Any) -> bool:
+    """Admission of a run under its lease: True to continue it from its committed LAST
+    (``resume="auto"``); False for a fresh run — a folder that never committed, or one being
+    overwritten, is removed first; an existing run is refused unless told what to do with it."""
+    if not files.exists():
+        return False
+    if params.resume == "auto":
+        if files.read_tag(LAST) is not None:
+            return True
+    elif not params.overwrite_existing:
+        raise RunExistsError(
+            f"run {files.run_id} already exists under {getattr(files.storage, 'root', 'the runs root')}. "
+            "Pass overwrite_existing=True to replace it, salt='...' or data_id='...' for a distinct run, "
+            "or resume='auto' to continue it"
+        )
+    files.storage.remove_tree(files.run_id)
+    return False
 
 
 def read_resume_source(params: Any, base: Any) -> tuple[bytes, dict[str, Any], bool, dict[str, Any]] | None:
