@@ -645,23 +645,7 @@ class DistributedSession(TrainingSession):
                 raise TrainingInputError("the validation loader yielded no batches on any rank")
         val = EvaluationDataPoint(**val_acc.result()) if val_acc is not None else None
         summary = EvaluationDataPoint(**self.summary.result()) if self.summary is not None else None
-        edps = self.stats.edps()
-        base, last = self._iter_idx, len(edps) - 1
-        records = [
-            IterationDataPoint(
-                iter_idx=base + i,
-                epoch_idx=epoch,
-                batch_idx=i,
-                lr=self.stats.lrs[i],
-                train_edp=edp,
-                val_edp=val if i == last else None,
-                train_summary=summary if i == last else None,
-                update_count=self.stats.updates[i] if i == last else None,
-            )
-            for i, edp in enumerate(edps)
-        ]
-        self._iter_idx += len(records)
-        self._epoch_records = records
+        self._record_epoch(epoch, val, summary)
 
     # ------------------------------------------------------------- commits
     def _gather_streams(self, where: str) -> None:

@@ -311,14 +311,7 @@ class NNModel:
                 members = [p for n, p in trainable if n not in taken and fnmatch.fnmatch(n, spec.name_pattern)]
                 taken.update(n for n, p in trainable if fnmatch.fnmatch(n, spec.name_pattern))
                 if members:
-                    group: dict[str, Any] = {"params": members}
-                    if spec.lr is not None:
-                        group["lr"] = spec.lr
-                    elif spec.lr_multiplier is not None:
-                        group["lr"] = optim.max_lr * spec.lr_multiplier
-                    if spec.weight_decay is not None:
-                        group["weight_decay"] = spec.weight_decay
-                    groups.append(group)
+                    groups.append({"params": members, **spec.overrides(optim.max_lr)})
             rest = [p for n, p in trainable if n not in taken]
             if rest:
                 groups.append({"params": rest})

@@ -215,6 +215,17 @@ class NNParamGroupSpec(_Params):
         if self.lr is not None and self.lr_multiplier is not None:
             raise ParamsError("NNParamGroupSpec", "give at most one of lr and lr_multiplier")
 
+    def overrides(self, base_lr: float) -> dict[str, float]:
+        """The optimizer group options this spec sets (``lr`` and/or ``weight_decay``)."""
+        out: dict[str, float] = {}
+        if self.lr is not None:
+            out["lr"] = self.lr
+        elif self.lr_multiplier is not None:
+            out["lr"] = base_lr * self.lr_multiplier
+        if self.weight_decay is not None:
+            out["weight_decay"] = self.weight_decay
+        return out
+
 
 def _groups(value: Any) -> tuple[NNParamGroupSpec, ...] | None:
     if value is None:

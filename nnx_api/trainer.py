@@ -435,14 +435,7 @@ def _strict_groups(net: torch.nn.Module, name: str, optim: NNOptimParams, *, req
         members = [(n, p) for n, p in trainable if n not in taken and fnmatch.fnmatch(n, spec.name_pattern)]
         if not members:
             raise ParamsError(f"{path}[{i}]", f"pattern {spec.name_pattern!r} matches no trainable parameter")
-        group: dict[str, Any] = {"params": [p for _, p in members]}
-        if spec.lr is not None:
-            group["lr"] = spec.lr
-        elif spec.lr_multiplier is not None:
-            group["lr"] = optim.max_lr * spec.lr_multiplier
-        if spec.weight_decay is not None:
-            group["weight_decay"] = spec.weight_decay
-        groups.append(group)
+        groups.append({"params": [p for _, p in members], **spec.overrides(optim.max_lr)})
         taken.extend(n for n, _ in members)
     return groups, taken
 

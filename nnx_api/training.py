@@ -445,28 +445,27 @@ class TrainingSession:
                     raise TrainingInputError(f"eval_step_fn must return an EvaluationDataPoint, got {type(val).__name__}")
             else:
                 val = self.model.evaluate(val_loader, metrics=self.specs)
+        summary = EvaluationDataPoint(**self.summary.result()) if self.summary is not None else None
+        self._record_epoch(epoch, val, summary)
+
+    def _record_epoch(self, epoch: int, val: EvaluationDataPoint | None, summary: EvaluationDataPoint | None) -> None:
+        """The epoch's iteration records; validation, summary and update count on the last one."""
         edps = self.stats.edps()
-        summary = None
-        if self.summary is not None:
-            summary = EvaluationDataPoint(**self.summary.result())
-        records = []
-        base = self._iter_idx
-        last = len(edps) - 1
-        for i, edp in enumerate(edps):
-            records.append(
-                IterationDataPoint(
-                    iter_idx=base + i,
-                    epoch_idx=epoch,
-                    batch_idx=i,
-                    lr=self.stats.lrs[i],
-                    train_edp=edp,
-                    val_edp=val if i == last else None,
-                    train_summary=summary if i == last else None,
-                    update_count=self.stats.updates[i] if i == last else None,
-                )
+        base, last = self._iter_idx, len(edps) - 1
+        self._epoch_records = [
+            IterationDataPoint(
+                iter_idx=base + i,
+                epoch_idx=epoch,
+                batch_idx=i,
+                lr=self.stats.lrs[i],
+                train_edp=edp,
+                val_edp=val if i == last else None,
+                train_summary=summary if i == last else None,
+                update_count=self.stats.updates[i] if i == last else None,
             )
-        self._iter_idx += len(records)
-        self._epoch_records = records
+            for i, edp in enumerate(edps)
+        ]
+        self._iter_idx += len(edps)
 
     def decide(self, epoch: int) -> None:
         """The epoch's one monitor decision, stored on its last record."""

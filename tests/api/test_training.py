@@ -226,3 +226,21 @@ def test_last_is_refreshed_after_on_train_end_with_transforms(runs):
     assert torch.count_nonzero(payload["weights"]["0.bias"]) == 0
     assert payload["transforms"] == [{"name": "zero_first_bias", "version": 1}]
     assert torch.equal(nnx.NNModel.from_checkpoint(run.id, root=runs).net[0].bias, model.net[0].bias)
+
+
+def test_param_groups_get_their_own_lr_and_decay(runs):
+    x, y = tiny_data()
+    seen = {}
+
+    class Groups(nnx.Callback):
+        def on_train_begin(self, ctx):
+            seen["groups"] = [(len(g["params"]), g["lr"], g["weight_decay"]) for g in ctx.optimizer.param_groups]
+
+    optim = nnx.NNOptimParams(max_lr=0.01, weight_decay=1e-4, param_groups=[
+        nnx.NNParamGroupSpec(name_pattern="0.*", lr_multiplier=0.1, weight_decay=0.0),
+        nnx.NNParamGroupSpec(name_pattern="*.bias", lr=0.5),
+    ])
+    model_for().train(nnx.NNTrainParams(n_epochs=1, optim=optim, train_loader=batches(x, y, 16)),
+                      callbacks=[Groups()], root=runs)
+    # first layer (weight, bias) at lr 0.001 without decay; the last bias at 0.5; the last weight default
+    assert seen["groups"] == [(2, pytest.approx(0.001), 0.0), (1, 0.5, 1e-4), (1, 0.01, 1e-4)]
