@@ -321,8 +321,8 @@ register_metric("mse", 1, MSEMetric, input="continuous", mode="min", check_confi
 _TASK_INPUTS = {"categorical": ("labels", "probabilities"), "multilabel": ("labels",), "regression": ("continuous",)}
 
 
-def resolve(specs: Sequence[Any], task_kind: str) -> list[str]:
-    """Problems with declared metric specs for a task (empty list when all are usable)."""
+def resolve(specs: Sequence[Any], task_kind: str, width: int | None = None) -> list[str]:
+    """Problems with declared metric specs for a task of ``width`` outputs (empty when usable)."""
     problems = []
     labels = [spec.label for spec in specs]
     for label in sorted({lb for lb in labels if labels.count(lb) > 1}):
@@ -337,7 +337,8 @@ def resolve(specs: Sequence[Any], task_kind: str) -> list[str]:
             problems.append(f"metric {spec.label!r} needs {entry.input} inputs, which a {task_kind} task does not give")
         if entry.check_config:
             problems.extend(entry.check_config(spec.config))
-        if spec.id == "f1" and spec.config.get("average") == "binary" and task_kind != "categorical":
+        binary_ok = task_kind == "categorical" and width in (None, 2)
+        if spec.id == "f1" and spec.config.get("average") == "binary" and not binary_ok:
             problems.append(f"metric {spec.label!r}: average='binary' needs a two-class categorical task")
     return problems
 

@@ -290,7 +290,7 @@ class NNModel:
             raise UpdateOwnerError("give either train_step_fn or objective (one update owner per run), not both")
         if not any(p.requires_grad for p in self.net.parameters()):
             raise ParamsError("model", "no parameter requires grad; did you freeze every parameter?")
-        problems = resolve(params.metrics, self.params.resolved_task.kind)
+        problems = resolve(params.metrics, self.params.resolved_task.kind, self.head.width)
         if problems:
             raise ParamsError("NNTrainParams.metrics", "; ".join(problems))
         monitor = params.monitor

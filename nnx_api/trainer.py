@@ -471,7 +471,7 @@ class Trainer:
         if not any(p.requires_grad for p in model.net.parameters()):
             raise ParamsError("model", "no parameter requires grad; did you freeze every parameter?")
         kind = model.params.resolved_task.kind
-        problems = resolve(params.metrics, kind)
+        problems = resolve(params.metrics, kind, model.head.width)
         if problems:
             raise ParamsError("NNTrainerParams.metrics", "; ".join(problems))
         problems = monitor_problems(params.monitor, params.metrics, kind, params.val_loader is not None)

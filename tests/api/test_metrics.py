@@ -376,3 +376,18 @@ def test_binary_f1_needs_a_categorical_task():
     assert resolve(binary, "categorical") == []
     assert "two-class categorical" in resolve(binary, "multilabel")[0]
     assert "takes no config" in resolve((nnx.MetricSpec(id="nll", config={"eps": 1}),), "categorical")[0]
+
+
+def test_binary_f1_on_more_than_two_classes_is_refused_before_any_run(tmp_path):
+    import torch
+
+    import nnx_api as nnx
+
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3))
+    params = nnx.NNTrainParams(
+        n_epochs=1, train_loader=[(torch.randn(4, 4), torch.tensor([0, 1, 2, 0]))],
+        metrics=[nnx.MetricSpec(id="f1", config={"average": "binary"})],
+    )
+    with pytest.raises(nnx.ParamsError, match="two-class"):
+        model.train(params, root=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists() or not any(p for p in (tmp_path / "runs").iterdir() if not p.name.startswith("."))
