@@ -26,6 +26,9 @@ import attrs
 BUDGETED = ("one_cycle", "linear_warmup_decay")
 
 
+_LR_EPS = 1e-8
+
+
 @attrs.define(kw_only=True)
 class PlateauRule:
     """State and rule of a reduce-on-plateau schedule."""
@@ -48,11 +51,16 @@ class PlateauRule:
             self.bad_epochs = 0
         if self.bad_epochs <= self.patience:
             return False
+        reduced = False
         for i, lr in enumerate(lrs):
-            set_lr(i, max(lr * self.factor, self.min_lr))
+            new_lr = max(lr * self.factor, self.min_lr)
+            if lr - new_lr > _LR_EPS:  # as torch: a change below eps (e.g. at min_lr) is no reduction
+                set_lr(i, new_lr)
+                reduced = True
         self.cooldown_left, self.bad_epochs = self.cooldown, 0
-        self.reductions.append(epoch)
-        return True
+        if reduced:  # bounded: the LR can only fall to min_lr a finite number of times
+            self.reductions.append(epoch)
+        return reduced
 
     def state(self) -> dict[str, Any]:
         """Counters (for checkpoints)."""
