@@ -12,6 +12,7 @@ import copy
 import os
 import platform
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -102,6 +103,26 @@ class Job:
         train = DataLoader(self.train, batch_size=self.batch, shuffle=True, generator=shuffle)
         val = DataLoader(self.val, batch_size=self.batch)
         return train, val
+
+    def nnx_job(self, epochs: int) -> tuple[Any, Any]:
+        """The NNx arm: an ``NNModel`` holding the shared initial weights and its train params
+        (Adam 1e-2, fresh loaders, progress off)."""
+        import nnx_api as nnx
+
+        train_loader, val_loader = self.loaders(0)
+        model = nnx.NNModel(
+            nnx.NNParams(input_dim=INPUTS, output_dim=CLASSES, hidden_dims=self.hidden),
+            nnx.NNModelParams(loss=nnx.Losses.CROSS_ENTROPY),
+        )
+        model.net.load_state_dict(self.initial_state)
+        params = nnx.NNTrainParams(
+            n_epochs=epochs,
+            optim=nnx.NNOptimParams(name=nnx.Optims.ADAM, max_lr=1e-2),
+            train_loader=train_loader,
+            val_loader=val_loader,
+            progress=False,
+        )
+        return model, params
 
     def net(self) -> nn.Sequential:
         """A fresh net holding the shared initial weights."""

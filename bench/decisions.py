@@ -15,30 +15,14 @@ import argparse
 import statistics
 import sys
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
 from nnx_api.decisions import Choice, FixedHeadProvider
+from nnx_api.model import Head, PredictionResult  # the real NNModel types the fakes return
 
 LABELS = tuple(str(digit) for digit in range(10))
-
-
-class PredictionResult(NamedTuple):
-    """The stand-in's copy of ``NNModel.predict_proba``'s return type."""
-
-    logits: torch.Tensor
-    probabilities: torch.Tensor | None
-    decoded: torch.Tensor
-    sample_ids: list[int]
-
-
-class Head(NamedTuple):
-    """The stand-in's copy of ``NNModel.head``."""
-
-    kind: str
-    width: int
-    labels: tuple[str, ...] | None
 
 
 class StandInModel:

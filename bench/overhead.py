@@ -100,19 +100,7 @@ def plain_arm(job: C.Job, epochs: int, *, fsync: bool, folder: str | None) -> di
 
 def nnx_arm(job: C.Job, epochs: int, *, folder: str | None) -> dict[str, float]:
     """``NNModel.train`` on the same loaders and initial weights, into a fresh runs root."""
-    train_loader, val_loader = job.loaders(0)
-    model = nnx.NNModel(
-        nnx.NNParams(input_dim=C.INPUTS, output_dim=C.CLASSES, hidden_dims=job.hidden),
-        nnx.NNModelParams(loss=nnx.Losses.CROSS_ENTROPY),
-    )
-    model.net.load_state_dict(job.initial_state)
-    params = nnx.NNTrainParams(
-        n_epochs=epochs,
-        optim=nnx.NNOptimParams(name=nnx.Optims.ADAM, max_lr=1e-2),
-        train_loader=train_loader,
-        val_loader=val_loader,
-        progress=False,
-    )
+    model, params = job.nnx_job(epochs)
     stamps = Stamps()
     with tempfile.TemporaryDirectory(dir=folder) as root:
         start = time.perf_counter()

@@ -34,7 +34,6 @@ import _common as C
 
 C.setup_threads()
 
-import nnx_api as nnx
 from nnx_api.training import TrainingSession
 
 
@@ -74,19 +73,7 @@ class FsyncClock:
 
 
 def train(job: C.Job, epochs: int, parent: str | None, profile: cProfile.Profile | None) -> None:
-    train_loader, val_loader = job.loaders(0)
-    model = nnx.NNModel(
-        nnx.NNParams(input_dim=C.INPUTS, output_dim=C.CLASSES, hidden_dims=job.hidden),
-        nnx.NNModelParams(loss=nnx.Losses.CROSS_ENTROPY),
-    )
-    model.net.load_state_dict(job.initial_state)
-    params = nnx.NNTrainParams(
-        n_epochs=epochs,
-        optim=nnx.NNOptimParams(name=nnx.Optims.ADAM, max_lr=1e-2),
-        train_loader=train_loader,
-        val_loader=val_loader,
-        progress=False,
-    )
+    model, params = job.nnx_job(epochs)
     with tempfile.TemporaryDirectory(dir=parent) as root:
         if profile is not None:
             profile.enable()

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunNotFoundError
-from nnx_core.history import parse_history
+from nnx_core.history import coverage_problems, parse_history
 from nnx_core.identity import validate_run_id
 from nnx_adapters.storage_fs import TMP_PREFIX
 from nnx_api.journal import check_journal, epoch_summaries, has_journal
@@ -246,13 +246,9 @@ def _check_history(files: RunFiles, last: Any, problems: list[str], notes: list[
         if raw:
             notes.append(f"{len(raw)} history row(s) without a committed LAST (ignored by readers)")
         return
-    committed = sorted({r.epoch_idx for r in raw if r.epoch_idx <= last.epoch})
     tail = [r for r in raw if r.epoch_idx > last.epoch]
-    if not committed or committed[-1] != last.epoch:
-        problems.append(f"the history has no rows for LAST's epoch {last.epoch}")
-    elif committed != list(range(committed[0], last.epoch + 1)):
-        missing = sorted(set(range(committed[0], last.epoch + 1)) - set(committed))
-        problems.append(f"the history misses committed epoch(s) {missing}")
+    committed = (r.epoch_idx for r in raw if r.epoch_idx <= last.epoch)
+    problems.extend(coverage_problems(committed, last.epoch, "the history", "rows"))
     if tail:
         notes.append(f"{len(tail)} history row(s) newer than LAST (an interrupted commit; readers ignore them)")
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from nnx_core.commit import LAST, RunFiles, truncate_to_last
 from nnx_core.errors import HistoryCorruptionError, ParamsError, RunNotFoundError
-from nnx_core.history import flatten, parse_history
+from nnx_core.history import coverage_problems, flatten, parse_history
 from nnx_core.identity import validate_run_id
 from nnx_core.journal import (
     FullHistory,
@@ -337,11 +337,7 @@ def check_journal(storage: Any, run_id: str, last: Any, problems: list[str], not
         return
     epochs = sorted({e.last_epoch for e in entries if e.last_epoch <= last.epoch})
     tail = [e for e in entries if e.last_epoch > last.epoch]
-    if not epochs or epochs[-1] != last.epoch:
-        problems.append(f"the history journal has no records for LAST's epoch {last.epoch}")
-    elif epochs != list(range(epochs[0], last.epoch + 1)):
-        missing = sorted(set(range(epochs[0], last.epoch + 1)) - set(epochs))
-        problems.append(f"the history journal misses committed epoch(s) {missing}")
+    problems.extend(coverage_problems(epochs, last.epoch, "the history journal"))
     if sorted(r["epoch"] for r, _ in rows if r["epoch"] <= last.epoch) != epochs:
         problems.append("history/epochs.jsonl does not have one row per committed epoch")
     if tail:

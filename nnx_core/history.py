@@ -148,3 +148,13 @@ def epoch_rows(idps: Iterable[IterationDataPoint]) -> dict[int, IterationDataPoi
     for idp in idps:
         rows[idp.epoch_idx] = idp
     return rows
+
+
+def coverage_problems(epochs: Iterable[int], last_epoch: int, what: str, unit: str = "records") -> list[str]:
+    """Problems with the committed epochs a history holds: it must hold LAST's epoch and every
+    epoch from its first up to it (``what`` and ``unit`` name the history in the messages)."""
+    committed = sorted(set(epochs))
+    if not committed or committed[-1] != last_epoch:
+        return [f"{what} has no {unit} for LAST's epoch {last_epoch}"]
+    missing = sorted(set(range(committed[0], last_epoch + 1)) - set(committed))
+    return [f"{what} misses committed epoch(s) {missing}"] if missing else []

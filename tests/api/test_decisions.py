@@ -8,7 +8,7 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 import torch
@@ -34,22 +34,10 @@ from nnx_api.decisions import (
     validate_response,
 )
 from nnx_core.errors import NNxError
+from nnx_api.model import Head, PredictionResult  # the real NNModel types the fakes return
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELS = ("cat", "dog", "fox")
-
-
-class PredictionResult(NamedTuple):
-    logits: torch.Tensor
-    probabilities: torch.Tensor | None
-    decoded: torch.Tensor
-    sample_ids: list[int]
-
-
-class Head(NamedTuple):
-    kind: str
-    width: int
-    labels: tuple[str, ...] | None
 
 
 class FakeModel:

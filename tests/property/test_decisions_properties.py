@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from hypothesis import assume, given, settings
@@ -23,22 +23,10 @@ from nnx_api.decisions import (
     question_from_state,
     validate_response,
 )
+from nnx_api.model import Head, PredictionResult  # the real NNModel types the fakes return
 
 EXAMPLES = 500 if os.environ.get("NNX_DEEP") == "1" else 50
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None)
-
-
-class PredictionResult(NamedTuple):
-    logits: torch.Tensor
-    probabilities: torch.Tensor | None
-    decoded: torch.Tensor
-    sample_ids: list[int]
-
-
-class Head(NamedTuple):
-    kind: str
-    width: int
-    labels: tuple[str, ...] | None
 
 
 class IdentityModel:
