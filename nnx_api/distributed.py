@@ -817,6 +817,7 @@ def train_distributed(
     storage = FileStorage(base)
     files = RunFiles(storage, run.id)
     with contextlib.ExitStack() as lease:
+        lease.callback(collective.close)  # the shared-memory segment (an earlier exit leaves it to the GC)
         plan: _Plan | Failure | None = None
         error = None
         if writer:
