@@ -17,9 +17,8 @@ import secrets
 import stat
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 from contextlib import contextmanager, suppress
+from typing import Any
 
 import portalocker
 
@@ -111,62 +110,122 @@ def _write_all(fd: int, view: memoryview) -> None:
         view = view[written:]
 
 
-_HASH_POOL: ThreadPoolExecutor | None = None
-_OVERLAP_BYTES = 1 << 20
-
-
-def _hash_pool() -> ThreadPoolExecutor:
-    global _HASH_POOL
-    if _HASH_POOL is None:
-        _HASH_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nnx-sha256")
-    return _HASH_POOL
+_CHUNK_BYTES = 1 << 20
 
 
 class _HashingWriter:
-    """A write-only sink onto a file descriptor that hashes what it writes.
+    """A write-only sink onto a file descriptor that also yields the SHA-256 of what it wrote.
 
-    Small writes are gathered into one buffer (torch.save makes hundreds of them); large chunks
-    are hashed on a helper thread while the main thread writes them (both release the GIL), so
-    hashing costs almost nothing on a machine with two cores. Each chunk is fully hashed and
-    written, or copied into the buffer, before ``write`` returns.
+    Small writes are gathered into one buffer (torch.save makes hundreds of them). A payload
+    under ``_CHUNK_BYTES`` is hashed on the calling thread. A larger one is hashed by a helper
+    thread that reads the file's bytes back from the page cache behind the writes (its own
+    descriptor, ``pread``): writing never waits for hashing, and the hash keeps running while
+    the caller fsyncs the file. ``hexdigest`` waits for it. What is hashed is what the file holds.
     """
 
-    def __init__(self, fd: int = -1) -> None:
-        self.fd = fd
+    def __init__(self) -> None:
+        self.fd = -1
         self.size = 0
-        self._sha = hashlib.sha256()
         self._buffer = bytearray()
+        self._sha = hashlib.sha256()
+        self._digest: str | None = None
+        self._trail: _TrailingHash | None = None
+        self._inline = 0  # bytes hashed on the calling thread (the head of the file)
 
     def _emit(self, view: memoryview) -> None:
-        if view.nbytes >= _OVERLAP_BYTES:
-            pending = _hash_pool().submit(self._sha.update, view)
-            _write_all(self.fd, view)
-            pending.result()
-        else:
-            self._sha.update(view)
-            _write_all(self.fd, view)
+        if self._trail is None:
+            self._trail = _TrailingHash(self.fd, self._sha, start=self._inline)
+        _write_all(self.fd, view)
+        self._trail.advance(view.nbytes)
 
     def write(self, data: Any) -> int:
         view = byte_view(data)
-        if view.nbytes >= _OVERLAP_BYTES:
+        if view.nbytes >= _CHUNK_BYTES:
             self.flush()
             self._emit(view)
         else:
             self._buffer += view
-            if len(self._buffer) >= _OVERLAP_BYTES:
+            if len(self._buffer) >= _CHUNK_BYTES:
                 self.flush()
         self.size += view.nbytes
         return view.nbytes
 
     def flush(self) -> None:
         """Write out the gathered small writes."""
-        if self._buffer:
+        if not self._buffer:
+            return
+        if self._trail is None and self.size < _CHUNK_BYTES:  # the whole payload is small so far
+            self._sha.update(self._buffer)
+            _write_all(self.fd, memoryview(self._buffer))
+            self._inline += len(self._buffer)
+        else:
             self._emit(memoryview(self._buffer))
-            self._buffer = bytearray()
+        self._buffer = bytearray()
 
     def hexdigest(self) -> str:
-        self.flush()
-        return self._sha.hexdigest()
+        """The SHA-256 of everything written (waits for the helper thread)."""
+        if self._digest is None:
+            self.flush()
+            if self._trail is not None:
+                self._trail.finish()
+            self._digest = self._sha.hexdigest()
+        return self._digest
+
+    def close(self) -> None:
+        """Stop the helper thread (after a failure); idempotent."""
+        if self._trail is not None:
+            self._trail.finish(check=False)
+
+
+class _TrailingHash:
+    """Hashes a file's bytes ``[start, written)`` on a helper thread as the writer advances."""
+
+    def __init__(self, fd: int, sha: Any, *, start: int) -> None:
+        self._fd = os.dup(fd)
+        self._sha = sha
+        self._start = start
+        self._written = start
+        self._final = False
+        self._error: BaseException | None = None
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="nnx-sha256", daemon=True)
+        self._thread.start()
+
+    def advance(self, nbytes: int) -> None:
+        with self._cond:
+            self._written += nbytes
+            self._cond.notify()
+
+    def finish(self, *, check: bool = True) -> None:
+        with self._cond:
+            self._final = True
+            self._cond.notify()
+        self._thread.join()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if check and self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        buffer = memoryview(bytearray(_CHUNK_BYTES))
+        hashed = self._start
+        try:
+            while True:
+                with self._cond:
+                    while hashed >= self._written and not self._final:
+                        self._cond.wait()
+                    target = self._written
+                if hashed >= target:
+                    return
+                while hashed < target:
+                    n = os.preadv(self._fd, [buffer[: min(_CHUNK_BYTES, target - hashed)]], hashed)
+                    if n <= 0:
+                        raise OSError(errno.EIO, f"short read while hashing a blob at byte {hashed}")
+                    self._sha.update(buffer[:n])
+                    hashed += n
+        except BaseException as exc:  # noqa: BLE001 — reported by finish()
+            self._error = exc
 
 
 class FileStorage:
@@ -252,19 +311,29 @@ class FileStorage:
             path = os.path.join(directory, writer.hexdigest())
             return None if os.path.isfile(path) else path
 
-        self._durable_replace(directory, temporary_name("blob"), fill, target)
+        try:
+            self._durable_replace(directory, temporary_name("blob"), fill, target, readable=True)
+        finally:
+            writer.close()
         digest = writer.hexdigest()
         return Receipt(f"{folder}/{digest}", writer.size, digest)
 
     def _durable_replace(
-        self, directory: str, tmp_name: str, fill: Callable[[int], None], target: Callable[[], str | None]
+        self,
+        directory: str,
+        tmp_name: str,
+        fill: Callable[[int], None],
+        target: Callable[[], str | None],
+        *,
+        readable: bool = False,
     ) -> None:
         """The durable-replace protocol of every write: create an owned temporary in ``directory``,
         ``fill`` it, fsync it, rename it onto ``target()`` (None: identical content is already
         there, drop the temporary), fsync the folder. On failure the temporary is removed and the
         original error re-raised."""
         tmp = os.path.join(directory, tmp_name)
-        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | _O_CLOEXEC, 0o644)
+        mode = os.O_RDWR if readable else os.O_WRONLY  # readable: the blob hasher reads it back
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | mode | _O_CLOEXEC, 0o644)
         self.ops["create"] += 1
         settled = False
         try:

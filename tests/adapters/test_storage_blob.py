@@ -66,3 +66,27 @@ def test_digest_hashes_in_place_and_verify_blob_catches_corruption(store):
         files.verify_blob(ref)
     with pytest.raises(CorruptRunError, match="missing"):
         files.verify_blob(BlobRef("0" * 64, 1))
+
+
+@pytest.mark.parametrize("sizes", [(10, 1 << 20), (500_000, 600_000, 3), ((1 << 20) - 1, 1, 2 << 20, 7), (3 << 20,)])
+def test_digest_is_right_whatever_the_chunking(store, sizes):
+    """Small heads hashed inline, then the rest hashed behind the writes from the file itself."""
+    chunks = [os.urandom(n) for n in sizes]
+    receipt = store.write_blob("o", produce_chunks(*chunks))
+    data = b"".join(chunks)
+    assert receipt.sha256 == hashlib.sha256(data).hexdigest()
+    assert store.read(receipt.path) == data
+
+
+def test_failure_after_a_large_chunk_leaves_nothing_and_no_thread(store):
+    import threading
+
+    def produce(sink):
+        sink.write(os.urandom(3 << 20))  # the trailing hasher is running now
+        raise OSError(errno.EIO, "Input/output error")
+
+    before = threading.active_count()
+    with pytest.raises(OSError, match="Input/output"):
+        store.write_blob("o", produce)
+    assert store.list("o") == [] and store.clean_temporaries("") == 0
+    assert threading.active_count() == before
