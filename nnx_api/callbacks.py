@@ -69,7 +69,8 @@ class CallbackContext:
     ``update_count`` counts committed optimizer updates; ``update_lrs`` is the
     ``(update, lr after its scheduler step)`` trace of an update-clock schedule;
     ``update_listeners`` are ``fn(ctx)`` called after each committed update and its scheduler step;
-    ``stop_at_update`` stops right after the current committed update.
+    ``stop_at_update`` stops right after the current committed update. ``retention`` is the
+    history journal's retention (records kept in memory), None with the eager history.
     """
 
     model: Any
@@ -88,6 +89,7 @@ class CallbackContext:
     update_lrs: list[tuple[int, float]] = attrs.field(factory=list)
     update_listeners: list[Callable[[CallbackContext], None]] = attrs.field(factory=list)
     save_weights: Callable[[str], Callable[[], None]] | None = None
+    retention: int | None = None
 
 
 class LegacyCallback(Callback):
@@ -228,13 +230,21 @@ class LRMonitor(Callback):
     ``history``: one entry per epoch, read at ``on_epoch_end`` (after the epoch-clock schedule
     stepped). ``update_history``: ``(update index, lr)`` after each committed update's scheduler
     step (the lr the next update will use), recorded through ``ctx.update_listeners``.
+
+    With a history journal (``train(..., history=HistoryJournal(retention=N))``) memory stays
+    bounded: ``history`` keeps the last ``N`` epochs and ``update_history`` the updates of those
+    epochs, unless ``bounded=False``. With the eager history both keep everything.
     """
 
     distributed = "all"
 
-    def __init__(self) -> None:
+    def __init__(self, bounded: bool = True) -> None:
+        if not isinstance(bounded, bool):
+            raise ParamsError("LRMonitor.bounded", f"must be True or False, got {bounded!r}")
+        self.bounded = bounded
         self.history: list[float] = []
         self.update_history: list[tuple[int, float]] = []
+        self._epoch_ends: list[int] = []  # len(update_history) after each kept epoch
 
     def on_train_begin(self, ctx: CallbackContext) -> None:
         ctx.update_listeners.append(self._after_update)
@@ -244,6 +254,13 @@ class LRMonitor(Callback):
 
     def on_epoch_end(self, ctx: CallbackContext) -> None:
         self.history.append(float(ctx.optimizer.param_groups[0]["lr"]))
+        self._epoch_ends.append(len(self.update_history))
+        limit = ctx.retention if self.bounded else None
+        if limit is not None and len(self.history) > limit:
+            cut = self._epoch_ends[-limit - 1]  # the updates of the epochs that fall out
+            del self.history[:-limit]
+            del self.update_history[:cut]
+            self._epoch_ends = [end - cut for end in self._epoch_ends[-limit:]]
 
 
 class ModelCheckpoint(Callback):

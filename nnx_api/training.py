@@ -199,6 +199,8 @@ class TrainingSession:
         self.stopped_update = False
         self.table = dispatch_table(self.callbacks, Callback)
         self.ctx = CallbackContext(model=model, run=run, optimizer=optimizer.optimizer, save_weights=self._save_weights)
+        if isinstance(history, JournalWriter):
+            self.ctx.retention = history.spec.retention
         self.decision: MonitorDecision | None = None
         self._epoch_last: IterationDataPoint | None = None
         self._window_loss: torch.Tensor | None = None

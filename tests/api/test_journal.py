@@ -145,6 +145,19 @@ def test_callbacks_see_a_read_only_window_or_declare_full_access(tmp_path):
     assert full.begin_len == 0
 
 
+def test_lr_monitor_is_bounded_by_the_journal_unless_told_otherwise(tmp_path):
+    sched = nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP, step_size=1, factor=0.5)
+    bounded, unbounded, eager = nnx.LRMonitor(), nnx.LRMonitor(bounded=False), nnx.LRMonitor()
+    train(tmp_path / "j", n_epochs=8, history=nnx.HistoryJournal(retention=3), callbacks=[bounded, unbounded], scheduler=sched)
+    train(tmp_path / "e", n_epochs=8, history=None, callbacks=[eager], scheduler=sched)
+    assert len(unbounded.history) == 8 and eager.history == unbounded.history
+    assert bounded.history == unbounded.history[-3:]
+    assert len(eager.update_history) == len(unbounded.update_history) == 8 * 3  # 3 batches an epoch
+    assert bounded.update_history == unbounded.update_history[-3 * 3 :]
+    with pytest.raises(nnx.ParamsError, match="LRMonitor.bounded"):
+        nnx.LRMonitor(bounded="no")
+
+
 def test_plain_function_callbacks_are_refused_before_anything_is_written(tmp_path):
     with pytest.raises(nnx.ParamsError, match="plain-function"):
         train(tmp_path / "runs", callbacks=[lambda idps: None])
