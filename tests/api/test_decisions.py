@@ -461,6 +461,91 @@ def test_deferred_results_behave_like_constructed_ones() -> None:
         results[0].distribution = ()  # frozen
 
 
+# ------------------------------------------------------------- FixedHeadProvider over NNModel
+
+
+def nn_model(kind: str = "categorical", width: int = 3, labels: Any = LABELS) -> Any:
+    import nnx_api as nnx
+
+    torch.manual_seed(0)
+    task = (nnx.TaskSpec.categorical(labels=labels) if kind == "categorical"
+            else nnx.TaskSpec.multilabel(labels=labels))
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=width, hidden_dims=(5,), dropout_prob=0.25),
+                        nnx.NNModelParams(task=task))
+    return model
+
+
+class OnlyPredictProba:
+    """An NNModel seen only through the provider's documented contract."""
+
+    def __init__(self, model: Any) -> None:
+        self.net, self.head, self.predict_proba = model.net, model.head, model.predict_proba
+
+
+def test_nnmodel_answers_match_its_predict_proba_logits_in_float64() -> None:
+    model, X = nn_model(), rows(6)
+    direct = FixedHeadProvider(model).decide(animals("dog", "fox", "cat"), X)
+    through = FixedHeadProvider(OnlyPredictProba(model)).decide(animals("dog", "fox", "cat"), X)
+    assert direct == through
+    expected = torch.softmax(model.predict_proba(X).logits.double(), -1)[:, [1, 2, 0]]
+    for row, result in enumerate(direct):
+        assert [p for _, p in result.distribution] == pytest.approx(expected[row].tolist(), abs=1e-12)
+        assert result.raw == through[row].raw
+    model.task_adapter = None  # predict_proba would fail now; the provider only needs the logits
+    assert FixedHeadProvider(model).decide(animals("dog", "fox", "cat"), X) == direct
+
+
+def test_nnmodel_bernoulli_head_and_batches() -> None:
+    model, X = nn_model(kind="multilabel", width=1, labels=("spam",)), rows(7)
+    question = Boolean("Is this spam?")
+    provider = FixedHeadProvider(model, question=question, max_batch=3)
+    results = provider.decide(question, X)
+    assert provider.model_calls == 3
+    expected = torch.sigmoid(model.predict_proba(X).logits.double())[:, 0]
+    assert [r.p_true for r in results] == pytest.approx(expected.tolist(), abs=1e-12)
+
+
+def test_nnmodel_with_an_overridden_predict_proba_is_asked_through_it() -> None:
+    model, X = nn_model(), rows(3)
+    plain = FixedHeadProvider(model).decide(animals(), X)
+    own = model.predict_proba
+    calls: list[int] = []
+
+    def tempered(data: Any) -> PredictionResult:  # temperature scaling done by the model itself
+        calls.append(len(data))
+        result = own(data)
+        return result._replace(logits=result.logits / 2)
+
+    model.predict_proba = tempered
+    answered = FixedHeadProvider(model).decide(animals(), X)
+    assert calls == [3] and answered != plain
+    assert answered[0].raw["logits"] == pytest.approx([v / 2 for v in plain[0].raw["logits"]], abs=1e-6)
+
+    class Tempered(type(model)):
+        def predict_proba(self, data: Any) -> PredictionResult:
+            calls.append(len(data))
+            return tempered(data)
+
+    del model.predict_proba
+    model.__class__ = Tempered
+    assert FixedHeadProvider(model).decide(animals(), X) == answered and calls == [3, 3, 3]
+
+
+def test_nnmodel_failures_and_modes() -> None:
+    model = nn_model()
+    model.net.train()
+    model.net[2].eval()  # the Dropout: mixed per-module flags must come back exactly
+    flags = [m.training for m in model.net.modules()]
+    provider = FixedHeadProvider(model)
+    with pytest.raises(ProviderFailure):
+        provider.decide(animals(), rows(2, features=5))  # wrong input width: the forward raises
+    assert [m.training for m in model.net.modules()] == flags
+    first = provider.decide(animals(), rows(4))
+    assert [m.training for m in model.net.modules()] == flags
+    assert first == provider.decide(animals(), rows(4))  # eval mode: dropout is off
+    assert provider.model_calls == 3
+
+
 # ----------------------------------------------------------------------------- the example
 
 
