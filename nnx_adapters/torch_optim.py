@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -110,12 +111,15 @@ def _warmup_decay(warmup: int, total: int):
 class TorchClock:
     """The ``Clock`` port over a torch LR scheduler."""
 
-    def __init__(self, scheduler: Any, clock: ClockKind, kind: str, budget: int | None = None) -> None:
+    def __init__(
+        self, scheduler: Any, clock: ClockKind, kind: str, budget: int | None = None, *, implicit_budget: bool = False
+    ) -> None:
         self.scheduler = scheduler
         self._clock = clock
         self.kind = kind
         self.budget = budget
         self.ticks = 0
+        self._warn_past_budget = implicit_budget and kind == "cosine_annealing"
 
     @property
     def clock(self) -> ClockKind:
@@ -131,6 +135,15 @@ class TorchClock:
         else:
             self.scheduler.step()
         self.ticks += 1
+        if self._warn_past_budget and self.budget is not None and self.ticks > self.budget:
+            self._warn_past_budget = False  # once
+            warnings.warn(
+                f"cosine annealing stepped past its implicit T_max={self.budget} ({self._clock} ticks derived from "
+                "the run's length); the learning rate now rises again. Set NNSchedulerParams(T_max=...) to the "
+                "number of ticks the schedule should span",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def state(self) -> dict[str, Any]:
         """Scheduler state, kind, clock and tick count."""
@@ -194,7 +207,7 @@ def build_scheduler(
         sched = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_decay(warm, budget))
     else:  # pragma: no cover - params validate kinds
         raise ValueError(kind)
-    return TorchClock(sched, clock, kind, budget)
+    return TorchClock(sched, clock, kind, budget, implicit_budget=kind == "cosine_annealing" and T_max is None)
 
 
 def named_params(module: torch.nn.Module) -> dict[int, str]:
