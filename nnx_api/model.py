@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import hashlib
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -490,8 +491,15 @@ class NNModel:
 def admit(files: RunFiles, params: Any) -> bool:
     """Admission of a run under its lease: True to continue it from its committed LAST
     (``resume="auto"``); False for a fresh run — a folder that never committed, or one being
-    overwritten, is removed first; an existing run is refused unless told what to do with it."""
+    overwritten, is removed first; an existing run is refused unless told what to do with it.
+
+    A folder without LAST whose attempt record still says "running" belongs to a writer that was
+    killed before its first commit (we hold the lease, so it is not alive): it is removed, as
+    that writer would have removed it on an ordinary error."""
     if not files.exists():
+        return False
+    if files.read_tag(LAST) is None and _abandoned(files):
+        files.storage.remove_tree(files.run_id)  # a killed first attempt: nothing was committed
         return False
     if params.resume == "auto":
         if files.read_tag(LAST) is not None:
@@ -504,6 +512,15 @@ def admit(files: RunFiles, params: Any) -> bool:
         )
     files.storage.remove_tree(files.run_id)
     return False
+
+
+def _abandoned(files: RunFiles) -> bool:
+    """Whether the run's attempt record says "running" (read under the run's lease)."""
+    try:
+        doc = json.loads(files.storage.read(files.attempt))
+    except (FileNotFoundError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("status") == "running"
 
 
 def read_resume_source(params: Any, base: Any) -> tuple[bytes, dict[str, Any], bool, dict[str, Any]] | None:

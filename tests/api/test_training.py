@@ -166,6 +166,22 @@ def test_existing_run_is_refused_unless_overwrite_or_salt(runs):
     assert again.id == first.id
 
 
+def test_a_first_attempt_killed_before_its_first_commit_can_simply_be_retried(runs):
+    x, y = tiny_data()
+    params = nnx.NNTrainParams(n_epochs=2, train_loader=batches(x, y, 16), progress=False)
+
+    class Kill(nnx.Callback):  # a KeyboardInterrupt leaves the folder as a hard kill would
+        def on_epoch_end(self, ctx):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        model_for().train(params, callbacks=[Kill()], root=runs)
+    (left,) = [p for p in runs.iterdir() if not p.name.startswith(".")]
+    assert (left / "run.yaml").exists() and not (left / "checkpoints" / "last.json").exists()
+    run = model_for().train(params, root=runs)  # same command again: no RunExistsError
+    assert run.id == left.name and run.checkpoint("last").epoch == 1
+
+
 def test_failure_after_a_commit_keeps_committed_epochs(runs):
     x, y = tiny_data(n=8)
 
