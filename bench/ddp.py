@@ -13,7 +13,10 @@ Arms, interleaved in the same processes (the order rotates every repetition):
                  sharded loader; validation of the rank's shard with one all-reduce of the
                  correct counts; rank 0 ``torch.save`` s model + optimizer and fsyncs every epoch
 * ``nnx DDP``    ``model.train(params, distributed=DDP())``: numerator losses, agreement before
-                 backward, global records, agreed durable commits by the writer
+                 backward, global records, agreed durable commits by the writer; small
+                 all-reduces (the per-microbatch agreement) through shared memory
+* ``nnx, shm off`` the same with ``NNX_SHM_COLLECTIVE=0``: every all-reduce through gloo (what
+                 the shared-memory fast path saves)
 * ``1 process``  ``NNModel.train`` alone (no group, one thread) on the same rows, batch
                  ``world × batch``: what the ranks together replace (measured in this process)
 
@@ -26,6 +29,7 @@ adapter) and DDP's gradient buckets (a counting comm hook). Timings are printed,
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pickle
@@ -50,6 +54,7 @@ C.setup_threads()
 
 import nnx_api as nnx
 from nnx_adapters import torch_collective, torch_state
+from nnx_adapters.torch_collective import SHM_ENV
 from nnx_api import distributed
 
 STEPS = 64
@@ -114,6 +119,19 @@ def nnx_arm(job: C.Job, row: dict[str, Any], epochs: int) -> dict[str, float]:
     root = dist_broadcast(root)
     nnx_model(job).train(nnx_params(job, row, epochs), callbacks=[stamps], root=root, distributed=distributed.DDP())
     return per_epoch(stamps.times, epochs)
+
+
+def nnx_shm_off_arm(job: C.Job, row: dict[str, Any], epochs: int) -> dict[str, float]:
+    """``nnx_arm`` with the shared-memory fast path off (set alike on every rank)."""
+    before = os.environ.get(SHM_ENV)
+    os.environ[SHM_ENV] = "0"
+    try:
+        return nnx_arm(job, row, epochs)
+    finally:
+        if before is None:
+            os.environ.pop(SHM_ENV, None)
+        else:
+            os.environ[SHM_ENV] = before
 
 
 def plain_arm(job: C.Job, row: dict[str, Any], epochs: int, hook: Any = None) -> dict[str, float]:
@@ -237,6 +255,8 @@ def count_traffic(job: C.Job, row: dict[str, Any]) -> dict[str, Any]:
         "plain_grad_bytes_per_step": grads.bytes / (2 * STEPS),
         "rng_pickle_bytes": rng_bytes,
         "epochs": epochs,
+        "fast_path": seen[-1].fast_path_calls > 0,
+        "fast_path_calls": seen[-1].fast_path_calls,
     }
 
 
@@ -247,7 +267,11 @@ def worker(out: str, rows: list[dict[str, Any]], quick: bool) -> None:
     for row in rows:
         job = job_of(row, world)
         epochs, reps = row["epochs"], (2 if quick else row["reps"])
-        arms = {"plain": lambda: plain_arm(job, row, epochs), "nnx": lambda: nnx_arm(job, row, epochs)}
+        arms = {
+            "plain": functools.partial(plain_arm, job, row, epochs),
+            "nnx": functools.partial(nnx_arm, job, row, epochs),
+            "nnx_shm_off": functools.partial(nnx_shm_off_arm, job, row, epochs),
+        }
         samples: dict[str, dict[str, list[float]]] = {name: {} for name in arms}
         names = list(arms)
         for rep in range(-1, reps):  # one untimed warm-up round
@@ -312,15 +336,20 @@ def main(argv: list[str] | None = None) -> int:
         singles.append([single_arm(job, row, row["epochs"], args.world)["epoch"] for _ in range(reps)])
     results = launch(args.world, [dict(r, hidden=list(r["hidden"])) for r in ROWS], args.quick)
     print("\nsteady-state ms/epoch (median over repetitions; ratios: medians of per-repetition ratios, quartiles)\n")
-    print("| row | params | steps/epoch/rank | 1 process ms | plain DDP ms | nnx DDP ms | **nnx / plain DDP** | CPU ratio | 1 process / nnx DDP |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| row | params | steps/epoch/rank | 1 process ms | plain DDP ms | nnx DDP ms | **nnx / plain DDP** | CPU ratio "
+        "| nnx, shm off ms | nnx shm off / plain DDP | 1 process / nnx DDP |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row, res, single in zip(ROWS, results, singles, strict=True):
         s = res["samples"]
         plain, ours = statistics.median(s["plain"]["epoch"]), statistics.median(s["nnx"]["epoch"])
+        off = statistics.median(s["nnx_shm_off"]["epoch"])
         print(
             f"| {row['name']} | {res['params']:,} | {STEPS} | {statistics.median(single) * 1e3:.1f} | {plain * 1e3:.1f} "
             f"| {ours * 1e3:.1f} | **{ratios(s['nnx']['epoch'], s['plain']['epoch'])}** "
-            f"| {ratios(s['nnx']['cpu_epoch'], s['plain']['cpu_epoch'])} | {statistics.median(single) / ours:.2f} |"
+            f"| {ratios(s['nnx']['cpu_epoch'], s['plain']['cpu_epoch'])} | {off * 1e3:.1f} "
+            f"| {ratios(s['nnx_shm_off']['epoch'], s['plain']['epoch'])} | {statistics.median(single) / ours:.2f} |"
         )
     print("\ncollective traffic (per rank)\n")
     print("| row | NNx per step | DDP gradients per step (both arms) | NNx totals over a 2-epoch run | RNG streams (pickled, per rank) |")
@@ -328,11 +357,12 @@ def main(argv: list[str] | None = None) -> int:
     for row, res in zip(ROWS, results, strict=True):
         t = res["traffic"]
         totals = ", ".join(f"{k} {v}" for k, v in sorted(t["nnx_call_totals"].items()))
+        shm = f" ({t['fast_path_calls']} through shared memory)" if t["fast_path"] else " (shared memory off)"
         print(
             f"| {row['name']} | {t['nnx_step_calls']:.0f} all-reduce, {t['nnx_step_bytes']:.0f} B "
             f"| {t['grad_calls_per_step']:.0f} bucket(s), {t['grad_bytes_per_step'] / 1024:.1f} KiB "
             f"(plain: {t['plain_grad_calls_per_step']:.0f}, {t['plain_grad_bytes_per_step'] / 1024:.1f} KiB) "
-            f"| {totals} ({t['steps']} steps) | {t['rng_pickle_bytes']:,} B |"
+            f"| {totals} ({t['steps']} steps){shm} | {t['rng_pickle_bytes']:,} B |"
         )
     return 0
 
