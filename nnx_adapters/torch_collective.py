@@ -103,10 +103,11 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def group_timeout(default: float = 1800.0) -> float:
-    """The default process group's timeout in seconds (torch's default, 30 min, if unreadable)."""
+def group_timeout(device: torch.device | None = None, default: float = 1800.0) -> float:
+    """The default process group's timeout in seconds, as its backend for ``device`` (default:
+    the CPU) holds it; else the backend's default timeout; else ``default`` (torch's 30 min)."""
     try:
-        backend = dist.group.WORLD._get_backend(torch.device("cpu"))  # type: ignore[union-attr]
+        backend = dist.group.WORLD._get_backend(device or torch.device("cpu"))  # type: ignore[union-attr]
         return float(backend.options._timeout.total_seconds())
     except (AttributeError, RuntimeError, TypeError, ValueError):
         pass  # a torch without per-backend options: the backend's default timeout
@@ -114,6 +115,16 @@ def group_timeout(default: float = 1800.0) -> float:
         return float(dist.distributed_c10d._get_default_timeout(dist.get_backend()).total_seconds())
     except (AttributeError, RuntimeError, TypeError, ValueError):
         return default
+
+
+def host_identity() -> tuple[str, int]:
+    """This host as the ranks compare it: the hostname and the PID namespace (pids that peers
+    can check with ``process_alive`` only mean the same process within one namespace)."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = -1
+    return socket.gethostname(), namespace
 
 
 def shm_directory() -> str:
@@ -317,9 +328,10 @@ class TorchCollective:
         return self._shm is not None
 
     def _setup_shared_memory(self) -> SharedMemoryReducer | None:
-        """Agree on the fast path: every rank on this host, x86, enabled everywhere, the segment
-        created by rank 0 and mapped by every rank. Two process-group all-gathers (counted as
-        ``setup``); any failure on any rank leaves every rank on the process group."""
+        """Agree on the fast path: every rank on this host (and PID namespace), on x86, enabled
+        everywhere, every peer's process visible, the segment created by rank 0 and mapped by
+        every rank. Two process-group all-gathers (counted as ``setup``); any failure on any rank
+        leaves every rank on the process group."""
         eligible = shm_enabled() and platform.machine().lower() in _X86
         created: tuple[str, bytes] | None = None
         if eligible and self._rank == 0:
@@ -327,7 +339,7 @@ class TorchCollective:
                 created = SharedMemoryReducer.create_file(self._world)
             except OSError:
                 created = None
-        mine = (socket.gethostname(), os.getpid(), eligible, created)
+        mine = (host_identity(), os.getpid(), eligible, created)
         entries: list[Any] = [None] * self._world
         try:
             dist.all_gather_object(entries, mine)
@@ -345,7 +357,10 @@ class TorchCollective:
         pids = [int(e[1]) for e in entries]
         reducer: SharedMemoryReducer | None = None
         try:
-            reducer = SharedMemoryReducer.attach(path, token, self._rank, self._world, pids, group_timeout())
+            if not all(process_alive(pid) for pid in pids):
+                raise RuntimeError("a peer's process is not visible from this rank")
+            timeout = group_timeout(self.device)
+            reducer = SharedMemoryReducer.attach(path, token, self._rank, self._world, pids, timeout)
         except (OSError, ValueError, RuntimeError):
             reducer = None
         oks: list[Any] = [None] * self._world
