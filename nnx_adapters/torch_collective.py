@@ -175,7 +175,6 @@ class SharedMemoryReducer:
         self.path = path  # the segment's file, for diagnostics (unlinked once every rank mapped it)
         self._mm = segment
         self._q = memoryview(segment).cast("q")
-        self._d = memoryview(segment).cast("d")
         self.rank = rank
         self.world_size = world_size
         self.pids = list(pids)
@@ -294,7 +293,6 @@ class SharedMemoryReducer:
             return
         self.closed = True
         self._q.release()
-        self._d.release()
         self._mm.close()
 
 
