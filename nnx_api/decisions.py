@@ -363,17 +363,16 @@ class FixedHeadProvider:
         model = self._model
         net = model.net
         flags = [(module, module.training) for module in net.modules()]
+        direct = _uses_nnmodel_inference(model)
         self._model_calls += 1
         try:
-            if _uses_nnmodel_inference(model):
-                logits = model._forward_all(rows)
-            else:
-                logits = model.predict_proba(rows).logits
+            output = model._forward_all(rows) if direct else model.predict_proba(rows)
         except Exception as error:
             raise ProviderFailure(f"the model failed while answering: {error!r}") from error
         finally:
             for module, training in flags:
                 module.training = training
+        logits = output if direct else output.logits
         if not isinstance(logits, torch.Tensor):
             raise InvalidDecisionResponse(
                 f"the model returned logits of type {type(logits).__name__}, not a tensor"
