@@ -74,8 +74,8 @@ _X86 = frozenset({"x86_64", "amd64", "i386", "i486", "i586", "i686", "x86"})
 _TOKEN_BYTES = 16
 _HEADER_WORDS = 8  # the token (2 words), then padding to one 64-byte cache line
 _SLOT_WORDS = -(-(SHM_CAPACITY + 3) // 8) * 8  # seq_begin, n, values, seq_end; whole cache lines
-_SPINS = 300  # checks before the first sleep
-_FIRST_NAP, _LONGEST_NAP = 25e-6, 1e-3  # seconds; the nap doubles up to the longest
+_SPINS = 50  # checks before the first sleep
+_FIRST_NAP, _LONGEST_NAP = 25e-6, 1e-4  # seconds; the nap doubles up to the longest
 _LIVENESS_EVERY = 0.1  # seconds between checks that the awaited peers still live
 
 
@@ -164,7 +164,7 @@ class SharedMemoryReducer:
     barriers, which Python cannot issue: ``TorchCollective`` uses this path only on x86.
 
     The sum: every rank adds the slots in rank order 0..world-1 in float64, so every rank gets the
-    same bits. Waiting spins ``_SPINS`` checks, then sleeps from 25 µs doubling to 1 ms; every
+    same bits. Waiting spins ``_SPINS`` checks, then sleeps from 25 µs doubling to 100 µs (a late peer is noticed within 0.1 ms); every
     100 ms it checks that the awaited peers' processes still live, and a dead peer or ``timeout``
     seconds without the round raise ``RuntimeError`` naming the missing ranks.
     """
