@@ -9,6 +9,9 @@ import torch
 
 from nnx_adapters.torch_optim import build_scheduler
 
+# these unit tests step a bare scheduler without optimizer steps; torch says so
+pytestmark = pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)`:UserWarning")
+
 
 def cosine(T_max=None):
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
