@@ -38,6 +38,7 @@ def register(commands: Any, root_help: str) -> None:
     export.add_argument("output", help="file to write: *.safetensors or *.onnx")
     export.add_argument("--tag", default="best", help="checkpoint tag to export (default: best)")
     export.add_argument("--opset", type=int, default=17, help="ONNX opset (default: 17)")
+    export.add_argument("--dynamo", action="store_true", help="ONNX: torch.export-based exporter (needs onnxscript)")
     export.add_argument("--root", help=root_help)
     export.set_defaults(action=_guard(_export))
 
@@ -133,7 +134,7 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
         from nnx_api.model import NNModel
 
         model = NNModel.from_checkpoint(run.id, args.tag, root=root)
-        model.to_onnx(target, default_example_input(run), opset=args.opset)
+        model.to_onnx(target, default_example_input(run), opset=args.opset, dynamo=args.dynamo)
     else:
         print(f"nnx: cannot tell the format of {target.name!r}: name it *.safetensors or *.onnx", file=sys.stderr)
         return 2

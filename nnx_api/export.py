@@ -1,7 +1,8 @@
 """Exporters: ONNX (``NNModel.to_onnx``) and safetensors (``export_safetensors``).
 
-ONNX uses PyTorch's TorchScript-based exporter (``dynamo=False``): it needs no package beyond
-``onnx`` and gives a graph with a dynamic batch axis. The exported file is checked with
+ONNX uses PyTorch's TorchScript-based exporter by default (``dynamo=False``): it needs no package
+beyond ``onnx`` and gives a graph with a dynamic batch axis. ``dynamo=True`` uses the
+``torch.export``-based exporter instead (it also needs ``onnxscript``, in the same extra). The exported file is checked with
 ``onnx.checker``. ONNX Runtime parity (outputs equal within rtol 1e-4 / atol 1e-5 on CPU for
 several batch sizes) is what the test suite proves for the built-in MLP; ``check_onnx_parity``
 runs the same comparison for any model.
@@ -13,6 +14,9 @@ Both are optional extras: ``pip install "nnx[export]"``.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -39,12 +43,18 @@ def to_onnx(
     output_names: Sequence[str] = ("output",),
     dynamic_batch: bool = True,
     check: bool = True,
+    dynamo: bool = False,
 ) -> Path:
     """Export ``model.net`` (in eval mode; each submodule's mode is restored afterwards) to an
     ONNX file traced on ``example_input`` (a tensor or a tuple of tensors). The first axis of
-    every input and output is dynamic unless ``dynamic_batch=False``. Returns the path."""
+    every input and output is dynamic unless ``dynamic_batch=False``. ``dynamo=True`` selects
+    torch's ``torch.export``-based exporter (needs ``onnxscript``); the default is the
+    TorchScript-based one. Returns the path."""
     require("onnx", "export", "to_onnx")
     import onnx
+
+    if dynamo:
+        require("onnxscript", "export", "to_onnx(dynamo=True)")
 
     net = model.net
     device = getattr(model, "device", None) or next(net.parameters()).device
@@ -58,22 +68,59 @@ def to_onnx(
         target.parent.mkdir(parents=True, exist_ok=True)
     with restored_modes(net), warnings.catch_warnings():
         net.eval()
-        # the TorchScript exporter is chosen on purpose (no onnxscript needed): silence its notices
-        warnings.filterwarnings("ignore", ".*legacy TorchScript-based ONNX export.*", DeprecationWarning)
-        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch\.onnx")
-        torch.onnx.export(
-            net,
-            args,
-            str(target),
-            dynamo=False,
-            opset_version=opset,
-            input_names=inputs,
-            output_names=outputs,
-            dynamic_axes=axes,
-        )
+        if dynamo:
+            _export_dynamo(net, args, target, opset, inputs, outputs, dynamic_batch)
+        else:
+            # the TorchScript exporter is the default on purpose (no onnxscript needed): silence its notices
+            warnings.filterwarnings("ignore", ".*legacy TorchScript-based ONNX export.*", DeprecationWarning)
+            warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch\.onnx")
+            torch.onnx.export(
+                net,
+                args,
+                str(target),
+                dynamo=False,
+                opset_version=opset,
+                input_names=inputs,
+                output_names=outputs,
+                dynamic_axes=axes,
+            )
     if check:
         onnx.checker.check_model(str(target))
     return target
+
+
+def _export_dynamo(
+    net: torch.nn.Module, args: tuple[Any, ...], target: Path, opset: int,
+    inputs: list[str], outputs: list[str], dynamic_batch: bool,
+) -> None:
+    """The ``torch.export``-based exporter. A one-row example would be specialised to batch 1
+    (``torch.export`` treats sizes 0 and 1 as constants), so it is traced on the row twice."""
+    shapes = None
+    if dynamic_batch:
+        args = tuple(torch.cat([a, a]) if a.dim() and a.shape[0] == 1 else a for a in args)
+        batch = torch.export.Dim("batch")
+        shapes = tuple({0: batch} for _ in args)
+    quiet = [logging.getLogger(name) for name in ("torch.onnx", "onnxscript")]
+    levels = [logger.level for logger in quiet]
+    try:  # its progress lines, registry notices and version-converter remarks are not the caller's
+        for logger in quiet:
+            logger.setLevel(logging.ERROR)
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            torch.onnx.export(
+                net,
+                args,
+                str(target),
+                dynamo=True,
+                opset_version=opset,
+                input_names=inputs,
+                output_names=outputs,
+                dynamic_shapes=shapes,
+                verbose=False,
+            )
+    finally:
+        for logger, level in zip(quiet, levels, strict=True):
+            logger.setLevel(level)
 
 
 def check_onnx_parity(

@@ -49,6 +49,24 @@ def test_onnx_export_of_a_digits_mlp_matches_pytorch_on_batches_1_2_7(digits_run
     assert len(check_onnx_parity(model, path, [x[:1], x[:2], x[:7]])) == 3
 
 
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript-exporter", "dynamo-exporter"])
+def test_onnx_conformance_profile(tmp_path, dynamo):
+    """REFERENCE's two export-conformance profiles: FeedFwdNN 4-8-2, ReLU, FP32, opset 17, each
+    exporter; CPUExecutionProvider with one thread; batches 1/2/3/7 match (rtol 1e-4, atol 1e-5);
+    an input of width 5 is refused."""
+    nnx.set_seed(0)
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=2, hidden_dims=(8,)), nnx.NNModelParams())
+    assert isinstance(model.net[1], torch.nn.ReLU) and next(model.net.parameters()).dtype == torch.float32
+    path = model.to_onnx(tmp_path / "ffn.onnx", torch.randn(1, 4), opset=17, dynamo=dynamo)
+    import onnx
+
+    assert {o.domain: o.version for o in onnx.load(str(path)).opset_import}[""] == 17
+    gen = torch.Generator().manual_seed(1)
+    assert len(check_onnx_parity(model, path, [torch.randn(rows, 4, generator=gen) for rows in (1, 2, 3, 7)])) == 4
+    with pytest.raises(Exception, match="(?i)invalid|dimension"):
+        ort_session(path).run(None, {"input": np.zeros((2, 5), dtype=np.float32)})
+
+
 def test_safetensors_export_of_a_runs_best_checkpoint_and_of_a_model(digits_run, tmp_path):
     root, model, run = digits_run
     path = export_safetensors(run.id, tmp_path / "best.safetensors", tag="best", root=root)
@@ -85,6 +103,10 @@ def test_nnx_runs_export_writes_safetensors_and_onnx(digits_run, tmp_path):
     best = nnx.NNModel.from_checkpoint(run.id, "best", root=root)
     x, _ = digits_tensors()
     (got,) = ort_session(onnx_path).run(None, {"input": x[:7].numpy()})
+    np.testing.assert_allclose(got, best.predict(x[:7]).logits.numpy(), rtol=1e-4, atol=1e-5)
+    dynamo_path = tmp_path / "model-dynamo.onnx"
+    assert main(["runs", "export", run.id, str(dynamo_path), "--dynamo", "--root", str(root)], out=out, err=out) == 0
+    (got,) = ort_session(dynamo_path).run(None, {"input": x[:7].numpy()})
     np.testing.assert_allclose(got, best.predict(x[:7]).logits.numpy(), rtol=1e-4, atol=1e-5)
     assert main(["runs", "export", run.id, str(tmp_path / "model.bin"), "--root", str(root)], out=out, err=out) == 2
 
