@@ -9,7 +9,9 @@ reading every result's ``top`` (results fill their fields on first read); the al
 10,000 result objects alone (the floor of any ``decide`` that returns them); and, with the real
 ``NNModel``, the bare inference pass (``NNModel.predict``: logits + argmax, no softmax) and
 ``decide`` through ``predict_proba`` (the model behind a plain wrapper, as any model other than a
-plain ``NNModel`` is asked). Timings are printed, never asserted; the script always exits 0.
+plain ``NNModel`` is asked). One torch thread by default, as in every script of ``bench/``
+(``--threads 0`` leaves torch's own choice). Timings are printed, never asserted; the script
+always exits 0.
 """
 
 from __future__ import annotations
@@ -90,10 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fake", action="store_true", help="use the stand-in model")
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=31)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch intra-op threads (default: torch's own choice)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads (default 1, like every bench here; 0: torch's own choice)")
     args = parser.parse_args(argv)
-    if args.threads is not None:
+    if args.threads:
         torch.set_num_threads(args.threads)
 
     model = StandInModel(digits_mlp()) if args.fake else real_model()
