@@ -66,32 +66,23 @@ def to_onnx(
     target = Path(path)
     if target.parent != Path(""):
         target.parent.mkdir(parents=True, exist_ok=True)
+    names = {"opset_version": opset, "input_names": inputs, "output_names": outputs}
     with restored_modes(net), warnings.catch_warnings():
         net.eval()
         if dynamo:
-            _export_dynamo(net, args, target, opset, inputs, outputs, dynamic_batch)
+            _export_dynamo(net, args, target, names, dynamic_batch)
         else:
             # the TorchScript exporter is the default on purpose (no onnxscript needed): silence its notices
             warnings.filterwarnings("ignore", ".*legacy TorchScript-based ONNX export.*", DeprecationWarning)
             warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch\.onnx")
-            torch.onnx.export(
-                net,
-                args,
-                str(target),
-                dynamo=False,
-                opset_version=opset,
-                input_names=inputs,
-                output_names=outputs,
-                dynamic_axes=axes,
-            )
+            torch.onnx.export(net, args, str(target), dynamo=False, dynamic_axes=axes, **names)
     if check:
         onnx.checker.check_model(str(target))
     return target
 
 
 def _export_dynamo(
-    net: torch.nn.Module, args: tuple[Any, ...], target: Path, opset: int,
-    inputs: list[str], outputs: list[str], dynamic_batch: bool,
+    net: torch.nn.Module, args: tuple[Any, ...], target: Path, names: dict[str, Any], dynamic_batch: bool
 ) -> None:
     """The ``torch.export``-based exporter. A one-row example would be specialised to batch 1
     (``torch.export`` treats sizes 0 and 1 as constants), so it is traced on the row twice."""
@@ -107,17 +98,7 @@ def _export_dynamo(
             logger.setLevel(logging.ERROR)
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
-            torch.onnx.export(
-                net,
-                args,
-                str(target),
-                dynamo=True,
-                opset_version=opset,
-                input_names=inputs,
-                output_names=outputs,
-                dynamic_shapes=shapes,
-                verbose=False,
-            )
+            torch.onnx.export(net, args, str(target), dynamo=True, dynamic_shapes=shapes, verbose=False, **names)
     finally:
         for logger, level in zip(quiet, levels, strict=True):
             logger.setLevel(level)
