@@ -215,12 +215,25 @@ class SharedMemoryReducer:
 
     def all_reduce_sum(self, values: Sequence[float]) -> list[float]:
         """Σ over the ranks of at most ``SHM_CAPACITY`` floats, added in rank order (float64)."""
+        row = [float(v) for v in values]
+        if len(row) > SHM_CAPACITY:
+            raise ValueError(f"{len(row)} values exceed the shared-memory capacity of {SHM_CAPACITY}")
+        rows = self._exchange(row, len(row))
+        total = rows[0]
+        for got in rows[1:]:
+            total = [a + b for a, b in zip(total, got, strict=True)]
+        return list(total)
+
+    def check_length(self, n: int) -> None:
+        """One round carrying only ``n``, before a vector too long for the segment goes through the
+        process group: a rank that is about to reduce a vector of another length (through either
+        path) fails at once with ``RuntimeError`` instead of waiting in another collective."""
+        self._exchange([], n)
+
+    def _exchange(self, row: list[float], n: int) -> list[Sequence[float]]:
+        """Publish ``n`` and ``row`` for the next round; every rank's row, in rank order."""
         if self.closed:
             raise RuntimeError("the shared-memory segment is closed")
-        row = [float(v) for v in values]
-        n = len(row)
-        if n > SHM_CAPACITY:
-            raise ValueError(f"{n} values exceed the shared-memory capacity of {SHM_CAPACITY}")
         self.round += 1
         r = self.round
         q = self._q
@@ -228,15 +241,11 @@ class SharedMemoryReducer:
         mine = base + self.rank * _SLOT_WORDS
         q[mine] = r  # seq_begin
         q[mine + 1] = n
-        if n:
+        if row:
             struct.pack_into(f"{n}d", self._mm, 8 * (mine + 2), *row)
         q[mine + 2 + SHM_CAPACITY] = r  # seq_end: the slot is published
-        total: list[float] | None = None
-        for peer in range(self.world_size):
-            got = row if peer == self.rank else self._read(base + peer * _SLOT_WORDS, peer, r, n)
-            total = list(got) if total is None else [a + b for a, b in zip(total, got, strict=True)]
-        assert total is not None
-        return total
+        return [row if peer == self.rank else self._read(base + peer * _SLOT_WORDS, peer, r, n)
+                for peer in range(self.world_size)]
 
     def _read(self, slot: int, peer: int, r: int, n: int) -> tuple[float, ...]:
         q, end = self._q, slot + 2 + SHM_CAPACITY
@@ -401,13 +410,16 @@ class TorchCollective:
 
         At most ``SHM_CAPACITY`` values go through shared memory when ``fast_path`` is on (added
         in rank order); longer vectors, or every vector without the fast path, through the group.
+        With the fast path, ranks giving vectors of different lengths raise ``RuntimeError`` at once.
         """
         values = list(values)
-        if self._shm is not None and len(values) <= SHM_CAPACITY:
-            out = self._shm.all_reduce_sum(values)
-            self.fast_path_calls += 1
-            self.traffic.add("all_reduce", 8 * len(values))
-            return out
+        if self._shm is not None:
+            if len(values) <= SHM_CAPACITY:
+                out = self._shm.all_reduce_sum(values)
+                self.fast_path_calls += 1
+                self.traffic.add("all_reduce", 8 * len(values))
+                return out
+            self._shm.check_length(len(values))  # every rank agrees on the length before gloo
         tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
         dist.all_reduce(tensor)
         self.traffic.add("all_reduce", tensor.numel() * 8)

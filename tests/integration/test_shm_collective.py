@@ -11,7 +11,9 @@ hard wall-clock limit and kills its processes on expiry, so nothing can hang the
   every rank keeps every rank on the process group;
 * kill: a rank SIGKILLed while the others wait (left a zombie, as the launcher reaps it late):
   the others raise ``RuntimeError`` naming it within seconds, not the group's timeout;
-* late: a rank alive but absent past the group's timeout: the others raise ``RuntimeError``.
+* late: a rank alive but absent past the group's timeout: the others raise ``RuntimeError``;
+* lengths: ranks giving vectors of different lengths, one of them too long for the segment (so
+  that rank would go to the process group): every rank raises ``RuntimeError`` at once.
 """
 
 from __future__ import annotations
@@ -112,6 +114,16 @@ def worker(scenario: str, out: Path) -> None:
         save()
         distributed.shutdown(timeout_seconds=30)
         return
+    if scenario == "lengths":
+        start = time.monotonic()
+        try:
+            collective.all_reduce_sum([1.0] * (SHM_CAPACITY + 10 if rank == 0 else 3))
+            seen["error"] = None
+        except RuntimeError as exc:
+            seen["error"] = str(exc)
+        seen["elapsed"] = time.monotonic() - start
+        save()
+        os._exit(0)
     victim = world - 1
     for index in range(20):
         collective.all_reduce_sum([float(index)])
@@ -224,6 +236,15 @@ def test_a_peer_missing_past_the_group_timeout_makes_the_others_raise(tmp_path):
     assert result is not None and result["fast_path"] is True
     assert result["error"] is not None and "rank(s) 1 did not arrive" in result["error"], result
     assert LATE_GROUP_TIMEOUT - 0.5 <= result["elapsed"] < LATE_GROUP_TIMEOUT + 5, result
+
+
+def test_ranks_disagreeing_on_a_vector_length_across_the_capacity_raise_at_once(tmp_path):
+    codes, results, logs = launch("lengths", 2, tmp_path)
+    assert codes == [0, 0], logs
+    for result in results:
+        assert result is not None and result["fast_path"] is True
+        assert result["error"] is not None and "values" in result["error"], result
+        assert result["elapsed"] < 5, result  # not the group's timeout (60 s)
 
 
 if __name__ == "__main__":
