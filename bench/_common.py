@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import os
 import platform
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -71,6 +71,21 @@ def mlp(hidden: Sequence[int]) -> nn.Sequential:
         layers += [nn.Linear(dims[i], dims[i + 1]), nn.ReLU()]
     layers.append(nn.Linear(dims[-2], dims[-1]))
     return nn.Sequential(*layers)
+
+
+def interleaved(arms: Mapping[str, Callable[[], dict[str, float]]], reps: int) -> dict[str, dict[str, list[float]]]:
+    """Run every arm once per repetition, the order rotating each time, after one untimed
+    warm-up round; each arm's samples by key, in repetition order (so arms pair up by index)."""
+    samples: dict[str, dict[str, list[float]]] = {name: {} for name in arms}
+    names = list(arms)
+    for rep in range(-1, reps):
+        shift = rep % len(names) if rep >= 0 else 0
+        for name in names[shift:] + names[:shift]:
+            sample = arms[name]()
+            if rep >= 0:
+                for key, value in sample.items():
+                    samples[name].setdefault(key, []).append(value)
+    return samples
 
 
 def n_params(net: nn.Module) -> int:

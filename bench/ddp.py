@@ -272,15 +272,7 @@ def worker(out: str, rows: list[dict[str, Any]], quick: bool) -> None:
             "nnx": functools.partial(nnx_arm, job, row, epochs),
             "nnx_shm_off": functools.partial(nnx_shm_off_arm, job, row, epochs),
         }
-        samples: dict[str, dict[str, list[float]]] = {name: {} for name in arms}
-        names = list(arms)
-        for rep in range(-1, reps):  # one untimed warm-up round
-            shift = rep % len(names) if rep >= 0 else 0
-            for name in names[shift:] + names[:shift]:
-                sample = arms[name]()
-                if rep >= 0:
-                    for key, value in sample.items():
-                        samples[name].setdefault(key, []).append(value)
+        samples = C.interleaved(arms, reps)
         results.append({"samples": samples, "traffic": count_traffic(job, row), "params": C.n_params(job.net())})
     if info.rank == 0:
         with open(out, "w") as f:

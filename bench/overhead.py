@@ -136,15 +136,7 @@ def measure(row: dict[str, Any], quick: bool) -> dict[str, dict[str, list[float]
         "plain+fsync": lambda: plain_arm(job, epochs, fsync=True, folder=folder),
         "nnx": lambda: nnx_arm(job, epochs, folder=folder),
     }
-    results: dict[str, dict[str, list[float]]] = {name: {} for name in arms}
-    names = list(arms)
-    for rep in range(-1, reps):  # one untimed warm-up round
-        shift = rep % len(names) if rep >= 0 else 0
-        for name in names[shift:] + names[:shift]:
-            sample = arms[name]()
-            if rep >= 0:
-                for key, value in sample.items():
-                    results[name].setdefault(key, []).append(value)
+    results = C.interleaved(arms, reps)
     row["params"], row["rows"] = C.n_params(job.net()), job.rows
     return results
 

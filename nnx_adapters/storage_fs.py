@@ -337,16 +337,7 @@ class FileStorage:
         self.ops["create"] += 1
         settled = False
         try:
-            try:
-                fill(fd)
-                self.ops["write"] += 1
-                os.fsync(fd)
-                self.ops["fsync"] += 1
-            except BaseException:
-                with suppress(OSError):
-                    os.close(fd)
-                raise
-            os.close(fd)
+            self._fill_sync_close(fd, fill)
             destination = target()
             if destination is None:
                 os.unlink(tmp)
@@ -378,16 +369,7 @@ class FileStorage:
         except FileExistsError:
             fd = os.open(target, flags)
             created = False
-        try:
-            _write_all(fd, view)
-            self.ops["write"] += 1
-            os.fsync(fd)
-            self.ops["fsync"] += 1
-        except BaseException:
-            with suppress(OSError):
-                os.close(fd)
-            raise
-        os.close(fd)
+        self._fill_sync_close(fd, lambda fd: _write_all(fd, view))
         if created:
             self._fsync_dir(folder)
 
@@ -464,6 +446,19 @@ class FileStorage:
 
     def _abs(self, parts: tuple[str, ...]) -> str:
         return os.path.join(self.root, *parts)
+
+    def _fill_sync_close(self, fd: int, fill: Callable[[int], None]) -> None:
+        """``fill(fd)``, fsync and close ``fd``; on failure the descriptor is closed and the error re-raised."""
+        try:
+            fill(fd)
+            self.ops["write"] += 1
+            os.fsync(fd)
+            self.ops["fsync"] += 1
+        except BaseException:
+            with suppress(OSError):
+                os.close(fd)
+            raise
+        os.close(fd)
 
     def _fsync_dir(self, folder: str) -> None:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)

@@ -83,24 +83,20 @@ def _name(path: str, name: Any) -> str:
         raise ParamsError(path, f"optimizer name {name!r} must be a slug (letters, digits, '.', '_', '-')") from exc
 
 
-def _optims(value: Any) -> Mapping[str, NNOptimParams]:
+def _named(path: str, value: Any, cls: Any) -> Mapping[str, Any]:
+    """A read-only ``{slug name: cls}`` from a mapping of ``cls`` instances or their states."""
     if not isinstance(value, Mapping):
-        raise ParamsError("NNTrainerParams.optims", f"must be a mapping name → NNOptimParams, got {type(value).__name__}")
-    out = {}
-    for name in sorted(value):
-        v = value[name]
-        out[_name("NNTrainerParams.optims", name)] = v if isinstance(v, NNOptimParams) else NNOptimParams.from_state(v)
+        raise ParamsError(path, f"must be a mapping name → {cls.__name__}, got {type(value).__name__}")
+    out = {_name(path, name): v if isinstance(v, cls) else cls.from_state(v) for name, v in sorted(value.items())}
     return types.MappingProxyType(out)
+
+
+def _optims(value: Any) -> Mapping[str, NNOptimParams]:
+    return _named("NNTrainerParams.optims", value, NNOptimParams)
 
 
 def _schedulers(value: Any) -> Mapping[str, NNSchedulerParams]:
-    if not isinstance(value, Mapping):
-        raise ParamsError("NNTrainerParams.schedulers", f"must be a mapping name → NNSchedulerParams, got {value!r}")
-    out = {}
-    for name in sorted(value):
-        v = value[name]
-        out[_name("NNTrainerParams.schedulers", name)] = v if isinstance(v, NNSchedulerParams) else NNSchedulerParams.from_state(v)
-    return types.MappingProxyType(out)
+    return _named("NNTrainerParams.schedulers", value, NNSchedulerParams)
 
 
 def _no_schedulers() -> Mapping[str, NNSchedulerParams]:
