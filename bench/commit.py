@@ -29,8 +29,8 @@ import time
 
 import torch
 
-from nnx_adapters import torch_state
-from nnx_adapters.storage_fs import FileStorage
+from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.storage.fs import FileStorage
 from nnx_core.commit import BEST, AttemptRecord, EpochCommit, RunFiles, commit_epoch
 from nnx_core.history import EagerHistory
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint

@@ -53,8 +53,9 @@ import _common as C
 C.setup_threads()
 
 import nnx_api as nnx
-from nnx_adapters import torch_collective, torch_state
-from nnx_adapters.torch_collective import SHM_ENV
+from nnx_adapters.collective import torch as torch_collective
+from nnx_adapters.collective.shm import SHM_ENV
+from nnx_adapters.pytorch import state as torch_state
 from nnx_api import distributed
 
 STEPS = 64

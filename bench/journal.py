@@ -26,7 +26,7 @@ import tempfile
 import time
 from typing import Any
 
-from nnx_adapters.storage_fs import FileStorage
+from nnx_adapters.storage.fs import FileStorage
 from nnx_core.commit import BEST, EagerHistoryStep, EpochCommit, RunFiles, commit_epoch
 from nnx_core.history import EagerHistory
 from nnx_core.journal import HistoryJournal, JournalWriter

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from nnx_adapters.storage_fs import FileStorage
+from nnx_adapters.storage.fs import FileStorage
 from nnx_core.commit import RunFiles
 
 RUN_ID = "v" * 32

@@ -23,8 +23,8 @@ from nnx_core.errors import (
 )
 from nnx_core.monitor import MonitorDecision, MonitorSpec
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
-from nnx_adapters.torch_metrics import register_metric
-from nnx_adapters.torch_state import set_seed
+from nnx_adapters.pytorch.metrics import register_metric
+from nnx_adapters.pytorch.state import set_seed
 from nnx_api.callbacks import Callback, CallbackContext, EarlyStopping, LRMonitor, ModelCheckpoint, UpdateEvent
 from nnx_api.enums import Activations, Checkpoints, Devices, Losses, Nets, Optims, Schedulers
 from nnx_api.metrics import MetricSpec

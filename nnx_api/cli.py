@@ -22,7 +22,7 @@ from nnx_core.commit import LAST, RunFiles
 from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunNotFoundError
 from nnx_core.history import coverage_problems, parse_history
 from nnx_core.identity import validate_run_id
-from nnx_adapters.storage_fs import TMP_PREFIX
+from nnx_adapters.storage.paths import TMP_PREFIX
 from nnx_api.journal import check_journal, epoch_summaries, has_journal
 from nnx_api.run import NNRun, dump_yaml, runs_root
 
@@ -179,7 +179,7 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
 
 def _verify(args: argparse.Namespace, out: TextIO) -> int:
     """Check one run the way a resume would, and more; print each finding; 1 if any problem."""
-    from nnx_adapters import torch_state  # torch only when blobs are decoded
+    from nnx_adapters.pytorch import state as torch_state  # torch only when blobs are decoded
 
     run_id = validate_run_id(args.id)
     root = runs_root(args.root)

@@ -22,7 +22,7 @@ One update, per microbatch (``DistributedSession._default_update``):
     grad = DDP average × world / W  →  clip  →  optimizer.step()   (identical on every rank)
 
 The agreement rules live in ``nnx_core.agreement``; the port adapter in
-``nnx_adapters.torch_collective``. Traffic per step and per epoch: docs/distributed.md.
+``nnx_adapters.collective.torch``. Traffic per step and per epoch: docs/distributed.md.
 """
 
 from __future__ import annotations
@@ -41,15 +41,11 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from nnx_adapters import torch_state
-from nnx_adapters.storage_fs import FileStorage
-from nnx_adapters.torch_collective import (
-    SufficientStatistics,
-    TorchCollective,
-    UnmergeableMetricError,
-    statistic_slots,
-)
-from nnx_adapters.torch_metrics import EpochAccumulator
+from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.storage.fs import FileStorage
+from nnx_adapters.collective.torch import TorchCollective
+from nnx_adapters.pytorch.statistics import SufficientStatistics, UnmergeableMetricError, statistic_slots
+from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_api.callbacks import Callback, LegacyCallback, normalize_callbacks
 from nnx_api.run import NNRun, dump_yaml, runs_root
 from nnx_api.training import (

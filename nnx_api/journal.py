@@ -35,7 +35,7 @@ from nnx_core.journal import (
 )
 from nnx_core.lifecycle import HOOKS, overrides
 from nnx_core.records import IterationDataPoint
-from nnx_adapters.storage_fs import FileStorage
+from nnx_adapters.storage.fs import FileStorage
 from nnx_api.callbacks import Callback, LegacyCallback
 from nnx_api.run import NNRun, runs_root
 

@@ -31,11 +31,11 @@ from nnx_core.history import EagerHistory
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.lifecycle import run_lifecycle
 from nnx_core.schedules import check_run_budget
-from nnx_adapters import torch_state
-from nnx_adapters.storage_fs import FileStorage
-from nnx_adapters.torch_metrics import EpochAccumulator, resolve
-from nnx_adapters.torch_optim import TorchOptimizer, build_optimizer, named_params
-from nnx_adapters.torch_tasks import TaskAdapter
+from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.storage.fs import FileStorage
+from nnx_adapters.pytorch.metrics import EpochAccumulator, resolve
+from nnx_adapters.pytorch.optim import TorchOptimizer, build_optimizer, named_params
+from nnx_adapters.pytorch.tasks import TaskAdapter
 from nnx_api.callbacks import Callback, EarlyStopping, normalize_callbacks
 from nnx_api.journal import check_continuation, check_history, open_history, with_history_access
 from nnx_api import objectives

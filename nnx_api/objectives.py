@@ -50,10 +50,10 @@ from nnx_core.errors import (
 )
 from nnx_core.records import EvaluationDataPoint
 from nnx_core.validate import check_float
-from nnx_adapters.torch_engine import (
+from nnx_adapters.pytorch.gradients import TorchGradientSlots
+from nnx_adapters.pytorch.scaling import (
     ScaledLoss,
     ScaledTorchOptimizer,
-    TorchGradientSlots,
     TorchLossScale,
     make_grad_scaler,
 )

@@ -34,8 +34,8 @@ from nnx_core.errors import NNxError, ParamsError
 from nnx_core.identity import validate_tag
 from nnx_core.monitor import MonitorSpec
 from nnx_core.records import IterationDataPoint
-from nnx_adapters import torch_state
-from nnx_adapters.torch_metrics import resolve
+from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.pytorch.metrics import resolve
 from nnx_api.callbacks import Callback, EarlyStopping
 from nnx_api.curves import committed_records, epoch_scalars, iter_epochs
 from nnx_api.metrics import monitor_problems

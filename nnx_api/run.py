@@ -21,8 +21,8 @@ from nnx_core.identity import run_id as content_address
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.journal import JournalReader
 from nnx_core.records import IterationDataPoint
-from nnx_adapters import torch_state
-from nnx_adapters.storage_fs import FileStorage
+from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.storage.fs import FileStorage
 
 ENV_ROOT = "NNX_RUNS"
 

@@ -32,7 +32,7 @@ import attrs
 from nnx_core.errors import NNxError, ParamsError
 from nnx_core.monitor import MonitorSpec
 from nnx_adapters.extras import require
-from nnx_adapters.torch_metrics import metric_mode
+from nnx_adapters.pytorch.metrics import metric_mode
 from nnx_api.callbacks import Callback, CallbackContext
 from nnx_api.plans import ExperimentPlan
 

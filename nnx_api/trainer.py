@@ -47,9 +47,9 @@ from nnx_core.schedules import (
     ticks_per_epoch,
 )
 from nnx_core.validate import check_choice, check_int, check_str, optional, validator
-from nnx_adapters.storage_fs import FileStorage
-from nnx_adapters.torch_metrics import resolve
-from nnx_adapters.torch_optim import (
+from nnx_adapters.storage.fs import FileStorage
+from nnx_adapters.pytorch.metrics import resolve
+from nnx_adapters.pytorch.optim import (
     TorchClock,
     TorchOptimizer,
     build_optimizer,

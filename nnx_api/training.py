@@ -35,9 +35,9 @@ from nnx_core.monitor import Monitor, MonitorDecision
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_core.schedules import ClockComponent, PlateauRule
 from nnx_core.window import UpdateWindow, commit_update
-from nnx_adapters import torch_state
-from nnx_adapters.torch_metrics import EpochAccumulator, metric_mode
-from nnx_adapters.torch_optim import TorchClock, TorchOptimizer, build_scheduler
+from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.pytorch.metrics import EpochAccumulator, metric_mode
+from nnx_adapters.pytorch.optim import TorchClock, TorchOptimizer, build_scheduler
 from nnx_api.callbacks import Callback, CallbackContext, UpdateEvent
 
 

@@ -91,7 +91,11 @@ class Storage(Protocol):
 
 @runtime_checkable
 class Collective(Protocol):
-    """Communication between the ranks of one run. One process is world size 1."""
+    """Communication between the ranks of one run. One process is world size 1.
+
+    Agreement (every rank taking the same branch) is derived from these calls by
+    ``nnx_core.agreement``; an adapter only moves numbers and objects.
+    """
 
     @property
     def rank(self) -> int: ...
@@ -110,9 +114,6 @@ class Collective(Protocol):
 
     def broadcast(self, obj: Any, src: int) -> Any:
         """``src``'s ``obj`` on every rank."""
-
-    def agree(self, ok: bool, reason: str = "") -> tuple[bool, str]:
-        """(all ranks ok, first failing rank's reason) — the same answer on every rank."""
 
     def barrier(self, timeout: float | None = None) -> None:
         """Wait for every rank; raise ``RuntimeError`` if one does not arrive in ``timeout``."""

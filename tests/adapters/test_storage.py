@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nnx_adapters.storage_fs import FileStorage
-from nnx_adapters.storage_memory import MemoryStorage, SimulatedCrash
+from nnx_adapters.storage.fs import FileStorage
+from nnx_adapters.storage.memory import MemoryStorage, SimulatedCrash
 from nnx_core.errors import InvalidRunIdError, RunLeaseError
 from nnx_core.ports import Receipt, Storage
 
@@ -462,7 +462,7 @@ def test_memory_model_agrees_with_file_storage(ops):
 
 CHILD = """
 import sys
-from nnx_adapters.storage_fs import FileStorage
+from nnx_adapters.storage.fs import FileStorage
 from nnx_core.errors import RunLeaseError
 try:
     with FileStorage(sys.argv[1]).lease(sys.argv[2]):

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from nnx_adapters.storage_fs import FileStorage
-from nnx_adapters.storage_memory import MemoryStorage
+from nnx_adapters.storage.fs import FileStorage
+from nnx_adapters.storage.memory import MemoryStorage
 
 
 @pytest.fixture(params=["fs", "memory"])

@@ -7,7 +7,7 @@ import warnings
 import pytest
 import torch
 
-from nnx_adapters.torch_optim import build_scheduler
+from nnx_adapters.pytorch.optim import build_scheduler
 
 # these unit tests step a bare scheduler without optimizer steps; torch says so
 pytestmark = pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)`:UserWarning")

@@ -16,7 +16,7 @@ import pytest
 import nnx_api as nnx
 from nnx_api.cli import main
 from nnx_core.commit import LAST, RunFiles, TagManifest
-from nnx_adapters.storage_fs import FileStorage
+from nnx_adapters.storage.fs import FileStorage
 
 from conftest import batches, tiny_data
 

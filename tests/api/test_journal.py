@@ -16,8 +16,8 @@ import torch
 import nnx_api as nnx
 import nnx_api.model
 import nnx_api.run
-from nnx_adapters.storage_fs import FileStorage
-from nnx_adapters.storage_memory import MemoryStorage
+from nnx_adapters.storage.fs import FileStorage
+from nnx_adapters.storage.memory import MemoryStorage
 from nnx_api.cli import main as cli
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.history import EagerHistory

@@ -15,8 +15,8 @@ import torch
 from sklearn import metrics as skm
 
 import nnx_api as nnx
-from nnx_adapters.torch_metrics import REGISTRY, EpochAccumulator, register_metric
-from nnx_adapters.torch_tasks import TaskAdapter
+from nnx_adapters.pytorch.metrics import REGISTRY, EpochAccumulator, register_metric
+from nnx_adapters.pytorch.tasks import TaskAdapter
 from nnx_core.errors import ParamsError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -370,7 +370,7 @@ def test_docs_metrics_examples_run(tmp_path, monkeypatch):
 
 
 def test_binary_f1_needs_a_categorical_task():
-    from nnx_adapters.torch_metrics import resolve
+    from nnx_adapters.pytorch.metrics import resolve
 
     binary = (nnx.MetricSpec(id="f1", config={"average": "binary"}),)
     assert resolve(binary, "categorical") == []

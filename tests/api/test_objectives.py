@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import nnx_api as nnx
-from nnx_adapters.torch_optim import TorchClock
+from nnx_adapters.pytorch.optim import TorchClock
 from tests.conftest import batches, tiny_data
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import nnx_api as nnx
-from nnx_adapters.torch_optim import TorchClock
+from nnx_adapters.pytorch.optim import TorchClock
 from tests.conftest import batches, tiny_data
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from nnx_adapters.torch_collective import ThreadHub, run_ranks
+from nnx_adapters.collective.threads import ThreadHub, run_ranks
 from nnx_core import agreement
 from nnx_core.agreement import AgreedError, CallbackDeclaration, MicrobatchNumbers
 from nnx_core.errors import (
@@ -34,9 +34,9 @@ def test_the_threaded_collective_is_a_collective_port():
 
 
 def test_agree_gives_every_rank_the_first_failing_ranks_reason():
-    results = run_ranks(3, lambda c: c.agree(c.rank == 0, f"rank {c.rank} disagrees"))
+    results = run_ranks(3, lambda c: agreement.agree(c, c.rank == 0, f"rank {c.rank} disagrees"))
     assert results == [(False, "rank 1 disagrees")] * 3
-    assert run_ranks(2, lambda c: c.agree(True)) == [(True, "")] * 2
+    assert run_ranks(2, lambda c: agreement.agree(c, True)) == [(True, "")] * 2
 
 
 def test_a_known_nnx_error_on_one_rank_is_raised_with_its_type_and_message_on_every_rank():

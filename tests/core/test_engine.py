@@ -16,12 +16,9 @@ from nnx_core.engine import (
     announce_commit,
 )
 from nnx_core.errors import NonFiniteLossError, TrainingInputError
-from nnx_adapters.torch_engine import (
-    ScaledTorchOptimizer,
-    TorchGradientSlots,
-    TorchLossScale,
-)
-from nnx_adapters.torch_optim import TorchOptimizer
+from nnx_adapters.pytorch.gradients import TorchGradientSlots
+from nnx_adapters.pytorch.scaling import ScaledTorchOptimizer, TorchLossScale
+from nnx_adapters.pytorch.optim import TorchOptimizer
 
 
 class FakeGradients:

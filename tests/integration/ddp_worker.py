@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ddp_common as common
 
 import nnx_api as nnx
-from nnx_adapters.storage_fs import FileStorage
+from nnx_adapters.storage.fs import FileStorage
 from nnx_api import distributed
 from nnx_core.commit import LAST, RunFiles
 

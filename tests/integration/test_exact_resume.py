@@ -19,7 +19,8 @@ import pytest
 import torch
 
 import nnx_api as nnx
-from nnx_adapters.storage_fs import FileStorage, split_path, temporary_name
+from nnx_adapters.storage.fs import FileStorage
+from nnx_adapters.storage.paths import split_path, temporary_name
 
 import tinyrun
 

@@ -25,7 +25,7 @@ import pytest
 import torch
 
 import nnx_api as nnx
-from nnx_adapters.storage_fs import FileStorage
+from nnx_adapters.storage.fs import FileStorage
 from nnx_core.commit import LAST, RunFiles
 
 import tinyrun

@@ -7,7 +7,7 @@ hard wall-clock limit and kills its processes on expiry, so nothing can hang the
 * rounds (2 and 3 ranks): hundreds of all-reduces of random vectors of varying lengths (some
   longer than ``SHM_CAPACITY``, so they cross to the process group), mixed with all-gathers and
   broadcasts: identical bits on every rank, and the fast-path ones equal the rank-order float64
-  sum exactly; the segment file is gone once set up; ``NNX_SHM_COLLECTIVE=0`` on one rank or on
+  sum exactly; the segment file is gone once set up; the default (no ``shared_memory=True``) on
   every rank keeps every rank on the process group;
 * kill: a rank SIGKILLed while the others wait (left a zombie, as the launcher reaps it late):
   the others raise ``RuntimeError`` naming it within seconds, not the group's timeout;
@@ -74,7 +74,8 @@ def bits(xs: list[float]) -> list[str]:
 
 # ------------------------------------------------------------------------------- the worker
 def worker(scenario: str, out: Path) -> None:
-    from nnx_adapters.torch_collective import SHM_CAPACITY, SHM_ENV, TorchCollective
+    from nnx_adapters.collective.shm import SHM_CAPACITY
+    from nnx_adapters.collective.torch import TorchCollective
     from nnx_api import distributed
 
     timeout = {"kill": KILL_GROUP_TIMEOUT, "late": LATE_GROUP_TIMEOUT}.get(scenario, 60)
@@ -85,7 +86,7 @@ def worker(scenario: str, out: Path) -> None:
     def save() -> None:
         (out / f"{scenario}_rank{rank}.json").write_text(json.dumps(seen))
 
-    collective = TorchCollective()
+    collective = TorchCollective(shared_memory=True)
     seen["fast_path"] = collective.fast_path
     segment = collective._shm.path if collective._shm is not None else None
     if scenario == "rounds":
@@ -104,13 +105,9 @@ def worker(scenario: str, out: Path) -> None:
         seen["all_reduce_calls"] = collective.traffic.calls.get("all_reduce", 0)
         seen["capacity"] = SHM_CAPACITY
         collective.close()
-        for name, off in (("off_one_rank", rank == world - 1), ("off_every_rank", True)):
-            if off:
-                os.environ[SHM_ENV] = "0"
-            other = TorchCollective()
-            seen[name] = {"fast_path": other.fast_path, "sum": other.all_reduce_sum([float(rank), 1.0])}
-            other.close()
-            os.environ.pop(SHM_ENV, None)
+        other = TorchCollective()  # the default: every all-reduce through the process group
+        seen["default"] = {"fast_path": other.fast_path, "sum": other.all_reduce_sum([float(rank), 1.0])}
+        other.close()
         save()
         distributed.shutdown(timeout_seconds=30)
         return
@@ -195,9 +192,9 @@ def test_fast_path_sums_are_identical_on_every_rank_and_exact_in_rank_order(tmp_
     for result in results:
         assert result["fast_path"] is True and result["segment_left"] is False
         assert result["results"] == first["results"]  # identical bits (and objects) on every rank
-        assert result["off_one_rank"]["fast_path"] is False and result["off_every_rank"]["fast_path"] is False
+        assert result["default"]["fast_path"] is False
         total = float(sum(range(world)))
-        assert result["off_one_rank"]["sum"] == result["off_every_rank"]["sum"] == [total, float(world)]
+        assert result["default"]["sum"] == [total, float(world)]
     for index in range(ROUNDS):
         kind, length = plan(index)
         got = first["results"][index]

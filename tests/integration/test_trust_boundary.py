@@ -27,7 +27,7 @@ import torch
 
 import nnx_api as nnx
 from nnx_api.cli import main as cli
-from nnx_adapters.storage_fs import FileStorage
+from nnx_adapters.storage.fs import FileStorage
 from nnx_core.commit import LAST, BlobRef, RunFiles, TagManifest
 
 import tinyrun

@@ -15,8 +15,9 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import nnx_api as nnx
-from nnx_adapters import torch_state
-from nnx_adapters.storage_fs import TMP_PREFIX, FileStorage
+from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.storage.fs import FileStorage
+from nnx_adapters.storage.paths import TMP_PREFIX
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.history import parse_history
 

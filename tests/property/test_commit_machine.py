@@ -40,8 +40,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from nnx_adapters.storage_fs import TMP_PREFIX, FileStorage
-from nnx_adapters.storage_memory import MemoryStorage, SimulatedCrash
+from nnx_adapters.storage.fs import FileStorage
+from nnx_adapters.storage.paths import TMP_PREFIX
+from nnx_adapters.storage.memory import MemoryStorage, SimulatedCrash
 from nnx_core.commit import (
     BEST,
     LAST,

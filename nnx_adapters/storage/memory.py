@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 import attrs
 
-from nnx_adapters.storage_fs import (
+from nnx_adapters.storage.paths import (
     TMP_PREFIX,
     byte_view,
     check_run_id,

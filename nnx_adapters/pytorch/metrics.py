@@ -22,7 +22,7 @@ import attrs
 import torch
 
 from nnx_core.errors import ParamsError
-from nnx_adapters.torch_tasks import TaskAdapter
+from nnx_adapters.pytorch.tasks import TaskAdapter
 
 INPUTS = ("labels", "probabilities", "continuous")
 F1_AVERAGES = ("macro", "micro", "weighted", "binary")

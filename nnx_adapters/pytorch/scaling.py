@@ -1,7 +1,5 @@
-"""torch adapters of the update engine's ports, and fp16 loss scaling.
+"""fp16 loss scaling: a ``GradScaler`` behind the ``Optimizer`` and ``LossScale`` ports.
 
-* ``TorchGradientSlots`` — the engine's ``GradientSlots``: slot 0 is each parameter's ``.grad``,
-  slots 1.. are side buffers (allocated only when a window mixes ≥2 scale classes).
 * ``ScaledTorchOptimizer`` — the ``Optimizer`` port with a ``GradScaler`` (fp16 on CUDA):
   ``unscale`` divides the gradients by the loss scale, ``step`` goes through the scaler.
 * ``TorchLossScale`` — the engine's ``LossScale`` over the same scaler (one update per window,
@@ -17,78 +15,11 @@ GPU by this repository's tests (the scaler mechanics are, on CPU).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from nnx_adapters.torch_optim import TorchOptimizer
-
-
-class TorchGradientSlots:
-    """Gradient slots over a fixed list of parameters (the union of the run's optimizers)."""
-
-    def __init__(self, params: Sequence[torch.Tensor], scaler: Any = None) -> None:
-        self.params = list(params)
-        self.scaler = scaler
-        self._terms: Sequence[torch.Tensor] = ()
-        self._buffers: dict[int, list[torch.Tensor | None]] = {}
-
-    def set_terms(self, numerators: Sequence[torch.Tensor]) -> None:
-        """The current microbatch's term numerators (the engine refers to them by index)."""
-        self._terms = numerators
-
-    def backward(self, plan: Sequence[tuple[int, Sequence[tuple[int, float]]]]) -> None:
-        """Back-propagate each slot's weighted numerators; the graph is kept until the last slot."""
-        todo = []
-        for slot, parts in plan:
-            total = None
-            for index, scale in parts:
-                term = self._terms[index]
-                if not term.requires_grad:
-                    continue  # a constant term has no gradient
-                piece = term if scale == 1.0 else term * scale
-                total = piece if total is None else total + piece
-            if total is not None:
-                todo.append((slot, total))
-        for j, (slot, total) in enumerate(todo):
-            if self.scaler is not None:
-                total = self.scaler.scale(total)
-            retain = j < len(todo) - 1
-            if slot == 0:
-                torch.autograd.backward(total, inputs=self.params, retain_graph=retain)
-                continue
-            grads = torch.autograd.grad(total, self.params, retain_graph=retain, allow_unused=True)
-            buffer = self._buffers.setdefault(slot, [None] * len(self.params))
-            for k, g in enumerate(grads):
-                if g is not None:
-                    buffer[k] = g if buffer[k] is None else buffer[k].add_(g)
-
-    def combine(self, factors: Sequence[float]) -> None:
-        """``.grad = factors[0]·.grad + Σ_k factors[k]·buffer_k``; buffers released."""
-        first = factors[0]
-        grads = [p.grad for p in self.params if p.grad is not None]
-        if grads and first != 1.0:
-            torch._foreach_mul_(grads, first)
-        for slot, buffer in self._buffers.items():
-            factor = factors[slot]
-            if factor == 0.0:
-                continue
-            for p, b in zip(self.params, buffer, strict=True):
-                if b is None:
-                    continue
-                if p.grad is None:
-                    p.grad = b.mul_(factor)
-                else:
-                    p.grad.add_(b, alpha=factor)
-        self._buffers.clear()
-
-    def discard(self) -> None:
-        """Drop every gradient and side buffer."""
-        self._buffers.clear()
-        self._terms = ()
-        for p in self.params:
-            p.grad = None
+from nnx_adapters.pytorch.optim import TorchOptimizer
 
 
 def make_grad_scaler(device: torch.device) -> Any:

@@ -2,7 +2,7 @@
 
 Every mutation follows the classic durable-replace protocol (create an owned temporary in the
 same folder, write, fsync, rename, fsync the folder) and counts the file-system operations it
-makes in ``FileStorage.ops``. ``nnx_adapters.storage_memory.MemoryStorage`` models exactly the
+makes in ``FileStorage.ops``. ``nnx_adapters.storage.memory.MemoryStorage`` models exactly the
 same sequence of operations so crash tests on the model say something about this adapter.
 """
 
@@ -13,7 +13,6 @@ import errno
 import hashlib
 import mmap
 import os
-import secrets
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -22,86 +21,24 @@ from typing import Any
 
 import portalocker
 
-from nnx_core.errors import InvalidRunIdError, RunLeaseError
+from nnx_core.errors import RunLeaseError
 from nnx_core.ports import Receipt
+from nnx_adapters.storage.paths import (
+    LEASE_FOLDER,
+    TMP_PREFIX,
+    byte_view,
+    check_run_id,
+    is_reserved,
+    lease_conflict_message,
+    split_path,
+    temporary_name,
+)
 
-TMP_PREFIX = ".tmp-"
-"""Name prefix of owned temporaries; readers never see such names."""
-
-LEASE_FOLDER = ".leases"
-"""Root-level folder holding the lease lock files; reserved, hidden from ``list("")``."""
-
-_MAX_NAME_BYTES = 255
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 # (resolved root, run id) of every lease held by a FileStorage in this process.
 _HELD: set[tuple[str, str]] = set()
 _HELD_GUARD = threading.Lock()
-
-
-def split_path(path: str, *, root_ok: bool = False, reserved_ok: bool = False) -> tuple[str, ...]:
-    """Validate a store-relative ``/``-separated path and return its segments.
-
-    Raises ``ValueError`` for absolute paths, ``..`` / ``.``, empty segments, NUL, backslashes,
-    over-long names and (unless ``reserved_ok``) reserved names: any ``.tmp-*`` segment or a
-    leading ``.leases``. ``""`` is the store root, accepted only with ``root_ok``.
-    """
-    if not isinstance(path, str):
-        raise TypeError(f"store path must be a str, not {type(path).__name__}")
-    if path == "":
-        if root_ok:
-            return ()
-        raise ValueError("store path must not be empty")
-    if "\x00" in path:
-        raise ValueError(f"store path contains NUL: {path!r}")
-    if "\\" in path:
-        raise ValueError(f"store path must use '/' separators, not '\\': {path!r}")
-    if path.startswith("/"):
-        raise ValueError(f"store path must be relative: {path!r}")
-    parts = tuple(path.split("/"))
-    for part in parts:
-        if part in ("", ".", ".."):
-            raise ValueError(f"store path has an empty, '.' or '..' segment: {path!r}")
-        if len(part.encode("utf-8", "surrogateescape")) > _MAX_NAME_BYTES:
-            raise ValueError(f"store path segment longer than {_MAX_NAME_BYTES} bytes: {path!r}")
-    if not reserved_ok and is_reserved(parts):
-        raise ValueError(f"store path uses a reserved name ({TMP_PREFIX}* or {LEASE_FOLDER}): {path!r}")
-    return parts
-
-
-def is_reserved(parts: tuple[str, ...]) -> bool:
-    """Whether validated ``parts`` name a temporary or the lease folder."""
-    return bool(parts) and (parts[0] == LEASE_FOLDER or any(p.startswith(TMP_PREFIX) for p in parts))
-
-
-def check_run_id(run_id: str) -> str:
-    """Return ``run_id`` if it is a safe single file-name segment, else ``InvalidRunIdError``."""
-    if (
-        not isinstance(run_id, str)
-        or run_id in ("", ".", "..")
-        or any(c in run_id for c in "/\\\x00")
-        or len(run_id.encode("utf-8", "surrogateescape")) > 200
-    ):
-        raise InvalidRunIdError(f"invalid run id for a lease: {run_id!r}")
-    return run_id
-
-
-def lease_conflict_message(run_id: str) -> str:
-    """The ``RunLeaseError`` message shared by every Storage adapter."""
-    return (
-        f"another process is training or overwriting run {run_id!r}; "
-        "wait for it to finish or use a different salt"
-    )
-
-
-def temporary_name(name: str) -> str:
-    """A fresh owned-temporary name for destination file ``name``."""
-    return f"{TMP_PREFIX}{name[:200]}-{secrets.token_hex(8)}"
-
-
-def byte_view(data: bytes | bytearray | memoryview) -> memoryview:
-    """A flat byte view of ``data`` without copying it."""
-    return memoryview(data).cast("B")
 
 
 def _write_all(fd: int, view: memoryview) -> None:

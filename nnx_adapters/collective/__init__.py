@@ -1,0 +1,1 @@
+"""``Collective`` adapters: torch.distributed (``torch``), threads (``threads``), one process (``local``)."""

@@ -1,0 +1,1 @@
+"""torch adapters: optimizers and schedules, loss scaling, checkpoint codec and RNG, tasks, metrics."""

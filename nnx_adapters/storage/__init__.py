@@ -1,0 +1,1 @@
+"""``Storage`` adapters: the file system (``fs``) and an in-memory model with crash injection (``memory``)."""
