@@ -34,7 +34,7 @@ import _common as C
 
 C.setup_threads()
 
-from nnx_api.training import TrainingSession
+from nnx_api.training.session import TrainingSession
 
 
 class FsyncClock:

@@ -15,8 +15,8 @@ from sklearn.datasets import load_digits
 from torch.utils.data import DataLoader, TensorDataset
 
 import nnx_api as nnx
-from nnx_api.plans import ExperimentPlan, PlanData
-from nnx_api.search import CategoricalParam, FloatParam, SearchBudget, SearchResult, SearchSpace, search
+from nnx_api.experiments.plans import ExperimentPlan, PlanData
+from nnx_api.experiments.search import CategoricalParam, FloatParam, SearchBudget, SearchResult, SearchSpace, search
 
 
 def digits_data(seed: int = 0) -> PlanData:

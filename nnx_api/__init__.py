@@ -26,10 +26,10 @@ from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRec
 from nnx_adapters.pytorch.metrics import register_metric
 from nnx_adapters.pytorch.state import set_seed
 from nnx_api.callbacks import Callback, CallbackContext, EarlyStopping, LRMonitor, ModelCheckpoint, UpdateEvent
-from nnx_api.enums import Activations, Checkpoints, Devices, Losses, Nets, Optims, Schedulers
-from nnx_api.metrics import MetricSpec
+from nnx_api.config.enums import Activations, Checkpoints, Devices, Losses, Nets, Optims, Schedulers
+from nnx_api.config.metrics import MetricSpec
 from nnx_api.model import NNModel, PredictionResult, PredictResult
-from nnx_api.params import (
+from nnx_api.config.params import (
     NNModelParams,
     NNOptimParams,
     NNParamGroupSpec,
@@ -39,18 +39,18 @@ from nnx_api.params import (
     PrecisionPolicy,
     TaskSpec,
 )
-from nnx_api.run import Checkpoint, NNRun
-from nnx_api.training import EvalStepContext, TrainStepContext, default_train_step
+from nnx_api.runs.run import Checkpoint, NNRun
+from nnx_api.training.session import EvalStepContext, TrainStepContext, default_train_step
 from nnx_api import decisions
 from nnx_api import distributed
 from nnx_api import objectives
-from nnx_api.objectives import LossTerm, Objective, ObjectiveContext, ObjectiveResult, kd_objective, supervised_objective
-from nnx_api.paradigms import finalize_step
+from nnx_api.training.objectives import LossTerm, Objective, ObjectiveContext, ObjectiveResult, kd_objective, supervised_objective
+from nnx_api.training.paradigms import finalize_step
 from nnx_api.trainer import NNTrainerParams, Trainer, TrainerStepContext
-from nnx_api.journal import HistoryJournal, export_history_csv, iter_history, migrate_history
+from nnx_api.runs.journal import HistoryJournal, export_history_csv, iter_history, migrate_history
 
-_LAZY = {"TensorBoardCallback": "nnx_adapters.trackers", "WandbCallback": "nnx_adapters.trackers",
-         "ExperimentPlan": "nnx_api.plans"}
+_LAZY = {"TensorBoardCallback": "nnx_api.callbacks.trackers", "WandbCallback": "nnx_api.callbacks.trackers",
+         "ExperimentPlan": "nnx_api.experiments.plans"}
 
 
 def __getattr__(name: str) -> object:  # these modules import nnx_api themselves: bound on first use

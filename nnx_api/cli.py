@@ -23,8 +23,8 @@ from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunNot
 from nnx_core.history import coverage_problems, parse_history
 from nnx_core.identity import validate_run_id
 from nnx_adapters.storage.paths import TMP_PREFIX
-from nnx_api.journal import check_journal, epoch_summaries, has_journal
-from nnx_api.run import NNRun, dump_yaml, runs_root
+from nnx_api.runs.journal import check_journal, epoch_summaries, has_journal
+from nnx_api.runs.run import NNRun, dump_yaml, runs_root
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from nnx_api.curves import committed_records, epoch_scalars, flatten_config, iter_epochs, monitor_label
-from nnx_api.run import NNRun, runs_root
+from nnx_api.runs.curves import committed_records, epoch_scalars, flatten_config, iter_epochs, monitor_label
+from nnx_api.runs.run import NNRun, runs_root
 
 
 def register(commands: Any, root_help: str) -> None:
@@ -122,7 +122,7 @@ def _cell(value: Any) -> str:
 
 
 def _export(args: argparse.Namespace, out: TextIO) -> int:
-    from nnx_api.export import default_example_input, export_safetensors
+    from nnx_api.runs.export import default_example_input, export_safetensors
 
     root = runs_root(args.root)
     run = NNRun.load(args.id, root)

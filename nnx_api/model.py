@@ -37,12 +37,12 @@ from nnx_adapters.pytorch.metrics import EpochAccumulator, resolve
 from nnx_adapters.pytorch.optim import TorchOptimizer, build_optimizer, named_params
 from nnx_adapters.pytorch.tasks import TaskAdapter
 from nnx_api.callbacks import Callback, EarlyStopping, normalize_callbacks
-from nnx_api.journal import check_continuation, check_history, open_history, with_history_access
-from nnx_api import objectives
-from nnx_api.metrics import monitor_problems
-from nnx_api.params import NNModelParams, NNParams, NNTrainParams
-from nnx_api.run import NNRun, dump_yaml, runs_root
-from nnx_api.training import TrainingSession, new_attempt, now, progress_enabled, restored_modes, split_batch, to_device
+from nnx_api.runs.journal import check_continuation, check_history, open_history, with_history_access
+from nnx_api.training import objectives
+from nnx_api.config.metrics import monitor_problems
+from nnx_api.config.params import NNModelParams, NNParams, NNTrainParams
+from nnx_api.runs.run import NNRun, dump_yaml, runs_root
+from nnx_api.training.session import TrainingSession, new_attempt, now, progress_enabled, restored_modes, split_batch, to_device
 
 
 class Head(NamedTuple):
@@ -262,8 +262,8 @@ class NNModel:
 
     def to_onnx(self, path: str | os.PathLike[str], example_input: Any, **options: Any) -> Any:
         """Export ``net`` to ONNX, traced on ``example_input`` with a dynamic batch axis
-        (``nnx_api.export.to_onnx``; needs the ``export`` extra). Returns the file's path."""
-        from nnx_api.export import to_onnx
+        (``nnx_api.runs.export.to_onnx``; needs the ``export`` extra). Returns the file's path."""
+        from nnx_api.runs.export import to_onnx
 
         return to_onnx(self, path, example_input, **options)
 
@@ -352,7 +352,7 @@ class NNModel:
         nnx_distributed.refuse_process_group("NNModel.train")
         cbs = normalize_callbacks(callbacks)
         self._check_train(params, cbs, train_step_fn, objective)
-        journal = check_history(history, cbs)  # history=HistoryJournal(...): bounded memory (nnx_api.journal)
+        journal = check_history(history, cbs)  # history=HistoryJournal(...): bounded memory (nnx_api.runs.journal)
         session_factory = objectives.session_factory(self, train_step_fn=train_step_fn, objective=objective, callbacks=cbs)
         config = self.run_config(params, salt)
         base = runs_root(root)
@@ -434,7 +434,7 @@ class NNModel:
         if source is not None:
             start = int(source[0]["epoch"]) + 1
             offset = 0 if not fresh else start  # a new lineage run trains n_epochs more epochs
-        session = (session_factory or TrainingSession)(  # objectives/Trainer/fp16: nnx_api.objectives
+        session = (session_factory or TrainingSession)(  # objectives/Trainer/fp16: nnx_api.training.objectives
             model=self,
             params=params,
             run=run,

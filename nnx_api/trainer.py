@@ -57,10 +57,10 @@ from nnx_adapters.pytorch.optim import (
     named_params,
 )
 from nnx_api.callbacks import EarlyStopping, normalize_callbacks
-from nnx_api.journal import check_history
-from nnx_api.metrics import monitor_problems
-from nnx_api.objectives import ObjectiveSession, check_update_owner
-from nnx_api.params import (
+from nnx_api.runs.journal import check_history
+from nnx_api.config.metrics import monitor_problems
+from nnx_api.training.objectives import ObjectiveSession, check_update_owner
+from nnx_api.config.params import (
     RESUME_MODES,
     NNOptimParams,
     NNSchedulerParams,
@@ -70,7 +70,7 @@ from nnx_api.params import (
     _monitor,
     _Params,
 )
-from nnx_api.run import NNRun, runs_root
+from nnx_api.runs.run import NNRun, runs_root
 
 _RUNTIME = {"runtime": True}
 _OMIT = {"omit": True}
@@ -560,7 +560,7 @@ class Trainer:
         model = self.model
         cbs = normalize_callbacks(callbacks)
         self._check(params, cbs, trainer_step_fn, objective)
-        journal = check_history(history, cbs)  # history=HistoryJournal(...) (nnx_api.journal)
+        journal = check_history(history, cbs)  # history=HistoryJournal(...) (nnx_api.runs.journal)
         optimizers = self._optimizers(params)
         rep = params.representative()
         config = self.run_config(params, salt)

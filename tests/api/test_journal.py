@@ -15,7 +15,7 @@ import torch
 
 import nnx_api as nnx
 import nnx_api.model
-import nnx_api.run
+import nnx_api.runs.run
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.memory import MemoryStorage
 from nnx_api.cli import main as cli
@@ -390,7 +390,7 @@ def test_memory_stays_bounded_over_5000_epochs(monkeypatch):
     torch.set_num_threads(1)
     store = MemoryStorage()  # the crash model's store: no disk renames in the way of 5,000 commits
     monkeypatch.setattr(nnx_api.model, "FileStorage", lambda root: store)
-    monkeypatch.setattr(nnx_api.run, "FileStorage", lambda root: store)
+    monkeypatch.setattr(nnx_api.runs.run, "FileStorage", lambda root: store)
     try:
         probe = MemoryProbe(store, ends=(999, 4999))
         run = tiny_run("runs", 5000, nnx.HistoryJournal(retention=RETENTION), probe)

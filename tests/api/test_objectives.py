@@ -333,7 +333,7 @@ def test_fp16_loss_scaling_plumbing_gives_the_fp32_updates(runs, monkeypatch, ob
     of two is exact, so scaled backward → unscale → normalise → step must equal fp32 bit for bit."""
     import contextlib
 
-    from nnx_api import objectives
+    from nnx_api.training import objectives
 
     scalers = []
     monkeypatch.setattr(objectives, "make_grad_scaler", lambda device: scalers.append(torch.amp.GradScaler("cpu")) or scalers[-1])

@@ -1,4 +1,4 @@
-"""ExperimentPlan (immutable, validate/probe/fit) and nnx_api.search over Optuna on digits."""
+"""ExperimentPlan (immutable, validate/probe/fit) and nnx_api.experiments.search over Optuna on digits."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import nnx_api as nnx
-from nnx_api.plans import Diagnostic, ExperimentPlan, PlanData, PlanError
-from nnx_api.search import CategoricalParam, FloatParam, IntParam, SearchBudget, SearchSpace, search
+from nnx_api.experiments.plans import Diagnostic, ExperimentPlan, PlanData, PlanError
+from nnx_api.experiments.search import CategoricalParam, FloatParam, IntParam, SearchBudget, SearchSpace, search
 from tests.api.ecosystem_helpers import digits_loaders, run_doc
 
 NLL = nnx.MetricSpec(id="nll")

@@ -103,10 +103,10 @@ def test_docs_plots_snippet_runs(tmp_path, monkeypatch):
 def test_journal_runs_plot_and_log_every_batch_of_each_epoch(tmp_path):
     """A history journal keeps only `retention` records in memory: plots stream every committed
     record and the trackers (history_access="full") see the whole epoch, so both equal the eager run's."""
-    journal = pytest.importorskip("nnx_api.journal")
+    journal = pytest.importorskip("nnx_api.runs.journal")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from nnx_api.curves import committed_records, run_series
+    from nnx_api.runs.curves import committed_records, run_series
     from tests.api.ecosystem_helpers import digits_loaders, digits_model
 
     train, val = digits_loaders()  # 6 batches per epoch, retention 3

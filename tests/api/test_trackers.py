@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import nnx_api as nnx
-from nnx_api.curves import epoch_scalars, records_by_epoch
+from nnx_api.runs.curves import epoch_scalars, records_by_epoch
 from tests.api.ecosystem_helpers import run_doc, train_digits
 
 NLL = nnx.MetricSpec(id="nll")
@@ -172,8 +172,8 @@ def test_trackers_are_writer_callbacks_and_name_their_extra_when_missing(monkeyp
 def test_tracker_names_import_in_either_order():
     import subprocess
 
-    for first in ("import nnx_adapters.trackers", "import nnx_api"):
-        code = f"{first}; import nnx_api as nnx; from nnx_adapters.trackers import TensorBoardCallback as T; " \
+    for first in ("import nnx_api.callbacks.trackers", "import nnx_api"):
+        code = f"{first}; import nnx_api as nnx; from nnx_api.callbacks.trackers import TensorBoardCallback as T; " \
                "assert nnx.TensorBoardCallback is T and 'WandbCallback' in nnx.__all__"
         subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -113,7 +113,7 @@ def committed_records(run: Any) -> Iterable[IterationDataPoint]:
     journal for a journal run (whose loaded ``NNRun`` holds only the retained tail)."""
     try:
         from nnx_core.journal import has_journal
-        from nnx_api.journal import iter_history
+        from nnx_api.runs.journal import iter_history
     except ImportError:  # a build without history journals
         return run.idps
     if not Path(run.path).is_dir() or not has_journal(run.files().storage, run.id):

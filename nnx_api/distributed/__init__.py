@@ -47,8 +47,8 @@ from nnx_adapters.collective.torch import TorchCollective
 from nnx_adapters.pytorch.statistics import SufficientStatistics, UnmergeableMetricError, statistic_slots
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_api.callbacks import Callback, LegacyCallback, normalize_callbacks
-from nnx_api.run import NNRun, dump_yaml, runs_root
-from nnx_api.training import (
+from nnx_api.runs.run import NNRun, dump_yaml, runs_root
+from nnx_api.training.session import (
     TrainingSession,
     new_attempt,
     now,
@@ -353,7 +353,7 @@ def writer_only(factory: Callable[[], Any]) -> WriterOnly:
 
 
 def _is_tracker(cb: Any) -> bool:
-    return type(cb).__module__ == "nnx_adapters.trackers" and type(cb).__name__ in ("TensorBoardCallback", "WandbCallback")
+    return type(cb).__module__ == "nnx_api.callbacks.trackers" and type(cb).__name__ in ("TensorBoardCallback", "WandbCallback")
 
 
 def _resolve_callbacks(callbacks: Sequence[Any] | None, is_writer: bool) -> tuple[list[Callback], list[Callback]]:

@@ -3,7 +3,7 @@
 ``plot_run(run)`` draws one panel for the loss, one per metric (accuracy, f1, declared
 metrics...) and one for the learning rate, each per epoch, training (whole epoch) against
 validation; the epoch BEST holds is marked on every panel and starred on the monitored curve.
-The points are ``nnx_api.curves.epoch_scalars`` — the same numbers the trackers log.
+The points are ``nnx_api.runs.curves.epoch_scalars`` — the same numbers the trackers log.
 
 Figures are built with ``matplotlib.figure.Figure`` and rendered by the Agg canvas: no pyplot,
 no global backend switch, safe in scripts, servers and notebooks alike.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nnx_adapters.extras import require
-from nnx_api.curves import committed_records, monitor_label, run_series
+from nnx_api.runs.curves import committed_records, monitor_label, run_series
 
 TRAIN, VAL = "train_epoch", "val"
 FALLBACK_ORDER = ("val/error", "val/loss", "train_epoch/error", "train_epoch/loss")

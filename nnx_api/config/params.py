@@ -16,7 +16,7 @@ import attrs
 
 from nnx_core.errors import ParamsError
 from nnx_core.validate import check_choice, check_float, check_int, check_str, optional, validator
-from nnx_api.enums import Activations, Devices, Losses, Nets, Optims, Schedulers
+from nnx_api.config.enums import Activations, Devices, Losses, Nets, Optims, Schedulers
 
 _RUNTIME = {"runtime": True}
 _OMIT = {"omit": True}
@@ -327,13 +327,13 @@ def _check_loader(instance: Any, attribute: Any, value: Any) -> None:
 
 
 def _metrics(value: Any) -> tuple[Any, ...]:
-    from nnx_api.metrics import MetricSpec
+    from nnx_api.config.metrics import MetricSpec
 
     return tuple(v if isinstance(v, MetricSpec) else MetricSpec.from_state(v) for v in value or ())
 
 
 def _monitor(value: Any) -> Any:
-    from nnx_api.metrics import MonitorSpec
+    from nnx_api.config.metrics import MonitorSpec
 
     return value if isinstance(value, MonitorSpec) else MonitorSpec.from_state(value)
 

@@ -223,8 +223,8 @@ class NNRun:
         return found
 
     def plot(self, path: str | os.PathLike[str] | None = None) -> Any:
-        """Loss, metric and learning-rate curves per epoch, BEST marked (``nnx_api.plots``, the
+        """Loss, metric and learning-rate curves per epoch, BEST marked (``nnx_api.runs.plots``, the
         ``plots`` extra): writes ``path`` and returns it, or returns the matplotlib Figure."""
-        from nnx_api.plots import plot_run
+        from nnx_api.runs.plots import plot_run
 
         return plot_run(self, path)

@@ -37,7 +37,7 @@ from nnx_core.lifecycle import HOOKS, overrides
 from nnx_core.records import IterationDataPoint
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.callbacks import Callback, LegacyCallback
-from nnx_api.run import NNRun, runs_root
+from nnx_api.runs.run import NNRun, runs_root
 
 HISTORY_ACCESS = ("window", "full")
 

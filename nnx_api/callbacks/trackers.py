@@ -1,6 +1,6 @@
 """Experiment trackers: TensorBoard and Weights & Biases as callbacks.
 
-Both log the same per-epoch scalars (``nnx_api.curves.epoch_scalars``: ``train/*``,
+Both log the same per-epoch scalars (``nnx_api.runs.curves.epoch_scalars``: ``train/*``,
 ``train_epoch/*``, ``val/*`` with declared metrics, ``lr``, ``monitor/<split>.<metric>``,
 ``monitor/improved``, ``monitor/best``) at ``step = epoch``. The values are read at
 ``on_epoch_end`` and written as deferred writes, i.e. only after the epoch has committed: a
@@ -23,7 +23,7 @@ from typing import Any
 
 from nnx_adapters.extras import require
 from nnx_api.callbacks import Callback, CallbackContext
-from nnx_api.curves import current_epoch_records, epoch_scalars
+from nnx_api.runs.curves import current_epoch_records, epoch_scalars
 
 TENSORBOARD_DIR = ".tensorboard"
 

@@ -1,0 +1,101 @@
+"""The callback hook base class, the update event and the context callbacks receive.
+
+Hooks run in callback order, except ``on_train_end`` which runs in reverse for every callback
+whose ``on_train_begin`` completed (``nnx_core.lifecycle``). A callback only pays for the hooks
+it overrides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from nnx_core.monitor import MonitorDecision
+from nnx_core.records import IterationDataPoint
+
+
+class Callback:
+    """Base class: override any of the hooks. ``distributed`` declares rank behaviour
+    (``"all"``: runs on every rank and must not write; ``"writer"``: writer rank only)."""
+
+    distributed: str | None = None
+
+    def on_train_begin(self, ctx: CallbackContext) -> None:
+        """Once, before the first epoch."""
+
+    def on_epoch_begin(self, ctx: CallbackContext) -> None:
+        """At the start of every epoch."""
+
+    def on_optimizer_update(self, ctx: CallbackContext, event: UpdateEvent) -> None:
+        """After each committed optimizer update, before update-clock schedulers tick."""
+
+    def on_epoch_end(self, ctx: CallbackContext) -> None:
+        """After validation, the decision and epoch-clock ticks; before the epoch commits."""
+
+    def on_train_end(self, ctx: CallbackContext) -> None:
+        """Once at the end, in reverse order, also after a failure."""
+
+    def checkpoint_transforms(self) -> tuple[Mapping[str, Any], ...]:
+        """Recipes for topology changes made in ``on_train_end``; persisted with the final LAST."""
+        return ()
+
+
+@attrs.frozen(kw_only=True)
+class UpdateEvent:
+    """One committed optimizer update."""
+
+    optimizer: str
+    update_idx: int
+    epoch_idx: int
+    batch_idx: int
+    microbatches: int
+    loss: float | None = None
+    losses: Mapping[str, float] = attrs.field(factory=dict)
+
+
+@attrs.define(kw_only=True)
+class CallbackContext:
+    """What callbacks see during one ``train()`` (mutable; lives for the call).
+
+    ``epoch`` is the global epoch index; ``idp`` the epoch's last record (validation, training
+    summary and the decision as ``selection``); ``idps`` the running history; ``decision`` the
+    epoch's one :class:`MonitorDecision`; set ``should_stop`` to stop after this epoch commits;
+    append zero-argument writers to ``deferred_checkpoint_writes`` (run after the epoch commits);
+    ``update_count`` counts committed optimizer updates; ``update_lrs`` is the
+    ``(update, lr after its scheduler step)`` trace of an update-clock schedule;
+    ``update_listeners`` are ``fn(ctx)`` called after each committed update and its scheduler step;
+    ``stop_at_update`` stops right after the current committed update. ``retention`` is the
+    history journal's retention (records kept in memory), None with the eager history.
+    """
+
+    model: Any
+    run: Any
+    optimizer: Any = None
+    optimizers: Mapping[str, Any] | None = None
+    trainer: Any = None
+    epoch: int = -1
+    idp: IterationDataPoint | None = None
+    idps: Sequence[IterationDataPoint] = attrs.field(factory=list)
+    decision: MonitorDecision | None = None
+    should_stop: bool = False
+    stop_at_update: bool = False
+    deferred_checkpoint_writes: list[Callable[[], None]] = attrs.field(factory=list)
+    update_count: int = 0
+    update_lrs: list[tuple[int, float]] = attrs.field(factory=list)
+    update_listeners: list[Callable[[CallbackContext], None]] = attrs.field(factory=list)
+    save_weights: Callable[[str], Callable[[], None]] | None = None
+    retention: int | None = None
+
+
+class LegacyCallback(Callback):
+    """Wraps a plain function ``fn(idps)`` called at every epoch end."""
+
+    distributed = "writer"
+
+    def __init__(self, fn: Callable[[Sequence[IterationDataPoint]], Any]) -> None:
+        self.fn = fn
+
+    def on_epoch_end(self, ctx: CallbackContext) -> None:
+        self.fn(ctx.idps)

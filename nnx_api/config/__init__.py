@@ -1,0 +1,1 @@
+"""Configuration: parameter classes, enums, metric and monitor specs."""

@@ -1,0 +1,1 @@
+"""Experiment plans and hyper-parameter search."""

@@ -1,0 +1,1 @@
+"""Training: the session that drives the core lifecycle, objectives, step utilities."""

@@ -1,0 +1,614 @@
+"""Objectives: declare the loss, let NNx own the update.
+
+An objective is any callable ``objective(ctx: ObjectiveContext) -> ObjectiveResult``. It runs the
+forward and returns named :class:`LossTerm` s — each a *numerator* (a sum over samples) with, for
+a mean term, its *denominator* (how many samples it summed; 0 = all masked). It never calls
+backward or steps an optimizer: the shared update engine (``nnx_core.engine``) accumulates the
+terms over each update window, divides every mean term by its window-wide denominator, and runs
+unscale → finite check → clip → step once per optimizer. That is what makes gradient
+accumulation, masking and multi-term losses exact.
+
+    run = model.train(params, objective=nnx.supervised_objective())
+    run = student.train(params, objective=nnx.kd_objective(teacher, alpha=0.5, temperature=4.0))
+
+A run has exactly one update owner: a step function (``train_step_fn`` / ``trainer_step_fn``)
+or an objective, never both (refused before anything is written).
+
+This module also holds the training sessions of the objective path and of fp16 default steps
+(``session_factory`` picks one for ``NNModel.train``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nnx_core.engine import (
+    MEAN,
+    REDUCTIONS,
+    SUM,
+    Commit,
+    TermReading,
+    UpdateEngine,
+    announce_commit,
+)
+from nnx_core.errors import (
+    ParamsError,
+    PrecisionUnsupportedError,
+    ScheduleBudgetError,
+    TrainingInputError,
+    UpdateOwnerError,
+)
+from nnx_core.records import EvaluationDataPoint
+from nnx_core.validate import check_float
+from nnx_adapters.pytorch.gradients import TorchGradientSlots
+from nnx_adapters.pytorch.scaling import (
+    ScaledLoss,
+    ScaledTorchOptimizer,
+    TorchLossScale,
+    make_grad_scaler,
+)
+from nnx_api.callbacks import UpdateEvent
+from nnx_api.training.session import TrainingSession, split_batch, to_device
+
+
+# ---------------------------------------------------------------------------------------- values
+def _check_numerator(instance: Any, attribute: Any, value: Any) -> None:
+    if not isinstance(value, torch.Tensor) or value.numel() != 1:
+        raise ParamsError(
+            f"LossTerm({instance.name!r}).numerator",
+            f"must be a scalar tensor (a sum over samples), got {type(value).__name__}"
+            + (f" of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else ""),
+        )
+
+
+def _check_denominator(instance: Any, attribute: Any, value: Any) -> None:
+    path = f"LossTerm({instance.name!r}).denominator"
+    if instance.reduction == SUM:
+        if value is not None:
+            raise ParamsError(path, "a sum term takes no denominator (its numerator is already the loss)")
+        return
+    if value is None:
+        raise ParamsError(path, "a mean term needs its sample count (0 when every sample is masked)")
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ParamsError(path, f"must be a number or a scalar tensor, got shape {tuple(value.shape)}")
+        return  # read (and checked ≥ 0, finite) with the numerators, once per microbatch
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+        raise ParamsError(path, f"must be a finite number ≥ 0, got {value!r}")
+
+
+def _check_name(instance: Any, attribute: Any, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ParamsError("LossTerm.name", f"must be a non-blank string, got {value!r}")
+
+
+def _check_reduction(instance: Any, attribute: Any, value: Any) -> None:
+    if value not in REDUCTIONS:
+        raise ParamsError(f"LossTerm({instance.name!r}).reduction", f"must be 'mean' or 'sum', got {value!r}")
+
+
+def _check_weight(instance: Any, attribute: Any, value: Any) -> None:
+    check_float(f"LossTerm({instance.name!r}).weight", value)
+
+
+@attrs.frozen(kw_only=False)
+class LossTerm:
+    """One named part of a loss for one microbatch.
+
+    ``numerator``: a scalar tensor, the *sum* of the per-sample losses. ``denominator`` (mean
+    terms): how many samples it summed — a number or scalar tensor, 0 when all are masked.
+    ``reduction="sum"`` terms take no denominator. ``weight`` multiplies the term's window value.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    numerator: Any = attrs.field(validator=_check_numerator, repr=False)
+    denominator: Any = attrs.field(default=None, validator=_check_denominator)
+    reduction: str = attrs.field(default=MEAN, validator=_check_reduction, kw_only=True)
+    weight: float = attrs.field(default=1.0, validator=_check_weight, kw_only=True)
+
+    @property
+    def value(self) -> float | None:
+        """This microbatch's value: numerator / denominator (None when masked), or the numerator."""
+        num = float(self.numerator.detach())
+        if self.reduction == SUM:
+            return num
+        den = float(self.denominator)
+        return num / den if den else None
+
+
+def _terms(value: Any) -> tuple[LossTerm, ...]:
+    if isinstance(value, LossTerm):
+        return (value,)
+    return tuple(value)
+
+
+def _check_terms(instance: Any, attribute: Any, value: tuple[LossTerm, ...]) -> None:
+    if not value:
+        raise ParamsError("ObjectiveResult.terms", "needs at least one LossTerm")
+    for term in value:
+        if not isinstance(term, LossTerm):
+            raise ParamsError("ObjectiveResult.terms", f"must hold LossTerm values, got {type(term).__name__}")
+    names = [t.name for t in value]
+    if len(set(names)) != len(names):
+        raise ParamsError("ObjectiveResult.terms", f"term names must be unique, got {names}")
+
+
+def _check_record(instance: Any, attribute: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, EvaluationDataPoint):
+        raise ParamsError("ObjectiveResult.record", f"must be an EvaluationDataPoint or None, got {type(value).__name__}")
+
+
+@attrs.frozen
+class ObjectiveResult:
+    """An objective's answer for one microbatch: its loss terms and an optional training record
+    (a record whose ``loss`` is None gets the microbatch's weighted loss filled in)."""
+
+    terms: tuple[LossTerm, ...] = attrs.field(converter=_terms, validator=_check_terms)
+    record: EvaluationDataPoint | None = attrs.field(default=None, validator=_check_record)
+
+    def loss(self) -> float | None:
+        """Σ weight · value over the unmasked terms (None when every term is masked)."""
+        values = [(t.weight, t.value) for t in self.terms]
+        live = [w * v for w, v in values if v is not None]
+        return sum(live) if live else None
+
+
+@attrs.define(kw_only=True)
+class ObjectiveContext:
+    """What an objective receives for one microbatch.
+
+    ``precision`` is the run's resolved precision ("fp32", "bf16", "fp16"); run the forward under
+    ``ctx.autocast()`` and compute losses from ``ctx.full_precision(output)``.
+    """
+
+    model: Any
+    batch: Any
+    epoch_idx: int
+    batch_idx: int
+    precision: str = "fp32"
+    metrics: tuple[Any, ...] = ()
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """The forward's autocast context for the run's precision (a no-op in fp32)."""
+        return self.model.autocast_context()()
+
+    @staticmethod
+    def full_precision(tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` as float32 when autocast produced fp16/bf16 (losses are computed in fp32)."""
+        return tensor.float() if tensor.dtype in (torch.float16, torch.bfloat16) else tensor
+
+    def inputs_and_target(self) -> tuple[Any, torch.Tensor]:
+        """The batch's ``(inputs, target)`` on the model's device."""
+        inputs, target = split_batch(self.batch)
+        device = self.model.device
+        return to_device(inputs, device), to_device(target, device)
+
+    def forward(self, inputs: Any) -> torch.Tensor:
+        """The model's forward under the run's autocast."""
+        net = self.model.net
+        with self.autocast():
+            return net(*inputs) if isinstance(inputs, (tuple, list)) else net(inputs)
+
+
+class Objective:
+    """Base class of objectives (any callable ``ctx -> ObjectiveResult`` works as well).
+
+    ``nonfinite``: "fail" (default) raises ``NonFiniteLossError`` before any parameter changes;
+    "skip" drops the window holding a non-finite term or gradient. Optional hooks:
+    ``check_run(model, *, optimizers, callbacks)`` runs before anything is written;
+    ``after_update(events)`` after every optimizer of a commit stepped, before the callbacks see it.
+    """
+
+    def __init__(self, nonfinite: str = "fail") -> None:
+        if nonfinite not in ("fail", "skip"):
+            raise ParamsError("Objective.nonfinite", f"must be 'fail' or 'skip', got {nonfinite!r}")
+        self.nonfinite = nonfinite
+
+    def __call__(self, ctx: ObjectiveContext) -> ObjectiveResult:
+        raise NotImplementedError
+
+    def check_run(self, model: Any, *, optimizers: Sequence[str], callbacks: Sequence[Any]) -> None:
+        """Refuse a run this objective cannot serve (before anything is written)."""
+
+    def after_update(self, events: Sequence[UpdateEvent]) -> None:
+        """After a commit's optimizers stepped (e.g. an EMA target advances here)."""
+
+
+def _record(task: Any, output: torch.Tensor, target: torch.Tensor, count: int) -> EvaluationDataPoint:
+    """Accuracy/error and valid-target count of a batch (its loss is filled in from the terms)."""
+    correct, rows = task.correct(output.detach(), target)
+    if correct is None:
+        return EvaluationDataPoint(count=count)
+    denominator = rows if rows is not None else count
+    accuracy = float(correct) / denominator if denominator else None
+    return EvaluationDataPoint(accuracy=accuracy, error=None if accuracy is None else 1.0 - accuracy, count=count)
+
+
+class SupervisedObjective(Objective):
+    """The model's own task loss: numerator over the valid targets, normalised by their count."""
+
+    def __call__(self, ctx: ObjectiveContext) -> ObjectiveResult:
+        inputs, target = ctx.inputs_and_target()
+        output = ctx.forward(inputs)
+        task = ctx.model.task_adapter
+        task.check(output, target)
+        numerator, count = task.loss_terms(output, target)
+        return ObjectiveResult(LossTerm("supervised", numerator, count), _record(task, output, target, count))
+
+
+def supervised_objective(*, nonfinite: str = "fail") -> SupervisedObjective:
+    """The default supervised loss as an objective (term ``"supervised"``)."""
+    return SupervisedObjective(nonfinite=nonfinite)
+
+
+def softened_kl(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Σ over rows of KL(teacher_T ‖ student_T) · T² (temperature-softened, class axis last)."""
+    width = student.shape[-1]
+    s = F.log_softmax(student.reshape(-1, width).float() / temperature, dim=-1)
+    t = F.log_softmax(teacher.reshape(-1, width).float() / temperature, dim=-1)
+    return F.kl_div(s, t, reduction="sum", log_target=True) * (temperature * temperature)
+
+
+class KDObjective(Objective):
+    """Knowledge distillation: a frozen teacher's softened outputs plus the task loss."""
+
+    def __init__(self, teacher: Any, alpha: float = 0.5, temperature: float = 4.0, *, nonfinite: str = "fail") -> None:
+        super().__init__(nonfinite)
+        self.teacher_model = teacher if hasattr(teacher, "autocast_context") else None
+        net = teacher.net if self.teacher_model is not None else teacher
+        if not isinstance(net, nn.Module):
+            raise ParamsError("kd_objective.teacher", f"must be an NNModel or a torch.nn.Module, got {type(teacher).__name__}")
+        self.teacher = net
+        self.alpha = check_float("kd_objective.alpha", alpha, minimum=0.0, maximum=1.0)
+        self.temperature = check_float("kd_objective.temperature", temperature, minimum=0.0, exclusive_min=True)
+        self.teacher.requires_grad_(False)  # frozen: the teacher is never updated
+        self.teacher.eval()
+
+    def check_run(self, model: Any, *, optimizers: Sequence[str], callbacks: Sequence[Any]) -> None:
+        if model.task_adapter.kind != "categorical":
+            raise ParamsError("kd_objective", f"distillation needs a categorical task, not {model.task_adapter.kind!r}")
+        if self.teacher is model.net:
+            raise ParamsError("kd_objective.teacher", "the teacher must be a different network than the student")
+        student_params = {id(p) for p in model.net.parameters()}
+        if any(id(p) in student_params for p in self.teacher.parameters()):
+            raise ParamsError("kd_objective.teacher", "the teacher shares parameters with the student")
+
+    def __call__(self, ctx: ObjectiveContext) -> ObjectiveResult:
+        inputs, target = ctx.inputs_and_target()
+        teacher = self.teacher
+        if teacher.training:
+            teacher.eval()
+        teacher_cast = self.teacher_model.autocast_context()() if self.teacher_model is not None else contextlib.nullcontext()
+        with torch.no_grad(), teacher_cast:
+            soft = teacher(*inputs) if isinstance(inputs, (tuple, list)) else teacher(inputs)
+        output = ctx.forward(inputs)
+        task = ctx.model.task_adapter
+        task.check(output, target)
+        rows = output.numel() // output.shape[-1]
+        supervised, count = task.loss_terms(output, target)
+        return ObjectiveResult(
+            (
+                LossTerm("distillation", softened_kl(output, soft, self.temperature), rows, weight=self.alpha),
+                LossTerm("supervised", supervised, count, weight=1.0 - self.alpha),
+            ),
+            _record(task, output, target, count),
+        )
+
+
+def kd_objective(teacher: Any, alpha: float = 0.5, temperature: float = 4.0, *, nonfinite: str = "fail") -> KDObjective:
+    """Distil ``teacher`` (an NNModel or module; frozen, eval mode) into the trained model.
+
+    Terms: ``"distillation"`` = softened KL·T² summed over rows / rows, weight ``alpha``;
+    ``"supervised"`` = the task loss / valid targets, weight ``1 - alpha``.
+    """
+    return KDObjective(teacher, alpha, temperature, nonfinite=nonfinite)
+
+
+def read_terms(terms: Sequence[LossTerm]) -> tuple[list[torch.Tensor], list[TermReading]]:
+    """The numerators (for backward) and every number of the terms, read with one host sync."""
+    numbers_: list[torch.Tensor] = []
+    for t in terms:
+        numbers_.append(t.numerator.detach().reshape(()).float())
+        if isinstance(t.denominator, torch.Tensor):
+            numbers_.append(t.denominator.detach().reshape(()).float())
+    values = torch.stack(numbers_).tolist() if len(numbers_) > 1 else [float(numbers_[0])]
+    readings = []
+    i = 0
+    for t in terms:
+        numerator = values[i]
+        i += 1
+        denominator: float | None = None
+        if isinstance(t.denominator, torch.Tensor):
+            denominator = values[i]
+            i += 1
+        elif t.denominator is not None:
+            denominator = float(t.denominator)
+        readings.append(TermReading(name=t.name, numerator=numerator, denominator=denominator, reduction=t.reduction, weight=float(t.weight)))
+    return [t.numerator.reshape(()) for t in terms], readings
+
+
+def microbatch_loss(readings: Sequence[TermReading]) -> float | None:
+    """Σ weight · value of one microbatch's terms (masked terms left out)."""
+    total, live = 0.0, False
+    for r in readings:
+        if r.reduction == SUM:
+            total += r.weight * r.numerator
+            live = True
+        elif r.denominator:
+            total += r.weight * r.numerator / r.denominator
+            live = True
+    return total if live else None
+
+
+class ObjectiveSummary:
+    """The whole-epoch training summary of an objective run: each term's Σnum/Σden over the epoch
+    (sum terms: the mean of their microbatch values), their weighted sum as ``loss``."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, list[float]] = {}
+        self.microbatches = 0
+
+    def add(self, readings: Sequence[TermReading]) -> None:
+        self.microbatches += 1
+        for r in readings:
+            entry = self.sums.setdefault(r.name, [0.0, 0.0, r.weight, r.reduction == SUM])
+            entry[0] += r.numerator
+            entry[1] += 1.0 if r.reduction == SUM else float(r.denominator or 0.0)
+            entry[2] = r.weight
+
+    def result(self) -> dict[str, Any]:
+        values = {name: num / den for name, (num, den, _w, _s) in self.sums.items() if den}
+        loss = sum(self.sums[name][2] * v for name, v in values.items()) if values else None
+        return {"loss": loss, "extra": values}
+
+
+# ---------------------------------------------------------------------------------------- sessions
+class ObjectiveSession(TrainingSession):
+    """A training session whose updates come from the shared update engine (objective runs) or
+    are reported by name (Trainer steps). NNModel objective runs have one optimizer, "default".
+
+    Every committed update goes through ``_announce``: counters, then each optimizer's
+    ``on_optimizer_update`` event, then the update-clock ticks (``announce_commit``), then the
+    update listeners and the ``stop_at_update`` check.
+    """
+
+    primary = "default"
+
+    def __init__(
+        self,
+        *,
+        objective: Any,
+        named_optimizers: Mapping[str, Any] | None = None,
+        accumulate: int | None = None,
+        max_norms: Mapping[str, float | None] | None = None,
+        **base: Any,
+    ) -> None:
+        model, params = base["model"], base["params"]
+        named = dict(named_optimizers or {self.primary: base["optimizer"]})
+        self.objective = objective
+        self.engine: UpdateEngine | None = None
+        self.gradients: TorchGradientSlots | None = None
+        extra: list[Any] = []
+        if objective is not None:
+            scaler = make_grad_scaler(model.device) if model.precision == "fp16" else None
+            if scaler is not None:
+                named = {n: ScaledTorchOptimizer.wrap(o, scaler, auto_update=False) for n, o in named.items()}
+            params_union = [p for o in named.values() for p in o.params]
+            self.gradients = TorchGradientSlots(params_union, scaler)
+            self.engine = UpdateEngine(
+                named,
+                self.gradients,
+                accumulate=accumulate or params.optim.accumulate_grad_batches,
+                max_norms=max_norms or {self.primary: params.optim.grad_clip_norm},
+                nonfinite=getattr(objective, "nonfinite", "fail"),
+                loss_scale=TorchLossScale(scaler) if scaler is not None else None,
+            )
+            extra.append(self.engine)
+        self.named_opts = named
+        self.update_counts = {name: 0 for name in named}
+        self.epoch_counts = {name: 0 for name in named}
+        self._after_update = getattr(objective, "after_update", None)
+        self._objective_summary: ObjectiveSummary | None = None
+        super().__init__(**{**base, "optimizer": named[self.primary], "components": [*base["components"], *extra]})
+
+    # ------------------------------------------------------------ names → schedules
+    def clock_for(self, name: str) -> Any:
+        """The torch-scheduler clock of optimizer ``name`` (None for plateau)."""
+        return self.clock
+
+    def auto_step(self) -> bool:
+        """Whether NNx steps the schedules (Trainer: ``auto_step_schedulers``)."""
+        return True
+
+    # ------------------------------------------------------------ steps
+    def train_epoch(self, epoch: int) -> None:
+        self.epoch_counts = {name: 0 for name in self.named_opts}
+        super().train_epoch(epoch)
+
+    def _default_step(self, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
+        record = self._objective_step(batch, epoch, batch_idx, is_last)
+        self._append(record)
+
+    def _append(self, record: EvaluationDataPoint) -> None:
+        stats = self.stats
+        stats.records.append(record)
+        stats.lrs.append(self.opt.optimizer.param_groups[0]["lr"])
+        stats.updates.append(self.update_count)
+
+    def _objective_step(self, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> EvaluationDataPoint:
+        assert self.engine is not None and self.gradients is not None
+        if batch_idx == 0 and self.summary is not None:
+            self.summary = self._objective_summary = ObjectiveSummary()
+        ctx = ObjectiveContext(
+            model=self.model, batch=batch, epoch_idx=epoch, batch_idx=batch_idx, precision=self.model.precision,
+            metrics=self.specs,
+        )
+        result = self.objective(ctx)
+        if not isinstance(result, ObjectiveResult):
+            raise TrainingInputError(
+                f"an objective must return ObjectiveResult(terms=[LossTerm(...), ...]), got {type(result).__name__}; "
+                "a function that runs backward and steps the optimizer itself belongs in train_step_fn"
+            )
+        tensors, readings = read_terms(result.terms)
+        self.gradients.set_terms(tensors)
+        commit = self.engine.add(readings, is_last_batch=is_last)
+        self.gradients.set_terms(())
+        if self._objective_summary is not None:
+            self._objective_summary.add(readings)
+        if commit is not None:
+            if commit.committed:
+                self._announce_commit(epoch, batch_idx, commit)
+            else:
+                self.skipped_windows += 1
+        record = result.record or EvaluationDataPoint()
+        if record.loss is None:
+            loss = microbatch_loss(readings)
+            # a fully masked microbatch has no loss: its record still says it scored 0 samples
+            record = attrs.evolve(record, loss=loss, count=0 if loss is None and record.count is None else record.count)
+        return record
+
+    # ------------------------------------------------------------ committed updates
+    def _announce_commit(self, epoch: int, batch_idx: int, commit: Commit) -> None:
+        events = [
+            UpdateEvent(
+                optimizer=name, update_idx=self.update_counts[name] + 1, epoch_idx=epoch, batch_idx=batch_idx,
+                microbatches=commit.microbatches, loss=commit.loss, losses=dict(commit.losses),
+            )
+            for name in commit.update_idx
+        ]
+        if self._after_update is not None:
+            self._after_update(events)
+        self._announce(events)
+
+    def _report(self, name: str, epoch: int, batch_idx: int) -> None:
+        """``ctx.report_update(name)`` from a step function: one committed update of ``name``."""
+        if name not in self.named_opts:
+            raise ParamsError("report_update", f"no optimizer named {name!r}; the run's optimizers are {sorted(self.named_opts)}")
+        event = UpdateEvent(
+            optimizer=name, update_idx=self.update_counts[name] + 1, epoch_idx=epoch, batch_idx=batch_idx, microbatches=1
+        )
+        self._announce([event])
+
+    def _announce(self, events: Sequence[UpdateEvent]) -> None:
+        ctx = self.ctx
+        for e in events:
+            self.update_counts[e.optimizer] += 1
+            self.epoch_counts[e.optimizer] += 1
+            self.update_count += 1
+            if e.optimizer == self.primary:
+                self.epoch_updates += 1
+        ctx.update_count = self.update_count
+        hooks = self.table["on_optimizer_update"]
+
+        def deliver(event: UpdateEvent) -> None:
+            for hook in hooks:
+                hook(ctx, event)
+
+        def after() -> None:
+            for listener in ctx.update_listeners:
+                listener(ctx)
+            if ctx.stop_at_update:
+                self.stopped_update = True
+
+        announce_commit(events, deliver=deliver, tick=self._tick_update_clock, after=after)
+
+    def _tick_update_clock(self, event: UpdateEvent) -> None:
+        clock = self.clock_for(event.optimizer)
+        if clock is None or clock.clock != "optimizer_update" or not self.auto_step():
+            return
+        if clock.budget is not None and clock.ticks >= clock.budget:
+            raise ScheduleBudgetError(
+                f"update {self.update_counts[event.optimizer]} of optimizer {event.optimizer!r} is past its schedule's "
+                f"horizon of {clock.budget} updates; raise total_steps (or T_max) to cover the whole run"
+            )
+        clock.tick()
+        if event.optimizer == self.primary:
+            self.ctx.update_lrs.append((self.update_count, self.opt.optimizer.param_groups[0]["lr"]))
+
+    def _load_training_state(self, payload: Mapping[str, Any]) -> None:
+        super()._load_training_state(payload)
+        self.update_counts = {self.primary: self.update_count}
+
+
+class ScaledDefaultSession(TrainingSession):
+    """The default step under fp16: a ``GradScaler`` scales every backward (through the task's
+    loss numerator), ``commit_update`` unscales before normalising and clipping, and a step the
+    scaler skips is not a committed update. Unverified on CUDA in this repository's tests."""
+
+    def __init__(self, **base: Any) -> None:
+        scaler = make_grad_scaler(base["model"].device)
+        base["optimizer"] = ScaledTorchOptimizer.wrap(base["optimizer"], scaler)
+        super().__init__(**base)
+        self.scaler = scaler
+        self.task = ScaledLoss(self.task, scaler)
+
+
+def _is_step_function(fn: Any) -> bool:
+    from nnx_api.training import paradigms
+    from nnx_api.training import session as training
+
+    return fn is training.default_train_step or fn is paradigms.finalize_step
+
+
+def check_update_owner(train_step_fn: Any, objective: Any, *, step_name: str = "train_step_fn") -> None:
+    """Exactly one update owner, of the right kind: refused before anything is written."""
+    if train_step_fn is not None and objective is not None:
+        raise UpdateOwnerError(f"give either {step_name} or objective (one update owner per run), not both")
+    if isinstance(train_step_fn, Objective):
+        raise UpdateOwnerError(f"{type(train_step_fn).__name__} is an objective: pass it as objective=, not {step_name}=")
+    if objective is not None:
+        if not callable(objective):
+            raise UpdateOwnerError(f"objective must be callable (ctx -> ObjectiveResult), got {type(objective).__name__}")
+        if _is_step_function(objective):
+            raise UpdateOwnerError(f"{getattr(objective, '__name__', objective)!r} is a step function: pass it as {step_name}=")
+
+
+def full_precision_only(step: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a step function as full-precision only (a bf16/fp16 run refuses it before writing)."""
+    step.nnx_full_precision_only = True  # type: ignore[attr-defined]
+    return step
+
+
+def session_factory(model: Any, *, train_step_fn: Any, objective: Any, callbacks: Sequence[Any]) -> Callable[..., Any] | None:
+    """The ``TrainingSession`` class an ``NNModel.train`` call needs (None: the plain one).
+
+    Checks the update owner and the objective's own ``check_run`` before anything is written.
+    """
+    check_update_owner(train_step_fn, objective)
+    if getattr(train_step_fn, "nnx_full_precision_only", False) and model.precision != "fp32":
+        raise PrecisionUnsupportedError(
+            f"{getattr(train_step_fn, '__name__', 'this step')} is full-precision only, but the run resolves to "
+            f"{model.precision}; use PrecisionPolicy('fp32')"
+        )
+    if objective is not None:
+        check_run = getattr(objective, "check_run", None)
+        if check_run is not None:
+            check_run(model, optimizers=(ObjectiveSession.primary,), callbacks=tuple(callbacks))
+        return functools.partial(ObjectiveSession, objective=objective)
+    if model.precision == "fp16":
+        return ScaledDefaultSession
+    return None
+
+
+__all__ = [
+    "KDObjective",
+    "LossTerm",
+    "Objective",
+    "ObjectiveContext",
+    "ObjectiveResult",
+    "SupervisedObjective",
+    "full_precision_only",
+    "kd_objective",
+    "softened_kl",
+    "supervised_objective",
+]
