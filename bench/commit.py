@@ -2,11 +2,10 @@
 
     .venv/bin/python bench/commit.py [--reps N] [--dir DIR] [--sizes none,10,100]
 
-One "commit" is what ``TrainingSession.commit`` does at the end of an epoch:
+One "commit" is what the training session's commit does at the end of an epoch:
 ``nnx_core.commit.commit_epoch`` through ``FileStorage`` (the payload — weights + RNG streams —
 streamed by torch.save into a content-addressed blob while it is hashed, idps.csv, LAST, BEST,
-collection of the blob no tag names any more),
-then the attempt record. "raw" is what a plain PyTorch loop does to save the same payload
+collection of the blob no tag names any more). "raw" is what a plain PyTorch loop does to save the same payload
 durably: ``torch.save`` into an open file, flush, ``os.fsync``. Every repetition saves different
 weights (so the blob is really written), the two arms alternate order, and the medians are
 compared. Target (issue 3):
@@ -31,7 +30,7 @@ import torch
 
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
-from nnx_core.commit import BEST, AttemptRecord, EpochCommit, RunFiles, commit_epoch
+from nnx_core.commit import BEST, EpochCommit, RunFiles, commit_epoch
 from nnx_core.history import EagerHistory
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 
@@ -85,7 +84,6 @@ class Arms:
             self.files,
             EpochCommit(epoch=self.epoch, payload=payload, history=history, previous_history=self.previous, tags=(BEST,)),
         )
-        AttemptRecord(attempt_id="bench", run_id=RUN_ID, started_at="-", last_committed_epoch=self.epoch).save(self.files)
         elapsed = time.perf_counter() - start
         self.ops = collections.Counter(self.storage.ops) - before
         self.blob_bytes = last.blobs["state"].size

@@ -40,13 +40,12 @@ from nnx_api.config.params import (
     TaskSpec,
 )
 from nnx_api.runs.run import Checkpoint, NNRun
-from nnx_api.training.session import EvalStepContext, TrainStepContext, default_train_step
+from nnx_api.training.steps import EvalStepContext, TrainStepContext, TrainerStepContext, default_train_step, finalize_step
 from nnx_api import decisions
 from nnx_api import distributed
 from nnx_api import objectives
 from nnx_api.training.objectives import LossTerm, Objective, ObjectiveContext, ObjectiveResult, kd_objective, supervised_objective
-from nnx_api.training.paradigms import finalize_step
-from nnx_api.trainer import NNTrainerParams, Trainer, TrainerStepContext
+from nnx_api.trainer import NNTrainerParams, Trainer
 from nnx_api.runs.journal import HistoryJournal, export_history_csv, iter_history, migrate_history
 
 _LAZY = {"TensorBoardCallback": "nnx_api.callbacks.trackers", "WandbCallback": "nnx_api.callbacks.trackers",

@@ -5,6 +5,9 @@ rank only hangs the others in their next collective, so every point where a rank
 its own (a failure, a non-finite loss, a masked window, a refused resume) goes through one of the
 rules below, over the ``Collective`` port only:
 
+    a group of one            nothing to agree: an error is raised as it is (``LocalCollective``)
+    agreed(where, fn)         run ``fn`` on every rank; any rank's failure is raised on every rank
+    share(where, fn)          the writer runs ``fn``; every rank gets its answer or its error
     agree(ok, reason)         phase 1: Σ failures, one number, every time;
                               phase 2, only when some rank failed: gather the failures, and the
                               first failing rank's error is raised on every rank (same type,
@@ -31,8 +34,8 @@ group's timeout. No framework imports: numbers and plain objects in, decisions o
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -46,6 +49,7 @@ from nnx_core.errors import (
 from nnx_core.ports import Collective
 
 RANK_BEHAVIOURS = ("all", "writer")
+T = TypeVar("T")
 
 # NNx errors rebuilt with the same type and message on every rank (their constructors differ,
 # so they are rebuilt from the message: str(error) is identical on every rank).
@@ -119,6 +123,36 @@ def _phase_two(collective: Collective, own: BaseException | None, where: str) ->
     raise_failure(failure, where, own if failure.rank == collective.rank else None)
 
 
+def agreed(collective: Collective, where: str, fn: Callable[[], T]) -> T:
+    """Run ``fn`` on every rank; when it fails on any rank, every rank raises the same error."""
+    try:
+        result, error = fn(), None
+    except Exception as exc:
+        result, error = None, exc
+    raise_if_failed(collective, error, where)
+    return result  # type: ignore[return-value]
+
+
+def share(collective: Collective, writer_rank: int, where: str, fn: Callable[[], T]) -> T:
+    """The writer runs ``fn`` (it alone reads, verifies or writes); every rank gets its answer,
+    or raises its error (the writer its own, the others the same type and message)."""
+    value: Any = None
+    error: BaseException | None = None
+    if collective.rank == writer_rank:
+        try:
+            value = fn()
+        except Exception as exc:
+            error, value = exc, failure_of(exc, collective.rank)
+    if collective.world_size == 1:
+        if error is not None:
+            raise error
+        return value  # type: ignore[no-any-return]
+    value = collective.broadcast(value, src=writer_rank)
+    if isinstance(value, Failure):
+        raise_failure(value, where, error)
+    return value  # type: ignore[no-any-return]
+
+
 def agree(collective: Collective, ok: bool, reason: str = "") -> tuple[bool, str]:
     """The port's ``agree``: (every rank ok, the first failing rank's reason) on every rank.
 
@@ -143,6 +177,10 @@ def agreed_sum(
 
     A rank that failed still contributes (zeros of the same length), so the collective matches.
     """
+    if collective.world_size == 1:  # a group of one: nothing to agree
+        if error is not None:
+            raise error
+        return [float(v) for v in values]
     reduced = collective.all_reduce_sum([1.0 if error is not None else 0.0, *values])
     if reduced[0]:
         _phase_two(collective, error, where)
@@ -310,6 +348,7 @@ __all__ = [
     "MicrobatchNumbers",
     "agree",
     "agree_microbatch",
+    "agreed",
     "agree_same",
     "agreed_sum",
     "callback_problems",
@@ -322,5 +361,6 @@ __all__ = [
     "refuse_resume",
     "resume_refusal",
     "runs_here",
+    "share",
     "update_weight",
 ]

@@ -18,7 +18,12 @@ One epoch commits in this order (``commit_epoch``):
     4. phase tags, BEST    pointer writes to the same blob
     5. deferred writes     callback artifacts; they can only refer to committed epochs
     6. collection          blobs no tag names are deleted
-    (then attempt.json records the committed epoch)
+
+Which tags an epoch moves is decided here too (``epoch_tags``): the phase tag of its position in
+the call (FIRST, Q1..Q3) and BEST when the epoch's monitor decision improved. A callback's
+weights-only tag (``weights_tag``: ``ModelCheckpoint``) is a deferred write naming the committed
+epoch. After finalization LAST is refreshed from the final model (``refresh_last``), keeping the
+committed epoch and its meta, so ``on_train_end`` changes reach the checkpoint.
 
 A failure after LAST keeps the committed history/LAST pair. Load rules (``load_last`` and
 friends): no LAST means nothing committed; an empty, unparsable or mismatched LAST is refused
@@ -56,6 +61,13 @@ def phase_tags(local_epoch: int, n_epochs: int) -> tuple[str, ...]:
         if local_epoch == point:
             return (tag,)
     return ()
+
+
+def epoch_tags(local_epoch: int, n_epochs: int, *, phases: bool, improved: bool) -> tuple[str, ...]:
+    """The tags an epoch's commit moves besides LAST: its phase tag (when phase checkpoints are
+    on) and BEST (when the epoch's monitor decision improved), in that order."""
+    tags = phase_tags(local_epoch, n_epochs) if phases else ()
+    return (*tags, BEST) if improved else tags
 
 
 @attrs.frozen
@@ -265,6 +277,27 @@ def commit_epoch(files: RunFiles, commit: EpochCommit) -> TagManifest:
     return last
 
 
+def weights_tag(files: RunFiles, tag: str, epoch: int, payload: bytes) -> TagManifest:
+    """Write a weights-only tag naming ``epoch`` (a deferred write: the epoch is committed)."""
+    manifest = TagManifest(
+        tag=tag, run_id=files.run_id, epoch=epoch, blobs={"state": files.put_blob(payload)}, meta={"weights_only": True}
+    )
+    files.write_tag(manifest)
+    return manifest
+
+
+def refresh_last(files: RunFiles, payload: bytes | Callable[[BinaryWriter], None]) -> TagManifest | None:
+    """Rewrite LAST from the final model after finalization: the same epoch and meta, a new blob.
+    Nothing happens when nothing was committed."""
+    previous = files.read_tag(LAST)
+    if previous is None:
+        return None
+    manifest = attrs.evolve(previous, blobs={"state": files.put_blob(payload)})
+    files.write_tag(manifest)
+    files.collect_garbage()
+    return manifest
+
+
 def _visible(files: RunFiles, last: TagManifest) -> bool:
     """Whether readers already see ``last`` as LAST (its rename happened before the error)."""
     try:
@@ -288,24 +321,6 @@ def _rollback_history(files: RunFiles, previous: bytes | None) -> None:
 def write_json(storage: Storage, path: str, doc: Mapping[str, Any]) -> None:
     """Durably replace a small JSON document."""
     storage.write(path, json.dumps(doc, sort_keys=True, indent=1).encode("utf-8"))
-
-
-@attrs.define(kw_only=True)
-class AttemptRecord:
-    """The writer's record of one ``train()`` attempt (``attempt.json``)."""
-
-    attempt_id: str
-    run_id: str
-    status: str = "running"
-    started_at: str
-    finished_at: str | None = None
-    last_committed_epoch: int | None = None
-    last_committed_tag: str | None = None
-    error: str | None = None
-
-    def save(self, files: RunFiles) -> None:
-        """Atomically replace attempt.json."""
-        write_json(files.storage, files.attempt, attrs.asdict(self))
 
 
 def truncate_to_last(records: Iterable[Any], last: TagManifest | None) -> list[Any]:

@@ -17,7 +17,6 @@ Pure Python (stdlib + attrs): no torch, no numpy, no I/O.
 from __future__ import annotations
 
 import functools
-import gc
 import hashlib
 import json
 import math
@@ -355,24 +354,14 @@ def deferred_results(result_type: type, rows: ResultRows, count: int) -> list[An
 
     The fast path for providers: ``rows`` must already be validated (as a whole batch) because
     nothing is validated again. The loops run in C (``map``), so a result costs one allocation and
-    two slot writes (through the slots' own setters: ~45 ns each, against ~80 ns for
-    ``object.__setattr__``, which looks the slot up by name); a row's tuples and floats are only
-    built if someone reads that result.
-
-    The cyclic garbage collector is paused while the results are allocated: in a process holding
-    torch's hundreds of thousands of tracked objects, ten thousand allocations otherwise trigger
-    full collections that cost more than the results themselves. These objects form no cycles.
+    two slot writes (through the slots' own setters rather than ``object.__setattr__``, which looks
+    the slot up by name); a row's tuples and floats are only built if someone reads that result.
+    What it costs: docs/decisions.md (Performance).
     """
     set_rows, set_row = _slot_writers(result_type)
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        results = list(map(object.__new__, repeat(result_type, count)))
-        _consume(map(set_rows, results, repeat(rows, count)))
-        _consume(map(set_row, results, range(count)))
-    finally:
-        if collecting:
-            gc.enable()
+    results = list(map(object.__new__, repeat(result_type, count)))
+    _consume(map(set_rows, results, repeat(rows, count)))
+    _consume(map(set_row, results, range(count)))
     return results
 
 

@@ -10,10 +10,10 @@ update engine accumulates each microbatch's loss terms"). Read ``UpdateEngine.ad
     window end         W_t = Σ denominators of each mean term over the window
                        no live term (every W_t == 0, no sum term) → nothing commits
                        combine:  grad = Σ_t weight_t · Σ_mb ∇numerator_t / W_t   (sum terms: / 1)
-                       every optimizer: unscale → finite check → clip → step   (Optimizer port)
-                       one committed update per optimizer, reported together (``Commit``)
-    announce           every optimizer's event of the commit is delivered before any
-                       update-clock schedule ticks (``announce_commit``)
+                       every optimizer: the one update tail (``nnx_core.update.commit_window``:
+                       unscale → finite check → clip → step)
+                       one committed update per optimizer, reported together (``Commit``); the
+                       caller announces it (``nnx_core.update.announce``)
 
 So K microbatches of any sizes and masks give exactly the update of one batch of their union.
 
@@ -31,19 +31,17 @@ No framework imports: numbers in, decisions out; tensors stay behind the ports.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
 from nnx_core.errors import NonFiniteLossError, TrainingInputError
-from nnx_core.ports import Optimizer
+from nnx_core.ports import GradientSlots, LossScale, Optimizer
+from nnx_core.update import COMMITTED, MASKED, NONFINITE, NONFINITE_POLICIES, commit_window
 
 MEAN, SUM = "mean", "sum"
 REDUCTIONS = (MEAN, SUM)
-NONFINITE_POLICIES = ("fail", "skip")
-
-COMMITTED, MASKED, NONFINITE, OVERFLOW = "committed", "masked", "nonfinite", "overflow"
 
 
 @attrs.frozen(kw_only=True)
@@ -74,32 +72,6 @@ def reading_problems(term: TermReading) -> list[str]:
     if not math.isfinite(term.weight):
         problems.append(f"term {term.name!r}: weight must be finite, got {term.weight!r}")
     return problems
-
-
-@runtime_checkable
-class GradientSlots(Protocol):
-    """Where the framework keeps gradients while a window is open.
-
-    Slot 0 is the parameters' own gradients; slots 1.. are side buffers of the same shapes.
-    """
-
-    def backward(self, plan: Sequence[tuple[int, Sequence[tuple[int, float]]]]) -> None:
-        """Back-propagate, for each ``(slot, [(term index, scale), ...])``, the sum of
-        ``scale × numerator`` of the current microbatch's terms into that slot."""
-
-    def combine(self, factors: Sequence[float]) -> None:
-        """Make the parameters' gradients ``Σ_k factors[k] · slot_k``; release the side buffers."""
-
-    def discard(self) -> None:
-        """Drop every gradient and side buffer (nothing of the window survives)."""
-
-
-@runtime_checkable
-class LossScale(Protocol):
-    """A dynamic loss scale (fp16): gradients arrive multiplied by it; ``unscale`` undoes it."""
-
-    def update(self) -> None:
-        """Adapt the scale after a window (grow after finite steps, shrink after an overflow)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -298,36 +270,21 @@ class UpdateEngine:
                     den = w.denominators[w.names.index(key)]
                     factors.append(1.0 / den if den > 0 else 0.0)
         self.gradients.combine(factors)
-        opts = self.optimizers
-        for opt in opts.values():
-            opt.unscale()
-        if not all(opt.grads_finite() for opt in opts.values()):
-            if self.loss_scale is not None:
-                self.loss_scale.update()  # the scale shrinks; no optimizer steps (a silent skip)
-                return self._skip(OVERFLOW, micro, losses, loss)
-            if self.nonfinite == "skip":
-                return self._skip(NONFINITE, micro, losses, loss)
-            self._close_discarding()
-            raise NonFiniteLossError(
-                "the gradients of a finite loss are not finite; no parameter was updated. Lower the learning "
-                "rate or set grad_clip_norm"
-            )
-        for name, opt in opts.items():
-            norm = self.max_norms.get(name)
-            if norm is not None:
-                opt.clip(norm)
-        for opt in opts.values():
-            opt.step()
-        if self.loss_scale is not None:
-            self.loss_scale.update()
-        self._close_discarding()
+        status = commit_window(
+            self.optimizers, None, max_norms=self.max_norms, nonfinite=self.nonfinite, loss_scale=self.loss_scale
+        )  # raises (nonfinite="fail") before any parameter changes; the gradients are cleared either way
+        self.gradients.discard()  # the tail cleared the parameters' gradients; the side buffers go too
+        self._window = _Window()
+        if status != COMMITTED:
+            self.skipped += 1
+            return Commit(status=status, microbatches=micro, losses=dict(losses), loss=loss)
         self.commits += 1
-        for name in opts:
+        for name in self.optimizers:
             self.update_counts[name] += 1
         return Commit(
             status=COMMITTED,
             microbatches=micro,
-            update_idx={name: self.update_counts[name] for name in opts},
+            update_idx={name: self.update_counts[name] for name in self.optimizers},
             losses=losses,
             loss=loss,
         )
@@ -363,22 +320,3 @@ class UpdateEngine:
         """Continue the counters."""
         self.commits, self.skipped = int(state["commits"]), int(state["skipped"])
         self.update_counts = {name: int(n) for name, n in state["update_counts"].items()}
-
-
-E = TypeVar("E")
-
-
-def announce_commit(
-    events: Sequence[E],
-    *,
-    deliver: Callable[[E], None],
-    tick: Callable[[E], None],
-    after: Callable[[], None] = lambda: None,
-) -> None:
-    """Seed §2: every optimizer's event of one commit is delivered (``on_optimizer_update``)
-    before any update-clock schedule ticks; then ``after`` (update listeners, stop checks)."""
-    for event in events:
-        deliver(event)
-    for event in events:
-        tick(event)
-    after()

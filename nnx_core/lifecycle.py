@@ -19,6 +19,12 @@ Failure rules: callbacks whose begin hook completed are still finalized; every c
 attempted; a cleanup error never masks the training error (it becomes a warning); without a
 training error the first cleanup error is raised and the rest are warned.
 
+Agreement points: in a data-parallel run a callback hook may fail on one rank only. After each
+group of callback hooks (``on_train_begin``, each epoch's ``on_epoch_begin`` and
+``on_epoch_end``, ``on_train_end``) the outcome goes through ``agree(where, error)``: every rank
+raises the first failing rank's error, so no rank waits in a collective its peers never reach.
+With one process ``agree`` just raises the error it is given.
+
 The driver (``nnx_api``) does the work; this module decides when. Callbacks receive only the hooks
 they override (``dispatch_table``), so an idle callback costs nothing per epoch.
 """
@@ -86,8 +92,12 @@ class CallbackFinalizer:
                 cb.on_train_begin(ctx)  # type: ignore[attr-defined]
             self._begun.append(cb)
 
-    def end(self, ctx: object, training_error: BaseException | None) -> None:
-        """``on_train_end`` in reverse order for every begun callback; every one is attempted."""
+    def end(self, ctx: object, training_error: BaseException | None) -> BaseException | None:
+        """``on_train_end`` in reverse order for every begun callback; every one is attempted.
+
+        Returns the cleanup error to raise when training itself succeeded (the first one; the
+        others are warned), else None: with a training error every cleanup error is a warning.
+        """
         errors: list[BaseException] = []
         for cb in reversed(self._begun):
             if not overrides(cb, "on_train_end", self._base):
@@ -97,17 +107,32 @@ class CallbackFinalizer:
             except Exception as exc:  # every cleanup is attempted
                 errors.append(exc)
         self._begun.clear()
-        if not errors:
-            return
         if training_error is not None:
             for exc in errors:
                 warnings.warn(
                     f"on_train_end failed while another error was propagating: {exc!r}", CleanupWarning, stacklevel=2
                 )
-            return
+            return None
         for exc in errors[1:]:
             warnings.warn(f"another on_train_end also failed: {exc!r}", CleanupWarning, stacklevel=2)
-        raise errors[0]
+        return errors[0] if errors else None
+
+
+def alone(where: str, error: BaseException | None) -> None:
+    """The agreement of a group of one: raise the error as it is."""
+    if error is not None:
+        raise error
+
+
+def attempt(hooks: Sequence[Callable[[Any], None]], ctx: Any) -> BaseException | None:
+    """Call each hook in order; return the first error instead of raising it (later hooks of the
+    group are not called after a failure)."""
+    try:
+        for hook in hooks:
+            hook(ctx)
+    except Exception as exc:
+        return exc
+    return None
 
 
 def run_lifecycle(
@@ -116,17 +141,17 @@ def run_lifecycle(
     ctx: Any,
     *,
     base: type | None = None,
+    agree: Callable[[str, BaseException | None], None] = alone,
 ) -> None:
     """Run the whole training lifecycle in the seed's order (see the module docstring)."""
     table = dispatch_table(callbacks, base)
     finalizer = CallbackFinalizer(callbacks, base)
     error: BaseException | None = None
     try:
-        finalizer.begin(ctx)
+        agree("on_train_begin callbacks", attempt([finalizer.begin], ctx))
         for epoch in driver.epochs():
             ctx.epoch = epoch
-            for hook in table["on_epoch_begin"]:
-                hook(ctx)
+            agree(f"epoch {epoch} on_epoch_begin callbacks", attempt(table["on_epoch_begin"], ctx))
             driver.train_epoch(epoch)
             if driver.stopped_at_update():
                 break  # a mid-epoch stop keeps only fully committed epochs
@@ -134,8 +159,7 @@ def run_lifecycle(
             driver.decide(epoch)
             driver.tick_epoch_clocks(epoch)
             ctx.deferred_checkpoint_writes = []
-            for hook in table["on_epoch_end"]:
-                hook(ctx)
+            agree(f"epoch {epoch} on_epoch_end callbacks", attempt(table["on_epoch_end"], ctx))
             driver.commit(epoch)
             if driver.should_stop():
                 break
@@ -143,6 +167,7 @@ def run_lifecycle(
         error = exc
         raise
     finally:
-        finalizer.end(ctx, error)
+        cleanup = finalizer.end(ctx, error)
+    agree("on_train_end callbacks", cleanup)
     if not driver.stopped_at_update():
         driver.finalize()

@@ -1,4 +1,4 @@
-"""The four ports through which the core acts on the world.
+"""The ports through which the core acts on the world.
 
 The core decides; adapters act. Every port here is a structural ``typing.Protocol``: an adapter
 implements it by having the methods, never by inheriting. Each port has an in-memory adapter in
@@ -121,10 +121,23 @@ class Collective(Protocol):
 
 @runtime_checkable
 class Clock(Protocol):
-    """A learning-rate schedule behind a tick."""
+    """A learning-rate schedule behind a tick.
+
+    ``kind`` (the schedule's name), ``budget`` (its horizon in ticks, None when unbounded) and
+    ``ticks`` (made so far) are what ``nnx_core.schedules.ClockComponent`` checkpoints and checks.
+    """
 
     @property
     def clock(self) -> ClockKind: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def budget(self) -> int | None: ...
+
+    @property
+    def ticks(self) -> int: ...
 
     def tick(self, value: float | None = None) -> None:
         """Advance one step; ``value`` is the monitored value for plateau schedules."""
@@ -162,6 +175,50 @@ class Optimizer(Protocol):
     def lrs(self) -> list[float]: ...
 
 
+@runtime_checkable
+class GradientSlots(Protocol):
+    """Where the framework keeps gradients while a window is open.
+
+    Slot 0 is the parameters' own gradients; slots 1.. are side buffers of the same shapes.
+    """
+
+    def backward(self, plan: Sequence[tuple[int, Sequence[tuple[int, float]]]]) -> None:
+        """Back-propagate, for each ``(slot, [(term index, scale), ...])``, the sum of
+        ``scale × numerator`` of the current microbatch's terms into that slot."""
+
+    def combine(self, factors: Sequence[float]) -> None:
+        """Make the parameters' gradients ``Σ_k factors[k] · slot_k``; release the side buffers."""
+
+    def discard(self) -> None:
+        """Drop every gradient and side buffer (nothing of the window survives)."""
+
+
+@runtime_checkable
+class LossScale(Protocol):
+    """A dynamic loss scale (fp16): gradients arrive multiplied by it; ``unscale`` undoes it."""
+
+    def update(self) -> None:
+        """Adapt the scale after a window (grow after finite steps, shrink after an overflow)."""
+
+
+@runtime_checkable
+class Component(Protocol):
+    """Checkpointed state a run carries beside its weights (a callback's counters, the monitor's
+    best value, the update engine's counts, a schedule's identity).
+
+    ``component_spec()`` names it and its schema version; ``component_state()`` is plain data
+    stored in every checkpoint; a stateful resume first collects every component's
+    ``check_component_state(saved)`` problems (when the component has that method) and refuses
+    with all of them before anything is restored, then calls ``load_component_state(saved)``.
+    """
+
+    def component_spec(self) -> tuple[str, int]: ...
+
+    def component_state(self) -> Mapping[str, Any]: ...
+
+    def load_component_state(self, state: Mapping[str, Any]) -> None: ...
+
+
 def iter_protocols() -> Iterator[type]:
-    """The four ports, for architecture tests and documentation."""
-    yield from (Storage, Collective, Clock, Optimizer)
+    """Every port, for architecture tests and documentation."""
+    yield from (Storage, Collective, Clock, Optimizer, GradientSlots, LossScale, Component)

@@ -9,8 +9,9 @@
   already applies the monitor's direction and absolute ``min_delta``,
   ``NNSchedulerParams.threshold`` is not used by NNx (it stays in the params, and so in the run
   id, for compatibility).
-* ``budget_problems`` — whether a budgeted schedule (one-cycle, linear warmup-decay) covers the
-  ticks a run will make; checked before any run folder is created.
+* ``budget_problems`` / ``check_budgets`` — whether a budgeted schedule (one-cycle, linear
+  warmup-decay) covers the ticks a run will make, over plain numbers (``Budget``); checked before
+  any run folder is created. ``horizon`` is a schedule's length in ticks.
 * ``ClockComponent`` — an update-clock schedule as the checkpointed component
   ``nnx.scheduler_clock``: a resume refuses a different clock, kind or budget.
 """
@@ -18,10 +19,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
+
+from nnx_core.errors import ScheduleBudgetError
 
 BUDGETED = ("one_cycle", "linear_warmup_decay")
 
@@ -147,27 +150,46 @@ class ClockComponent:
         """Nothing to load: the schedule's own state (restored with the checkpoint) holds the position."""
 
 
-def check_run_budget(params: Any, *, nnx_owns_windows: bool, resumed_schedule: Mapping[str, Any] | None = None) -> None:
-    """Refuse (``ScheduleBudgetError``) a budgeted schedule too short for the run, before anything
-    is written. ``params`` is an ``NNTrainParams``; ``resumed_schedule`` the schedule state a
-    stateful resume restores (its ``ticks`` were already made)."""
-    from nnx_core.errors import ScheduleBudgetError
+@attrs.frozen(kw_only=True)
+class Budget:
+    """One schedule's budget question in plain numbers: its kind and clock, an explicit
+    ``total_steps``, the ticks one epoch makes (None: unknown) and the ticks already made (a
+    stateful resume). ``name`` is the optimizer it belongs to (None for a single optimizer)."""
 
-    sched = params.scheduler
-    try:
-        batches: int | None = len(params.train_loader)
-    except TypeError:
-        batches = None
-    per = ticks_per_epoch(sched.clock, batches, params.optim.accumulate_grad_batches, nnx_owns_windows)
-    done = int(resumed_schedule.get("ticks", 0)) if resumed_schedule else 0
-    problems = budget_problems(
-        kind=sched.resolved_kind.value,
-        clock=sched.clock,
-        total_steps=sched.total_steps,
-        n_epochs=params.n_epochs,
-        epochs_this_call=params.n_epochs,
-        per_epoch=per,
-        done=done,
-    )
+    kind: str
+    clock: str
+    total_steps: int | None
+    per_epoch: int | None
+    done: int = 0
+    name: str | None = None
+
+
+def check_budgets(budgets: Sequence[Budget], *, n_epochs: int) -> None:
+    """Refuse (``ScheduleBudgetError``) any budgeted schedule too short for the run, before
+    anything is written; every schedule's problem is reported at once."""
+    problems = [
+        (f"optimizer {b.name!r}: " if b.name is not None else "") + p
+        for b in budgets
+        for p in budget_problems(
+            kind=b.kind, clock=b.clock, total_steps=b.total_steps, n_epochs=n_epochs, epochs_this_call=n_epochs,
+            per_epoch=b.per_epoch, done=b.done,
+        )
+    ]
     if problems:
         raise ScheduleBudgetError("; ".join(problems))
+
+
+def horizon(clock: str, *, n_epochs: int, batches: int | None, accumulate: int, explicit: int | None) -> int:
+    """A schedule's length in ticks: ``n_epochs`` on the epoch clock; on the update clock the
+    run's update windows (``n_epochs × ⌈batches / accumulate⌉``), or ``explicit`` (total_steps,
+    T_max or step_size) when the loader has no length."""
+    if clock == "epoch":
+        return n_epochs
+    if batches is None:
+        if explicit is None:
+            raise ScheduleBudgetError(
+                "the train_loader has no len(); give the update-clock schedule an explicit horizon "
+                "(total_steps, T_max or step_size)"
+            )
+        return explicit
+    return n_epochs * math.ceil(batches / accumulate)

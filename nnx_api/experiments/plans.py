@@ -42,7 +42,7 @@ from nnx_api.config.metrics import monitor_problems
 from nnx_api.model import NNModel
 from nnx_api.config.params import NNModelParams, NNOptimParams, NNParams, NNSchedulerParams, NNTrainParams
 from nnx_api.runs.run import NNRun, runs_root
-from nnx_api.training.session import split_batch, to_device
+from nnx_api.training.steps import split_batch, to_device
 
 SALT_PREFIX = "plan-attempt:"
 

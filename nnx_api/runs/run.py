@@ -16,7 +16,7 @@ from ruamel.yaml import YAML
 
 from nnx_core.commit import LAST, RunFiles, TagManifest, truncate_to_last
 from nnx_core.errors import CorruptRunError, RunNotFoundError
-from nnx_core.history import epoch_rows, parse_history
+from nnx_core.history import EagerHistory, epoch_rows, parse_history
 from nnx_core.identity import run_id as content_address
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.journal import JournalReader
@@ -111,12 +111,14 @@ class NNRun:
     """A run: id (content address of ``config``), configuration, history, and where it lives.
 
     ``NNRun.load(id)`` shows committed state only: records newer than LAST's epoch are dropped.
+    ``storage`` is the store the run lives in (default: the file system under ``root``).
     """
 
     config: Mapping[str, Any]
     root: Path = attrs.field(converter=Path)
     idps: tuple[IterationDataPoint, ...] = attrs.field(default=(), converter=tuple, repr=False)
     resume_status: Mapping[str, Any] | None = None
+    storage: Any = attrs.field(default=None, eq=False, repr=False)
     id: str = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -132,14 +134,12 @@ class NNRun:
         return {"id": self.id, **self.config}
 
     def files(self) -> RunFiles:
-        """This run's files over a file-system store."""
-        return RunFiles(FileStorage(self.root), self.id)
+        """This run's files over its store."""
+        return RunFiles(self.storage if self.storage is not None else FileStorage(self.root), self.id)
 
     def save(self, *, eager_history: bool = True) -> None:
         """Write run.yaml, metadata.yaml and idps.csv (each replaced atomically; no idps.csv for a
         journal run: ``eager_history=False``)."""
-        from nnx_core.history import EagerHistory
-
         files = self.files()
         files.storage.write(files.run_yaml, dump_yaml(self.state()))
         files.storage.write(files.metadata_yaml, dump_yaml(self.metadata()))
@@ -154,18 +154,22 @@ class NNRun:
         return meta
 
     @classmethod
-    def load(cls, run_id: str, root: str | os.PathLike[str] | None = None) -> NNRun:
-        """Load a run's committed state; CorruptRunError if its files are unreadable."""
+    def load(cls, run_id: str, root: str | os.PathLike[str] | None = None, *, storage: Any = None) -> NNRun:
+        """Load a run's committed state; CorruptRunError if its files are unreadable.
+
+        ``storage``: the store to read (default: the file system under ``root``, ``$NNX_RUNS``
+        or ``./runs``)."""
         run_id = validate_run_id(run_id)
         base = runs_root(root)
-        files = RunFiles(FileStorage(base), run_id)
+        store = storage if storage is not None else FileStorage(base)
+        files = RunFiles(store, run_id)
         try:
             raw = files.storage.read(files.run_yaml)
         except FileNotFoundError as exc:
             raise RunNotFoundError(f"no run {run_id} under {base}; list runs with `nnx runs list`") from exc
         doc = load_yaml(raw, where=f"run {run_id} run.yaml")
         stored_id = doc.pop("id", None)
-        run = cls(config=doc, root=base)
+        run = cls(config=doc, root=base, storage=storage)
         if stored_id != run.id:
             raise CorruptRunError(f"run {run_id}: run.yaml's configuration hashes to {run.id}, not {stored_id}")
         if run.id != run_id:
@@ -182,17 +186,15 @@ class NNRun:
         return attrs.evolve(run, idps=truncate_to_last(history, last), resume_status=meta.get("resume"))
 
     @classmethod
-    def all(cls, root: str | os.PathLike[str] | None = None) -> list[NNRun]:
-        """Every loadable run under the root (unreadable ones are skipped)."""
+    def all(cls, root: str | os.PathLike[str] | None = None, *, storage: Any = None) -> list[NNRun]:
+        """Every loadable run in the store (unreadable ones are skipped)."""
         base = runs_root(root)
-        if not base.is_dir():
-            return []
+        store = storage if storage is not None else FileStorage(base)
         runs = []
-        for entry in sorted(base.iterdir()):
-            if entry.name.startswith(".") or not (entry / "run.yaml").is_file():
-                continue
+        for name in store.list(""):
             try:
-                runs.append(cls.load(entry.name, base))
+                if not name.startswith(".") and store.exists(f"{name}/run.yaml"):
+                    runs.append(cls.load(name, base, storage=storage))
             except (CorruptRunError, ValueError):
                 continue
         return runs

@@ -14,17 +14,15 @@ accumulation, masking and multi-term losses exact.
 A run has exactly one update owner: a step function (``train_step_fn`` / ``trainer_step_fn``)
 or an objective, never both (refused before anything is written).
 
-This module also holds the training sessions of the objective path and of fp16 default steps
-(``session_factory`` picks one for ``NNModel.train``).
+The update engine runs as the run's update owner (``nnx_api.training.owners.ObjectiveStep``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -32,33 +30,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nnx_core.engine import (
-    MEAN,
-    REDUCTIONS,
-    SUM,
-    Commit,
-    TermReading,
-    UpdateEngine,
-    announce_commit,
-)
-from nnx_core.errors import (
-    ParamsError,
-    PrecisionUnsupportedError,
-    ScheduleBudgetError,
-    TrainingInputError,
-    UpdateOwnerError,
-)
+from nnx_core.engine import MEAN, REDUCTIONS, SUM, TermReading
+from nnx_core.errors import ParamsError, UpdateOwnerError
 from nnx_core.records import EvaluationDataPoint
 from nnx_core.validate import check_float
-from nnx_adapters.pytorch.gradients import TorchGradientSlots
-from nnx_adapters.pytorch.scaling import (
-    ScaledLoss,
-    ScaledTorchOptimizer,
-    TorchLossScale,
-    make_grad_scaler,
-)
 from nnx_api.callbacks import UpdateEvent
-from nnx_api.training.session import TrainingSession, split_batch, to_device
+from nnx_api.training.steps import default_train_step, finalize_step, split_batch, to_device
 
 
 # ---------------------------------------------------------------------------------------- values
@@ -372,192 +349,8 @@ class ObjectiveSummary:
         return {"loss": loss, "extra": values}
 
 
-# ---------------------------------------------------------------------------------------- sessions
-class ObjectiveSession(TrainingSession):
-    """A training session whose updates come from the shared update engine (objective runs) or
-    are reported by name (Trainer steps). NNModel objective runs have one optimizer, "default".
-
-    Every committed update goes through ``_announce``: counters, then each optimizer's
-    ``on_optimizer_update`` event, then the update-clock ticks (``announce_commit``), then the
-    update listeners and the ``stop_at_update`` check.
-    """
-
-    primary = "default"
-
-    def __init__(
-        self,
-        *,
-        objective: Any,
-        named_optimizers: Mapping[str, Any] | None = None,
-        accumulate: int | None = None,
-        max_norms: Mapping[str, float | None] | None = None,
-        **base: Any,
-    ) -> None:
-        model, params = base["model"], base["params"]
-        named = dict(named_optimizers or {self.primary: base["optimizer"]})
-        self.objective = objective
-        self.engine: UpdateEngine | None = None
-        self.gradients: TorchGradientSlots | None = None
-        extra: list[Any] = []
-        if objective is not None:
-            scaler = make_grad_scaler(model.device) if model.precision == "fp16" else None
-            if scaler is not None:
-                named = {n: ScaledTorchOptimizer.wrap(o, scaler, auto_update=False) for n, o in named.items()}
-            params_union = [p for o in named.values() for p in o.params]
-            self.gradients = TorchGradientSlots(params_union, scaler)
-            self.engine = UpdateEngine(
-                named,
-                self.gradients,
-                accumulate=accumulate or params.optim.accumulate_grad_batches,
-                max_norms=max_norms or {self.primary: params.optim.grad_clip_norm},
-                nonfinite=getattr(objective, "nonfinite", "fail"),
-                loss_scale=TorchLossScale(scaler) if scaler is not None else None,
-            )
-            extra.append(self.engine)
-        self.named_opts = named
-        self.update_counts = {name: 0 for name in named}
-        self.epoch_counts = {name: 0 for name in named}
-        self._after_update = getattr(objective, "after_update", None)
-        self._objective_summary: ObjectiveSummary | None = None
-        super().__init__(**{**base, "optimizer": named[self.primary], "components": [*base["components"], *extra]})
-
-    # ------------------------------------------------------------ names → schedules
-    def clock_for(self, name: str) -> Any:
-        """The torch-scheduler clock of optimizer ``name`` (None for plateau)."""
-        return self.clock
-
-    def auto_step(self) -> bool:
-        """Whether NNx steps the schedules (Trainer: ``auto_step_schedulers``)."""
-        return True
-
-    # ------------------------------------------------------------ steps
-    def train_epoch(self, epoch: int) -> None:
-        self.epoch_counts = {name: 0 for name in self.named_opts}
-        super().train_epoch(epoch)
-
-    def _default_step(self, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
-        record = self._objective_step(batch, epoch, batch_idx, is_last)
-        self._append(record)
-
-    def _append(self, record: EvaluationDataPoint) -> None:
-        stats = self.stats
-        stats.records.append(record)
-        stats.lrs.append(self.opt.optimizer.param_groups[0]["lr"])
-        stats.updates.append(self.update_count)
-
-    def _objective_step(self, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> EvaluationDataPoint:
-        assert self.engine is not None and self.gradients is not None
-        if batch_idx == 0 and self.summary is not None:
-            self.summary = self._objective_summary = ObjectiveSummary()
-        ctx = ObjectiveContext(
-            model=self.model, batch=batch, epoch_idx=epoch, batch_idx=batch_idx, precision=self.model.precision,
-            metrics=self.specs,
-        )
-        result = self.objective(ctx)
-        if not isinstance(result, ObjectiveResult):
-            raise TrainingInputError(
-                f"an objective must return ObjectiveResult(terms=[LossTerm(...), ...]), got {type(result).__name__}; "
-                "a function that runs backward and steps the optimizer itself belongs in train_step_fn"
-            )
-        tensors, readings = read_terms(result.terms)
-        self.gradients.set_terms(tensors)
-        commit = self.engine.add(readings, is_last_batch=is_last)
-        self.gradients.set_terms(())
-        if self._objective_summary is not None:
-            self._objective_summary.add(readings)
-        if commit is not None:
-            if commit.committed:
-                self._announce_commit(epoch, batch_idx, commit)
-            else:
-                self.skipped_windows += 1
-        record = result.record or EvaluationDataPoint()
-        if record.loss is None:
-            loss = microbatch_loss(readings)
-            # a fully masked microbatch has no loss: its record still says it scored 0 samples
-            record = attrs.evolve(record, loss=loss, count=0 if loss is None and record.count is None else record.count)
-        return record
-
-    # ------------------------------------------------------------ committed updates
-    def _announce_commit(self, epoch: int, batch_idx: int, commit: Commit) -> None:
-        events = [
-            UpdateEvent(
-                optimizer=name, update_idx=self.update_counts[name] + 1, epoch_idx=epoch, batch_idx=batch_idx,
-                microbatches=commit.microbatches, loss=commit.loss, losses=dict(commit.losses),
-            )
-            for name in commit.update_idx
-        ]
-        if self._after_update is not None:
-            self._after_update(events)
-        self._announce(events)
-
-    def _report(self, name: str, epoch: int, batch_idx: int) -> None:
-        """``ctx.report_update(name)`` from a step function: one committed update of ``name``."""
-        if name not in self.named_opts:
-            raise ParamsError("report_update", f"no optimizer named {name!r}; the run's optimizers are {sorted(self.named_opts)}")
-        event = UpdateEvent(
-            optimizer=name, update_idx=self.update_counts[name] + 1, epoch_idx=epoch, batch_idx=batch_idx, microbatches=1
-        )
-        self._announce([event])
-
-    def _announce(self, events: Sequence[UpdateEvent]) -> None:
-        ctx = self.ctx
-        for e in events:
-            self.update_counts[e.optimizer] += 1
-            self.epoch_counts[e.optimizer] += 1
-            self.update_count += 1
-            if e.optimizer == self.primary:
-                self.epoch_updates += 1
-        ctx.update_count = self.update_count
-        hooks = self.table["on_optimizer_update"]
-
-        def deliver(event: UpdateEvent) -> None:
-            for hook in hooks:
-                hook(ctx, event)
-
-        def after() -> None:
-            for listener in ctx.update_listeners:
-                listener(ctx)
-            if ctx.stop_at_update:
-                self.stopped_update = True
-
-        announce_commit(events, deliver=deliver, tick=self._tick_update_clock, after=after)
-
-    def _tick_update_clock(self, event: UpdateEvent) -> None:
-        clock = self.clock_for(event.optimizer)
-        if clock is None or clock.clock != "optimizer_update" or not self.auto_step():
-            return
-        if clock.budget is not None and clock.ticks >= clock.budget:
-            raise ScheduleBudgetError(
-                f"update {self.update_counts[event.optimizer]} of optimizer {event.optimizer!r} is past its schedule's "
-                f"horizon of {clock.budget} updates; raise total_steps (or T_max) to cover the whole run"
-            )
-        clock.tick()
-        if event.optimizer == self.primary:
-            self.ctx.update_lrs.append((self.update_count, self.opt.optimizer.param_groups[0]["lr"]))
-
-    def _load_training_state(self, payload: Mapping[str, Any]) -> None:
-        super()._load_training_state(payload)
-        self.update_counts = {self.primary: self.update_count}
-
-
-class ScaledDefaultSession(TrainingSession):
-    """The default step under fp16: a ``GradScaler`` scales every backward (through the task's
-    loss numerator), ``commit_update`` unscales before normalising and clipping, and a step the
-    scaler skips is not a committed update. Unverified on CUDA in this repository's tests."""
-
-    def __init__(self, **base: Any) -> None:
-        scaler = make_grad_scaler(base["model"].device)
-        base["optimizer"] = ScaledTorchOptimizer.wrap(base["optimizer"], scaler)
-        super().__init__(**base)
-        self.scaler = scaler
-        self.task = ScaledLoss(self.task, scaler)
-
-
 def _is_step_function(fn: Any) -> bool:
-    from nnx_api.training import paradigms
-    from nnx_api.training import session as training
-
-    return fn is training.default_train_step or fn is paradigms.finalize_step
+    return fn is default_train_step or fn is finalize_step
 
 
 def check_update_owner(train_step_fn: Any, objective: Any, *, step_name: str = "train_step_fn") -> None:
@@ -577,27 +370,6 @@ def full_precision_only(step: Callable[..., Any]) -> Callable[..., Any]:
     """Mark a step function as full-precision only (a bf16/fp16 run refuses it before writing)."""
     step.nnx_full_precision_only = True  # type: ignore[attr-defined]
     return step
-
-
-def session_factory(model: Any, *, train_step_fn: Any, objective: Any, callbacks: Sequence[Any]) -> Callable[..., Any] | None:
-    """The ``TrainingSession`` class an ``NNModel.train`` call needs (None: the plain one).
-
-    Checks the update owner and the objective's own ``check_run`` before anything is written.
-    """
-    check_update_owner(train_step_fn, objective)
-    if getattr(train_step_fn, "nnx_full_precision_only", False) and model.precision != "fp32":
-        raise PrecisionUnsupportedError(
-            f"{getattr(train_step_fn, '__name__', 'this step')} is full-precision only, but the run resolves to "
-            f"{model.precision}; use PrecisionPolicy('fp32')"
-        )
-    if objective is not None:
-        check_run = getattr(objective, "check_run", None)
-        if check_run is not None:
-            check_run(model, optimizers=(ObjectiveSession.primary,), callbacks=tuple(callbacks))
-        return functools.partial(ObjectiveSession, objective=objective)
-    if model.precision == "fp16":
-        return ScaledDefaultSession
-    return None
 
 
 __all__ = [

@@ -1,452 +1,386 @@
-"""The training session: the composition root that drives ``nnx_core.lifecycle`` with torch.
+"""The training session: one ``train()`` call on one rank, driving ``nnx_core.lifecycle``.
 
-``TrainingSession`` implements the ``LifecycleDriver`` steps (train an epoch, validate, decide,
-tick epoch clocks, commit, finalize) for one ``NNModel.train`` call. The order itself lives in
-``nnx_core.lifecycle``; the commit protocol in ``nnx_core.commit``; update windows in
-``nnx_core.window``. Here we only wire torch objects to them, keeping the per-batch path free of
-host synchronisation and Python object churn: batch statistics stay on the device and records
-are built once per epoch.
+There is one session for every entry point. ``NNModel`` is a run with one optimizer named
+``"default"``; a ``Trainer`` has named optimizers; one process is a group of one. What differs
+is passed in, never subclassed:
+
+* the update owner (``nnx_api.training.owners``): the default step, a custom step, a Trainer
+  step or an objective's update engine; it runs each batch and ends every window in the one
+  update tail (``nnx_core.update``);
+* the group behaviour: ``SingleProcess`` here, ``nnx_api.distributed`` 's ``DataParallel``
+  under ``DDP()`` (epoch-start agreement, reduced statistics, every rank's RNG streams).
+
+The session owns the rest of the seed's order: every committed update is announced through
+``announce`` (each optimizer's event before any update-clock tick), validation and the
+whole-epoch summary, the one monitor decision, epoch-clock ticks, the commit (the writer
+writes, every rank agrees on the outcome) and the final LAST refresh. Batch statistics stay on
+the device; records are built once per epoch.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
-import os
-import uuid
+import types
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import torch
 
-from nnx_core.commit import BEST, LAST, AttemptRecord, EpochCommit, RunFiles, TagManifest, commit_epoch, phase_tags
-from nnx_core.errors import (
-    ComponentRestoreError,
-    ScheduleBudgetError,
-    TrainingInputError,
-)
+from nnx_core import agreement, update
+from nnx_core.commit import EpochCommit, RunFiles, commit_epoch, epoch_tags, refresh_last, weights_tag
+from nnx_core.errors import ComponentRestoreError, ParamsError, ScheduleBudgetError, TrainingInputError
 from nnx_core.history import EagerHistory
 from nnx_core.journal import JournalWriter
 from nnx_core.lifecycle import dispatch_table
 from nnx_core.monitor import Monitor, MonitorDecision
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
-from nnx_core.schedules import ClockComponent, PlateauRule
-from nnx_core.window import UpdateWindow, commit_update
+from nnx_core.schedules import PlateauRule
+from nnx_adapters.collective.local import LocalCollective
 from nnx_adapters.pytorch import state as torch_state
-from nnx_adapters.pytorch.metrics import EpochAccumulator, metric_mode
-from nnx_adapters.pytorch.optim import TorchClock, TorchOptimizer, build_scheduler
+from nnx_adapters.pytorch.metrics import EpochAccumulator
+from nnx_adapters.pytorch.optim import TorchClock
 from nnx_api.callbacks import Callback, CallbackContext, UpdateEvent
+from nnx_api.training.owners import DefaultStep
+from nnx_api.training.steps import EpochStats, EvalStepContext, lookahead, score
 
 
-def now() -> str:
-    """UTC timestamp for attempt records."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+class SingleProcess:
+    """The group behaviour of one process: a group of one, so nothing to agree, reduce or gather."""
 
-
-def progress_enabled(flag: bool | None) -> bool:
-    """The progress bar is on unless ``progress=False`` or ``NNX_PROGRESS=0``."""
-    if flag is not None:
-        return flag
-    return os.environ.get("NNX_PROGRESS", "1").lower() not in ("0", "false", "no", "off")
-
-
-def lookahead(loader: Any) -> Iterator[tuple[Any, bool]]:
-    """``(batch, is_last)`` pairs, knowing the last batch without ``len``."""
-    it = iter(loader)
-    try:
-        current = next(it)
-    except StopIteration:
-        return
-    for nxt in it:
-        yield current, False
-        current = nxt
-    yield current, True
-
-
-def split_batch(batch: Any) -> tuple[Any, Any]:
-    """``(inputs, targets)`` of a batch given as a 2-sequence."""
-    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-        raise TrainingInputError(
-            f"a batch must be (inputs, targets), got {type(batch).__name__}"
-            + (f" of length {len(batch)}" if isinstance(batch, (tuple, list)) else "")
-            + "; use a custom train_step_fn for other batch layouts"
-        )
-    return batch[0], batch[1]
-
-
-def to_device(value: Any, device: torch.device) -> Any:
-    """Move a tensor (or tuple/list of tensors) to ``device``."""
-    if isinstance(value, torch.Tensor):
-        return value.to(device, non_blocking=True) if value.device != device else value
-    if isinstance(value, (tuple, list)):
-        return type(value)(to_device(v, device) for v in value)
-    return value
-
-
-@attrs.define(kw_only=True)
-class TrainStepContext:
-    """What a custom ``train_step_fn(ctx)`` receives for one batch.
-
-    A custom step owns zero_grad, forward, loss, backward, ``optimizer.step()`` and its NaN guard;
-    after each real optimizer step it must call ``ctx.report_update()`` (once). It may instead
-    delegate to ``default_train_step(ctx)``, which reports its own updates.
-    """
-
-    model: Any
-    batch: Any
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    grad_clip_norm: float | None
-    accumulate_grad_batches: int
-    batch_idx: int
-    epoch_idx: int
-    is_last_batch: bool
-    precision: Any
-    report_update: Callable[[], None]
-    session: Any = attrs.field(repr=False)
-
-
-@attrs.define(kw_only=True)
-class EvalStepContext:
-    """What a custom ``eval_step_fn(ctx)`` receives once per epoch (it owns the whole loader)."""
-
-    model: Any
-    val_loader: Any
-    epoch_idx: int
-    metrics: tuple[Any, ...] = ()
-
-
-class EpochStats:
-    """Per-batch training statistics kept on the device until the epoch ends."""
-
-    __slots__ = ("losses", "counts", "corrects", "rows", "lrs", "updates", "records")
+    accepted_kinds: tuple[str, ...] = ()
+    writer_rank = 0
+    default_step = DefaultStep
 
     def __init__(self) -> None:
-        self.losses: list[torch.Tensor] = []
-        self.counts: list[int] = []
-        self.corrects: list[torch.Tensor] = []
-        self.rows: list[int | None] = []
-        self.lrs: list[float] = []
-        self.updates: list[int] = []
-        self.records: list[EvaluationDataPoint] = []  # custom steps return records directly
+        self.collective = LocalCollective()
 
-    def __len__(self) -> int:
-        return len(self.lrs)
+    def resolve_callbacks(self, callbacks: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        """(every declared callback, the ones that run here): all of them."""
+        return list(callbacks), list(callbacks)
 
-    def edps(self) -> list[EvaluationDataPoint]:
-        """One training record per batch (one host sync for the whole epoch)."""
-        if self.records:
-            return self.records
-        losses = torch.stack(self.losses).tolist()
-        corrects = torch.stack(self.corrects).tolist() if self.corrects else [None] * len(losses)
-        out = []
-        for loss, count, correct, rows in zip(losses, self.counts, corrects, self.rows, strict=True):
-            denominator = rows if rows is not None else count
-            acc = correct / denominator if correct is not None and denominator else None
-            out.append(
-                EvaluationDataPoint(
-                    loss=loss / count if count else None,
-                    accuracy=acc,
-                    error=None if acc is None else 1.0 - acc,
-                    count=count,
-                )
-            )
-        return out
+    def check(self, entry: Any) -> None:
+        """One process trains anything an entry point accepts."""
+
+    def setup(self, run_id: str, params: Any) -> None:
+        """Nothing to compare with other ranks."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def kind(self, entry_kind: str) -> str:
+        """The payload kind a checkpoint of this group records."""
+        return entry_kind
+
+    def begin_epoch(self, session: TrainingSession, epoch: int) -> None:
+        """Nothing to agree at an epoch's start."""
+
+    def reduce(
+        self, session: TrainingSession, accumulators: Sequence[Any], batches: int, error: BaseException | None, where: str
+    ) -> int:
+        """A group of one's sums are already whole (an error is raised as it is): ``batches``."""
+        if error is not None:
+            raise error
+        return batches
+
+    def rng(self, loaders: Sequence[Any]) -> Any:
+        """This process's RNG streams."""
+        return torch_state.capture_rng(loaders)
+
+    def extras(self) -> dict[str, Any]:
+        """Nothing beyond the entry's own payload."""
+        return {}
+
+    def restore_view(self, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The payload as this process restores it."""
+        return payload
+
+    def refusal(self, payload: Mapping[str, Any], stateful: bool) -> str | None:
+        """One process restores any checkpoint of its own kind."""
+        return None
+
+
+def named_state(payload: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any] | None]:
+    """A checkpoint's optimizer states, schedule states and update counts by optimizer name (an
+    NNModel checkpoint holds one optimizer, ``"default"``)."""
+    if "optimizers" in payload:
+        return payload["optimizers"], payload["schedules"], payload.get("update_counts")
+    return {"default": payload["optimizer"]}, {"default": payload["schedule"]}, None
+
+
+def restore_problems(
+    payload: Mapping[str, Any], optimizers: Mapping[str, Any], schedules: Mapping[str, Any], components: Mapping[str, Any]
+) -> list[str]:
+    """Everything that keeps a stateful resume from restoring ``payload`` here, before anything is
+    touched: optimizer names, types and parameter topology, schedule kinds, and every component."""
+    saved_opts, saved_scheds, _ = named_state(payload)
+    if set(saved_opts) != set(optimizers):
+        return [f"checkpoint optimizers {sorted(saved_opts)} != this run's {sorted(optimizers)}"]
+    problems = []
+    for name, opt in optimizers.items():
+        mine, saved = opt.state(), saved_opts[name]
+        if saved["type"] != mine["type"]:
+            problems.append(f"optimizer {name!r}: type {saved['type']} != {mine['type']}")
+        if saved["topology"] != opt.topology():
+            problems.append(f"optimizer {name!r}: parameter topology differs (names/shapes of its groups)")
+        sched, saved_sched = schedules[name], saved_scheds[name]
+        if ("bad_epochs" in saved_sched) != isinstance(sched, PlateauRule):
+            problems.append(f"optimizer {name!r}: scheduler kind differs from the checkpoint's")
+        elif isinstance(sched, TorchClock) and saved_sched["type"] != sched.state()["type"]:
+            problems.append(f"optimizer {name!r}: scheduler type {saved_sched['type']} != {sched.state()['type']}")
+    saved = payload["components"]
+    for name, obj in components.items():
+        if name not in saved:
+            problems.append(f"component {name!r} has no saved state in the checkpoint")
+        elif hasattr(obj, "check_component_state"):
+            problems.extend(obj.check_component_state(saved[name]))
+    problems += [
+        f"the checkpoint holds state of component {name!r}, which this run does not register"
+        for name in saved
+        if name not in components
+    ]
+    return problems
+
+
+def collect_components(objects: Sequence[Any]) -> dict[str, Any]:
+    """The checkpointed components among ``objects`` by name; two different objects with one name
+    are refused (``ComponentRestoreError``)."""
+    found: dict[str, Any] = {}
+    for obj in objects:
+        if not hasattr(obj, "component_spec"):
+            continue
+        name, _version = obj.component_spec()
+        if name in found and found[name] is not obj:
+            raise ComponentRestoreError([f"two components are named {name!r}; give them distinct names"])
+        found[name] = obj
+    return found
+
+
+@attrs.frozen(kw_only=True)
+class SessionSetup:
+    """Everything one session is built from (named values, assembled by ``nnx_api.launch``)."""
+
+    kind: str  # the entry's payload kind: "nnmodel" or "trainer"
+    model: Any
+    params: Any  # the representative NNTrainParams: epochs, loaders, metrics, monitor, phases
+    run: Any
+    files: RunFiles
+    optimizers: Mapping[str, Any]  # name → Optimizer port (TorchOptimizer)
+    schedules: Mapping[str, Any]  # name → PlateauRule | TorchClock
+    primary: str
+    optim_params: Mapping[str, Any]  # name → NNOptimParams (clip norms, accumulation)
+    auto_step: bool
+    owner: Any
+    task: Any
+    monitor: Monitor
+    callbacks: Sequence[Callback]
+    components: Mapping[str, Any]
+    eval_step_fn: Callable[[EvalStepContext], Any] | None
+    history: EagerHistory | JournalWriter
+    group: Any
+    start_epoch: int
+    phase_offset: int
+    trainer: Any = None
 
 
 class TrainingSession:
-    """One ``train()`` call: optimizer, schedules, monitor, components, history and commits."""
+    """One ``train()`` call on one rank (see the module docstring)."""
 
-    def __init__(
-        self,
-        *,
-        model: Any,
-        params: Any,
-        run: Any,
-        files: RunFiles,
-        callbacks: Sequence[Callback],
-        components: Sequence[Any],
-        train_step_fn: Callable[[TrainStepContext], Any] | None,
-        eval_step_fn: Callable[[EvalStepContext], Any] | None,
-        optimizer: TorchOptimizer,
-        start_epoch: int,
-        phase_offset: int,
-        history: EagerHistory | JournalWriter,
-    ) -> None:
-        self.model = model
-        self.params = params
-        self.run = run
-        self.files = files
-        self.callbacks = list(callbacks)
-        self.train_step_fn = train_step_fn
-        self.eval_step_fn = eval_step_fn
-        self.opt = optimizer
-        self.optim_params = params.optim
-        self.task = model.task_adapter
-        self.device = model.device
-        self.start_epoch = start_epoch
-        self.phase_offset = phase_offset
-        self.history = history
-        self.window = UpdateWindow(params.optim.accumulate_grad_batches)
+    def __init__(self, setup: SessionSetup) -> None:
+        self.setup = setup
+        self.kind, self.model, self.params, self.run, self.files = setup.kind, setup.model, setup.params, setup.run, setup.files
+        self.optimizers, self.schedules, self.primary = dict(setup.optimizers), dict(setup.schedules), setup.primary
+        self.owner, self.task, self.monitor, self.history = setup.owner, setup.task, setup.monitor, setup.history
+        self.callbacks, self.components, self.group = list(setup.callbacks), dict(setup.components), setup.group
+        self.collective = setup.group.collective
+        self.device = self.model.device
+        self.autocast = self.model.autocast_context()
+        self.specs = tuple(self.params.metrics)
+        self.summary_wanted = bool(self.specs) or self.params.monitor is not None
         self.update_count = 0
+        self.update_counts = {name: 0 for name in self.optimizers}
+        self.epoch_counts = dict(self.update_counts)
         self.skipped_windows = 0
-        self.epoch_updates = 0
-        self.committed_epoch: int | None = None
-        self.committed_this_call = False
         self.stopped_update = False
-        self.table = dispatch_table(self.callbacks, Callback)
-        self.ctx = CallbackContext(model=model, run=run, optimizer=optimizer.optimizer, save_weights=self._save_weights)
-        if isinstance(history, JournalWriter):
-            self.ctx.retention = history.spec.retention
+        self.stats = EpochStats()
+        self.summary: Any = None
         self.decision: MonitorDecision | None = None
-        self._epoch_last: IterationDataPoint | None = None
-        self._window_loss: torch.Tensor | None = None
-        self._iter_idx = 0
-        self._prev_history: bytes | None = history.render() if isinstance(history, EagerHistory) and history.idps else None
-        self.autocast = model.autocast_context()
+        self.committed_epoch = self.history.idps[-1].epoch_idx if self.history.idps else None
+        self._iter_idx = len(self.history.idps) if isinstance(self.history, EagerHistory) else self.history.committed_records
+        self._epoch_records: list[IterationDataPoint] = []
+        self._prev_history = self.history.render() if isinstance(self.history, EagerHistory) and self.history.idps else None
+        self._builtin: Any = None
+        self.table = dispatch_table(self.callbacks, Callback)
+        primary = self.optimizers[self.primary].optimizer
+        self.ctx = CallbackContext(model=self.model, run=self.run, optimizer=primary, save_weights=self._save_weights)
+        if self.kind == "trainer":
+            self.ctx.optimizers = types.MappingProxyType({n: o.optimizer for n, o in self.optimizers.items()})
+            self.ctx.trainer = setup.trainer
+        if isinstance(self.history, JournalWriter):
+            self.ctx.retention = self.history.spec.retention
+        self.owner.bind(self)
 
-        specs = tuple(params.metrics)
-        mode = metric_mode(params.monitor.metric, specs) if params.monitor else "min"
-        self.monitor = Monitor(params.monitor, mode)
-        self.specs = specs
-        self.summary_wanted = bool(specs) or params.monitor is not None
-        sched = params.scheduler
-        kind = sched.resolved_kind.value
-        self.plateau: PlateauRule | None = None
-        self.clock: TorchClock | None = None
-        if kind == "reduce_lr_on_plateau":
-            self.plateau = PlateauRule(
-                factor=sched.factor, patience=sched.patience, cooldown=sched.cooldown, min_lr=sched.min_lr
-            )
-        else:
-            self.clock = build_scheduler(
-                optimizer.optimizer,
-                kind,
-                clock=sched.clock,
-                horizon=self.horizon(),
-                min_lr=sched.min_lr,
-                factor=sched.factor,
-                patience=sched.patience,
-                cooldown=sched.cooldown,
-                threshold=sched.threshold,
-                step_size=sched.step_size,
-                T_max=sched.T_max,
-                max_lr=sched.max_lr,
-                total_steps=sched.total_steps,
-                warmup_steps=sched.warmup_steps,
-            )
-        clock_parts = [ClockComponent(self.clock)] if self.clock is not None and self.clock.clock == "optimizer_update" else []
-        self.components = self._collect_components([*components, *clock_parts])
+    # ----------------------------------------------------------------- small views
+    @property
+    def loaders(self) -> list[Any]:
+        """The train and validation loaders (their generators travel with the RNG streams)."""
+        return [ld for ld in (self.params.train_loader, self.params.val_loader) if ld is not None]
 
-    # ----------------------------------------------------------------- setup helpers
-    def horizon(self) -> int:
-        """The run's length in scheduler ticks (epochs, or committed updates on that clock)."""
-        p = self.params
-        if p.scheduler.clock == "epoch":
-            return p.n_epochs
-        try:
-            batches = len(p.train_loader)
-        except TypeError:
-            explicit = p.scheduler.total_steps or p.scheduler.T_max or p.scheduler.step_size
-            if explicit is None:
-                raise ScheduleBudgetError(
-                    "the train_loader has no len(); give the update-clock schedule an explicit horizon "
-                    "(total_steps, T_max or step_size)"
-                ) from None
-            return explicit
-        return p.n_epochs * math.ceil(batches / p.optim.accumulate_grad_batches)
+    def schedule_object(self, name: str) -> Any:
+        """What a step sees as optimizer ``name``'s scheduler: the torch scheduler or the plateau rule."""
+        sched = self.schedules[name]
+        return sched.scheduler if isinstance(sched, TorchClock) else sched
 
-    def _collect_components(self, extra: Sequence[Any]) -> dict[str, Any]:
-        found: dict[str, Any] = {}
-        for obj in [self.monitor, *self.callbacks, *extra]:
-            if not hasattr(obj, "component_spec"):
-                continue
-            name, _version = obj.component_spec()
-            if name in found and found[name] is not obj:
-                raise ComponentRestoreError([f"two components are named {name!r}; give them distinct names"])
-            found[name] = obj
-        return found
+    def builtin_step(self) -> Any:
+        """The built-in default step bound to this session (``default_train_step`` uses it)."""
+        if isinstance(self.owner, DefaultStep):
+            return self.owner
+        if self._builtin is None:
+            self._builtin = DefaultStep(self.optim_params_of(self.primary))
+            self._builtin.bind(self)
+        return self._builtin
 
-    def _save_weights(self, tag: str) -> Callable[[], None]:
-        """A deferred writer of a weights-only tag holding the model as it is now."""
-        epoch = self.ctx.epoch
-        data = torch_state.encode({"kind": "weights", "epoch": epoch, "weights": self.model.net.state_dict()})
+    def optim_params_of(self, name: str) -> Any:
+        """Optimizer ``name``'s ``NNOptimParams``."""
+        return self.setup.optim_params[name]
 
-        def write() -> None:
-            ref = self.files.put_blob(data)
-            manifest = TagManifest(
-                tag=tag, run_id=self.files.run_id, epoch=epoch, blobs={"state": ref}, meta={"weights_only": True}
-            )
-            self.files.write_tag(manifest)
-
-        return write
-
-    def scheduler_object(self) -> Any:
-        """The torch scheduler (or the plateau rule) users may inspect."""
-        return self.clock.scheduler if self.clock else self.plateau
+    def mark_batch(self) -> None:
+        """Record the batch's learning rate (the primary's group 0) and the update count so far."""
+        self.stats.lrs.append(self.optimizers[self.primary].optimizer.param_groups[0]["lr"])
+        self.stats.updates.append(self.update_count)
 
     # ----------------------------------------------------------------- lifecycle steps
     def epochs(self) -> range:
         """Global epoch indices this call trains."""
-        return range(self.start_epoch, self.params.n_epochs + self.phase_offset)
+        return range(self.setup.start_epoch, self.params.n_epochs + self.setup.phase_offset)
 
     def train_epoch(self, epoch: int) -> None:
-        """Run every batch of the epoch through the step (default or custom)."""
+        """Every batch of the epoch through the update owner."""
         loader = self.params.train_loader
         for obj in (loader, getattr(loader, "sampler", None)):
             if hasattr(obj, "set_epoch"):
                 obj.set_epoch(epoch)
+        self.group.begin_epoch(self, epoch)
         self.model.net.train()
         self.stats = EpochStats()
-        self.epoch_updates = 0
+        self.epoch_counts = {name: 0 for name in self.optimizers}
         self.summary = (
-            EpochAccumulator(self.task, self.model.head.width, self.specs, full_scores=False)
-            if self.summary_wanted
-            else None
+            EpochAccumulator(self.task, self.model.head.width, self.specs, full_scores=False) if self.summary_wanted else None
         )
-        step = self._custom_step if self.train_step_fn is not None else self._default_step
+        self.owner.begin_epoch(self, epoch)
         batch_idx = -1
         for batch_idx, (batch, is_last) in enumerate(lookahead(loader)):
-            step(batch, epoch, batch_idx, is_last)
+            self.owner.step(self, batch, epoch, batch_idx, is_last)
             if self.stopped_update:
                 return
         if batch_idx < 0:
             raise TrainingInputError(f"train_loader yielded no batches in epoch {epoch}; give it at least one batch")
-        if self.clock is not None and self.clock.clock == "optimizer_update" and self.epoch_updates == 0:
+        self._warn_unreported(epoch)
+
+    def _warn_unreported(self, epoch: int) -> None:
+        """NNx never infers updates around an opaque step: an update-clock schedule whose optimizer
+        reported no update this epoch is warned about (once per epoch and optimizer)."""
+        if not self.setup.auto_step:
+            return
+        for name, count in self.epoch_counts.items():
+            clock = self.schedules[name]
+            if count or not isinstance(clock, TorchClock) or clock.clock != "optimizer_update":
+                continue
+            call = "ctx.report_update()" if self.kind == "nnmodel" else f"ctx.report_update({name!r})"
             warnings.warn(
-                f"epoch {epoch} reported no optimizer update on the optimizer_update clock; a custom step must "
-                "call ctx.report_update() after each optimizer.step()",
+                f"epoch {epoch} reported no update of optimizer {name!r} on the optimizer_update clock; a custom "
+                f"step must call {call} after each optimizer.step()",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
 
-    def _default_step(self, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
-        loss, count, correct, rows = self._default_update(batch, epoch, batch_idx, is_last)
-        stats = self.stats
-        stats.losses.append(loss)
-        stats.counts.append(count)
-        if correct is not None:
-            stats.corrects.append(correct)
-        stats.rows.append(rows)
-        stats.lrs.append(self.opt.optimizer.param_groups[0]["lr"])
-        stats.updates.append(self.update_count)
-
-    def _default_update(
-        self, batch: Any, epoch: int, batch_idx: int, is_last: bool
-    ) -> tuple[torch.Tensor, int, torch.Tensor | None, int | None]:
-        """Forward, loss numerator, backward, window accounting, and the update at the window's end.
-
-        Returns the batch's on-device statistics (loss sum, valid count, correct count, rows).
-        """
-        inputs, target = split_batch(batch)
-        inputs, target = to_device(inputs, self.device), to_device(target, self.device)
-        net = self.model.net
-        with self.autocast():
-            output = net(*inputs) if isinstance(inputs, (tuple, list)) else net(inputs)
-        task = self.task
-        task.check(output, target)
-        loss_sum, count = task.loss_terms(output, target)
-        if count and self.window.accumulate == 1:
-            # A one-microbatch window divides by its own count: seed the backward with 1/count
-            # (the same gradient as dividing afterwards, without a pass over every gradient).
-            loss_sum.backward(torch.full((), 1.0 / count, dtype=loss_sum.dtype, device=loss_sum.device))
-            self.window.add(1)
-        else:
-            loss_sum.backward()
-            self.window.add(count)
-        detached = loss_sum.detach()
-        self._window_loss = detached if self._window_loss is None else self._window_loss + detached
-        correct, rows = task.correct(output.detach(), target)
-        if self.summary is not None:
-            self.summary.add_loss(detached, count)
-            self.summary.update(output, target)
-        if self.window.ends(is_last):
-            self._close_window(epoch, batch_idx)
-        return detached, count, correct, rows
-
-    def _close_window(self, epoch: int, batch_idx: int) -> None:
-        weight, micro = self.window.close()
-        window_loss, self._window_loss = self._window_loss, None
-        committed = commit_update(
-            self.opt,
-            weight,
-            max_norm=self.optim_params.grad_clip_norm,
-            check_finite=lambda: math.isfinite(window_loss.item()),  # one read, no extra kernel
-        )
-        if committed:
-            self._on_update(epoch, batch_idx, micro)
+    # ----------------------------------------------------------------- committed updates
+    def after_window(self, status: str, events: Sequence[UpdateEvent]) -> None:
+        """A closed window: announce its committed events, or count the skip."""
+        if status == update.COMMITTED:
+            self.announce(events)
         else:
             self.skipped_windows += 1
 
-    def _custom_step(self, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
-        ctx = TrainStepContext(
-            model=self.model,
-            batch=batch,
-            optimizer=self.opt.optimizer,
-            scheduler=self.scheduler_object(),
-            grad_clip_norm=self.optim_params.grad_clip_norm,
-            accumulate_grad_batches=self.optim_params.accumulate_grad_batches,
-            batch_idx=batch_idx,
-            epoch_idx=epoch,
-            is_last_batch=is_last,
-            precision=self.model.precision,
-            report_update=lambda: self._on_update(epoch, batch_idx, 1),
-            session=self,
-        )
-        record = self.train_step_fn(ctx)  # type: ignore[misc]
-        if not isinstance(record, EvaluationDataPoint):
-            raise TrainingInputError(
-                f"train_step_fn must return an EvaluationDataPoint (e.g. nnx.EvaluationDataPoint(loss=...)), "
-                f"got {type(record).__name__}"
-            )
-        self.stats.records.append(record)
-        self.stats.lrs.append(self.opt.optimizer.param_groups[0]["lr"])
-        self.stats.updates.append(self.update_count)
+    def report(self, name: str, epoch: int, batch_idx: int) -> None:
+        """``ctx.report_update(name)`` from a step function: one committed update of ``name``."""
+        if name not in self.optimizers:
+            raise ParamsError("report_update", f"no optimizer named {name!r}; the run's optimizers are {sorted(self.optimizers)}")
+        self.announce([self.event(name, epoch, batch_idx, 1)])
 
-    def _on_update(self, epoch: int, batch_idx: int, microbatches: int) -> None:
-        """A committed update: callbacks first, then update-clock schedules (seed §2)."""
-        self.update_count += 1
-        self.epoch_updates += 1
-        self.ctx.update_count = self.update_count
+    def event(self, name: str, epoch: int, batch_idx: int, microbatches: int, **losses: Any) -> UpdateEvent:
+        """The event of optimizer ``name``'s next committed update."""
+        return UpdateEvent(
+            optimizer=name, update_idx=self.update_counts[name] + 1, epoch_idx=epoch, batch_idx=batch_idx,
+            microbatches=microbatches, **losses,
+        )
+
+    def announce(self, events: Sequence[UpdateEvent]) -> None:
+        """Counters; every optimizer's ``on_optimizer_update`` event of the commit; then the
+        update-clock ticks; then the update listeners and the ``stop_at_update`` check."""
+        ctx = self.ctx
+        for e in events:
+            self.update_counts[e.optimizer] += 1
+            self.epoch_counts[e.optimizer] += 1
+            self.update_count += 1
+        ctx.update_count = self.update_count
         hooks = self.table["on_optimizer_update"]
-        if hooks:
-            event = UpdateEvent(
-                optimizer="default", update_idx=self.update_count, epoch_idx=epoch, batch_idx=batch_idx,
-                microbatches=microbatches,
-            )
+
+        def deliver(event: UpdateEvent) -> None:
             for hook in hooks:
-                hook(self.ctx, event)
-        clock = self.clock
-        if clock is not None and clock.clock == "optimizer_update":
-            if clock.budget is not None and clock.ticks >= clock.budget:
-                raise ScheduleBudgetError(
-                    f"update {self.update_count} is past the schedule's horizon of {clock.budget} updates; "
-                    "raise total_steps (or T_max) to cover the whole run"
-                )
-            clock.tick()
-            self.ctx.update_lrs.append((self.update_count, self.opt.optimizer.param_groups[0]["lr"]))
-        for listener in self.ctx.update_listeners:
-            listener(self.ctx)
-        if self.ctx.stop_at_update:
+                hook(ctx, event)
+
+        update.announce(events, deliver=deliver, tick=self._tick_update_clock, after=self._after_update)
+
+    def _tick_update_clock(self, event: UpdateEvent) -> None:
+        clock = self.schedules[event.optimizer]
+        if not isinstance(clock, TorchClock) or clock.clock != "optimizer_update" or not self.setup.auto_step:
+            return
+        if clock.budget is not None and clock.ticks >= clock.budget:
+            raise ScheduleBudgetError(
+                f"update {self.update_counts[event.optimizer]} of optimizer {event.optimizer!r} is past its schedule's "
+                f"horizon of {clock.budget} updates; raise total_steps (or T_max) to cover the whole run"
+            )
+        clock.tick()
+        if event.optimizer == self.primary:
+            self.ctx.update_lrs.append((self.update_count, self.optimizers[self.primary].optimizer.param_groups[0]["lr"]))
+
+    def _after_update(self) -> None:
+        ctx = self.ctx
+        for listener in ctx.update_listeners:
+            listener(ctx)
+        if ctx.stop_at_update:
             self.stopped_update = True
 
+    # ----------------------------------------------------------------- validation and decision
     def validate(self, epoch: int) -> None:
-        """Validation (built-in or eval_step_fn), the epoch's records and training summary."""
+        """Validation (built-in or ``eval_step_fn``) and the whole-epoch training summary; a
+        data-parallel group adds the ranks' sums here (one reduction)."""
         val_loader = self.params.val_loader
         val: EvaluationDataPoint | None = None
-        if val_loader is not None:
-            if self.eval_step_fn is not None:
-                with torch.no_grad():
-                    val = self.eval_step_fn(
-                        EvalStepContext(model=self.model, val_loader=val_loader, epoch_idx=epoch, metrics=self.specs)
-                    )
-                if not isinstance(val, EvaluationDataPoint):
-                    raise TrainingInputError(f"eval_step_fn must return an EvaluationDataPoint, got {type(val).__name__}")
-            else:
-                val = self.model.evaluate(val_loader, metrics=self.specs)
+        if val_loader is not None and self.setup.eval_step_fn is not None:
+            with torch.no_grad():
+                val = self.setup.eval_step_fn(
+                    EvalStepContext(model=self.model, val_loader=val_loader, epoch_idx=epoch, metrics=self.specs)
+                )
+            if not isinstance(val, EvaluationDataPoint):
+                raise TrainingInputError(f"eval_step_fn must return an EvaluationDataPoint, got {type(val).__name__}")
+        val_acc = None
+        if val_loader is not None and val is None:
+            val_acc = EpochAccumulator(self.model.task_adapter, self.model.head.width, self.specs, full_scores=True)
+        error: BaseException | None = None
+        batches = 0
+        if val_acc is not None:
+            try:
+                batches = score(self.model, val_loader, val_acc)
+            except Exception as exc:  # agreed in reduce: every rank raises it
+                error = exc
+        summaries = [a for a in (val_acc, self.summary) if isinstance(a, EpochAccumulator)]
+        batches = self.group.reduce(self, summaries, batches, error, f"epoch {epoch} validation")
+        if val_acc is not None:
+            if not batches:
+                raise TrainingInputError("the validation loader yielded no batches; give it at least one batch")
+            val = EvaluationDataPoint(**val_acc.result())
         summary = EvaluationDataPoint(**self.summary.result()) if self.summary is not None else None
         self._record_epoch(epoch, val, summary)
 
@@ -480,37 +414,62 @@ class TrainingSession:
         ctx.decision, ctx.idp, ctx.idps = decision, self.history.idps[-1], self.history.idps
 
     def tick_epoch_clocks(self, epoch: int) -> None:
-        """Epoch-clock schedules step once; plateau follows the decision."""
-        if self.plateau is not None:
-            d = self.decision
-            assert d is not None
-            groups = self.opt.optimizer.param_groups
-            self.plateau.step(epoch, d.improved, d.status, [g["lr"] for g in groups], lambda i, lr: groups[i].__setitem__("lr", lr))
-        elif self.clock is not None and self.clock.clock == "epoch":
-            self.clock.tick()
+        """Each optimizer's epoch-clock schedule steps once; plateau rules follow the decision."""
+        if not self.setup.auto_step:
+            return
+        d = self.decision
+        assert d is not None
+        for name, sched in self.schedules.items():
+            if isinstance(sched, PlateauRule):
+                groups = self.optimizers[name].optimizer.param_groups
+                sched.step(epoch, d.improved, d.status, [g["lr"] for g in groups], lambda i, lr, g=groups: g[i].__setitem__("lr", lr))
+            elif sched.clock == "epoch":
+                sched.tick()
 
-    def payload(self, epoch: int) -> dict[str, Any]:
+    # ----------------------------------------------------------------- commits
+    def payload(self, epoch: int, rng: Any) -> dict[str, Any]:
         """Everything a stateful resume needs, as tensors and plain types."""
-        loaders = [self.params.train_loader, self.params.val_loader]
         return {
-            "kind": "nnmodel",
+            "kind": self.group.kind(self.kind),
             "epoch": epoch,
             "weights": self.model.net.state_dict(),
-            "optimizer": self.opt.state(),
-            "schedule": self.plateau.state() if self.plateau else self.clock.state(),  # type: ignore[union-attr]
-            "rng": torch_state.capture_rng([ld for ld in loaders if ld is not None]),
+            **self._training_state(),
+            "rng": rng,
             "components": {name: obj.component_state() for name, obj in self.components.items()},
             "update_count": self.update_count,
             "transforms": [dict(t) for cb in reversed(self.callbacks) for t in cb.checkpoint_transforms()],
+            **self.group.extras(),
+        }
+
+    def _training_state(self) -> dict[str, Any]:
+        if self.kind != "trainer":
+            return {"optimizer": self.optimizers[self.primary].state(), "schedule": self.schedules[self.primary].state()}
+        return {  # an NNModel resume sees a stateful checkpoint of another kind and refuses it
+            "optimizer": {"type": "nnx.Trainer", "topology": None, "names": list(self.optimizers)},
+            "schedule": {"type": "nnx.Trainer"},
+            "optimizers": {n: o.state() for n, o in self.optimizers.items()},
+            "schedules": {n: s.state() for n, s in self.schedules.items()},
+            "update_counts": dict(self.update_counts),
         }
 
     def commit(self, epoch: int) -> None:
-        """history → LAST → phase/BEST → deferred writes → blob collection; then attempt.json."""
-        tags: list[str] = []
-        if self.params.save_phase_checkpoints:
-            tags.extend(phase_tags(epoch - self.phase_offset, self.params.n_epochs))
-        if self.decision is not None and self.decision.improved:
-            tags.append(BEST)
+        """The writer commits history → LAST → phase/BEST → deferred writes; every rank agrees on
+        the outcome, so a failed write stops every rank alike."""
+        rng = self.group.rng(self.loaders)
+        error: BaseException | None = None
+        if self.collective.is_writer:
+            try:
+                self._write_epoch(epoch, rng)
+            except Exception as exc:
+                error = exc
+        agreement.raise_if_failed(self.collective, error, f"commit of epoch {epoch}")
+        self.committed_epoch = epoch
+
+    def _write_epoch(self, epoch: int, rng: Any) -> None:
+        improved = self.decision is not None and self.decision.improved
+        tags = epoch_tags(
+            epoch - self.setup.phase_offset, self.params.n_epochs, phases=self.params.save_phase_checkpoints, improved=improved
+        )
         journal = self.history if isinstance(self.history, JournalWriter) else None  # chunks + manifest
         history = self.history.render() if journal is None else None
         meta = {"update_count": self.update_count, "selection": self.history.idps[-1].selection.state()}  # type: ignore[union-attr]
@@ -518,7 +477,7 @@ class TrainingSession:
             self.files,
             EpochCommit(
                 epoch=epoch,
-                payload=torch_state.encoder(self.payload(epoch)),
+                payload=torch_state.encoder(self.payload(epoch, rng)),
                 history=history,
                 previous_history=self._prev_history,
                 history_step=journal,
@@ -528,10 +487,12 @@ class TrainingSession:
             ),
         )
         self._prev_history = history
-        self.committed_epoch = epoch
-        self.committed_this_call = True
-        self.attempt.last_committed_epoch, self.attempt.last_committed_tag = epoch, LAST
-        self.attempt.save(self.files)
+
+    def _save_weights(self, tag: str) -> Callable[[], None]:
+        """A deferred writer of a weights-only tag holding the model as it is now."""
+        epoch = self.ctx.epoch
+        data = torch_state.encode({"kind": "weights", "epoch": epoch, "weights": self.model.net.state_dict()})
+        return lambda: weights_tag(self.files, tag, epoch, data)
 
     def should_stop(self) -> bool:
         """EarlyStopping (or any callback) asked to stop after this commit."""
@@ -541,121 +502,50 @@ class TrainingSession:
         """A callback stopped the run at an update boundary (LAST stays at the last epoch)."""
         return self.stopped_update
 
+    def agree(self, where: str, error: BaseException | None) -> None:
+        """An agreement point of the lifecycle: any rank's error is raised on every rank."""
+        agreement.raise_if_failed(self.collective, error, where)
+
     def finalize(self) -> None:
         """Refresh LAST from the final model (on_train_end changes and transforms persisted)."""
         if self.committed_epoch is None:
             return
-        epoch = self.committed_epoch
-        previous = self.files.read_tag(LAST)
-        ref = self.files.put_blob(torch_state.encoder(self.payload(epoch)))
-        meta = dict(previous.meta) if previous else {}
-        self.files.write_tag(TagManifest(tag=LAST, run_id=self.files.run_id, epoch=epoch, blobs={"state": ref}, meta=meta))
-        self.files.collect_garbage()
+        rng = self.group.rng(self.loaders)
+        error: BaseException | None = None
+        if self.collective.is_writer:
+            try:
+                refresh_last(self.files, torch_state.encoder(self.payload(self.committed_epoch, rng)))
+            except Exception as exc:
+                error = exc
+        agreement.raise_if_failed(self.collective, error, "final LAST refresh")
 
     # ----------------------------------------------------------------- resume
     def restore(self, payload: Mapping[str, Any], *, stateful: bool) -> None:
-        """Restore a checkpoint payload; validates everything before mutating anything, and puts
-        weights, optimizer state and RNG streams back if any part of the restore fails."""
+        """Restore a checkpoint payload (``restore_problems`` found nothing in the way); weights,
+        optimizer state and RNG streams are put back if any part of the restore fails."""
         if not stateful:
             self.model.net.load_state_dict(payload["weights"])
             return
-        problems = self._resume_problems(payload)
-        if problems:
-            raise ComponentRestoreError(problems)
+        view = self.group.restore_view(payload)
         net = self.model.net
         saved_weights = {k: v.detach().clone() for k, v in net.state_dict().items()}
         saved_rng = torch_state.capture_rng()
-        saved_optimizers = self._optimizer_states()
+        saved_optimizers = {n: o.state() for n, o in self.optimizers.items()}
         try:
-            net.load_state_dict(payload["weights"])
-            self._load_training_state(payload)
+            net.load_state_dict(view["weights"])
+            opts, scheds, counts = named_state(view)
+            for name, opt in self.optimizers.items():
+                opt.load_state(opts[name])
+                self.schedules[name].load_state(scheds[name])
+            self.update_count = int(view["update_count"])
+            self.update_counts = {n: int(c) for n, c in counts.items()} if counts else {self.primary: self.update_count}
             for name, obj in self.components.items():
-                if name in payload["components"]:
-                    obj.load_component_state(payload["components"][name])
+                obj.load_component_state(view["components"][name])
             self.ctx.update_count = self.update_count
-            loaders = [ld for ld in (self.params.train_loader, self.params.val_loader) if ld is not None]
-            torch_state.restore_rng(payload["rng"], loaders)
+            torch_state.restore_rng(view["rng"], self.loaders)
         except BaseException:
             net.load_state_dict(saved_weights)
-            self._load_optimizer_states(saved_optimizers)
+            for name, opt in self.optimizers.items():
+                opt.load_state(saved_optimizers[name])
             torch_state.restore_rng(saved_rng)
             raise
-
-    def _optimizer_states(self) -> dict[str, Any]:
-        """Every optimizer's state by name (for rollback of a failed restore)."""
-        return {"default": self.opt.state()}
-
-    def _load_optimizer_states(self, states: Mapping[str, Any]) -> None:
-        self.opt.load_state(states["default"])
-
-    def _load_training_state(self, payload: Mapping[str, Any]) -> None:
-        """Optimizer, schedule and update counter from a payload."""
-        self.opt.load_state(payload["optimizer"])
-        if self.plateau is not None:
-            self.plateau.load_state(payload["schedule"])
-        else:
-            self.clock.load_state(payload["schedule"])  # type: ignore[union-attr]
-        self.update_count = int(payload["update_count"])
-
-    def _resume_problems(self, payload: Mapping[str, Any]) -> list[str]:
-        problems = []
-        if payload.get("kind") != "nnmodel":
-            problems.append(f"checkpoint was written by {payload.get('kind')!r}; resume it with that entry point")
-        saved_opt = payload["optimizer"]
-        if saved_opt["type"] != self.opt.state()["type"]:
-            problems.append(f"optimizer type {saved_opt['type']} != {self.opt.state()['type']}")
-        if saved_opt["topology"] != self.opt.topology():
-            problems.append("optimizer parameter topology differs (names/shapes of the parameter groups)")
-        have_plateau = "bad_epochs" in payload["schedule"]
-        if have_plateau != (self.plateau is not None):
-            problems.append("scheduler kind differs from the checkpoint's")
-        elif self.clock is not None and payload["schedule"]["type"] != self.clock.state()["type"]:
-            problems.append(f"scheduler type {payload['schedule']['type']} != {self.clock.state()['type']}")
-        return problems + self._component_problems(payload["components"])
-
-    def _component_problems(self, saved: Mapping[str, Any]) -> list[str]:
-        """Saved vs registered checkpointed components: every mismatch, before anything is restored."""
-        problems = []
-        for name, obj in self.components.items():
-            if name not in saved:
-                problems.append(f"component {name!r} has no saved state in the checkpoint")
-            elif hasattr(obj, "check_component_state"):
-                problems.extend(obj.check_component_state(saved[name]))
-        for name in saved:
-            if name not in self.components:
-                problems.append(f"the checkpoint holds state of component {name!r}, which this run does not register")
-        return problems
-
-
-def default_train_step(ctx: TrainStepContext) -> EvaluationDataPoint:
-    """The built-in supervised step, callable from a custom ``train_step_fn``.
-
-    Forward, loss numerator over valid targets, backward; at the window's end the gradient is
-    divided by the window's valid-target count, clipped and applied, and the update reported
-    (never report it again). Returns the batch's record (reads the loss: one host sync).
-    """
-    loss, count, correct, rows = ctx.session._default_update(ctx.batch, ctx.epoch_idx, ctx.batch_idx, ctx.is_last_batch)
-    denominator = rows if rows is not None else count
-    accuracy = float(correct) / denominator if correct is not None and denominator else None
-    return EvaluationDataPoint(
-        loss=float(loss) / count if count else None,
-        accuracy=accuracy,
-        error=None if accuracy is None else 1.0 - accuracy,
-        count=count,
-    )
-
-
-def new_attempt(run_id: str) -> AttemptRecord:
-    """A fresh attempt record."""
-    return AttemptRecord(attempt_id=uuid.uuid4().hex, run_id=run_id, started_at=now())
-
-
-@contextlib.contextmanager
-def restored_modes(net: torch.nn.Module) -> Iterator[None]:
-    """Record every submodule's train/eval flag and restore them afterwards."""
-    flags = [(m, m.training) for m in net.modules()]
-    try:
-        yield
-    finally:
-        for module, flag in flags:
-            module.training = flag

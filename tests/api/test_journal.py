@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import nnx_api as nnx
-import nnx_api.model
+import nnx_api.launch
 import nnx_api.runs.run
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.memory import MemoryStorage
@@ -389,7 +389,7 @@ def test_memory_stays_bounded_over_5000_epochs(monkeypatch):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     store = MemoryStorage()  # the crash model's store: no disk renames in the way of 5,000 commits
-    monkeypatch.setattr(nnx_api.model, "FileStorage", lambda root: store)
+    monkeypatch.setattr(nnx_api.launch, "FileStorage", lambda root: store)
     monkeypatch.setattr(nnx_api.runs.run, "FileStorage", lambda root: store)
     try:
         probe = MemoryProbe(store, ends=(999, 4999))

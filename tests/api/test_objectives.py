@@ -333,10 +333,10 @@ def test_fp16_loss_scaling_plumbing_gives_the_fp32_updates(runs, monkeypatch, ob
     of two is exact, so scaled backward → unscale → normalise → step must equal fp32 bit for bit."""
     import contextlib
 
-    from nnx_api.training import objectives
+    from nnx_api.training import owners
 
     scalers = []
-    monkeypatch.setattr(objectives, "make_grad_scaler", lambda device: scalers.append(torch.amp.GradScaler("cpu")) or scalers[-1])
+    monkeypatch.setattr(owners, "make_grad_scaler", lambda device: scalers.append(torch.amp.GradScaler("cpu")) or scalers[-1])
     x, y = tiny_data(n=40)
     params = nnx.NNTrainParams(n_epochs=2, optim=sgd(accumulate=2), train_loader=batches(x, y, 9))
     obj = nnx.supervised_objective() if objective else None

@@ -7,14 +7,8 @@ import math
 import pytest
 import torch
 
-from nnx_core.engine import (
-    MASKED,
-    NONFINITE,
-    OVERFLOW,
-    TermReading,
-    UpdateEngine,
-    announce_commit,
-)
+from nnx_core.engine import TermReading, UpdateEngine
+from nnx_core.update import MASKED, NONFINITE, OVERFLOW, announce
 from nnx_core.errors import NonFiniteLossError, TrainingInputError
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
 from nnx_adapters.pytorch.scaling import ScaledTorchOptimizer, TorchLossScale
@@ -179,9 +173,9 @@ def test_refusals_name_the_term():
         eng.add([mean("b", 1.0, 1)], is_last_batch=False)
 
 
-def test_announce_commit_delivers_every_event_before_any_tick():
+def test_announce_delivers_every_event_before_any_tick():
     log = []
-    announce_commit(
+    announce(
         ["gen", "disc"],
         deliver=lambda e: log.append(f"event:{e}"),
         tick=lambda e: log.append(f"tick:{e}"),

@@ -46,7 +46,6 @@ from nnx_adapters.storage.memory import MemoryStorage, SimulatedCrash
 from nnx_core.commit import (
     BEST,
     LAST,
-    AttemptRecord,
     EpochCommit,
     RunFiles,
     TagManifest,
@@ -195,9 +194,6 @@ class Plan:
                 deferred=deferred,
             ),
         )
-        AttemptRecord(
-            attempt_id="a", run_id=RUN_ID, started_at="t0", last_committed_epoch=self.epoch, last_committed_tag=LAST
-        ).save(files)
 
     def expected(self, old: View) -> View:
         import hashlib

@@ -37,7 +37,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from nnx_adapters.storage.paths import TMP_PREFIX
 from nnx_adapters.storage.memory import MemoryStorage, SimulatedCrash
-from nnx_core.commit import BEST, LAST, AttemptRecord, EpochCommit, RunFiles, commit_epoch, phase_tags
+from nnx_core.commit import BEST, LAST, EpochCommit, RunFiles, commit_epoch, phase_tags
 from nnx_core.journal import (
     HistoryJournal,
     JournalFiles,
@@ -172,7 +172,7 @@ class Plan:
     rows: tuple[IterationDataPoint, ...]
 
     def run(self, storage: MemoryStorage, writer: JournalWriter) -> None:
-        """The writer's commit step, as ``TrainingSession`` does it with a journal."""
+        """The writer's commit step, as the training session does it with a journal."""
         files = RunFiles(storage, RUN_ID)
         writer.extend(self.rows)
         commit_epoch(
@@ -180,9 +180,6 @@ class Plan:
             EpochCommit(epoch=self.epoch, payload=self.payload, history_step=writer, tags=self.tags, meta={}),
         )
         assert len(writer.window) <= writer.spec.retention
-        AttemptRecord(
-            attempt_id="a", run_id=RUN_ID, started_at="t0", last_committed_epoch=self.epoch, last_committed_tag=LAST
-        ).save(files)
 
     def expected(self, old: View) -> View:
         sha = hashlib.sha256(self.payload).hexdigest()

@@ -1,0 +1,139 @@
+"""Each rank's share of the data (seed §3, "Partitions").
+
+``train_loader(dataset, batch_size, policy=, seed=)`` deals each epoch's permutation (seeded by
+``seed + epoch``) to the ranks after padding ("pad": leading rows repeated) or dropping ("drop")
+the tail, so every rank takes the same number of steps: exactly torch's ``DistributedSampler``,
+which does the dealing (NNx calls ``set_epoch`` before every epoch). Batches of a
+``TensorDataset`` are gathered with one index per tensor. ``validation_loader(dataset,
+batch_size)`` scores rows ``rank::world`` unpadded (a ``Subset``): every row exactly once, a rank
+may have none, and the validation loop runs no collective.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import DistributedSampler, Subset, default_collate
+
+from nnx_core.errors import ParamsError
+from nnx_api.distributed.group import _group_place
+
+POLICIES = ("pad", "drop")
+
+
+def _collate(dataset: Any, index: Sequence[int]) -> Any:
+    tensors = getattr(dataset, "tensors", None)
+    if isinstance(tensors, tuple) and all(isinstance(t, torch.Tensor) for t in tensors):  # TensorDataset: one gather
+        rows = torch.as_tensor(index, dtype=torch.long)
+        return tuple(t[rows] for t in tensors)
+    return default_collate([dataset[i] for i in index])
+
+
+def _check_dataset(dataset: Any, batch_size: Any, where: str) -> int:
+    if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
+        raise ParamsError(f"{where}.dataset", f"must be a map-style dataset (len + indexing), got {type(dataset).__name__}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ParamsError(f"{where}.batch_size", f"must be an int ≥ 1, got {batch_size!r}")
+    return len(dataset)
+
+
+class ShardedTrainLoader:
+    """One rank's share of every epoch (``train_loader``); ``set_epoch`` picks the permutation."""
+
+    def __init__(self, dataset: Any, batch_size: int, policy: str, seed: int, rank: int, world_size: int) -> None:
+        self.rows = _check_dataset(dataset, batch_size, "train_loader")
+        if policy not in POLICIES:
+            raise ParamsError("train_loader.policy", f"must be 'pad' or 'drop', got {policy!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ParamsError("train_loader.seed", f"must be an int ≥ 0, got {seed!r}")
+        self.dataset, self.batch_size, self.policy, self.seed = dataset, batch_size, policy, seed
+        self.rank, self.world_size = rank, world_size
+        self.sampler = DistributedSampler(
+            dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed, drop_last=policy == "drop"
+        )
+
+    def set_epoch(self, epoch: int) -> None:
+        """Deal the permutation of ``epoch`` (NNx calls this before every epoch)."""
+        self.sampler.set_epoch(int(epoch))
+
+    @property
+    def epoch(self) -> int:
+        """The epoch whose permutation is dealt."""
+        return self.sampler.epoch
+
+    @property
+    def rows_per_rank(self) -> int:
+        """How many rows each rank takes per epoch."""
+        return self.sampler.num_samples
+
+    def __len__(self) -> int:
+        return -(-self.rows_per_rank // self.batch_size)
+
+    def indices(self) -> list[int]:
+        """This rank's rows of the current epoch, in batch order."""
+        return list(iter(self.sampler))
+
+    def __iter__(self) -> Iterator[Any]:
+        index = self.indices()
+        for start in range(0, len(index), self.batch_size):
+            yield _collate(self.dataset, index[start : start + self.batch_size])
+
+    def partition(self) -> dict[str, Any]:
+        """What a checkpoint records of this deal (a stateful resume needs the same)."""
+        return {
+            "kind": "nnx.train_loader", "rows": self.rows, "batch_size": self.batch_size, "policy": self.policy,
+            "seed": self.seed, "world_size": self.world_size, "rank": self.rank, "steps": len(self),
+        }
+
+
+class ShardedValidationLoader:
+    """Rows ``rank::world`` in order, unpadded (``validation_loader``): every row scored once."""
+
+    def __init__(self, dataset: Any, batch_size: int, rank: int, world_size: int) -> None:
+        self.rows = _check_dataset(dataset, batch_size, "validation_loader")
+        self.rank, self.world_size, self.batch_size = rank, world_size, batch_size
+        self.shard = Subset(dataset, range(rank, self.rows, world_size))
+
+    def indices(self) -> list[int]:
+        """This rank's rows: ``rank::world_size``, unpadded."""
+        return list(self.shard.indices)
+
+    def __len__(self) -> int:
+        return -(-len(self.shard) // self.batch_size)
+
+    def __iter__(self) -> Iterator[Any]:
+        index = self.indices()
+        for start in range(0, len(index), self.batch_size):
+            yield _collate(self.shard.dataset, index[start : start + self.batch_size])
+
+
+def train_loader(
+    dataset: Any, batch_size: int, policy: str = "pad", seed: int = 0, *, rank: int | None = None,
+    world_size: int | None = None,
+) -> ShardedTrainLoader:
+    """This rank's training batches: each epoch's permutation (seeded by ``seed + epoch``) padded or
+    dropped to a multiple of the world size and dealt to the ranks, so every rank takes the same
+    number of steps. ``rank`` / ``world_size`` default to the process group's (0 / 1 without one)."""
+    r, w = _group_place(rank, world_size)
+    return ShardedTrainLoader(dataset, batch_size, policy, seed, r, w)
+
+
+def validation_loader(
+    dataset: Any, batch_size: int, *, rank: int | None = None, world_size: int | None = None
+) -> ShardedValidationLoader:
+    """This rank's validation rows ``rank::world``, unpadded: every row is scored exactly once and a
+    rank may have none. The validation loop runs no collective; its sums are added once per epoch."""
+    r, w = _group_place(rank, world_size)
+    return ShardedValidationLoader(dataset, batch_size, r, w)
+
+
+def partition_of(loader: Any) -> dict[str, Any]:
+    """A train loader's partition record (a custom loader: its type and step count)."""
+    if isinstance(loader, ShardedTrainLoader):
+        return loader.partition()
+    return {"kind": "custom", "loader": type(loader).__name__, "steps": len(loader)}
+
+
+__all__ = ["POLICIES", "ShardedTrainLoader", "ShardedValidationLoader", "partition_of", "train_loader", "validation_loader"]

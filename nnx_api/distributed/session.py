@@ -1,0 +1,251 @@
+"""What ``DDP()`` changes in the one training pipeline (seed §3): the group behaviour and the step.
+
+``DataParallel`` is the session's group behaviour over the ``Collective`` port: the same run id
+and partition on every rank, the epoch's number of steps agreed at its start, the ranks'
+sufficient statistics added once per epoch (records are global), every rank's RNG streams in each
+checkpoint, and a resume refused unless it has the same world size and partition.
+
+``DistributedStep`` is the default step through ``DistributedDataParallel``. One update, per
+microbatch::
+
+    forward + backward through DDP       no_sync until the window's last microbatch
+       │  loss numerator only; [loss Σ, count, correct, rows, non-finite, failed] → one all-reduce
+       │  before backward: a failure or non-finite loss on any rank stops every rank here
+    window end: W = Σ of the reduced counts (already global: no extra collective)
+       │  W == 0 → the update is skipped on every rank
+    grad = DDP average × world / W  →  clip  →  optimizer.step()   (identical on every rank)
+
+so each committed update equals one process training on the union of the ranks' batches. The
+rules live in ``nnx_core.agreement``; traffic per step and per epoch: docs/distributed.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from nnx_core import agreement
+from nnx_core.agreement import MicrobatchNumbers
+from nnx_core.errors import ParamsError, TrainingInputError
+from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.pytorch.metrics import EpochAccumulator
+from nnx_adapters.pytorch.statistics import SufficientStatistics, UnmergeableMetricError, statistic_slots
+from nnx_api.distributed.callbacks import resolve_callbacks
+from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, partition_of
+from nnx_api.training.owners import DefaultStep
+from nnx_api.training.steps import forward, split_batch, to_device
+
+DDP_KIND = "nnmodel-ddp"  # the payload kind of a distributed checkpoint (a single-process stateful resume refuses it)
+
+# no buffer broadcast before every forward ("forward_sync_buffers" in newer torch, "broadcast_buffers" before)
+_BUFFER_SYNC = (
+    "forward_sync_buffers"
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel.__init__).parameters
+    else "broadcast_buffers"
+)
+
+
+class DistributedStep(DefaultStep):
+    """The default step on one rank: DDP's backward, agreed before it (module docstring)."""
+
+    def __init__(self, optim: Any) -> None:
+        super().__init__(optim)
+        self.ddp: DistributedDataParallel | None = None
+        self.world = 1
+
+    def bind(self, session: Any) -> None:
+        """Wrap the model for this fit (never assigned to ``model.net``: checkpoints keep its keys)."""
+        options: dict[str, Any] = {_BUFFER_SYNC: False}  # batch norm is refused; other buffers sync once at init
+        device = session.device
+        if device.type == "cuda":
+            options["device_ids"] = [device.index if device.index is not None else torch.cuda.current_device()]
+        self.ddp = DistributedDataParallel(session.model.net, **options)
+        self.world = session.collective.world_size
+
+    def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
+        numbers = self._numbers(session, batch, epoch, batch_idx, is_last)
+        correct = torch.tensor(numbers.correct, dtype=torch.float64) if session.task.kind != "regression" else None
+        rows = int(numbers.rows) if session.task.kind == "multilabel" else None
+        session.stats.add_batch(torch.tensor(numbers.loss, dtype=torch.float64), int(numbers.count), correct, rows)
+        session.mark_batch()
+
+    def _numbers(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> MicrobatchNumbers:
+        """One microbatch: forward through DDP, agree before backward, backward, maybe the update."""
+        window, task, ddp = self.window, session.task, self.ddp
+        assert ddp is not None
+        error: BaseException | None = None
+        local = MicrobatchNumbers()
+        loss_sum = output = target = None
+        count = 0
+        with contextlib.nullcontext() if window.closes(is_last) else ddp.no_sync():  # gradients sync on the window's last
+            try:
+                inputs, target = split_batch(batch)
+                inputs, target = to_device(inputs, session.device), to_device(target, session.device)
+                output = forward(ddp, inputs)
+                task.check(output, target)
+                loss_sum, count = task.loss_terms(output, target)
+                correct, rows = task.correct(output.detach(), target)
+                if correct is None:
+                    read = [float(loss_sum.detach())]
+                else:
+                    read = torch.stack([loss_sum.detach().double(), correct.double()]).tolist()  # one host read
+                local = MicrobatchNumbers(
+                    loss=read[0], count=float(count), correct=read[1] if len(read) > 1 else 0.0, rows=float(rows or 0)
+                )
+            except Exception as exc:  # agreed below: every rank raises the same error
+                error = exc
+            numbers = agreement.agree_microbatch(session.collective, local, error, f"epoch {epoch} batch {batch_idx}")
+            assert loss_sum is not None
+            if window.accumulate == 1:
+                # the window's W is already global: seed the backward with world/W (DDP averages)
+                w = numbers.count
+                loss_sum.backward(torch.full((), self.world / w if w else 0.0, dtype=loss_sum.dtype, device=loss_sum.device))
+                window.add(self.world if w else 0)
+            else:
+                loss_sum.backward()  # the numerator only
+                window.add(numbers.count)
+        if session.summary is not None:
+            session.summary.add_loss(loss_sum.detach(), count)
+            session.summary.update(output, target)
+        if window.ends(is_last):
+            self.close(session, epoch, batch_idx, finite=lambda: True)  # finiteness was agreed before every backward
+        return numbers
+
+    def window_weight(self, weight: float | None) -> float | None:
+        """W is global (0 skips the update on every rank); DDP averaged the gradients, so the
+        update divides by W / world."""
+        return agreement.update_weight(weight or 0.0, self.world)
+
+
+class DataParallel:
+    """The session's group behaviour on one rank of a torchrun group (module docstring)."""
+
+    accepted_kinds = ("nnmodel",)
+    default_step = DistributedStep
+
+    def __init__(self, collective: Any, writer_rank: int) -> None:
+        self.collective = collective
+        self.writer_rank = writer_rank
+        self.partitions: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------- before training
+    def resolve_callbacks(self, callbacks: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        """(every declared callback, the ones that run on this rank)."""
+        return resolve_callbacks(callbacks, self.collective.rank == self.writer_rank)
+
+    def check(self, entry: Any) -> None:
+        """The seed's out-of-scope list and the metrics that cannot be added across ranks."""
+        problems = scope_problems(entry, self.collective)
+        if problems:
+            raise ParamsError("distributed", "; ".join(problems))
+        model = entry.model
+        probe = EpochAccumulator(model.task_adapter, model.head.width, tuple(entry.train.metrics), full_scores=True)
+        try:
+            statistic_slots(probe, model.head.width)
+        except UnmergeableMetricError as exc:
+            raise ParamsError("NNTrainParams.metrics", str(exc)) from exc
+
+    def setup(self, run_id: str, params: Any) -> None:
+        """Every rank built the same run and deals the same data (only its rank differs)."""
+        gathered = self.collective.all_gather((run_id, partition_of(params.train_loader)))
+        ids = sorted({g[0] for g in gathered})
+        if len(ids) > 1:
+            raise ParamsError(
+                "distributed", f"the ranks built different run configurations ({', '.join(ids)}); build the model, "
+                "params and salt the same way on every rank"
+            )
+        self.partitions = [dict(g[1]) for g in gathered]
+        problems = agreement.partition_problems(self.partitions)
+        if problems:
+            raise TrainingInputError("the ranks' train loaders disagree: " + "; ".join(problems))
+
+    def refusal(self, payload: Mapping[str, Any], stateful: bool) -> str | None:
+        """A stateful resume needs a checkpoint of this world size and partition."""
+        saved = payload.get("distributed") if payload.get("kind") == DDP_KIND else None
+        return agreement.resume_refusal(
+            saved, stateful=stateful, world_size=self.collective.world_size, partitions=self.partitions
+        )
+
+    def kind(self, entry_kind: str) -> str:
+        """The payload kind of a distributed checkpoint."""
+        return DDP_KIND
+
+    # ------------------------------------------------------------- during training
+    def begin_epoch(self, session: Any, epoch: int) -> None:
+        """Every rank must take the same number of steps this epoch (refused on every rank)."""
+        agreement.agree_same(self.collective, len(session.params.train_loader), f"epoch {epoch}: the number of train batches")
+
+    def reduce(
+        self, session: Any, accumulators: Sequence[Any], batches: int, error: BaseException | None, where: str
+    ) -> int:
+        """Add every rank's sums (and validation batch counts) in one all-reduce; the failure of
+        any rank is raised on every rank. Returns the batches scored over all ranks."""
+        stats = SufficientStatistics(accumulators, session.model.head.width, session.device)
+        reduced = agreement.agreed_sum(self.collective, [float(batches), *stats.values()], error, where)
+        stats.load(reduced[1:])
+        return int(reduced[0])
+
+    def rng(self, loaders: Sequence[Any]) -> Any:
+        """Every rank's RNG streams, to every rank (one gather)."""
+        return {"ranks": list(self.collective.all_gather(torch_state.capture_rng(loaders)))}
+
+    def extras(self) -> dict[str, Any]:
+        """World size, writer and partitions: what a stateful resume must match."""
+        return {"distributed": {"world_size": self.collective.world_size, "writer_rank": self.writer_rank, "partitions": self.partitions}}
+
+    def restore_view(self, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        """This rank's view of a distributed checkpoint: its own RNG streams."""
+        return {**payload, "rng": payload["rng"]["ranks"][self.collective.rank]}
+
+    def close(self) -> None:
+        """Release the collective (the shared-memory segment, when opted in)."""
+        close = getattr(self.collective, "close", None)
+        if close is not None:
+            close()
+
+
+def scope_problems(entry: Any, collective: Any) -> list[str]:
+    """The seed's out-of-scope list, refused before anything is written (same answer on every rank)."""
+    model, params = entry.model, entry.train
+    problems = []
+    named = {
+        "train_step_fn": "custom train steps", "eval_step_fn": "custom validation steps", "objective": "objectives",
+        "history": "history journals",
+    }
+    for key, what in named.items():
+        if getattr(entry, key) is not None:
+            problems.append(f"{what} ({key}=) are out of scope for distributed runs; use the default step")
+    policy = model.params.precision
+    if policy is not None and policy.mode != "fp32":
+        problems.append(f"mixed precision ({policy.mode}) is out of scope for distributed runs; use fp32")
+    norms = sorted({type(m).__name__ for m in model.net.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)})
+    if norms:
+        problems.append(
+            f"batch normalization ({', '.join(norms)}) is refused: its running statistics would differ per rank; "
+            "use LayerNorm or GroupNorm"
+        )
+    try:
+        len(params.train_loader)
+    except TypeError:
+        problems.append("the train loader needs len() (every rank must take the same number of steps); use nnx.distributed.train_loader")
+    if params.val_loader is not None and not isinstance(params.val_loader, ShardedValidationLoader):
+        problems.append(
+            "validation needs nnx.distributed.validation_loader(dataset, batch_size) (each row scored exactly once), "
+            f"got {type(params.val_loader).__name__}"
+        )
+    for loader in (params.train_loader, params.val_loader):
+        if isinstance(loader, (ShardedTrainLoader, ShardedValidationLoader)) and loader.world_size != collective.world_size:
+            problems.append(f"a loader was built for {loader.world_size} ranks, the group has {collective.world_size}")
+    device = model.device.type
+    backend = getattr(collective, "backend", None)
+    if backend == "nccl" and device != "cuda":
+        problems.append("the nccl backend needs the model on CUDA (NNModelParams(device=Devices.CUDA))")
+    if backend == "gloo" and device != "cpu":
+        problems.append(f"the gloo group trains a CPU model, not {device}; use init_process_group(backend='nccl') on GPUs")
+    return problems

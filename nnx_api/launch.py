@@ -1,0 +1,309 @@
+"""THE training pipeline: every ``train()`` — NNModel, Trainer, one process or ``DDP()`` — runs here.
+
+    checks → identity → resume point → budgets → lease → admission → session → lifecycle → finish
+
+One process is a group of one (``SingleProcess``: every agreement is a no-op); ``DDP()`` supplies
+a torch collective and its session behaviour (``nnx_api.distributed``). Every step that can fail
+on one rank only is agreed: each rank runs the checks, the writer alone reads the resume point,
+holds the lease, admits the run and writes, and every rank gets the writer's answer or its error.
+Nothing is written before the checks, the budgets and the restore problems pass; a fresh run that
+never committed an epoch is removed when its attempt fails, so the same call can be retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import attrs
+
+from nnx_core import admission as adm
+from nnx_core.agreement import agreed, share
+from nnx_core.commit import LAST, RunFiles
+from nnx_core.errors import ComponentRestoreError, ResumeMismatchError, RunNotFoundError
+from nnx_core.identity import validate_run_id, validate_tag
+from nnx_core.lifecycle import run_lifecycle
+from nnx_core.monitor import Monitor
+from nnx_core.schedules import ClockComponent
+from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.pytorch.metrics import metric_mode
+from nnx_adapters.pytorch.optim import TorchClock
+from nnx_adapters.storage.fs import FileStorage
+from nnx_api.callbacks import Callback, normalize_callbacks
+from nnx_api.callbacks.progress import ProgressBar, progress_enabled
+from nnx_api.runs.run import NNRun, dump_yaml, runs_root
+from nnx_api.training import checks, history, optimizers
+from nnx_api.training.owners import owner_for
+from nnx_api.training.session import SessionSetup, SingleProcess, TrainingSession, collect_components, named_state, restore_problems
+
+
+@attrs.frozen(kw_only=True)
+class TrainingEntry:
+    """One ``train()`` call as an entry point describes it (NNModel: one optimizer, "default")."""
+
+    kind: str  # "nnmodel" | "trainer": the checkpoint kind, and which resumes are accepted
+    name: str  # "NNModel.train" | "Trainer.train", for messages
+    model: Any
+    params: Any  # as given: NNTrainParams | NNTrainerParams
+    train: Any  # the representative NNTrainParams (epochs, loaders, metrics, monitor, resume)
+    config: Mapping[str, Any]  # the run's configuration: its SHA-256 is the run id
+    optims: Mapping[str, Any]  # name → NNOptimParams
+    schedulers: Mapping[str, Any]  # name → NNSchedulerParams
+    primary: str
+    strict_groups: bool = False
+    auto_step: bool = True
+    train_step_fn: Any = None
+    trainer_step_fn: Any = None
+    objective: Any = None
+    eval_step_fn: Any = None
+    callbacks: Sequence[Any] = ()
+    components: Sequence[Any] = ()
+    history: Any = None
+    root: Any = None
+    storage: Any = None
+    distributed: Any = None  # nnx_api.distributed.DDP | None
+    trainer: Any = None
+
+
+@attrs.frozen(kw_only=True)
+class Plan:
+    """What admission decided, as every rank receives it: the action, the resume point's blob
+    (verified against its SHA-256) and whether to restore it statefully, the resume status to
+    record, and a continuation's committed records."""
+
+    action: str
+    data: bytes | None = None
+    stateful: bool = False
+    status: Mapping[str, Any] | None = None
+    idps: tuple[Any, ...] = ()
+    schedules: Mapping[str, Any] | None = None  # a stateful resume point's schedule states (budgets)
+
+
+def now() -> str:
+    """UTC timestamp for attempt records."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def launch(entry: TrainingEntry) -> NNRun:
+    """Run one training entry through the pipeline; every rank returns the same ``NNRun``."""
+    group = entry.distributed.group() if entry.distributed is not None else SingleProcess()
+    try:
+        return _launch(entry, group)
+    finally:
+        group.close()
+
+
+def _launch(entry: TrainingEntry, group: Any) -> NNRun:
+    c, writer = group.collective, group.writer_rank
+    train = entry.train
+    storage = entry.storage if entry.storage is not None else FileStorage(runs_root(entry.root))
+    run = NNRun(config=entry.config, root=runs_root(entry.root), storage=storage)
+    # 1. checks and identity, on every rank
+    ready = agreed(c, "setup", lambda: _checks(entry, group))
+    group.setup(run.id, train)
+    # 2. the resume point: the writer reads and verifies it; refusals come before anything is written
+    source = share(c, writer, "resume point", lambda: _resume_point(entry, group, storage))
+    # 3. budgets
+    agreed(c, "setup", lambda: optimizers.check_schedule_budgets(
+        entry.schedulers, entry.optims, n_epochs=train.n_epochs, train_loader=train.train_loader,
+        owns_windows=entry.train_step_fn is None and entry.trainer_step_fn is None,
+        resumed=source.schedules if source is not None else None, named=entry.kind == "trainer",
+    ))
+    files = RunFiles(storage, run.id)
+    with contextlib.ExitStack() as lease:
+        # 4–5. the lease and admission, on the writer
+        plan = share(c, writer, "admission", lambda: _admit(entry, group, files, lease, source))
+        payload = torch_state.decode(plan.data, where=f"run {run.id} resume point") if plan.data is not None else None
+        run = attrs.evolve(run, idps=plan.idps, resume_status=plan.status)
+        if plan.action == adm.FINISHED:
+            entry.model.net.load_state_dict(payload["weights"])  # type: ignore[index]  # the caller's model is the finished one
+            _say(f"Run {run.id[:8]} already finished; returning it (resume='auto' trains nothing more)", train)
+            return run
+        return _train(entry, group, run, files, plan, payload, ready)
+
+
+@attrs.frozen(kw_only=True)
+class Ready:
+    """What the checks built: the callbacks that run on this rank, the history journal (None:
+    eager), and the named optimizers and schedules (built before anything is written, so their
+    refusals — parameter groups, schedule horizons — come first)."""
+
+    callbacks: list[Callback]
+    journal: Any
+    optimizers: Mapping[str, Any]
+    schedules: Mapping[str, Any]
+
+
+def _checks(entry: TrainingEntry, group: Any) -> Ready:
+    """Every check before anything is written."""
+    declared, here = group.resolve_callbacks(normalize_callbacks(entry.callbacks))
+    step_fn, step_name = (entry.trainer_step_fn, "trainer_step_fn") if entry.kind == "trainer" else (entry.train_step_fn, "train_step_fn")
+    checks.check_run(
+        entry.model, entry.params, declared, params_type=type(entry.params), optimizers=tuple(entry.optims),
+        step_fn=step_fn, step_name=step_name, objective=entry.objective, needs_owner=entry.kind == "trainer",
+    )
+    group.check(entry)
+    journal = history.check_history(entry.history, declared)
+    train = entry.train
+    opts = optimizers.build_optimizers(entry.model.net, entry.optims, strict=entry.strict_groups)
+    schedules = optimizers.build_schedules(opts, entry.schedulers, entry.optims, n_epochs=train.n_epochs, train_loader=train.train_loader)
+    return Ready(callbacks=here, journal=journal, optimizers=opts, schedules=schedules)
+
+
+def _resume_point(entry: TrainingEntry, group: Any, storage: Any) -> Plan | None:
+    """``resume_from_run_id``'s checkpoint (verified against its SHA-256) and how to restore it."""
+    train = entry.train
+    if train.resume_from_run_id is None:
+        return None
+    source_id, tag = validate_run_id(train.resume_from_run_id), validate_tag(train.resume_from_checkpoint)
+    source = NNRun.load(source_id, entry.root, storage=storage)
+    checkpoint = source.checkpoint(tag)
+    if checkpoint is None:
+        raise RunNotFoundError(f"run {source_id} has no committed {tag!r} checkpoint (tags: {source.tags()})")
+    data = source.files().read_blob(checkpoint.manifest.blobs["state"], verify=True)
+    payload = torch_state.decode(data, where=f"run {source_id} tag {tag!r}")
+    stateful = "optimizer" in payload
+    if train.resume_mode == "stateful" and not stateful:
+        raise ResumeMismatchError(f"{source_id}:{tag} holds weights only; use resume_mode='weights_only'")
+    stateful = stateful and train.resume_mode != "weights_only"
+    _refuse(entry, group, payload, stateful)
+    status = {"mode": "stateful" if stateful else "weights_only", "source_run": source_id, "source_checkpoint": tag,
+              "source_epoch": checkpoint.epoch}
+    return Plan(action=adm.FRESH, data=data, stateful=stateful, status=status, schedules=named_state(payload)[1] if stateful else None)
+
+
+def _refuse(entry: TrainingEntry, group: Any, payload: Mapping[str, Any], stateful: bool) -> None:
+    """A checkpoint of another entry point, world size or partition is refused for a stateful resume."""
+    if not stateful:
+        return
+    kind = adm.kind_refusal(payload.get("kind"), group.kind(entry.kind), accepted=group.accepted_kinds)
+    if kind is not None:
+        raise ComponentRestoreError([kind])
+    reason = group.refusal(payload, stateful)
+    if reason is not None:
+        raise ResumeMismatchError(reason)
+
+
+def _admit(entry: TrainingEntry, group: Any, files: RunFiles, lease: contextlib.ExitStack, source: Plan | None) -> Plan:
+    """Under the run lease: fresh (with the resume point, if any), continue from LAST, or finished."""
+    lease.enter_context(files.storage.lease(files.run_id))
+    files.storage.clean_temporaries(files.run_id)  # a hard kill can leave temporaries behind (never visible)
+    train = entry.train
+    decided = adm.admit(
+        files, resume=train.resume == "auto", overwrite=train.overwrite_existing, n_epochs=train.n_epochs,
+        where=str(getattr(files.storage, "root", "the runs root")),
+    )
+    if decided.action == adm.FRESH:
+        return source or Plan(action=adm.FRESH)
+    loaded = NNRun.load(files.run_id, entry.root, storage=files.storage)
+    data = files.read_blob(decided.last.blobs["state"])  # type: ignore[union-attr]  # verified against its SHA-256
+    if decided.action == adm.FINISHED:
+        return Plan(action=adm.FINISHED, data=data, status=loaded.resume_status, idps=loaded.idps)
+    _refuse(entry, group, torch_state.decode(data, where=f"run {files.run_id} LAST"), True)
+    history.check_continuation(files, entry.history)
+    status = {"mode": "stateful", "source_run": files.run_id, "source_checkpoint": LAST, "source_epoch": decided.last.epoch}  # type: ignore[union-attr]
+    return Plan(action=adm.CONTINUE, data=data, stateful=True, status=status, idps=loaded.idps)
+
+
+def _train(
+    entry: TrainingEntry, group: Any, run: NNRun, files: RunFiles, plan: Plan, payload: Mapping[str, Any] | None,
+    ready: Ready,
+) -> NNRun:
+    c, model, train = group.collective, entry.model, entry.train
+    fresh, is_writer = plan.action == adm.FRESH, c.rank == group.writer_rank
+    callbacks, journal, schedules = ready.callbacks, ready.journal, ready.schedules
+    # 6. the session: the update owner, components; restore problems before any write
+    owned = owner_for(
+        model=model, optimizers=ready.optimizers, optim_params=entry.optims, primary=entry.primary, train_step_fn=entry.train_step_fn,
+        trainer_step_fn=entry.trainer_step_fn, objective=entry.objective, default_step=group.default_step,
+    )
+    monitor = Monitor(train.monitor, metric_mode(train.monitor.metric, tuple(train.metrics)) if train.monitor else "min")
+    clocks = [
+        ClockComponent(s, "nnx.scheduler_clock" if entry.kind != "trainer" else f"nnx.scheduler_clock.{n}")
+        for n, s in schedules.items()
+        if isinstance(s, TorchClock) and s.clock == "optimizer_update"
+    ]
+    components = agreed(c, "setup", lambda: collect_components([monitor, *callbacks, *entry.components, *owned.owner.components, *clocks]))
+    if payload is not None and plan.stateful:
+        problems = restore_problems(payload, owned.optimizers, schedules, components)
+        agreed(c, "restore", lambda: _raise(ComponentRestoreError(problems) if problems else None))
+    attempt = adm.AttemptRecord(attempt_id=uuid.uuid4().hex, run_id=run.id, started_at=now())
+    try:
+        share(c, group.writer_rank, "admission", lambda: _write_admitted(files, run, journal, fresh, attempt))
+        opened = history.open_history(files, journal, fresh=fresh, idps=run.idps)
+        shown = history.with_history_access(callbacks, opened)
+        offset = int(payload["epoch"]) + 1 if payload is not None and fresh else 0  # a lineage run trains n_epochs more
+        session = TrainingSession(SessionSetup(
+            kind=entry.kind, model=model, params=train, run=run, files=files, optimizers=owned.optimizers,
+            schedules=schedules, primary=entry.primary, optim_params=entry.optims, auto_step=entry.auto_step,
+            owner=owned.owner, task=owned.task, monitor=monitor, callbacks=shown, components=components,
+            eval_step_fn=entry.eval_step_fn, history=opened, group=group,
+            start_epoch=int(payload["epoch"]) + 1 if payload is not None else 0, phase_offset=offset, trainer=entry.trainer,
+        ))
+        agreed(c, "restore", lambda: _restore(session, payload, plan.stateful, train.seed, c.rank))
+        if is_writer and progress_enabled(train.progress):
+            shown = [*shown, ProgressBar(len(session.epochs()))]
+        # 7. the lifecycle, in the seed's order
+        run_lifecycle(session, shown, session.ctx, base=Callback, agree=session.agree)
+        # 8. finish
+        status = adm.STOPPED if session.stopped_at_update() else adm.COMPLETED
+        share(c, group.writer_rank, "finish", lambda: attempt.finish(files, status, now()))
+    except BaseException as exc:
+        if is_writer:
+            _on_failure(files, attempt, exc, fresh)
+        raise
+    result = attrs.evolve(run, idps=tuple(session.history.idps))
+    if is_writer:
+        _say(f"Run saved to {_display_path(result.path)}", train)
+    return result
+
+
+def _raise(error: BaseException | None) -> None:
+    if error is not None:
+        raise error
+
+
+def _write_admitted(files: RunFiles, run: NNRun, journal: Any, fresh: bool, attempt: adm.AttemptRecord) -> None:
+    """The writer's first writes, once every check passed: a fresh run's run.yaml, metadata and
+    empty history, or a continuation's metadata; then the attempt record."""
+    if fresh:
+        run.save(eager_history=journal is None)
+    else:
+        files.storage.write(files.metadata_yaml, dump_yaml(run.metadata()))
+    attempt.save(files)
+
+
+def _restore(session: TrainingSession, payload: Mapping[str, Any] | None, stateful: bool, seed: int | None, rank: int) -> None:
+    if payload is not None:
+        session.restore(payload, stateful=stateful)
+    if seed is not None and not stateful:
+        torch_state.set_seed(seed + rank)  # each rank draws its own stream (e.g. dropout); rank 0 = the seed
+
+
+def _on_failure(files: RunFiles, attempt: adm.AttemptRecord, exc: BaseException, fresh: bool) -> None:
+    """A fresh run that never committed is removed (so the same call can be retried); otherwise the
+    attempt is recorded as failed. A crash or kill (not an ``Exception``) leaves everything as it is."""
+    if not isinstance(exc, Exception):
+        return
+    with contextlib.suppress(Exception):  # the training error is the one to report
+        if not (fresh and adm.discard_uncommitted(files)) and files.exists():
+            attempt.finish(files, adm.FAILED, now(), error=exc)
+
+
+def _say(message: str, train: Any) -> None:
+    """The one line a ``train()`` call prints (when progress output is on)."""
+    if progress_enabled(train.progress):
+        print(message, file=sys.stderr if os.environ.get("NNX_QUIET") else sys.stdout)
+
+
+def _display_path(path: os.PathLike[str]) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return rel.replace(os.sep, "/") if not rel.startswith("..") else str(path)

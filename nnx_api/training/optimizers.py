@@ -1,0 +1,136 @@
+"""Named optimizers and their schedules, built from the params (after the run is seeded).
+
+``NNModel`` has one optimizer, ``"default"``, over every trainable parameter (``param_groups``
+give matching parameters their own lr / decay; the rest form a default group). A ``Trainer``
+has named optimizers with *strict* groups: each trainable parameter goes to the first spec that
+matches it, unmatched parameters are not that optimizer's, a pattern matching nothing is refused,
+and with several optimizers every one must declare its groups and no parameter may belong to two.
+Each optimizer has one schedule (a ``PlateauRule`` for reduce-on-plateau, else a ``TorchClock``)
+whose horizon is the run's length on its clock (``nnx_core.schedules.horizon``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from nnx_core.errors import ParamsError
+from nnx_core.schedules import Budget, PlateauRule, check_budgets, horizon, ticks_per_epoch
+from nnx_adapters.pytorch.optim import TorchOptimizer, build_optimizer, build_scheduler, named_params
+
+
+def param_groups(net: torch.nn.Module, name: str, optim: Any, *, strict: bool, required: bool) -> tuple[list[dict], list[str]]:
+    """Optimizer ``name``'s parameter groups and the names of the parameters it owns."""
+    trainable = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
+    path = f"NNTrainerParams.optims[{name!r}].param_groups"
+    if not optim.param_groups:
+        if required:
+            raise ParamsError(
+                path,
+                "with several optimizers every optimizer must declare param_groups (which parameters it owns); "
+                "otherwise a parameter would be stepped by more than one optimizer",
+            )
+        return [{"params": [p for _, p in trainable]}], [n for n, _ in trainable]
+    groups: list[dict] = []
+    taken: list[str] = []
+    for i, spec in enumerate(optim.param_groups):
+        members = [(n, p) for n, p in trainable if n not in taken and fnmatch.fnmatch(n, spec.name_pattern)]
+        if not members:
+            if strict:
+                raise ParamsError(f"{path}[{i}]", f"pattern {spec.name_pattern!r} matches no trainable parameter")
+            continue
+        groups.append({"params": [p for _, p in members], **spec.overrides(optim.max_lr)})
+        taken.extend(n for n, _ in members)
+    if not strict:
+        rest = [p for n, p in trainable if n not in taken]
+        if rest:
+            groups.append({"params": rest})
+        taken = [n for n, _ in trainable]
+    return groups, taken
+
+
+def build_optimizers(net: torch.nn.Module, optims: Mapping[str, Any], *, strict: bool) -> dict[str, TorchOptimizer]:
+    """One ``TorchOptimizer`` per name; under ``strict`` a parameter claimed twice is refused."""
+    several = len(optims) > 1
+    owner: dict[str, str] = {}
+    names = named_params(net)
+    out = {}
+    for name, optim in optims.items():
+        groups, taken = param_groups(net, name, optim, strict=strict, required=strict and several)
+        for pname in taken if strict else ():
+            if pname in owner:
+                raise ParamsError(
+                    f"NNTrainerParams.optims[{name!r}].param_groups",
+                    f"parameter {pname!r} is already owned by optimizer {owner[pname]!r}; each parameter belongs "
+                    "to one optimizer (make the patterns disjoint)",
+                )
+            owner[pname] = name
+        torch_opt = build_optimizer(
+            optim.name.value, groups, lr=optim.max_lr, momentum=optim.momentum, weight_decay=optim.weight_decay,
+            eps=optim.eps,
+        )
+        out[name] = TorchOptimizer(torch_opt, names)
+    return out
+
+
+def loader_length(loader: Any) -> int | None:
+    """``len(loader)``, None when the loader has no length."""
+    try:
+        return len(loader)
+    except TypeError:
+        return None
+
+
+def build_schedule(optimizer: TorchOptimizer, sched: Any, *, n_epochs: int, batches: int | None, accumulate: int) -> Any:
+    """Optimizer ``optimizer``'s schedule from its ``NNSchedulerParams``."""
+    kind = sched.resolved_kind.value
+    if kind == "reduce_lr_on_plateau":
+        return PlateauRule(factor=sched.factor, patience=sched.patience, cooldown=sched.cooldown, min_lr=sched.min_lr)
+    length = horizon(
+        sched.clock, n_epochs=n_epochs, batches=batches, accumulate=accumulate,
+        explicit=sched.total_steps or sched.T_max or sched.step_size,
+    )
+    return build_scheduler(
+        optimizer.optimizer, kind, clock=sched.clock, horizon=length, min_lr=sched.min_lr, factor=sched.factor,
+        patience=sched.patience, cooldown=sched.cooldown, threshold=sched.threshold, step_size=sched.step_size,
+        T_max=sched.T_max, max_lr=sched.max_lr, total_steps=sched.total_steps, warmup_steps=sched.warmup_steps,
+    )
+
+
+def build_schedules(
+    optimizers: Mapping[str, TorchOptimizer], schedulers: Mapping[str, Any], optims: Mapping[str, Any], *,
+    n_epochs: int, train_loader: Any,
+) -> dict[str, Any]:
+    """Every optimizer's schedule."""
+    batches = loader_length(train_loader)
+    return {
+        name: build_schedule(opt, schedulers[name], n_epochs=n_epochs, batches=batches, accumulate=optims[name].accumulate_grad_batches)
+        for name, opt in optimizers.items()
+    }
+
+
+def check_schedule_budgets(
+    schedulers: Mapping[str, Any], optims: Mapping[str, Any], *, n_epochs: int, train_loader: Any, owns_windows: bool,
+    resumed: Mapping[str, Any] | None, named: bool,
+) -> None:
+    """Refuse budgeted schedules too short for the run (``ScheduleBudgetError``), before writing.
+    ``resumed``: the schedule states a stateful resume restores, by optimizer name; ``named``:
+    the messages name the optimizer (a Trainer)."""
+    batches = loader_length(train_loader)
+    check_budgets(
+        [
+            Budget(
+                kind=sched.resolved_kind.value,
+                clock=sched.clock,
+                total_steps=sched.total_steps,
+                per_epoch=ticks_per_epoch(sched.clock, batches, optims[name].accumulate_grad_batches, owns_windows),
+                done=int((resumed or {}).get(name, {}).get("ticks", 0)),
+                name=name if named else None,
+            )
+            for name, sched in schedulers.items()
+        ],
+        n_epochs=n_epochs,
+    )

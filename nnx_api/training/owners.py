@@ -1,0 +1,294 @@
+"""Update owners: who turns each batch into gradients and ends each window (one per run).
+
+A run has exactly one update owner, chosen before anything is written (``owner_for``):
+
+* ``DefaultStep`` — the built-in supervised step (NNModel without a step function): forward,
+  loss numerator over the valid targets, backward; at the window's end the one update tail
+  (``nnx_core.update.commit_window``: W → skip → unscale → finite → clip → step). Under fp16 a
+  ``GradScaler`` scales every backward and the optimizer steps through it (a scaler-skipped
+  step is no committed update).
+* ``CustomStep`` — ``NNModel.train(train_step_fn=...)``: the step owns its update and reports it.
+* ``TrainerStep`` — ``Trainer.train(trainer_step_fn=...)``: the same over named optimizers.
+* ``ObjectiveStep`` — ``objective=...``: the shared update engine (``nnx_core.engine``) owns
+  every named optimizer's update.
+
+Every committed update goes back to the session's ``announce`` (events before update-clock ticks).
+The data-parallel default step (``nnx_api.distributed``) is a ``DefaultStep`` that agrees on
+every microbatch before its backward.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import torch
+
+from nnx_core.engine import UpdateEngine
+from nnx_core.errors import TrainingInputError
+from nnx_core.records import EvaluationDataPoint
+from nnx_core.update import UpdateWindow, commit_window
+from nnx_adapters.pytorch.gradients import TorchGradientSlots
+from nnx_adapters.pytorch.scaling import ScaledLoss, ScaledTorchOptimizer, TorchLossScale, make_grad_scaler
+from nnx_api.training.objectives import ObjectiveContext, ObjectiveResult, ObjectiveSummary, microbatch_loss, read_terms
+from nnx_api.training.steps import TrainerStepContext, TrainStepContext, forward, split_batch, to_device
+
+
+class DefaultStep:
+    """The built-in supervised step over the primary optimizer (see the module docstring)."""
+
+    components: tuple[Any, ...] = ()
+
+    def __init__(self, optim: Any) -> None:
+        self.window = UpdateWindow(optim.accumulate_grad_batches)
+        self.max_norm = optim.grad_clip_norm
+        self._window_loss: torch.Tensor | None = None
+
+    def bind(self, session: Any) -> None:
+        """Attach to the session that runs it (nothing to prepare)."""
+
+    def begin_epoch(self, session: Any, epoch: int) -> None:
+        """Nothing to reset: a window never spans epochs (the last batch closes it)."""
+
+    def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
+        """One batch: the update, then its statistics (on the device) and position."""
+        session.stats.add_batch(*self.update(session, batch, epoch, batch_idx, is_last))
+        session.mark_batch()
+
+    def update(
+        self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool
+    ) -> tuple[torch.Tensor, int, torch.Tensor | None, int | None]:
+        """Forward, loss numerator, backward, window accounting, and the update at the window's end.
+
+        Returns the batch's on-device statistics (loss sum, valid count, correct count, rows).
+        """
+        inputs, target = split_batch(batch)
+        device = session.device
+        inputs, target = to_device(inputs, device), to_device(target, device)
+        with session.autocast():
+            output = forward(session.model.net, inputs)
+        task = session.task
+        task.check(output, target)
+        loss_sum, count = task.loss_terms(output, target)
+        if count and self.window.accumulate == 1:
+            # A one-microbatch window divides by its own count: seed the backward with 1/count
+            # (the same gradient as dividing afterwards, without a pass over every gradient).
+            loss_sum.backward(torch.full((), 1.0 / count, dtype=loss_sum.dtype, device=loss_sum.device))
+            self.window.add(1)
+        else:
+            loss_sum.backward()
+            self.window.add(count)
+        detached = loss_sum.detach()
+        self._window_loss = detached if self._window_loss is None else self._window_loss + detached
+        correct, rows = task.correct(output.detach(), target)
+        if session.summary is not None:
+            session.summary.add_loss(detached, count)
+            session.summary.update(output, target)
+        if self.window.ends(is_last):
+            window_loss, self._window_loss = self._window_loss, None
+            self.close(session, epoch, batch_idx, finite=lambda: math.isfinite(window_loss.item()))  # one read
+        return detached, count, correct, rows
+
+    def close(self, session: Any, epoch: int, batch_idx: int, *, finite: Any) -> None:
+        """The window's end: the one update tail, then the announcement (or the skip count)."""
+        weight, micro = self.window.close()
+        name = session.primary
+        status = commit_window(
+            {name: session.optimizers[name]}, self.window_weight(weight), max_norms={name: self.max_norm}, finite=finite
+        )
+        session.after_window(status, [session.event(name, epoch, batch_idx, micro)])
+
+    def window_weight(self, weight: float | None) -> float | None:
+        """What the gradients are divided by: the window's denominator W."""
+        return weight
+
+
+class CustomStep:
+    """``train_step_fn(ctx) -> EvaluationDataPoint``: the step owns its update and reports it."""
+
+    components: tuple[Any, ...] = ()
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def bind(self, session: Any) -> None:
+        """Attach to the session that runs it."""
+
+    def begin_epoch(self, session: Any, epoch: int) -> None:
+        """Nothing to reset."""
+
+    def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
+        name = session.primary
+        optim = session.optim_params_of(name)
+        ctx = TrainStepContext(
+            model=session.model,
+            batch=batch,
+            optimizer=session.optimizers[name].optimizer,
+            scheduler=session.schedule_object(name),
+            grad_clip_norm=optim.grad_clip_norm,
+            accumulate_grad_batches=optim.accumulate_grad_batches,
+            batch_idx=batch_idx,
+            epoch_idx=epoch,
+            is_last_batch=is_last,
+            precision=session.model.precision,
+            report_update=lambda: session.report(name, epoch, batch_idx),
+            session=session,
+        )
+        session.stats.records.append(checked_record(self.fn(ctx), "train_step_fn"))
+        session.mark_batch()
+
+
+class TrainerStep:
+    """``trainer_step_fn(ctx) -> EvaluationDataPoint`` over named optimizers (each reported by name)."""
+
+    components: tuple[Any, ...] = ()
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self._views: dict[str, Mapping[str, Any]] = {}
+
+    def bind(self, session: Any) -> None:
+        """Freeze the read-only views every step context shares."""
+        names = list(session.optimizers)
+        optims = [session.optim_params_of(n) for n in names]
+
+        def view(values: list[Any]) -> Mapping[str, Any]:
+            return types.MappingProxyType(dict(zip(names, values, strict=True)))
+
+        self._views = {
+            "optimizers": session.ctx.optimizers,
+            "schedulers": view([session.schedule_object(n) for n in names]),
+            "grad_clip_norms": view([o.grad_clip_norm for o in optims]),
+            "accumulate_grad_batches": view([o.accumulate_grad_batches for o in optims]),
+        }
+
+    def begin_epoch(self, session: Any, epoch: int) -> None:
+        """Nothing to reset."""
+
+    def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
+        ctx = TrainerStepContext(
+            model=session.model,
+            batch=batch,
+            batch_idx=batch_idx,
+            epoch_idx=epoch,
+            is_last_batch=is_last,
+            precision=session.model.precision,
+            report_update=lambda name: session.report(name, epoch, batch_idx),
+            session=session,
+            **self._views,
+        )
+        session.stats.records.append(checked_record(self.fn(ctx), "trainer_step_fn"))
+        session.mark_batch()
+
+
+class ObjectiveStep:
+    """An objective's loss terms through the shared update engine (every named optimizer)."""
+
+    def __init__(self, objective: Any, engine: UpdateEngine, gradients: TorchGradientSlots) -> None:
+        self.objective = objective
+        self.engine = engine
+        self.gradients = gradients
+        self.components = (engine,)
+        self._after_update = getattr(objective, "after_update", None)
+        self._summary: ObjectiveSummary | None = None
+
+    def bind(self, session: Any) -> None:
+        """Attach to the session that runs it."""
+
+    def begin_epoch(self, session: Any, epoch: int) -> None:
+        """An objective's whole-epoch summary is its terms' window sums (when one is wanted)."""
+        self._summary = ObjectiveSummary() if session.summary is not None else None
+        if self._summary is not None:
+            session.summary = self._summary
+
+    def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
+        ctx = ObjectiveContext(
+            model=session.model, batch=batch, epoch_idx=epoch, batch_idx=batch_idx, precision=session.model.precision,
+            metrics=session.specs,
+        )
+        result = self.objective(ctx)
+        if not isinstance(result, ObjectiveResult):
+            raise TrainingInputError(
+                f"an objective must return ObjectiveResult(terms=[LossTerm(...), ...]), got {type(result).__name__}; "
+                "a function that runs backward and steps the optimizer itself belongs in train_step_fn"
+            )
+        tensors, readings = read_terms(result.terms)
+        self.gradients.set_terms(tensors)
+        commit = self.engine.add(readings, is_last_batch=is_last)
+        self.gradients.set_terms(())
+        if self._summary is not None:
+            self._summary.add(readings)
+        if commit is not None:
+            events = [
+                session.event(name, epoch, batch_idx, commit.microbatches, loss=commit.loss, losses=dict(commit.losses))
+                for name in commit.update_idx
+            ]
+            if commit.committed and self._after_update is not None:
+                self._after_update(events)
+            session.after_window(commit.status, events)
+        record = result.record or EvaluationDataPoint()
+        if record.loss is None:
+            loss = microbatch_loss(readings)
+            # a fully masked microbatch has no loss: its record still says it scored 0 samples
+            record = attrs.evolve(record, loss=loss, count=0 if loss is None and record.count is None else record.count)
+        session.stats.records.append(record)
+        session.mark_batch()
+
+
+def checked_record(record: Any, source: str) -> EvaluationDataPoint:
+    """A step's return value, refused unless it is an EvaluationDataPoint."""
+    if not isinstance(record, EvaluationDataPoint):
+        raise TrainingInputError(
+            f"{source} must return an EvaluationDataPoint (e.g. nnx.EvaluationDataPoint(loss=...)), "
+            f"got {type(record).__name__}"
+        )
+    return record
+
+
+@attrs.frozen(kw_only=True)
+class Ownership:
+    """The update owner of a run and what it changes of the session: the optimizer ports it steps
+    (wrapped for fp16 loss scaling) and the task the default step's loss goes through."""
+
+    owner: Any
+    optimizers: Mapping[str, Any]
+    task: Any
+
+
+def owner_for(
+    *,
+    model: Any,
+    optimizers: Mapping[str, Any],
+    optim_params: Mapping[str, Any],
+    primary: str,
+    train_step_fn: Any = None,
+    trainer_step_fn: Any = None,
+    objective: Any = None,
+    default_step: type[DefaultStep] = DefaultStep,
+) -> Ownership:
+    """The run's one update owner (the checks that there is exactly one ran before)."""
+    scaler = make_grad_scaler(model.device) if model.precision == "fp16" else None
+    task = model.task_adapter
+    if objective is not None:
+        if scaler is not None:
+            optimizers = {n: ScaledTorchOptimizer.wrap(o, scaler, auto_update=False) for n, o in optimizers.items()}
+        gradients = TorchGradientSlots([p for o in optimizers.values() for p in o.params], scaler)
+        engine = UpdateEngine(
+            optimizers,
+            gradients,
+            accumulate=optim_params[primary].accumulate_grad_batches,
+            max_norms={n: o.grad_clip_norm for n, o in optim_params.items()},
+            nonfinite=getattr(objective, "nonfinite", "fail"),
+            loss_scale=TorchLossScale(scaler) if scaler is not None else None,
+        )
+        return Ownership(owner=ObjectiveStep(objective, engine, gradients), optimizers=optimizers, task=task)
+    if trainer_step_fn is not None:
+        return Ownership(owner=TrainerStep(trainer_step_fn), optimizers=optimizers, task=task)
+    if scaler is not None:  # fp16 default or custom step: a scaled backward, steps through the scaler
+        optimizers = {n: ScaledTorchOptimizer.wrap(o, scaler) for n, o in optimizers.items()}
+        task = ScaledLoss(task, scaler)
+    owner = CustomStep(train_step_fn) if train_step_fn is not None else default_step(optim_params[primary])
+    return Ownership(owner=owner, optimizers=optimizers, task=task)

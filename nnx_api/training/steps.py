@@ -1,0 +1,270 @@
+"""What a step function sees, and the step utilities users call from their own steps.
+
+* ``TrainStepContext`` (``train_step_fn``), ``TrainerStepContext`` (``trainer_step_fn``),
+  ``EvalStepContext`` (``eval_step_fn``): the per-batch / per-epoch contexts.
+* ``default_train_step(ctx)``: the built-in supervised step, callable from a custom step.
+* ``finalize_step(loss, ctx, paradigm=...)``: the shared tail of built-in paradigm steps —
+  refuse accumulation and reduced precision, check the loss is finite *before* backward,
+  back-propagate, then the one update tail (``nnx_core.update``: clip → step) and the report.
+* Batch helpers (``split_batch``, ``to_device``, ``lookahead``, ``forward``), ``restored_modes``
+  (non-destructive inference), ``score`` (one pass of a loader into an accumulator: the shared
+  loop of ``NNModel.evaluate`` and in-fit validation) and ``EpochStats`` (per-batch statistics kept
+  on the device until the epoch ends).
+
+A step that calls ``optimizer.step()`` itself reports each real step once with
+``ctx.report_update()`` (``ctx.report_update(name)`` in a Trainer step); ``default_train_step``
+and ``finalize_step`` report their own updates (never report them again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import attrs
+import torch
+
+from nnx_core.errors import NonFiniteLossError, ParamsError, PrecisionUnsupportedError, TrainingInputError
+from nnx_core.records import EvaluationDataPoint
+from nnx_core.update import COMMITTED, commit_window
+
+TrainStepFn = Callable[["TrainStepContext"], EvaluationDataPoint]
+"""``train_step_fn(ctx) -> EvaluationDataPoint``: a custom NNModel step."""
+EvalStepFn = Callable[["EvalStepContext"], EvaluationDataPoint]
+"""``eval_step_fn(ctx) -> EvaluationDataPoint``: a custom validation over the whole val loader."""
+TrainerStepFn = Callable[["TrainerStepContext"], EvaluationDataPoint]
+"""``trainer_step_fn(ctx) -> EvaluationDataPoint``: a Trainer step over named optimizers."""
+
+
+def lookahead(loader: Any) -> Iterator[tuple[Any, bool]]:
+    """``(batch, is_last)`` pairs, knowing the last batch without ``len``."""
+    it = iter(loader)
+    try:
+        current = next(it)
+    except StopIteration:
+        return
+    for nxt in it:
+        yield current, False
+        current = nxt
+    yield current, True
+
+
+def split_batch(batch: Any) -> tuple[Any, Any]:
+    """``(inputs, targets)`` of a batch given as a 2-sequence."""
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise TrainingInputError(
+            f"a batch must be (inputs, targets), got {type(batch).__name__}"
+            + (f" of length {len(batch)}" if isinstance(batch, (tuple, list)) else "")
+            + "; use a custom train_step_fn for other batch layouts"
+        )
+    return batch[0], batch[1]
+
+
+def to_device(value: Any, device: torch.device) -> Any:
+    """Move a tensor (or tuple/list of tensors) to ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device, non_blocking=True) if value.device != device else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(to_device(v, device) for v in value)
+    return value
+
+
+def forward(net: Any, inputs: Any) -> torch.Tensor:
+    """``net(*inputs)`` for a tuple/list of inputs, else ``net(inputs)``."""
+    return net(*inputs) if isinstance(inputs, (tuple, list)) else net(inputs)
+
+
+@contextlib.contextmanager
+def restored_modes(net: torch.nn.Module) -> Iterator[None]:
+    """Record every submodule's train/eval flag and restore them afterwards."""
+    flags = [(m, m.training) for m in net.modules()]
+    try:
+        yield
+    finally:
+        for module, flag in flags:
+            module.training = flag
+
+
+def score(model: Any, loader: Any, accumulator: Any) -> int:
+    """One pass of ``loader`` through ``model.net`` in eval mode (each submodule's mode restored),
+    under inference mode and the run's autocast, into ``accumulator``; return the batch count."""
+    net, task, device, batches = model.net, model.task_adapter, model.device, 0
+    with restored_modes(net), torch.inference_mode(), model.autocast_context()():
+        net.eval()
+        for batch in loader:
+            inputs, target = split_batch(batch)
+            inputs, target = to_device(inputs, device), to_device(target, device)
+            out = forward(net, inputs)
+            task.check(out, target)
+            loss_sum, count = task.loss_terms(out, target)
+            accumulator.add_loss(loss_sum, count)
+            accumulator.update(out, target)
+            batches += 1
+    return batches
+
+
+class EpochStats:
+    """Per-batch training statistics kept on the device until the epoch ends."""
+
+    __slots__ = ("losses", "counts", "corrects", "rows", "lrs", "updates", "records")
+
+    def __init__(self) -> None:
+        self.losses: list[torch.Tensor] = []
+        self.counts: list[int] = []
+        self.corrects: list[torch.Tensor] = []
+        self.rows: list[int | None] = []
+        self.lrs: list[float] = []
+        self.updates: list[int] = []
+        self.records: list[EvaluationDataPoint] = []  # custom steps return records directly
+
+    def __len__(self) -> int:
+        return len(self.lrs)
+
+    def add_batch(self, loss: torch.Tensor, count: int, correct: torch.Tensor | None, rows: int | None) -> None:
+        """One default-step batch's on-device numbers."""
+        self.losses.append(loss)
+        self.counts.append(count)
+        if correct is not None:
+            self.corrects.append(correct)
+        self.rows.append(rows)
+
+    def edps(self) -> list[EvaluationDataPoint]:
+        """One training record per batch (one host sync for the whole epoch)."""
+        if self.records:
+            return self.records
+        losses = torch.stack(self.losses).tolist()
+        corrects = torch.stack(self.corrects).tolist() if self.corrects else [None] * len(losses)
+        return [
+            batch_record(loss, count, correct, rows)
+            for loss, count, correct, rows in zip(losses, self.counts, corrects, self.rows, strict=True)
+        ]
+
+
+def batch_record(loss_sum: float, count: int, correct: float | None, rows: int | None) -> EvaluationDataPoint:
+    """A batch's record from its loss numerator, valid-target count, correct count and scored
+    rows (multilabel): loss = Σ/count, accuracy = correct/rows-or-count, error = 1 - accuracy."""
+    denominator = rows if rows is not None else count
+    accuracy = correct / denominator if correct is not None and denominator else None
+    return EvaluationDataPoint(
+        loss=loss_sum / count if count else None,
+        accuracy=accuracy,
+        error=None if accuracy is None else 1.0 - accuracy,
+        count=count,
+    )
+
+
+@attrs.define(kw_only=True)
+class TrainStepContext:
+    """What a custom ``train_step_fn(ctx)`` receives for one batch.
+
+    A custom step owns zero_grad, forward, loss, backward, ``optimizer.step()`` and its NaN guard;
+    after each real optimizer step it must call ``ctx.report_update()`` (once). It may instead
+    delegate to ``default_train_step(ctx)``, which reports its own updates.
+    """
+
+    model: Any
+    batch: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    grad_clip_norm: float | None
+    accumulate_grad_batches: int
+    batch_idx: int
+    epoch_idx: int
+    is_last_batch: bool
+    precision: Any
+    report_update: Callable[[], None]
+    session: Any = attrs.field(repr=False)
+
+
+@attrs.define(kw_only=True)
+class TrainerStepContext:
+    """What a ``trainer_step_fn(ctx)`` receives for one batch.
+
+    The step owns zero_grad, forwards, losses, backwards and ``optimizers[name].step()``; after
+    each real step it calls ``ctx.report_update(name)`` once (``finalize_step(loss, ctx,
+    paradigm=..., optimizer=name)`` does all of that). It returns the batch's
+    ``EvaluationDataPoint``.
+    """
+
+    model: Any
+    batch: Any
+    optimizers: Mapping[str, torch.optim.Optimizer]
+    schedulers: Mapping[str, Any]
+    batch_idx: int
+    epoch_idx: int
+    is_last_batch: bool
+    precision: str
+    grad_clip_norms: Mapping[str, float | None]
+    accumulate_grad_batches: Mapping[str, int]
+    report_update: Callable[[str], None]
+    session: Any = attrs.field(repr=False)
+
+
+@attrs.define(kw_only=True)
+class EvalStepContext:
+    """What a custom ``eval_step_fn(ctx)`` receives once per epoch (it owns the whole loader)."""
+
+    model: Any
+    val_loader: Any
+    epoch_idx: int
+    metrics: tuple[Any, ...] = ()
+
+
+def default_train_step(ctx: TrainStepContext) -> EvaluationDataPoint:
+    """The built-in supervised step, callable from a custom ``train_step_fn``.
+
+    Forward, loss numerator over valid targets, backward; at the window's end the gradient is
+    divided by the window's valid-target count, clipped and applied, and the update reported
+    (never report it again). Returns the batch's record (reads the loss: one host sync).
+    """
+    loss, count, correct, rows = ctx.session.builtin_step().update(
+        ctx.session, ctx.batch, ctx.epoch_idx, ctx.batch_idx, ctx.is_last_batch
+    )
+    return batch_record(float(loss), count, None if correct is None else float(correct), rows)
+
+
+def finalize_step(loss: torch.Tensor, ctx: Any, *, paradigm: str, optimizer: str | None = None) -> float:
+    """Check, back-propagate, clip, step and report one update; return the loss as a float.
+
+    The caller zeroes the gradients before its forward. With a ``Trainer`` step, name the
+    optimizer: ``finalize_step(loss, ctx, paradigm="gan", optimizer="disc")``.
+    """
+    if not isinstance(paradigm, str) or not paradigm.strip():
+        raise ParamsError("finalize_step.paradigm", "name the paradigm (used in error messages), e.g. 'mixup'")
+    if isinstance(ctx, TrainerStepContext):
+        if optimizer is None or optimizer not in ctx.optimizers:
+            raise ParamsError(
+                f"{paradigm}: finalize_step.optimizer",
+                f"a Trainer step must name one of its optimizers {sorted(ctx.optimizers)}, got {optimizer!r}",
+            )
+        name, clip, accumulate = optimizer, ctx.grad_clip_norms[optimizer], ctx.accumulate_grad_batches[optimizer]
+
+        def report() -> None:
+            ctx.report_update(name)
+    else:
+        if optimizer is not None:
+            raise ParamsError(f"{paradigm}: finalize_step.optimizer", "an NNModel step has one optimizer; leave it out")
+        name, clip, accumulate, report = ctx.session.primary, ctx.grad_clip_norm, ctx.accumulate_grad_batches, ctx.report_update
+    if accumulate != 1:
+        raise ParamsError(
+            f"{paradigm}: accumulate_grad_batches",
+            f"finalize_step updates on every batch and cannot accumulate gradients (got {accumulate}); "
+            "set accumulate_grad_batches=1, or express the loss as an objective, which accumulates exactly",
+        )
+    if ctx.precision not in (None, "fp32"):
+        raise PrecisionUnsupportedError(
+            f"{paradigm} steps are full-precision only (finalize_step does no loss scaling), but the run resolves to "
+            f"{ctx.precision}; use PrecisionPolicy('fp32') or an objective"
+        )
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise NonFiniteLossError(
+            f"{paradigm}: the loss is {value}; no parameter was updated. Lower the learning rate or check the inputs"
+        )
+    loss.backward()
+    port = ctx.session.optimizers[name]
+    if commit_window({name: port}, None, max_norms={name: clip}, finite=lambda: True) == COMMITTED:
+        report()
+    return value
