@@ -211,6 +211,8 @@ class FsspecStorage:
 
         def target() -> str | None:
             destination = f"{directory}/{writer.sha.hexdigest()}"
+            if self.fs.isdir(destination):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), destination)
             return None if self.fs.isfile(destination) else destination
 
         self._replace(directory, temporary_name("blob"), fill, target)

@@ -89,6 +89,9 @@ class MemoryStorage:
         self._armed: _Injection | None = None
         self.log: list[tuple[int, str, str]] = []
 
+    def __repr__(self) -> str:
+        return f"MemoryStorage(<{len(self._inodes)} inodes{', crashed' if self._crashed else ''}>)"
+
     # -- test hooks --------------------------------------------------------------------------
 
     @property
