@@ -90,7 +90,7 @@ class MemoryStorage:
         self.log: list[tuple[int, str, str]] = []
 
     def __repr__(self) -> str:
-        return f"MemoryStorage(<{len(self._inodes)} inodes{', crashed' if self._crashed else ''}>)"
+        return f"{type(self).__name__}(<{len(self._inodes)} inodes{', crashed' if self._crashed else ''}>)"
 
     # -- test hooks --------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
-from nnx_adapters.storage.paths import LEASE_FOLDER, check_run_id, is_reserved, split_path
+from nnx_adapters.storage.paths import LEASE_FOLDER, TMP_PREFIX, check_run_id, is_reserved, split_path
 from nnx_core.errors import RunLeaseError
 from nnx_core.ports import Receipt
 
@@ -158,11 +158,13 @@ class ReferenceStore:
 
 
 def visible_tree(store: object, folder: str = "") -> tuple[dict[str, bytes], set[str]]:
-    """Every file (path → bytes) and folder a reader finds walking ``store`` through the port."""
+    """Every file (path → bytes) and folder a reader finds walking ``store`` through the port;
+    ``AssertionError`` if a listing shows a temporary."""
     files: dict[str, bytes] = {}
     folders: set[str] = set()
     for name in store.list(folder):  # type: ignore[attr-defined]
         path = f"{folder}/{name}" if folder else name
+        assert not name.startswith(TMP_PREFIX), f"{store!r}.list({folder!r}) shows the temporary {name!r} to readers"
         if store.exists(path):  # type: ignore[attr-defined]
             files[path] = store.read(path)  # type: ignore[attr-defined]
         else:

@@ -195,7 +195,10 @@ class StorageContract(RuleBasedStateMachine):
                         raise error
                     sink.write(part)
                     if i == 0:
-                        seen = visible_tree(store)
+                        try:
+                            seen = visible_tree(store)
+                        except AssertionError as exc:
+                            raise AssertionError(f"{where}: half-way through the write, {exc}") from None
                         assert seen == before, f"{where}: a reader saw {seen} half-way, not {before} (partial write visible)"
                 if fail_at == len(parts):
                     raise error
