@@ -7,7 +7,8 @@ journal with a small random retention and chunk size (``JournalContract``). Befo
 becomes the new state, it is replayed from the current state once per failure point:
 
 * **any adapter** (``PortFaults``): the writer killed before each of its port calls in turn,
-  and each port call failing with ENOSPC / EIO in turn;
+  and each port call failing with ENOSPC / EIO in turn (skipped where crash injection runs:
+  it subsumes them);
 * **adapters offering crash injection** (``CrashInjection``, as ``MemoryStorage`` does): a power
   cut after every primitive operation in turn, with and without the file system's metadata
   flushed, then ``reopen()``; and ENOSPC / EIO at every primitive operation — this is what shows
@@ -250,8 +251,9 @@ def _injected(k: int) -> OSError:
 class _CommitMachine(RuleBasedStateMachine):
     journal = False
     port_failures = True
-    """Kill the writer before each port call and fail each call; an adapter whose
-    ``adapter_trials`` fail it at a finer grain (every OS call) may turn these off."""
+    """Kill the writer before each port call and fail each call. Skipped for a store offering
+    crash injection (a power cut after every operation subsumes them); an adapter whose
+    ``adapter_trials`` fail it at a finer grain (every OS call) may turn them off too."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -357,12 +359,13 @@ class _CommitMachine(RuleBasedStateMachine):
             return Trial(label, run)
 
         found = []
-        if self.port_failures:
+        crashable = isinstance(self.store, CrashInjection)
+        if self.port_failures and not crashable:
             probe = PortFaults(self.copy_storage(self.store))
             replay(probe)
             self.dispose_storage(probe.inner)
             found = [port(k, kill=kill) for kill in (True, False) for k in range(1, probe.calls + 1)]
-        if isinstance(self.store, CrashInjection):
+        if crashable:
             found += self.crash_trials(plan, replay)
         return found + self.adapter_trials(replay)
 

@@ -19,6 +19,7 @@ import pytest
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.memory import MemoryStorage, SimulatedCrash
 from nnx_core.errors import InvalidRunIdError, RunLeaseError
+from nnx_adapters.testing.model import visible_tree as tree
 from nnx_core.ports import Receipt, Storage
 
 
@@ -26,22 +27,6 @@ from nnx_core.ports import Receipt, Storage
 @pytest.fixture(params=["file", "memory"])
 def store(request: pytest.FixtureRequest, tmp_path) -> Storage:
     return FileStorage(tmp_path / "store") if request.param == "file" else MemoryStorage()
-
-
-def tree(store: Storage, folder: str = "") -> tuple[dict[str, bytes], set[str]]:
-    """Every visible file (path -> bytes) and folder, through the public API only."""
-    files: dict[str, bytes] = {}
-    folders: set[str] = set()
-    for name in store.list(folder):
-        path = f"{folder}/{name}" if folder else name
-        if store.exists(path):
-            files[path] = store.read(path)
-        else:
-            folders.add(path)
-            sub_files, sub_folders = tree(store, path)
-            files.update(sub_files)
-            folders |= sub_folders
-    return files, folders
 
 
 def temporaries_on_disk(root) -> list[str]:

@@ -3,14 +3,14 @@
 ``nnx_adapters.testing.CommitContract`` (read its docstring for what is checked) driven against
 each built-in store:
 
-* ``MemoryStorage`` — it offers crash injection, so besides the writer killed before every port
-  call and every port call failing, the kit cuts the power after every primitive operation (with
-  and without the metadata journal flushed) and fails every operation with ENOSPC/EIO;
-* ``FileStorage`` — ENOSPC at every ``os.write``, EIO at every
-  ``os.fsync`` and a process kill at every ``os`` call (``kit_stores.File``);
+* ``MemoryStorage`` — it offers crash injection, so the kit cuts the power after every primitive
+  operation (with and without the metadata journal flushed) and fails every operation with
+  ENOSPC/EIO;
+* ``FileStorage`` — ENOSPC at every ``os.write``, EIO at every ``os.fsync`` and a process kill at
+  every ``os`` call (``kit_stores.File``);
 * ``FsspecStorage`` on fsspec's local and memory filesystems — port-level kills and faults.
 
-``NNX_DEEP=1`` runs 300 examples instead of 25 (15 for the file system and fsspec stores).
+``NNX_DEEP=1`` runs 300 examples instead of 25 (15 for FileStorage, 10 for the fsspec stores).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class FsspecMemoryCommits(FsspecMemory, CommitContract):
 def test_commit_protocol_survives_every_crash_and_fault_in_memory():
     run_state_machine_as_test(MemoryCommits, settings=contract_settings())
     assert EXERCISED["MemoryStorage: power cuts"] > 0 and EXERCISED["MemoryStorage: power cuts (metadata flushed)"] > 0
-    assert EXERCISED["MemoryStorage: ENOSPC/EIO in calls"] > 0 and EXERCISED["MemoryStorage: port kills"] > 0
+    assert EXERCISED["MemoryStorage: ENOSPC/EIO in calls"] > 0
 
 
 @pytest.mark.timeout(3600 if DEEP else 300)
@@ -68,7 +68,7 @@ def test_commit_protocol_survives_every_fault_and_kill_on_the_file_system(tmp_pa
 def test_commit_protocol_on_fsspec_survives_every_port_kill_and_fault(machine, tmp_path, monkeypatch):
     FsspecLocalCommits.base_dir = str(tmp_path)
     no_fsync(monkeypatch)
-    run_state_machine_as_test(machine, settings=contract_settings(examples=15))
+    run_state_machine_as_test(machine, settings=contract_settings(examples=10))
     assert EXERCISED["FsspecStorage: port kills"] > 0 and EXERCISED["FsspecStorage: port ENOSPC/EIO"] > 0
 
 
