@@ -37,24 +37,33 @@ class Receipt:
 class Storage(Protocol):
     """A run store rooted at one folder; every path is relative, ``/``-separated.
 
-    Guarantees every adapter must keep:
+    Guarantees every adapter must keep (``nnx_adapters.testing`` checks them):
 
     * ``write`` replaces a file on its own through an owned temporary in the same folder
       (create, write, fsync, rename, fsync the folder). After it returns the bytes are durable;
       if it raises, the destination keeps its previous bytes and the temporary is removed.
-    * Nothing partial is ever visible to ``read`` / ``list``: temporaries are named
+    * Nothing partial is ever visible to ``read`` / ``list`` / ``exists``: temporaries are named
       ``.tmp-*`` and readers skip them. ``clean_temporaries`` removes stale ones.
     * An fsync or write error is raised, never swallowed.
+
+    Paths and kinds, as on a POSIX file system (``nnx_adapters.storage.paths.split_path`` is the
+    validator): an absolute path, an empty, ``.`` or ``..`` segment, NUL, a backslash, a segment
+    over 255 bytes or a reserved name (any ``.tmp-*`` segment, a leading ``.leases``) raises
+    ``ValueError`` before anything is touched. Folders exist on their own: ``write`` / ``append``
+    / ``write_blob`` create the missing parents, deleting a folder's last file keeps the folder,
+    only ``remove_tree`` removes one. Writing where a parent is a file raises
+    ``NotADirectoryError``, writing onto a folder ``IsADirectoryError``; reading, listing or
+    deleting below a file raises ``NotADirectoryError``.
     """
 
     def read(self, path: str) -> bytes:
-        """Return the file's bytes; ``FileNotFoundError`` when absent."""
+        """Return the file's bytes; ``FileNotFoundError`` when absent, ``IsADirectoryError`` for a folder."""
 
     def exists(self, path: str) -> bool:
-        """Whether a (non-temporary) file exists at ``path``."""
+        """Whether a (non-temporary) file exists at ``path``; ``False`` for folders and reserved names."""
 
     def digest(self, path: str) -> Receipt:
-        """Size and SHA-256 of a file, computed without copying it into memory."""
+        """Size and SHA-256 of a file, computed without copying it into memory (errors as ``read``)."""
 
     def write(self, path: str, data: bytes, *, sha256: str | None = None) -> Receipt:
         """Atomically and durably replace ``path`` with ``data``.
@@ -66,27 +75,44 @@ class Storage(Protocol):
     def write_blob(self, folder: str, produce: Callable[[BinaryWriter], None]) -> Receipt:
         """Stream bytes from ``produce(writer)`` into ``folder/<their SHA-256>``, durably.
 
-        The same owned-temporary protocol as ``write``; the destination name is the digest, so an
-        existing blob of the same content is kept and the temporary dropped.
+        The same owned-temporary protocol as ``write``; ``folder`` is created before ``produce``
+        runs. The destination name is the digest, so an existing blob of the same content is kept
+        and the temporary dropped. If ``produce`` raises, that error propagates and nothing new
+        is visible (the temporary is removed).
         """
 
     def append(self, path: str, data: bytes) -> None:
-        """Append ``data`` to ``path`` (created if absent) and fsync it."""
+        """Append ``data`` to ``path`` (created, with its parents, if absent) and fsync it."""
 
     def delete(self, path: str) -> None:
-        """Remove a file if it exists (durably)."""
+        """Remove a file if it exists (durably); a missing file is fine, a folder ``IsADirectoryError``."""
 
     def list(self, folder: str) -> list[str]:
-        """Names of the files and folders directly in ``folder`` (temporaries skipped)."""
+        """Sorted names of the files and folders directly in ``folder`` (``""``: the root).
+
+        Temporaries and the root's ``.leases`` are skipped; a missing folder lists ``[]``, a file
+        raises ``NotADirectoryError``.
+        """
 
     def remove_tree(self, folder: str) -> None:
-        """Remove a folder and everything under it (used for admission cleanup/overwrite)."""
+        """Remove a folder and everything under it (admission cleanup/overwrite); missing is fine,
+        a file ``NotADirectoryError``, the root ``ValueError``."""
+
+    def temporaries(self, folder: str) -> list[str]:
+        """Sorted store paths of the ``.tmp-*`` files under ``folder`` (``""``: the root) — the
+        in-flight ones and those a hard kill left — without removing them; missing: ``[]``."""
 
     def clean_temporaries(self, folder: str) -> int:
-        """Remove stale ``.tmp-*`` files left by a hard kill under ``folder``; return the count."""
+        """Remove stale ``.tmp-*`` files left by a hard kill under ``folder``; return the count
+        (what ``temporaries(folder)`` listed)."""
 
     def lease(self, run_id: str) -> AbstractContextManager[None]:
-        """Hold the exclusive run lease; raise ``RunLeaseError`` at once if another holds it."""
+        """Hold the exclusive run lease; raise ``RunLeaseError`` at once if another holds it.
+
+        Exclusive across every handle on the same store (other instances, threads, processes
+        where the backend is shared); released when the context exits, also on an exception.
+        An invalid run id raises ``InvalidRunIdError``. Leasing does not change what readers see.
+        """
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any
 
 import portalocker
@@ -39,6 +39,38 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # (resolved root, run id) of every lease held by a FileStorage in this process.
 _HELD: set[tuple[str, str]] = set()
 _HELD_GUARD = threading.Lock()
+
+
+@contextmanager
+def flock_lease(root: str, run_id: str) -> Iterator[None]:
+    """The run lease of every store on a local folder ``root``: ``<root>/.leases/<run_id>.lock``
+    held with ``flock`` (other processes) and a registry of this process's held leases (other
+    handles in this process). ``RunLeaseError`` at once if either says it is taken."""
+    check_run_id(run_id)
+    key = (os.path.realpath(root), run_id)
+    with _HELD_GUARD:
+        if key in _HELD:
+            raise RunLeaseError(lease_conflict_message(run_id))
+        _HELD.add(key)
+    try:
+        folder = os.path.join(root, LEASE_FOLDER)
+        os.makedirs(folder, exist_ok=True)
+        handle = open(os.path.join(folder, f"{run_id}.lock"), "a+b")  # noqa: SIM115
+        try:
+            portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+        except portalocker.LockException:
+            handle.close()
+            raise RunLeaseError(lease_conflict_message(run_id)) from None
+        try:
+            yield
+        finally:
+            try:
+                portalocker.unlock(handle)
+            finally:
+                handle.close()
+    finally:
+        with _HELD_GUARD:
+            _HELD.discard(key)
 
 
 def _write_all(fd: int, view: memoryview) -> None:
@@ -332,52 +364,30 @@ class FileStorage:
         self._rmtree(target)
         self._fsync_dir(os.path.dirname(target))
 
+    def temporaries(self, folder: str) -> list[str]:
+        """Store paths of every ``.tmp-*`` file under ``folder`` (``""``: the root), sorted."""
+        return sorted(path for _, paths in self._temporaries(folder) for path in paths)
+
     def clean_temporaries(self, folder: str) -> int:
         """Delete every ``.tmp-*`` file under ``folder`` (``""``: the root); return the count."""
-        parts = split_path(folder, root_ok=True)
-        target = self._abs(parts)
-        try:
-            st = os.stat(target)
-        except FileNotFoundError:
-            return 0
-        if not stat.S_ISDIR(st.st_mode):
-            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), target)
-        return self._clean(target, at_root=not parts)
+        removed = 0
+        for directory, paths in self._temporaries(folder):
+            for path in paths:
+                os.unlink(self._abs(split_path(path, reserved_ok=True)))
+                self.ops["unlink"] += 1
+            self._fsync_dir(directory)
+            removed += len(paths)
+        return removed
 
     # -- lease -------------------------------------------------------------------------------
 
-    @contextmanager
-    def lease(self, run_id: str) -> Iterator[None]:
+    def lease(self, run_id: str) -> AbstractContextManager[None]:
         """Hold ``<root>/.leases/<run_id>.lock`` exclusively; ``RunLeaseError`` at once if taken.
 
         Conflicts are detected across processes (``flock``) and within this process (a registry
         of held leases), so a second lease on the same run always fails immediately.
         """
-        check_run_id(run_id)
-        key = (os.path.realpath(self.root), run_id)
-        with _HELD_GUARD:
-            if key in _HELD:
-                raise RunLeaseError(lease_conflict_message(run_id))
-            _HELD.add(key)
-        try:
-            folder = os.path.join(self.root, LEASE_FOLDER)
-            os.makedirs(folder, exist_ok=True)
-            handle = open(os.path.join(folder, f"{run_id}.lock"), "a+b")  # noqa: SIM115
-            try:
-                portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
-            except portalocker.LockException:
-                handle.close()
-                raise RunLeaseError(lease_conflict_message(run_id)) from None
-            try:
-                yield
-            finally:
-                try:
-                    portalocker.unlock(handle)
-                finally:
-                    handle.close()
-        finally:
-            with _HELD_GUARD:
-                _HELD.discard(key)
+        return flock_lease(self.root, run_id)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -439,19 +449,32 @@ class FileStorage:
         os.rmdir(folder)
         self.ops["rmdir"] += 1
 
-    def _clean(self, folder: str, *, at_root: bool) -> int:
-        with os.scandir(folder) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        removed = here = 0
-        for entry in entries:
-            if at_root and entry.name == LEASE_FOLDER:
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                removed += self._clean(entry.path, at_root=False)
-            elif entry.name.startswith(TMP_PREFIX):
-                os.unlink(entry.path)
-                self.ops["unlink"] += 1
-                here += 1
-        if here:
-            self._fsync_dir(folder)
-        return removed + here
+    def _temporaries(self, folder: str) -> list[tuple[str, list[str]]]:
+        """``(folder on disk, store paths of its temporaries)`` for each folder under ``folder``
+        holding any (the lease folder skipped)."""
+        parts = split_path(folder, root_ok=True)
+        target = self._abs(parts)
+        try:
+            st = os.stat(target)
+        except FileNotFoundError:
+            return []
+        if not stat.S_ISDIR(st.st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), target)
+        found: list[tuple[str, list[str]]] = []
+        stack = [parts]
+        while stack:
+            here = stack.pop()
+            directory = self._abs(here)
+            with os.scandir(directory) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            paths = []
+            for entry in entries:
+                if not here and entry.name == LEASE_FOLDER:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((*here, entry.name))
+                elif entry.name.startswith(TMP_PREFIX):
+                    paths.append("/".join((*here, entry.name)))
+            if paths:
+                found.append((directory, paths))
+        return found

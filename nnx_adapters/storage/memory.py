@@ -89,6 +89,9 @@ class MemoryStorage:
         self._armed: _Injection | None = None
         self.log: list[tuple[int, str, str]] = []
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(<{len(self._inodes)} inodes{', crashed' if self._crashed else ''}>)"
+
     # -- test hooks --------------------------------------------------------------------------
 
     @property
@@ -198,24 +201,7 @@ class MemoryStorage:
         payload = bytes(view)
         self._check_alive()
         parent = self._make_parents(parts[:-1])
-        name = parts[-1]
-        tmp_name = temporary_name(name)
-        tmp_path = _join((*parts[:-1], tmp_name))
-        tmp = self._create(parent, tmp_name, tmp_path)
-        renamed = False
-        try:
-            self._op("write", tmp_path, lambda: self._set_bytes(tmp, payload))
-            self._op("fsync", tmp_path, lambda: self._fsync(tmp))
-            self._op("rename", path, lambda: self._rename(parent, tmp_name, name, path))
-            renamed = True
-            self._op("fsync_dir", _join(parts[:-1]), lambda: self._fsync(parent))
-        except BaseException:
-            if not renamed and not self._crashed:
-                try:
-                    self._op("unlink", tmp_path, lambda: self._dir(parent).pop(tmp_name))
-                except Exception:  # best effort, like FileStorage
-                    pass
-            raise
+        self._durable_replace(parent, parts[:-1], temporary_name(parts[-1]), lambda: payload, lambda _: parts[-1])
         return Receipt(path, len(payload), digest)
 
     def digest(self, path: str) -> Receipt:
@@ -224,15 +210,66 @@ class MemoryStorage:
         return Receipt(path, len(data), hashlib.sha256(data).hexdigest())
 
     def write_blob(self, folder: str, produce: Callable[[Any], None]) -> Receipt:
-        """Stream ``produce(writer)`` into ``folder/<sha256>``; an existing blob is kept."""
-        buffer = io.BytesIO()
-        produce(buffer)
-        data = buffer.getvalue()
-        digest = hashlib.sha256(data).hexdigest()
-        path = f"{folder}/{digest}"
-        if self.exists(path):
-            return Receipt(path, len(data), digest)
-        return self.write(path, data, sha256=digest)
+        """Stream ``produce(writer)`` into ``folder/<sha256>``; an existing blob is kept.
+
+        The operations of ``FileStorage.write_blob``: the folder, then an owned temporary, filled
+        by ``produce``, fsynced, then renamed onto its digest (or dropped when that blob exists).
+        """
+        parts = split_path(folder)
+        self._check_alive()
+        parent = self._make_parents(parts)
+        produced: list[tuple[bytes, str]] = []  # (bytes, SHA-256) once produce returned
+
+        def fill() -> bytes:
+            buffer = io.BytesIO()
+            produce(buffer)
+            data = buffer.getvalue()
+            produced.append((data, hashlib.sha256(data).hexdigest()))
+            return data
+
+        def target(_: bytes) -> str | None:
+            name = produced[0][1]
+            existing = self._dir(parent).get(name)
+            return None if existing is not None and not self._inodes[existing].is_dir else name
+
+        self._durable_replace(parent, parts, temporary_name("blob"), fill, target)
+        data, digest = produced[0]
+        return Receipt(f"{folder}/{digest}", len(data), digest)
+
+    def _durable_replace(
+        self,
+        parent: int,
+        folder: tuple[str, ...],
+        tmp_name: str,
+        fill: Callable[[], bytes],
+        target: Callable[[bytes], str | None],
+    ) -> None:
+        """``FileStorage``'s durable-replace protocol: create an owned temporary in ``parent``,
+        ``fill`` it, fsync it, rename it onto ``target(bytes)`` (None: that content is already
+        there, drop the temporary), fsync the folder. On failure the temporary is removed."""
+        tmp_path = _join((*folder, tmp_name))
+        tmp = self._create(parent, tmp_name, tmp_path)
+        settled = False
+        try:
+            payload = fill()
+            self._op("write", tmp_path, lambda: self._set_bytes(tmp, payload))
+            self._op("fsync", tmp_path, lambda: self._fsync(tmp))
+            name = target(payload)
+            if name is None:
+                self._op("unlink", tmp_path, lambda: self._dir(parent).pop(tmp_name))
+                settled = True
+            else:
+                path = _join((*folder, name))
+                self._op("rename", path, lambda: self._rename(parent, tmp_name, name, path))
+                settled = True
+                self._op("fsync_dir", _join(folder), lambda: self._fsync(parent))
+        except BaseException:
+            if not settled and not self._crashed:
+                try:
+                    self._op("unlink", tmp_path, lambda: self._dir(parent).pop(tmp_name))
+                except Exception:  # best effort, like FileStorage
+                    pass
+            raise
 
     def append(self, path: str, data: bytes | bytearray | memoryview) -> None:
         """Append ``data`` to ``path`` (created, with its folders, if absent) and fsync it."""
@@ -280,16 +317,19 @@ class MemoryStorage:
         self._rmtree(parent, parts)
         self._op("fsync_dir", _join(parts[:-1]), lambda: self._fsync(parent))
 
+    def temporaries(self, folder: str) -> list[str]:
+        """Store paths of every ``.tmp-*`` file under ``folder`` (``""``: the root), sorted."""
+        return sorted(path for _, paths in self._temporaries(folder) for _, path in paths)
+
     def clean_temporaries(self, folder: str) -> int:
         """Delete every ``.tmp-*`` file under ``folder`` (``""``: the root); return the count."""
-        parts = split_path(folder, root_ok=True)
-        self._check_alive()
-        ino = self._lookup(parts)
-        if ino is None:
-            return 0
-        if not self._inodes[ino].is_dir:
-            raise _enotdir(folder)
-        return self._clean(ino, parts)
+        removed = 0
+        for (ino, parts), paths in self._temporaries(folder):
+            for name, path in paths:
+                self._op("unlink", path, lambda n=name: self._dir(ino).pop(n))
+            self._op("fsync_dir", _join(parts), lambda: self._fsync(ino))
+            removed += len(paths)
+        return removed
 
     # -- lease -------------------------------------------------------------------------------
 
@@ -408,18 +448,28 @@ class MemoryStorage:
                 self._op("unlink", _join((*parts, name)), lambda n=name: self._dir(ino).pop(n))
         self._op("rmdir", _join(parts), lambda: self._dir(parent).pop(parts[-1]))
 
-    def _clean(self, ino: int, parts: tuple[str, ...]) -> int:
-        removed = here = 0
-        for name in sorted(self._dir(ino)):
-            child = self._dir(ino)[name]
-            if self._inodes[child].is_dir:
-                removed += self._clean(child, (*parts, name))
-            elif name.startswith(TMP_PREFIX):
-                self._op("unlink", _join((*parts, name)), lambda n=name: self._dir(ino).pop(n))
-                here += 1
-        if here:
-            self._op("fsync_dir", _join(parts), lambda: self._fsync(ino))
-        return removed + here
+    def _temporaries(self, folder: str) -> list[tuple[tuple[int, tuple[str, ...]], list[tuple[str, str]]]]:
+        """``((folder inode, its parts), [(name, store path) of its temporaries])`` for each
+        folder under ``folder`` holding any."""
+        parts = split_path(folder, root_ok=True)
+        self._check_alive()
+        ino = self._lookup(parts)
+        if ino is None:
+            return []
+        self._dir(ino, folder)  # NotADirectoryError for a file
+        found = []
+        stack = [(ino, parts)]
+        while stack:
+            here, here_parts = stack.pop()
+            names = []
+            for name, child in sorted(self._dir(here).items()):
+                if self._inodes[child].is_dir:
+                    stack.append((child, (*here_parts, name)))
+                elif name.startswith(TMP_PREFIX):
+                    names.append((name, _join((*here_parts, name))))
+            if names:
+                found.append(((here, here_parts), names))
+        return found
 
     def _power_cut(self, metadata_flushed: bool) -> None:
         """Drop everything not durable and freeze the store."""

@@ -1,4 +1,8 @@
-"""Tests of the two Storage adapters: FileStorage (real disk) and MemoryStorage (crash model)."""
+"""Tests of the two Storage adapters: FileStorage (real disk) and MemoryStorage (crash model).
+
+Their agreement with the contract (and each other) is the kit's side-by-side machine in
+``test_storage_contract.py``; here are targeted cases and the crash model's own rules.
+"""
 
 from __future__ import annotations
 
@@ -7,42 +11,22 @@ import hashlib
 import os
 import subprocess
 import sys
-import tempfile
 from collections import Counter
 
 import portalocker
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.memory import MemoryStorage, SimulatedCrash
 from nnx_core.errors import InvalidRunIdError, RunLeaseError
+from nnx_adapters.testing.model import visible_tree as tree
 from nnx_core.ports import Receipt, Storage
 
-NNX_DEEP = os.environ.get("NNX_DEEP") == "1"
-EXAMPLES = 500 if NNX_DEEP else int(os.environ.get("NNX_HYPOTHESIS_EXAMPLES", "30"))
 
 
 @pytest.fixture(params=["file", "memory"])
 def store(request: pytest.FixtureRequest, tmp_path) -> Storage:
     return FileStorage(tmp_path / "store") if request.param == "file" else MemoryStorage()
-
-
-def tree(store: Storage, folder: str = "") -> tuple[dict[str, bytes], set[str]]:
-    """Every visible file (path -> bytes) and folder, through the public API only."""
-    files: dict[str, bytes] = {}
-    folders: set[str] = set()
-    for name in store.list(folder):
-        path = f"{folder}/{name}" if folder else name
-        if store.exists(path):
-            files[path] = store.read(path)
-        else:
-            folders.add(path)
-            sub_files, sub_folders = tree(store, path)
-            files.update(sub_files)
-            folders |= sub_folders
-    return files, folders
 
 
 def temporaries_on_disk(root) -> list[str]:
@@ -413,49 +397,6 @@ def test_reopen_drops_leases_and_log():
     assert after.log == [] and not after.crashed
     with after.lease("r1"):
         assert after.read("f") == b"1"
-
-
-# -- agreement between the model and the real file system -----------------------------------
-
-names = st.sampled_from(["a", "b", "c"])
-paths = st.lists(names, min_size=1, max_size=3).map("/".join)
-folders = st.one_of(st.just(""), paths)
-blobs = st.binary(max_size=8)
-operations = st.lists(
-    st.one_of(
-        st.tuples(st.just("write"), paths, blobs),
-        st.tuples(st.just("append"), paths, blobs),
-        st.tuples(st.just("read"), paths),
-        st.tuples(st.just("exists"), paths),
-        st.tuples(st.just("delete"), paths),
-        st.tuples(st.just("list"), folders),
-        st.tuples(st.just("remove_tree"), paths),
-        st.tuples(st.just("clean_temporaries"), folders),
-    ),
-    max_size=25,
-)
-
-
-def outcome(store: Storage, op: tuple):
-    kind, *args = op
-    try:
-        return ("ok", getattr(store, kind)(*args))
-    except (OSError, ValueError) as e:
-        return ("error", type(e))
-
-
-@settings(max_examples=EXAMPLES, deadline=None)
-@given(operations)
-def test_memory_model_agrees_with_file_storage(ops):
-    mem = MemoryStorage()
-    with tempfile.TemporaryDirectory() as root:
-        fs = FileStorage(root)
-        for op in ops:
-            assert outcome(fs, op) == outcome(mem, op), op
-            assert tree(fs) == tree(mem)
-        assert fs.ops == mem.ops
-        assert temporaries_on_disk(root) == []
-    assert mem.durable_snapshot() == mem.snapshot()  # every call returned: all durable
 
 
 # -- leases ---------------------------------------------------------------------------------
