@@ -28,9 +28,7 @@ The agreement rules live in ``nnx_core.agreement``; the port adapter in
 from __future__ import annotations
 
 import contextlib
-import datetime
 import inspect
-import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -47,6 +45,7 @@ from nnx_adapters.collective.torch import TorchCollective
 from nnx_adapters.pytorch.statistics import SufficientStatistics, UnmergeableMetricError, statistic_slots
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_api.callbacks import Callback, LegacyCallback, normalize_callbacks
+from nnx_api.distributed.group import GroupInfo, _group_place, init_process_group, refuse_process_group, shutdown
 from nnx_api.runs.run import NNRun, dump_yaml, runs_root
 from nnx_api.training.session import (
     TrainingSession,
@@ -85,100 +84,6 @@ _BUFFER_SYNC = (
 )
 DDP_KIND = "nnmodel-ddp"  # the payload kind of a distributed checkpoint (a single-process stateful resume refuses it)
 POLICIES = ("pad", "drop")
-
-
-# ------------------------------------------------------------------------------- process group
-@attrs.frozen
-class GroupInfo:
-    """This process's place in the group: rank, world size, local rank and backend."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    backend: str
-
-
-def _info() -> GroupInfo:
-    local = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
-    return GroupInfo(dist.get_rank(), dist.get_world_size(), local, str(dist.get_backend()))
-
-
-def init_process_group(backend: str | None = None, *, timeout_seconds: float = 1800.0) -> GroupInfo:
-    """Join the process group torchrun describes in the environment (``RANK``, ``WORLD_SIZE``,
-    ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``).
-
-    ``backend`` None: nccl when this node has a GPU per local rank (each rank then uses
-    ``cuda:LOCAL_RANK``), else gloo. ``timeout_seconds`` bounds every collective: a rank that
-    disappears makes the others fail after it instead of blocking forever. Calling it again
-    returns the existing group's info.
-    """
-    if dist.is_available() and dist.is_initialized():
-        return _info()
-    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
-    if missing:
-        raise RuntimeError(
-            f"init_process_group: {', '.join(missing)} not set; start the script with torchrun, e.g. "
-            "`torchrun --standalone --nproc_per_node=2 train.py`"
-        )
-    world = int(os.environ["WORLD_SIZE"])
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    if local_world != world:
-        raise ParamsError("distributed", f"multi-node runs are out of scope ({world} ranks, {local_world} on this node)")
-    local_rank = int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
-    if backend is None:
-        backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= local_world else "gloo"
-    if backend not in ("gloo", "nccl"):
-        raise ParamsError("init_process_group.backend", f"must be 'gloo' or 'nccl', got {backend!r}")
-    if backend == "nccl":
-        torch.cuda.set_device(local_rank)
-    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_seconds))
-    return _info()
-
-
-def shutdown(timeout_seconds: float = 60.0) -> None:
-    """Meet every rank at a teardown barrier, then destroy the group (the recipe's last line).
-
-    The wait is bounded by ``timeout_seconds`` with gloo (``monitored_barrier``) and by the group's
-    own timeout with nccl. A rank that does not arrive makes the others raise ``RuntimeError``; the
-    group is then left for process exit. Without a process group it does nothing.
-    """
-    if not (dist.is_available() and dist.is_initialized()):
-        return
-    backend = str(dist.get_backend())
-    try:
-        if backend == "gloo":
-            dist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout_seconds), wait_all_ranks=True)
-        else:
-            dist.barrier(device_ids=[torch.cuda.current_device()])
-    except Exception as exc:  # a missing rank: never block, never tear down under a peer
-        raise RuntimeError(
-            f"shutdown: not every rank reached the teardown barrier within {timeout_seconds:g} s; the process "
-            f"group is left for process exit ({type(exc).__name__}: {str(exc)[:300]})"
-        ) from exc
-    dist.destroy_process_group()
-
-
-def refuse_process_group(entry: str) -> None:
-    """Single-process entry points refuse to run inside a group of more than one rank."""
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        raise ParamsError(
-            "distributed",
-            f"{entry} trains in one process, but this process is rank {dist.get_rank()} of a "
-            f"{dist.get_world_size()}-rank process group; use model.train(params, distributed=nnx.distributed.DDP()) "
-            "(NNModel only), or run it outside torchrun",
-        )
-
-
-def _group_place(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    if rank is not None or world_size is not None:
-        if rank is None or world_size is None:
-            raise ParamsError("distributed", "give both rank= and world_size=, or neither (read from the group)")
-        if not (isinstance(world_size, int) and world_size >= 1 and isinstance(rank, int) and 0 <= rank < world_size):
-            raise ParamsError("distributed", f"rank {rank!r} is not in range for world size {world_size!r}")
-        return rank, world_size
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
 
 
 # ------------------------------------------------------------------------------- loaders
