@@ -32,6 +32,7 @@ from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.lifecycle import run_lifecycle
 from nnx_core.schedules import check_run_budget
 from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.pytorch.devices import precision_problem
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.pytorch.metrics import EpochAccumulator, resolve
 from nnx_adapters.pytorch.optim import TorchOptimizer, build_optimizer, named_params
@@ -164,12 +165,11 @@ class NNModel:
         policy = self.params.precision
         if policy is None or policy.mode == "fp32":
             return "fp32"
-        if policy.mode == "fp16" and self.device.type != "cuda":
+        problem = precision_problem(policy.mode, self.device)  # fp16 off CUDA; bf16 below compute capability 8.0
+        if problem is not None:
             if policy.fallback == "fp32":
                 return "fp32"
-            raise PrecisionUnsupportedError(
-                "fp16 needs CUDA (it uses a GradScaler); use PrecisionPolicy('bf16') on CPU or fallback='fp32'"
-            )
+            raise PrecisionUnsupportedError(problem)
         return policy.mode
 
     def autocast_context(self) -> Callable[[], Any]:
