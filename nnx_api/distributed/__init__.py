@@ -35,7 +35,6 @@ from typing import Any
 
 import attrs
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
