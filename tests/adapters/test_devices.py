@@ -1,7 +1,7 @@
 """Which precision modes a device runs (``nnx_adapters.pytorch.devices``), with the CUDA queries faked.
 
 The rule (REFERENCE §8.5): fp32 everywhere; bf16 on the CPU and on CUDA of compute capability
-8.0 or newer; fp16 on CUDA only. ``tests/gpu/test_precision.py`` checks the same rule on a real GPU.
+8.0 or newer; fp16 on CUDA only. ``tests/gpu/test_gpu_precision.py`` checks the same rule on a real GPU.
 """
 
 from __future__ import annotations
@@ -63,3 +63,13 @@ def test_no_bf16_on_mps_or_on_a_cuda_device_this_machine_lacks(gpu):
     assert not devices.bf16_supported(torch.device("mps"))
     assert "not on mps" in devices.precision_problem("bf16", torch.device("mps"))
     assert not devices.bf16_supported(torch.device("cuda", 0))
+
+
+def test_the_gpu_docs_example_runs(capsys):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "gpu.md").read_text()
+    (snippet,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    exec(compile(snippet, "gpu.md", "exec"), {})  # noqa: S102 - our own docs
+    assert "fp16 needs CUDA" in capsys.readouterr().out
