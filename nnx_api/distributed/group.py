@@ -38,8 +38,8 @@ def init_process_group(backend: str | None = None, *, timeout_seconds: float = 1
     """Join the process group torchrun describes in the environment (``RANK``, ``WORLD_SIZE``,
     ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``).
 
-    ``backend`` None: nccl when this node has a GPU per local rank (each rank then uses
-    ``cuda:LOCAL_RANK``), else gloo. ``backend="nccl"`` on a node without a GPU for this local
+    ``backend`` None: nccl when torch has NCCL and this node a GPU per local rank (each rank then
+    uses ``cuda:LOCAL_RANK``), else gloo. ``backend="nccl"`` on a node without a GPU for this local
     rank is refused (``ParamsError``) before any group is joined. ``timeout_seconds`` bounds every
     collective: a rank that disappears makes the others fail after it instead of blocking forever.
     Calling it again returns the existing group's info.
@@ -58,7 +58,8 @@ def init_process_group(backend: str | None = None, *, timeout_seconds: float = 1
         raise ParamsError("distributed", f"multi-node runs are out of scope ({world} ranks, {local_world} on this node)")
     local_rank = int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
     if backend is None:
-        backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= local_world else "gloo"
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        backend = "nccl" if dist.is_nccl_available() and gpus >= local_world else "gloo"
     if backend not in ("gloo", "nccl"):
         raise ParamsError("init_process_group.backend", f"must be 'gloo' or 'nccl', got {backend!r}")
     if backend == "nccl":

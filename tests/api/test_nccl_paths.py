@@ -106,9 +106,10 @@ def test_a_gpu_per_local_rank_chooses_nccl_and_binds_the_rank_to_its_gpu_before_
     assert info == nnx.distributed.GroupInfo(rank=1, world_size=2, local_rank=1, backend="nccl")
 
 
-def test_fewer_gpus_than_local_ranks_chooses_gloo_and_binds_no_gpu(monkeypatch):
+@pytest.mark.parametrize(("gpus", "nccl_built"), [(1, True), (2, False)], ids=["fewer-gpus", "no-nccl-build"])
+def test_without_nccl_for_every_local_rank_the_choice_is_gloo_and_no_gpu_is_bound(monkeypatch, gpus, nccl_built):
     torchrun_env(monkeypatch, rank=0, world=2)
-    fake = FakeNccl(monkeypatch, gpus=1)
+    fake = FakeNccl(monkeypatch, gpus=gpus, nccl_built=nccl_built)
     nnx.distributed.init_process_group()
     assert fake.calls == [("init", "gloo", datetime.timedelta(seconds=1800))]
 
