@@ -1,7 +1,7 @@
 """The overhead table of docs/performance.md on a GPU: a plain PyTorch loop against ``NNModel.train``.
 
     .venv/bin/python bench/gpu.py                  # on CUDA (about 2–3 minutes; says so and exits 0 without CUDA)
-    .venv/bin/python bench/gpu.py --quick          # 2 repetitions per row, for a smoke run
+    .venv/bin/python bench/gpu.py --quick          # 2 repetitions of 3 epochs per row, for a smoke run
     .venv/bin/python bench/gpu.py --device cpu     # the same script on the CPU (checks its logic anywhere)
 
 Rows: the headline MLP of bench/overhead.py (32 → 64 → 2, batch 64, 64 batches per epoch), the
@@ -41,7 +41,8 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from sklearn.datasets import load_digits
+from torch.utils.data import TensorDataset
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C
@@ -70,8 +71,6 @@ class DigitsJob(C.Job):
     ``loaders`` and ``rows`` as ``_common.Job``'s."""
 
     def __init__(self, *, batch: int, seed: int = 0) -> None:
-        from sklearn.datasets import load_digits
-
         x, y = load_digits(return_X_y=True)
         x = torch.tensor(x / 16.0, dtype=torch.float32).reshape(-1, 1, 8, 8)
         y = torch.tensor(y, dtype=torch.long)
