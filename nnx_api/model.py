@@ -23,6 +23,7 @@ from nnx_core.errors import (
 )
 from nnx_core.records import EvaluationDataPoint
 from nnx_adapters.pytorch.metrics import EpochAccumulator
+from nnx_adapters.pytorch.devices import precision_problem
 from nnx_adapters.pytorch.tasks import TaskAdapter
 from nnx_api.config.params import NNModelParams, NNParams, NNTrainParams
 from nnx_api.distributed import DDP, refuse_process_group
@@ -151,12 +152,11 @@ class NNModel:
         policy = self.params.precision
         if policy is None or policy.mode == "fp32":
             return "fp32"
-        if policy.mode == "fp16" and self.device.type != "cuda":
+        problem = precision_problem(policy.mode, self.device)  # fp16 off CUDA; bf16 below compute capability 8.0
+        if problem is not None:
             if policy.fallback == "fp32":
                 return "fp32"
-            raise PrecisionUnsupportedError(
-                "fp16 needs CUDA (it uses a GradScaler); use PrecisionPolicy('bf16') on CPU or fallback='fp32'"
-            )
+            raise PrecisionUnsupportedError(problem)
         return policy.mode
 
     def autocast_context(self) -> Callable[[], Any]:

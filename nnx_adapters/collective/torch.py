@@ -3,12 +3,14 @@
 ``TorchCollective`` speaks to the process group torchrun started. Numbers travel as one float64
 tensor per call (on the GPU for nccl); objects through ``all_gather_object`` /
 ``broadcast_object_list``. It counts its calls and bytes (``traffic``) so the per-step cost can
-be reported (docs/distributed.md).
+be reported (docs/distributed.md). ``nccl_barrier`` is the NCCL barrier whose host wait has a
+bound (``barrier(timeout)`` here, ``nnx.distributed.shutdown``).
 """
 
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +19,34 @@ import torch.distributed as dist
 
 from nnx_adapters.collective import shm
 from nnx_adapters.collective.base import Traffic
+
+POLL_SECONDS = 0.005  # how often a bounded NCCL barrier looks at its work when torch's wait() did not block
+
+
+def nccl_barrier(device: torch.device, timeout: float | None) -> None:
+    """An NCCL barrier on ``device`` (a CUDA device) that waits at most ``timeout`` seconds on the host.
+
+    NCCL runs a barrier as a kernel on the GPU; without a bound, a rank that never arrives keeps the
+    others waiting until the group's watchdog (its timeout) tears the process down. The barrier is
+    started with ``async_op=True`` and its work waited for with ``Work.wait(timeout)``: in torch
+    2.13 that blocks the host until the barrier completes or the timeout passes (then it aborts the
+    communicator and raises). Older torch only orders the streams there, so the host then polls
+    ``Work.is_completed()`` (a query of the work's CUDA event) until the same deadline. A rank
+    missing at the deadline raises ``RuntimeError``. ``timeout`` None: the blocking barrier,
+    bounded by the group's timeout only.
+    """
+    device_ids = [device.index] if device.index is not None else None
+    if timeout is None:
+        dist.barrier(device_ids=device_ids)
+        return
+    deadline = time.monotonic() + timeout
+    work = dist.barrier(async_op=True, device_ids=device_ids)
+    work.wait(timeout=datetime.timedelta(seconds=timeout))
+    while not work.is_completed():
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"nccl barrier: not every rank arrived within {timeout:g} s")
+        time.sleep(POLL_SECONDS)
+
 
 class TorchCollective:
     """The ``Collective`` port over the default ``torch.distributed`` process group.
@@ -114,11 +144,14 @@ class TorchCollective:
     def barrier(self, timeout: float | None = None) -> None:
         """Wait for every rank; a rank missing after ``timeout`` seconds raises RuntimeError.
 
-        Gloo bounds the wait itself (``monitored_barrier``); NCCL is bounded by the group's timeout.
+        Gloo bounds the wait itself (``monitored_barrier``); NCCL through ``nccl_barrier`` (without
+        ``timeout``, by the group's timeout).
         """
         if self.backend == "gloo":
             delta = None if timeout is None else datetime.timedelta(seconds=timeout)
             dist.monitored_barrier(timeout=delta, wait_all_ranks=True)
+        elif self.device.type == "cuda":
+            nccl_barrier(self.device, timeout)
         else:
-            dist.barrier(device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            dist.barrier()
         self.traffic.add("barrier", 0)

@@ -1,10 +1,9 @@
-"""The process group torchrun started: join it, leave it, and refuse single-process entry points
-inside a group of more than one rank.
+"""The process group torchrun started: join it, leave it, and refuse it where one process trains.
 
-NNx adds no runtime of its own: ``init_process_group`` joins the group torchrun describes in the
-environment (gloo on CPU, nccl with one GPU per rank) and ``shutdown`` meets every rank at a
-teardown barrier before destroying it, so no rank tears down its connections while a peer still
-uses them.
+``init_process_group`` joins the group the environment describes (gloo on CPU, nccl with one GPU
+per local rank), ``shutdown`` meets every rank at a bounded teardown barrier, and
+``refuse_process_group`` is how single-process entry points refuse to run inside a larger group.
+Re-exported as ``nnx.distributed.init_process_group`` / ``shutdown`` / ``GroupInfo``.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import attrs
 import torch
 import torch.distributed as dist
 
+from nnx_adapters.collective.torch import nccl_barrier
 from nnx_core.errors import ParamsError
 
 
@@ -38,10 +38,11 @@ def init_process_group(backend: str | None = None, *, timeout_seconds: float = 1
     """Join the process group torchrun describes in the environment (``RANK``, ``WORLD_SIZE``,
     ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``).
 
-    ``backend`` None: nccl when this node has a GPU per local rank (each rank then uses
-    ``cuda:LOCAL_RANK``), else gloo. ``timeout_seconds`` bounds every collective: a rank that
-    disappears makes the others fail after it instead of blocking forever. Calling it again
-    returns the existing group's info.
+    ``backend`` None: nccl when torch has NCCL and this node a GPU per local rank (each rank then
+    uses ``cuda:LOCAL_RANK``), else gloo. ``backend="nccl"`` on a node without a GPU for this local
+    rank is refused (``ParamsError``) before any group is joined. ``timeout_seconds`` bounds every
+    collective: a rank that disappears makes the others fail after it instead of blocking forever.
+    Calling it again returns the existing group's info.
     """
     if dist.is_available() and dist.is_initialized():
         return _info()
@@ -57,21 +58,38 @@ def init_process_group(backend: str | None = None, *, timeout_seconds: float = 1
         raise ParamsError("distributed", f"multi-node runs are out of scope ({world} ranks, {local_world} on this node)")
     local_rank = int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
     if backend is None:
-        backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= local_world else "gloo"
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        backend = "nccl" if dist.is_nccl_available() and gpus >= local_world else "gloo"
     if backend not in ("gloo", "nccl"):
         raise ParamsError("init_process_group.backend", f"must be 'gloo' or 'nccl', got {backend!r}")
     if backend == "nccl":
+        _check_nccl(local_rank)
         torch.cuda.set_device(local_rank)
     dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_seconds))
     return _info()
 
 
+def _check_nccl(local_rank: int) -> None:
+    """Refuse nccl where it cannot run: no NCCL in this torch build, or no GPU for this local rank."""
+    if not dist.is_nccl_available():
+        raise ParamsError("init_process_group.backend", "this torch build has no NCCL; use backend='gloo' (CPU)")
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if local_rank >= gpus:
+        raise ParamsError(
+            "init_process_group.backend",
+            f"nccl needs one GPU per local rank, but local rank {local_rank} has none ({gpus} GPU(s) on this node); "
+            "start at most that many ranks, or use backend='gloo' on the CPU",
+        )
+
+
 def shutdown(timeout_seconds: float = 60.0) -> None:
     """Meet every rank at a teardown barrier, then destroy the group (the recipe's last line).
 
-    The wait is bounded by ``timeout_seconds`` with gloo (``monitored_barrier``) and by the group's
-    own timeout with nccl. A rank that does not arrive makes the others raise ``RuntimeError``; the
-    group is then left for process exit. Without a process group it does nothing.
+    The wait is bounded by ``timeout_seconds`` with either backend: ``monitored_barrier`` with
+    gloo, an asynchronous barrier on this rank's GPU waited for with that timeout with nccl
+    (``nnx_adapters.collective.torch.nccl_barrier``). A rank that does not arrive makes the others
+    raise ``RuntimeError``; the group is then left for process exit. Without a process group it
+    does nothing.
     """
     if not (dist.is_available() and dist.is_initialized()):
         return
@@ -80,7 +98,7 @@ def shutdown(timeout_seconds: float = 60.0) -> None:
         if backend == "gloo":
             dist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout_seconds), wait_all_ranks=True)
         else:
-            dist.barrier(device_ids=[torch.cuda.current_device()])
+            nccl_barrier(torch.device("cuda", torch.cuda.current_device()), timeout_seconds)
     except Exception as exc:  # a missing rank: never block, never tear down under a peer
         raise RuntimeError(
             f"shutdown: not every rank reached the teardown barrier within {timeout_seconds:g} s; the process "
@@ -110,3 +128,6 @@ def _group_place(rank: int | None, world_size: int | None) -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+__all__ = ["GroupInfo", "init_process_group", "refuse_process_group", "shutdown"]

@@ -1,0 +1,52 @@
+"""CUDA and CPU agree: a CUDA-trained run loads on a CPU-only host, and predictions match within float32's bound."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import nnx_api as nnx
+from gpu_support import GPU, data, mlp_job, probability_tolerance
+
+pytestmark = GPU
+
+
+def test_a_cuda_trained_run_loads_on_a_cpu_only_host_with_device(runs, monkeypatch):
+    """``NNModel.from_checkpoint(checkpoint, device=None, **kw)`` (REFERENCE §3.2): the device is
+    overridable, so a run trained on CUDA rebuilds on a host without one."""
+    trained, params = mlp_job(3)
+    run = trained.train(params, root=runs)
+    x, _ = data()
+    on_gpu = trained.predict_proba(x).probabilities.cpu()
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # from here on: a CPU-only host
+    with pytest.raises(nnx.NNxError):  # the recorded device is refused with a typed error, not a CUDA crash
+        nnx.NNModel.from_checkpoint(run.id, "last", root=runs)
+    loaded = nnx.NNModel.from_checkpoint(run.id, "last", root=runs, device="cpu")
+    assert loaded.device == torch.device("cpu")
+    assert {p.device.type for p in loaded.net.parameters()} == {"cpu"}
+    for name, value in trained.net.state_dict().items():
+        assert torch.equal(loaded.net.state_dict()[name], value.cpu()), name
+    on_cpu = loaded.predict_proba(x).probabilities
+    assert (on_cpu - on_gpu).abs().max() <= probability_tolerance(loaded.net, x)
+
+
+def test_predict_proba_on_cuda_equals_the_cpu_within_the_float32_bound(deterministic):
+    """Same weights, same inputs, fp32 on both: the probabilities may differ only by rounding,
+    bounded from float32's epsilon and each layer's reduction size (``probability_tolerance``).
+    The bound is tight enough to catch a lower-precision kernel: bf16 on the CPU breaks it."""
+    x = torch.randn(512, 64, generator=torch.Generator().manual_seed(3))
+    nnx.set_seed(0)
+    net_params = nnx.NNParams(input_dim=64, output_dim=10, hidden_dims=(64,))
+    cpu = nnx.NNModel(net_params, nnx.NNModelParams(device=nnx.Devices.CPU))
+    gpu = nnx.NNModel(net_params, nnx.NNModelParams(device=nnx.Devices.CUDA))
+    bf16 = nnx.NNModel(net_params, nnx.NNModelParams(device=nnx.Devices.CPU, precision=nnx.PrecisionPolicy(mode="bf16")))
+    gpu.net.load_state_dict(cpu.net.state_dict())
+    bf16.net.load_state_dict(cpu.net.state_dict())
+    on_cpu, on_gpu = cpu.predict_proba(x), gpu.predict_proba(x)
+    assert on_gpu.probabilities.device.type == "cuda"
+    tolerance = probability_tolerance(cpu.net, x)
+    assert float((bf16.predict_proba(x).probabilities - on_cpu.probabilities).abs().max()) > tolerance
+    difference = float((on_gpu.probabilities.cpu() - on_cpu.probabilities).abs().max())
+    assert difference <= tolerance, f"CUDA and CPU probabilities differ by {difference:.3g} > {tolerance:.3g}"
+    assert on_gpu.sample_ids == on_cpu.sample_ids == list(range(len(x)))
