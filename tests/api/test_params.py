@@ -100,5 +100,5 @@ def test_out_of_domain_values_are_refused_with_the_field_path(build, path):
 
 
 def test_unknown_state_keys_are_refused():
-    with pytest.raises(nnx.ParamsError, match="NNParams.colour"):
+    with pytest.raises(nnx.ParamsError, match="NNParams: unknown field 'colour'"):
         nnx.NNParams.from_state({"input_dim": 2, "output_dim": 2, "colour": "red"})
