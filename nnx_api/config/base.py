@@ -117,17 +117,17 @@ def optional(check: Check) -> Check:
     return lambda path, value: None if value is None else check(path, value)
 
 
-def instance(cls: type, hint: str | None = None) -> Check:
+def instance(cls: type, hint: Callable[[Any], str] | None = None) -> Check:
     """An instance of ``cls``; a mapping is read as its saved state (``cls.from_state``). Anything
-    else is refused with ``hint`` (``{value!r}`` is filled in) saying what to write instead."""
+    else is refused with ``hint(value)``: what to write instead."""
 
     def run(path: str, value: Any) -> Any:
         if isinstance(value, cls):
             return value
         if isinstance(value, Mapping) and issubclass(cls, Stateful):
             return cls.from_state(value)
-        advice = hint.format(value=value) if hint else f"write {cls.__name__}(...)"
-        raise ParamsError(path, f"must be a {cls.__name__}, got {type(value).__name__} {value!r}; {advice}")
+        advice = hint(value) if hint else f"{cls.__name__}(...)"
+        raise ParamsError(path, f"expects {cls.__name__}, got {type(value).__name__} {value!r}; write {advice}")
 
     return run
 

@@ -83,6 +83,10 @@ class TaskSpec(Params):
         return cls(kind="regression", n=n, labels=labels)
 
 
+def _task_hint(value: Any) -> str:
+    return "TaskSpec.categorical(...), TaskSpec.multilabel(...) or TaskSpec.regression(...)"
+
+
 PRECISION_MODES = ("fp32", "bf16", "fp16")
 
 
@@ -108,11 +112,10 @@ class NNModelParams(Params):
     device: Devices | Device = param(Devices.CPU, check=device_of)
     loss: Losses = param(Losses.CROSS_ENTROPY, check=member(Losses))
     task: TaskSpec | None = param(
-        None, check=optional(instance(TaskSpec, "write TaskSpec.categorical(...), .multilabel(...) or .regression(...)")),
-        state=OMIT,
+        None, check=optional(instance(TaskSpec, _task_hint)), state=OMIT
     )
     precision: PrecisionPolicy | None = param(
-        None, check=optional(instance(PrecisionPolicy, "write PrecisionPolicy({value!r})")), state=OMIT
+        None, check=optional(instance(PrecisionPolicy, lambda v: f"PrecisionPolicy({v!r})")), state=OMIT
     )
 
     @property
@@ -164,7 +167,7 @@ class NNOptimParams(Params):
     grad_clip_norm: float | None = param(None, check=optional(real(minimum=0.0, exclusive_min=True)), state=OMIT)
     accumulate_grad_batches: int = param(1, check=count(1), state=OMIT)
     param_groups: tuple[NNParamGroupSpec, ...] | None = param(
-        None, check=optional(items(instance(NNParamGroupSpec, "write NNParamGroupSpec({value!r})"))), state=OMIT
+        None, check=optional(items(instance(NNParamGroupSpec, lambda v: f"NNParamGroupSpec({v!r})"))), state=OMIT
     )
 
     def _check(self) -> None:
@@ -255,8 +258,23 @@ def _extra_metrics(path: str, value: Any) -> Mapping[str, Callable[[Any, Any], f
     return types.MappingProxyType(dict(value))
 
 
-_METRICS = items(instance(MetricSpec, "write metrics=(MetricSpec({value!r}),)"))
-_MONITOR = optional(instance(MonitorSpec, "write monitor=MonitorSpec({value!r})"))
+def _monitor_hint(value: Any) -> str:
+    split, _, metric = str(value).rpartition(".")
+    if split in ("val", "train"):  # the "val.loss" spelling of EarlyStopping(monitor=...)
+        return f"monitor=MonitorSpec({metric!r}, split={split!r})"
+    return f"monitor=MonitorSpec({value!r})"
+
+
+_METRICS = items(instance(MetricSpec, lambda v: f"metrics=(MetricSpec({v!r}),) — one MetricSpec per metric"))
+_MONITOR = optional(instance(MonitorSpec, _monitor_hint))
+
+
+def _optim_hint(value: Any) -> str:
+    return f"NNOptimParams(name={value!r}, max_lr=...)" if isinstance(value, str) else "NNOptimParams(...)"
+
+
+def _scheduler_hint(value: Any) -> str:
+    return f"NNSchedulerParams(kind={value!r}, ...)" if isinstance(value, str) else "NNSchedulerParams(...)"
 
 
 def _metrics_field() -> Any:
@@ -309,8 +327,8 @@ class NNTrainParams(_Training):
     """
 
     n_epochs: int = param(check=count(1))
-    optim: NNOptimParams = param(factory=NNOptimParams, check=instance(NNOptimParams))
-    scheduler: NNSchedulerParams = param(factory=NNSchedulerParams, check=instance(NNSchedulerParams))
+    optim: NNOptimParams = param(factory=NNOptimParams, check=instance(NNOptimParams, _optim_hint))
+    scheduler: NNSchedulerParams = param(factory=NNSchedulerParams, check=instance(NNSchedulerParams, _scheduler_hint))
     seed: int | None = param(None, check=optional(count(0)), state=OMIT)
     data_id: str | None = param(None, check=optional(text()), state=OMIT)
     save_phase_checkpoints: bool = param(True, check=flag(), state=OMIT)
@@ -337,9 +355,9 @@ def _optimizer_name(path: str, name: Any) -> str:
         raise ParamsError(path, f"optimizer name {name!r} must be a slug (letters, digits, '.', '_', '-')") from exc
 
 
-def _named(cls: type) -> Any:
+def _named(cls: type, hint: Callable[[Any], str]) -> Any:
     """A read-only ``{slug name: cls}`` sorted by name, from ``cls`` instances or their states."""
-    check = instance(cls)
+    check = instance(cls, hint)
 
     def run(path: str, value: Any) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
@@ -363,9 +381,10 @@ class NNTrainerParams(_Training):
     run id."""
 
     n_epochs: int = param(check=count(1))
-    optims: Mapping[str, NNOptimParams] = param(check=_named(NNOptimParams))
-    schedulers: Mapping[str, NNSchedulerParams] = param(factory=_no_schedulers, check=_named(NNSchedulerParams),
-                                                        state=OMIT)
+    optims: Mapping[str, NNOptimParams] = param(check=_named(NNOptimParams, _optim_hint))
+    schedulers: Mapping[str, NNSchedulerParams] = param(
+        factory=_no_schedulers, check=_named(NNSchedulerParams, _scheduler_hint), state=OMIT
+    )
     seed: int | None = param(None, check=optional(count(0)), state=OMIT)
     data_id: str | None = param(None, check=optional(text()), state=OMIT)
     save_phase_checkpoints: bool = param(True, check=flag(), state=OMIT)
@@ -390,7 +409,9 @@ class NNTrainerParams(_Training):
             raise ParamsError("NNTrainerParams.optims", "needs at least one named optimizer")
         unknown = sorted(set(self.schedulers) - set(self.optims))
         if unknown:
-            raise ParamsError("NNTrainerParams.schedulers", f"{unknown} name no optimizer (optimizers: {sorted(self.optims)})")
+            raise ParamsError(
+                "NNTrainerParams.schedulers", f"{unknown} name no optimizer (optimizers: {sorted(self.optims)})"
+            )
         _Training._check(self)
 
     @classmethod
@@ -410,4 +431,5 @@ class NNTrainerParams(_Training):
     def representative(self) -> NNTrainParams:
         """The primary optimizer's view as ``NNTrainParams`` (the run's ``train`` section)."""
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(NNTrainParams) if hasattr(self, f.name)}
-        return NNTrainParams(**{**shared, "optim": self.optims[self.primary], "scheduler": self.scheduler_for(self.primary)})
+        primary = self.primary
+        return NNTrainParams(**shared, optim=self.optims[primary], scheduler=self.scheduler_for(primary))
