@@ -277,43 +277,49 @@ def _scheduler_hint(value: Any) -> str:
     return f"NNSchedulerParams(kind={value!r}, ...)" if isinstance(value, str) else "NNSchedulerParams(...)"
 
 
-def _metrics_field() -> Any:
-    return param((), check=_METRICS, state=OMIT)
-
-
-def _monitor_field() -> Any:
-    return param(None, check=_MONITOR, state=OMIT)
-
-
-def _lineage_field() -> Any:
-    return param(None, check=optional(text()), state=OMIT)
-
-
-def _runtime(default: Any, check: Any, compare: bool = True) -> Any:
-    return param(default, check=check, state=RUNTIME, compare=compare)
-
-
+@_params
 class _Training(Params):
-    """What ``NNTrainParams`` and ``NNTrainerParams`` share: lineage, resume and loaders."""
+    """What ``NNTrainParams`` and ``NNTrainerParams`` share: epochs, seed, data id, metrics,
+    monitor, lineage, and the runtime-only loaders, extra metrics and resume settings."""
 
-    __slots__ = ()
+    n_epochs: int = param(check=count(1))
+    seed: int | None = param(None, check=optional(count(0)), state=OMIT)
+    data_id: str | None = param(None, check=optional(text()), state=OMIT)
+    save_phase_checkpoints: bool = param(True, check=flag(), state=OMIT)
+    metrics: tuple[MetricSpec, ...] = param((), check=_METRICS, state=OMIT)
+    monitor: MonitorSpec | None = param(None, check=_MONITOR, state=OMIT)
+    parent_run_id: str | None = param(None, check=optional(text()), state=OMIT)
+    parent_checkpoint: str | None = param(None, check=optional(text()), state=OMIT)
+    # runtime-only below: never part of the run id
+    train_loader: Any = param(None, check=_loader, state=RUNTIME, compare=False)
+    val_loader: Any = param(None, check=_loader, state=RUNTIME, compare=False)
+    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = param(
+        None, check=_extra_metrics, state=RUNTIME, compare=False
+    )
+    resume_from_run_id: str | None = param(None, check=optional(text()), state=RUNTIME)
+    resume_from_checkpoint: str = param("last", check=text(), state=RUNTIME)
+    resume_mode: str = param("auto", check=one_of(*RESUME_MODES), state=RUNTIME)
+    resume: str | None = param(None, check=optional(one_of("auto")), state=RUNTIME)
+    overwrite_existing: bool = param(False, check=flag(), state=RUNTIME)
+    progress: bool | None = param(None, check=optional(flag()), state=RUNTIME)
 
     def _check(self) -> None:
-        owner = type(self).__name__
-        if self.resume_from_run_id is not None and self.parent_run_id is None:  # type: ignore[attr-defined]
+        if self.resume_from_run_id is not None and self.parent_run_id is None:
             # lineage is part of the configuration, so a resumed run always gets a new id
-            object.__setattr__(self, "parent_run_id", self.resume_from_run_id)  # type: ignore[attr-defined]
-            object.__setattr__(self, "parent_checkpoint", self.resume_from_checkpoint)  # type: ignore[attr-defined]
-        if self.resume is not None and self.resume_from_run_id is not None:  # type: ignore[attr-defined]
-            raise ParamsError(f"{owner}.resume", "give either resume='auto' or resume_from_run_id, not both")
+            object.__setattr__(self, "parent_run_id", self.resume_from_run_id)
+            object.__setattr__(self, "parent_checkpoint", self.resume_from_checkpoint)
+        if self.resume is not None and self.resume_from_run_id is not None:
+            raise ParamsError(
+                f"{type(self).__name__}.resume", "give either resume='auto' or resume_from_run_id, not both"
+            )
 
     def with_train_loader(self, loader: Any) -> Any:
         """A copy with ``train_loader`` set."""
-        return dataclasses.replace(self, train_loader=loader)  # type: ignore[type-var]
+        return dataclasses.replace(self, train_loader=loader)
 
     def with_val_loader(self, loader: Any) -> Any:
         """A copy with ``val_loader`` set."""
-        return dataclasses.replace(self, val_loader=loader)  # type: ignore[type-var]
+        return dataclasses.replace(self, val_loader=loader)
 
 
 @_params
@@ -326,26 +332,8 @@ class NNTrainParams(_Training):
     another; ``resume="auto"`` continues this configuration's own newest commit.
     """
 
-    n_epochs: int = param(check=count(1))
     optim: NNOptimParams = param(factory=NNOptimParams, check=instance(NNOptimParams, _optim_hint))
     scheduler: NNSchedulerParams = param(factory=NNSchedulerParams, check=instance(NNSchedulerParams, _scheduler_hint))
-    seed: int | None = param(None, check=optional(count(0)), state=OMIT)
-    data_id: str | None = param(None, check=optional(text()), state=OMIT)
-    save_phase_checkpoints: bool = param(True, check=flag(), state=OMIT)
-    metrics: tuple[MetricSpec, ...] = _metrics_field()
-    monitor: MonitorSpec | None = _monitor_field()
-    parent_run_id: str | None = _lineage_field()
-    parent_checkpoint: str | None = _lineage_field()
-    # runtime-only below: never part of the run id
-    train_loader: Any = _runtime(None, _loader, compare=False)
-    val_loader: Any = _runtime(None, _loader, compare=False)
-    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = _runtime(None, _extra_metrics, compare=False)
-    resume_from_run_id: str | None = _runtime(None, optional(text()))
-    resume_from_checkpoint: str = _runtime("last", text())
-    resume_mode: str = _runtime("auto", one_of(*RESUME_MODES))
-    resume: str | None = _runtime(None, optional(one_of("auto")))
-    overwrite_existing: bool = _runtime(False, flag())
-    progress: bool | None = _runtime(None, optional(flag()))
 
 
 def _optimizer_name(path: str, name: Any) -> str:
@@ -380,29 +368,11 @@ class NNTrainerParams(_Training):
     schedule to the step function. Loaders, extra metrics and resume settings are not part of the
     run id."""
 
-    n_epochs: int = param(check=count(1))
     optims: Mapping[str, NNOptimParams] = param(check=_named(NNOptimParams, _optim_hint))
     schedulers: Mapping[str, NNSchedulerParams] = param(
         factory=_no_schedulers, check=_named(NNSchedulerParams, _scheduler_hint), state=OMIT
     )
-    seed: int | None = param(None, check=optional(count(0)), state=OMIT)
-    data_id: str | None = param(None, check=optional(text()), state=OMIT)
-    save_phase_checkpoints: bool = param(True, check=flag(), state=OMIT)
     auto_step_schedulers: bool = param(True, check=flag(), state=OMIT)
-    metrics: tuple[MetricSpec, ...] = _metrics_field()
-    monitor: MonitorSpec | None = _monitor_field()
-    parent_run_id: str | None = _lineage_field()
-    parent_checkpoint: str | None = _lineage_field()
-    # runtime-only below: never part of the run id
-    train_loader: Any = _runtime(None, _loader, compare=False)
-    val_loader: Any = _runtime(None, _loader, compare=False)
-    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = _runtime(None, _extra_metrics, compare=False)
-    resume_from_run_id: str | None = _runtime(None, optional(text()))
-    resume_from_checkpoint: str = _runtime("last", text())
-    resume_mode: str = _runtime("auto", one_of(*RESUME_MODES))
-    resume: str | None = _runtime(None, optional(one_of("auto")))
-    overwrite_existing: bool = _runtime(False, flag())
-    progress: bool | None = _runtime(None, optional(flag()))
 
     def _check(self) -> None:
         if not self.optims:
