@@ -400,6 +400,6 @@ class NNTrainerParams(_Training):
 
     def representative(self) -> NNTrainParams:
         """The primary optimizer's view as ``NNTrainParams`` (the run's ``train`` section)."""
-        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(NNTrainParams) if hasattr(self, f.name)}
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(_Training)}
         primary = self.primary
         return NNTrainParams(**shared, optim=self.optims[primary], scheduler=self.scheduler_for(primary))
