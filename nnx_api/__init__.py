@@ -26,7 +26,8 @@ from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRec
 from nnx_adapters.pytorch.metrics import register_metric
 from nnx_adapters.pytorch.state import set_seed
 from nnx_api.callbacks import Callback, CallbackContext, EarlyStopping, LRMonitor, ModelCheckpoint, UpdateEvent
-from nnx_api.config.enums import Activations, Checkpoints, Devices, Losses, Nets, Optims, Schedulers
+from nnx_api.config.builders import NNOptimParamsBuilder, NNSchedulerParamsBuilder, NNTrainerParamsBuilder
+from nnx_api.config.enums import Activations, Checkpoints, Device, Devices, Losses, Nets, Optims, Schedulers
 from nnx_api.config.metrics import MetricSpec
 from nnx_api.model import NNModel, PredictionResult, PredictResult
 from nnx_api.config.params import (
@@ -35,6 +36,7 @@ from nnx_api.config.params import (
     NNParamGroupSpec,
     NNParams,
     NNSchedulerParams,
+    NNTrainerParams,
     NNTrainParams,
     PrecisionPolicy,
     TaskSpec,
@@ -45,7 +47,7 @@ from nnx_api import decisions
 from nnx_api import distributed
 from nnx_api import objectives
 from nnx_api.training.objectives import LossTerm, Objective, ObjectiveContext, ObjectiveResult, kd_objective, supervised_objective
-from nnx_api.trainer import NNTrainerParams, Trainer
+from nnx_api.trainer import Trainer
 from nnx_api.runs.journal import HistoryJournal, export_history_csv, iter_history, migrate_history
 
 _LAZY = {"TensorBoardCallback": "nnx_api.callbacks.trackers", "WandbCallback": "nnx_api.callbacks.trackers",

@@ -7,8 +7,10 @@ class NNxError(Exception):
     """Base class of every NNx error."""
 
 
-class ParamsError(NNxError, ValueError):
-    """A parameter is out of its domain. ``path`` names the field (``train.optim.max_lr``)."""
+class ParamsError(NNxError, ValueError, TypeError):
+    """A parameter is out of its domain or of the wrong type. ``path`` names the field
+    (``NNTrainParams.optim``). It is both a ``ValueError`` and a ``TypeError``, so code that
+    catches either for a bad configuration keeps working."""
 
     def __init__(self, path: str, message: str) -> None:
         self.path = path

@@ -11,15 +11,17 @@ resume, so decisions after a resume equal those of an uninterrupted run.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from nnx_core.errors import MonitorUnavailableError, ParamsError
+from nnx_core.convert import OMIT, Stateful
+from nnx_core.errors import MonitorUnavailableError
 from nnx_core.records import IterationDataPoint, MonitorRecord, fallback_signal
-from nnx_core.validate import check_choice, check_float, check_str, validator
+from nnx_core.validate import check_choice, check_float, check_str
 
 SPLITS = ("val", "train")
 MODES = ("min", "max")
@@ -27,37 +29,30 @@ POLICIES = ("skip", "error")
 FALLBACK = "fallback"
 
 
-@attrs.frozen(kw_only=True)
-class MonitorSpec:
+@dataclasses.dataclass(frozen=True, slots=True)
+class MonitorSpec(Stateful):
     """Which value to watch: ``metric`` on ``split`` ("val" or the whole-epoch "train" summary).
 
-    ``mode`` defaults to the metric's own direction (min for loss/error). ``on_missing`` /
-    ``on_nonfinite``: "skip" (the epoch does not improve) or "error" (raise
-    ``MonitorUnavailableError``).
+    ``MonitorSpec("f1", mode="max")``. ``mode`` defaults to the metric's own direction (min for
+    loss/error) and is in ``state()`` only when set. ``on_missing`` / ``on_nonfinite``: "skip"
+    (the epoch does not improve) or "error" (raise ``MonitorUnavailableError``).
     """
 
-    metric: str = attrs.field(default="loss", validator=validator(check_str))
-    split: str = attrs.field(default="val", validator=validator(check_choice, choices=SPLITS))
-    mode: str | None = attrs.field(default=None)
-    min_delta: float = attrs.field(default=0.0, validator=validator(check_float, minimum=0.0))
-    on_missing: str = attrs.field(default="skip", validator=validator(check_choice, choices=POLICIES))
-    on_nonfinite: str = attrs.field(default="skip", validator=validator(check_choice, choices=POLICIES))
+    metric: str = "loss"
+    split: str = "val"
+    mode: str | None = dataclasses.field(default=None, metadata=OMIT)
+    min_delta: float = 0.0
+    on_missing: str = "skip"
+    on_nonfinite: str = "skip"
 
-    def __attrs_post_init__(self) -> None:
-        if self.mode is not None and self.mode not in MODES:
-            raise ParamsError("MonitorSpec.mode", f"must be 'min', 'max' or None, got {self.mode!r}")
-
-    def state(self) -> dict[str, Any]:
-        """Plain mapping (``mode`` only when set)."""
-        out = attrs.asdict(self)
-        if out["mode"] is None:
-            del out["mode"]
-        return out
-
-    @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> MonitorSpec:
-        """Inverse of :meth:`state`."""
-        return cls(**state)
+    def __post_init__(self) -> None:
+        check_str("MonitorSpec.metric", self.metric)
+        check_choice("MonitorSpec.split", self.split, SPLITS)
+        if self.mode is not None:
+            check_choice("MonitorSpec.mode", self.mode, MODES)
+        check_float("MonitorSpec.min_delta", self.min_delta, minimum=0.0)
+        check_choice("MonitorSpec.on_missing", self.on_missing, POLICIES)
+        check_choice("MonitorSpec.on_nonfinite", self.on_nonfinite, POLICIES)
 
 
 @attrs.frozen(kw_only=True)

@@ -1,41 +1,45 @@
 """Named metrics (``MetricSpec``) and the monitor spec.
 
-A ``MetricSpec`` holds no code: ``(id, version, config, name)``. The registry maps ``(id, version)``
-to an accumulator factory; an unknown pair is refused before any run folder is created.
+A ``MetricSpec`` holds no code: ``MetricSpec("f1", config={"average": "micro"}, name="f1_micro")``
+is ``(id, version, config, name)``. The registry maps ``(id, version)`` to an accumulator factory;
+an unknown pair is refused before any run folder is created.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
-
+from nnx_core.convert import OMIT, Stateful
 from nnx_core.errors import ParamsError
 from nnx_core.monitor import MonitorSpec
-from nnx_core.validate import check_int, check_str, validator
+from nnx_core.validate import check_int, check_str
 
 __all__ = ["MetricSpec", "MonitorSpec", "computed_names", "monitor_problems"]
 
 RESERVED = ("loss", "error")
 
 
-def _as_config(value: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ParamsError("MetricSpec.config", f"must be a mapping, got {type(value).__name__}")
-    return dict(sorted(value.items()))
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetricSpec(Stateful):
+    """A declared metric. ``label`` (``name`` or ``id``) is how records and monitors name it;
+    ``config`` and ``name`` are in ``state()`` only when set."""
 
+    id: str
+    version: int = 1
+    config: Mapping[str, Any] = dataclasses.field(default_factory=dict, metadata=OMIT)
+    name: str | None = dataclasses.field(default=None, metadata=OMIT)
 
-@attrs.frozen(kw_only=True)
-class MetricSpec:
-    """A declared metric. ``label`` (``name`` or ``id``) is how records and monitors name it."""
-
-    id: str = attrs.field(validator=validator(check_str))
-    version: int = attrs.field(default=1, validator=validator(check_int, minimum=1))
-    config: Mapping[str, Any] = attrs.field(factory=dict, converter=_as_config)
-    name: str | None = attrs.field(default=None)
-
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
+        check_str("MetricSpec.id", self.id)
+        object.__setattr__(self, "version", check_int("MetricSpec.version", self.version, minimum=1))
+        config = {} if self.config is None else self.config
+        if not isinstance(config, Mapping) or not all(isinstance(key, str) for key in config):
+            raise ParamsError("MetricSpec.config", f"must be a mapping with string keys, got {config!r}")
+        object.__setattr__(self, "config", dict(sorted(config.items())))
+        if self.name is not None:
+            check_str("MetricSpec.name", self.name)
         if self.label in RESERVED:
             raise ParamsError("MetricSpec.name", f"{self.label!r} is reserved for the built-in loss/error fields")
 
@@ -43,20 +47,6 @@ class MetricSpec:
     def label(self) -> str:
         """The metric's name in records."""
         return self.name or self.id
-
-    def state(self) -> dict[str, Any]:
-        """Plain mapping (``config``/``name`` only when set)."""
-        out: dict[str, Any] = {"id": self.id, "version": self.version}
-        if self.config:
-            out["config"] = dict(self.config)
-        if self.name:
-            out["name"] = self.name
-        return out
-
-    @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> MetricSpec:
-        """Inverse of :meth:`state`."""
-        return cls(**state)
 
     def __hash__(self) -> int:
         return hash((self.id, self.version, self.label))

@@ -1,101 +1,48 @@
-"""Frozen, keyword-only parameter classes with lossless ``state()`` / ``from_state()`` round trips.
+"""The params classes: frozen, keyword-only, slotted dataclasses with lossless ``state()`` /
+``from_state()`` round trips through the one converter.
 
 ``state()`` is a plain YAML-safe mapping and is what a run id hashes. Fields added after a class
-first shipped are omitted while they hold their default (``omit`` below), so ids never drift.
-Runtime-only fields (loaders, overwrite flags, resume mode, progress) never enter ``state()``.
-Every value is checked at construction; a bad one raises :class:`ParamsError` naming the field.
+first shipped are omitted while they hold their default (``OMIT``), so ids never drift; runtime-only
+fields (loaders, extra metrics, overwrite flags, resume mode, progress) never enter it. Every value
+is checked at construction — ``dataclasses.replace(params, ...)`` checks again — and a bad one
+raises ``ParamsError`` naming the field and what to write instead. Enum fields accept the member,
+its value or its name in any case; devices are named as in PyTorch (``"auto"``, ``"cuda:1"``, a
+``torch.device``). ``NNOptimParams``, ``NNSchedulerParams`` and ``NNTrainerParams`` have fluent
+builders (``.builder()``, see ``nnx_api.config.builders``).
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Mapping
+import dataclasses
+import types
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import attrs
+from nnx_core.convert import OMIT, RUNTIME
+from nnx_core.errors import InvalidRunIdError, ParamsError
+from nnx_core.identity import validate_tag
+from nnx_core.monitor import MonitorSpec
+from nnx_api.config.base import (
+    Params, count, flag, instance, items, member, one_of, optional, param, real, text,
+)
+from nnx_api.config.builders import NNOptimParamsBuilder, NNSchedulerParamsBuilder, NNTrainerParamsBuilder
+from nnx_api.config.convert import Momentum
+from nnx_api.config.enums import Activations, Device, Devices, Losses, Nets, Optims, Schedulers, device_of
+from nnx_api.config.metrics import MetricSpec
 
-from nnx_core.errors import ParamsError
-from nnx_core.validate import check_choice, check_float, check_int, check_str, optional, validator
-from nnx_api.config.enums import Activations, Devices, Losses, Nets, Optims, Schedulers
-
-_RUNTIME = {"runtime": True}
-_OMIT = {"omit": True}
-
-
-def _encode(value: Any) -> Any:
-    if isinstance(value, enum.Enum):
-        return value.value
-    if hasattr(value, "state") and attrs.has(type(value)):
-        return value.state()
-    if isinstance(value, (tuple, list)):
-        return [_encode(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _encode(v) for k, v in sorted(value.items())}
-    return value
+_params = dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+_positional_params = dataclasses.dataclass(frozen=True, slots=True)
 
 
-class _Params:
-    """Shared ``state`` / ``from_state`` / ``replace`` for params classes (attrs metadata driven)."""
-
-    def state(self) -> dict[str, Any]:
-        """Plain mapping: runtime fields never, ``omit`` fields only when not default."""
-        out: dict[str, Any] = {}
-        for field in attrs.fields(type(self)):
-            if field.metadata.get("runtime"):
-                continue
-            value = getattr(self, field.name)
-            if field.metadata.get("omit") and value == _default_of(field, self):
-                continue
-            out[field.name] = _encode(value)
-        return out
-
-    @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> Any:
-        """Rebuild from :meth:`state` (unknown keys are refused with the field path)."""
-        if not isinstance(state, Mapping):
-            raise ParamsError(cls.__name__, f"state must be a mapping, got {type(state).__name__}")
-        fields = {f.name: f for f in attrs.fields(cls)}
-        kwargs = {}
-        for key, value in state.items():
-            field = fields.get(key)
-            if field is None or field.metadata.get("runtime"):
-                raise ParamsError(f"{cls.__name__}.{key}", "unknown field in saved state")
-            decode = field.metadata.get("decode")
-            kwargs[key] = decode(value) if decode and value is not None else value
-        return cls(**kwargs)
-
-    def replace(self, **changes: Any) -> Any:
-        """A validated copy with ``changes`` applied."""
-        return attrs.evolve(self, **changes)
-
-
-def _default_of(field: attrs.Attribute, instance: Any) -> Any:
-    default = field.default
-    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-        return default.factory(instance) if default.takes_self else default.factory()
-    return default
-
-
-def _tuple_of_ints(value: Any) -> tuple[int, ...]:
-    return tuple(value)
-
-
-def _hidden_dims(instance: Any, attribute: Any, value: tuple[int, ...]) -> None:
-    for i, dim in enumerate(value):
-        check_int(f"NNParams.hidden_dims[{i}]", dim, minimum=1)
-
-
-@attrs.frozen(kw_only=True)
-class NNParams(_Params):
+@_params
+class NNParams(Params):
     """Shape of the built-in feed-forward net: ``input_dim → hidden_dims... → output_dim``."""
 
-    input_dim: int = attrs.field(validator=validator(check_int, minimum=1))
-    output_dim: int = attrs.field(validator=validator(check_int, minimum=1))
-    hidden_dims: tuple[int, ...] = attrs.field(default=(), converter=_tuple_of_ints, validator=_hidden_dims)
-    dropout_prob: float = attrs.field(default=0.0, validator=validator(check_float, minimum=0.0, maximum=1.0))
-    activation: Activations = attrs.field(
-        default=Activations.RELU, converter=Activations, metadata={"decode": Activations}
-    )
+    input_dim: int = param(check=count(1))
+    output_dim: int = param(check=count(1))
+    hidden_dims: tuple[int, ...] = param((), check=items(count(1)))
+    dropout_prob: float = param(0.0, check=real(minimum=0.0, maximum=1.0))
+    activation: Activations = param(Activations.RELU, check=member(Activations))
 
     @property
     def dims(self) -> list[int]:
@@ -106,19 +53,19 @@ class NNParams(_Params):
 TASK_KINDS = ("categorical", "multilabel", "regression")
 
 
-@attrs.frozen(kw_only=True)
-class TaskSpec(_Params):
+def _as_is(path: str, value: Any) -> Any:
+    return value
+
+
+@_params
+class TaskSpec(Params):
     """What the model's output means: categorical (with ``ignore_index``), multilabel or regression."""
 
-    kind: str = attrs.field(validator=validator(check_choice, choices=TASK_KINDS))
-    n: int | None = attrs.field(default=None, validator=optional(check_int, minimum=1), metadata=_OMIT)
-    ignore_index: int | None = attrs.field(default=None, validator=optional(check_int), metadata=_OMIT)
-    threshold: float = attrs.field(
-        default=0.5, validator=validator(check_float, minimum=0.0, maximum=1.0, exclusive_min=True), metadata=_OMIT
-    )
-    labels: tuple[str, ...] | None = attrs.field(
-        default=None, converter=attrs.converters.optional(tuple), metadata=_OMIT
-    )
+    kind: str = param(check=one_of(*TASK_KINDS))
+    n: int | None = param(None, check=optional(count(1)), state=OMIT)
+    ignore_index: int | None = param(None, check=optional(count()), state=OMIT)
+    threshold: float = param(0.5, check=real(minimum=0.0, maximum=1.0, exclusive_min=True), state=OMIT)
+    labels: tuple[Any, ...] | None = param(None, check=optional(items(_as_is)), state=OMIT)
 
     @classmethod
     def categorical(cls, n: int | None = None, *, ignore_index: int | None = None, labels: Any = None) -> TaskSpec:
@@ -136,41 +83,39 @@ class TaskSpec(_Params):
         return cls(kind="regression", n=n, labels=labels)
 
 
+def _task_hint(value: Any) -> str:
+    return "TaskSpec.categorical(...), TaskSpec.multilabel(...) or TaskSpec.regression(...)"
+
+
 PRECISION_MODES = ("fp32", "bf16", "fp16")
 
 
-@attrs.frozen(kw_only=True)
-class PrecisionPolicy(_Params):
-    """Autocast policy: ``fp32`` (default), ``bf16`` (CPU/CUDA), ``fp16`` (CUDA, GradScaler).
+@_positional_params
+class PrecisionPolicy(Params):
+    """Autocast policy: ``PrecisionPolicy("bf16")`` (CPU/CUDA), ``"fp16"`` (CUDA, GradScaler) or
+    ``"fp32"`` (default). ``fallback="fp32"`` runs full precision where the mode is unsupported
+    instead of refusing. Parameters always stay float32."""
 
-    ``fallback="fp32"`` runs full precision where the mode is unsupported instead of refusing.
-    Parameters always stay float32.
-    """
-
-    mode: str = attrs.field(default="fp32", validator=validator(check_choice, choices=PRECISION_MODES))
-    fallback: str = attrs.field(default="error", validator=validator(check_choice, choices=("error", "fp32")))
+    mode: str = param("fp32", check=one_of(*PRECISION_MODES))
+    fallback: str = param("error", check=one_of("error", "fp32"))
 
 
-def _task(value: Any) -> TaskSpec:
-    return value if isinstance(value, TaskSpec) else TaskSpec.from_state(value)
+@_params
+class NNModelParams(Params):
+    """The model's net kind, device, loss, and (optional) task and precision policy.
 
+    ``device`` is a ``Devices`` member, ``"auto"`` (CUDA, then MPS, then CPU, resolved when the
+    model is built), an indexed device (``"cuda:1"``) or a ``torch.device``; ``params.device()``
+    is the ``torch.device`` it names on this machine."""
 
-def _precision(value: Any) -> PrecisionPolicy:
-    return value if isinstance(value, PrecisionPolicy) else PrecisionPolicy.from_state(value)
-
-
-@attrs.frozen(kw_only=True)
-class NNModelParams(_Params):
-    """The model's net kind, device, loss, and (optional) task and precision policy."""
-
-    net: Nets = attrs.field(default=Nets.FEED_FWD, converter=Nets, metadata={"decode": Nets})
-    device: Devices = attrs.field(default=Devices.CPU, converter=Devices, metadata={"decode": Devices})
-    loss: Losses = attrs.field(default=Losses.CROSS_ENTROPY, converter=Losses, metadata={"decode": Losses})
-    task: TaskSpec | None = attrs.field(
-        default=None, converter=attrs.converters.optional(_task), metadata={**_OMIT, "decode": _task}
+    net: Nets = param(Nets.FEED_FWD, check=member(Nets))
+    device: Devices | Device = param(Devices.CPU, check=device_of)
+    loss: Losses = param(Losses.CROSS_ENTROPY, check=member(Losses))
+    task: TaskSpec | None = param(
+        None, check=optional(instance(TaskSpec, _task_hint)), state=OMIT
     )
-    precision: PrecisionPolicy | None = attrs.field(
-        default=None, converter=attrs.converters.optional(_precision), metadata={**_OMIT, "decode": _precision}
+    precision: PrecisionPolicy | None = param(
+        None, check=optional(instance(PrecisionPolicy, lambda v: f"PrecisionPolicy({v!r})")), state=OMIT
     )
 
     @property
@@ -179,39 +124,17 @@ class NNModelParams(_Params):
         return self.task or TaskSpec(kind=self.loss.task_kind)
 
 
-def _momentum_default(self: Any) -> Any:
-    return (0.9, 0.999) if Optims(self.name).is_adam else 0.0
+@_positional_params
+class NNParamGroupSpec(Params):
+    """Parameters whose dotted name matches ``name_pattern`` (fnmatch) get their own lr / decay:
+    ``NNParamGroupSpec("encoder.*", lr_multiplier=0.1)``."""
 
+    name_pattern: str = param(check=text())
+    lr: float | None = param(None, check=optional(real(minimum=0.0, exclusive_min=True)), state=OMIT)
+    lr_multiplier: float | None = param(None, check=optional(real(minimum=0.0, exclusive_min=True)), state=OMIT)
+    weight_decay: float | None = param(None, check=optional(real(minimum=0.0)), state=OMIT)
 
-def _momentum(value: Any) -> Any:
-    return tuple(float(v) for v in value) if isinstance(value, (list, tuple)) else value
-
-
-def _check_momentum(instance: NNOptimParams, attribute: Any, value: Any) -> None:
-    path = "NNOptimParams.momentum"
-    if instance.name.is_adam:
-        if not isinstance(value, tuple) or len(value) != 2:
-            raise ParamsError(path, f"{instance.name.value} needs (beta1, beta2), got {value!r}")
-        for i, beta in enumerate(value):
-            check_float(f"{path}[{i}]", beta, minimum=0.0, maximum=1.0, exclusive_max=True)
-    else:
-        check_float(path, value, minimum=0.0)
-
-
-@attrs.frozen(kw_only=True)
-class NNParamGroupSpec(_Params):
-    """Parameters whose dotted name matches ``name_pattern`` (fnmatch) get their own lr / decay."""
-
-    name_pattern: str = attrs.field(validator=validator(check_str))
-    lr: float | None = attrs.field(
-        default=None, validator=optional(check_float, minimum=0.0, exclusive_min=True), metadata=_OMIT
-    )
-    lr_multiplier: float | None = attrs.field(
-        default=None, validator=optional(check_float, minimum=0.0, exclusive_min=True), metadata=_OMIT
-    )
-    weight_decay: float | None = attrs.field(default=None, validator=optional(check_float, minimum=0.0), metadata=_OMIT)
-
-    def __attrs_post_init__(self) -> None:
+    def _check(self) -> None:
         if self.lr is not None and self.lr_multiplier is not None:
             raise ParamsError("NNParamGroupSpec", "give at most one of lr and lr_multiplier")
 
@@ -227,74 +150,74 @@ class NNParamGroupSpec(_Params):
         return out
 
 
-def _groups(value: Any) -> tuple[NNParamGroupSpec, ...] | None:
-    if value is None:
-        return None
-    return tuple(v if isinstance(v, NNParamGroupSpec) else NNParamGroupSpec.from_state(v) for v in value)
+def _momentum(path: str, value: Any) -> Any:
+    return tuple(float(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
-@attrs.frozen(kw_only=True)
-class NNOptimParams(_Params):
-    """Optimizer: kind, learning rate, momentum (float for SGD, (b1, b2) for Adam), decay, clipping,
-    gradient accumulation and optional parameter groups."""
+@_params
+class NNOptimParams(Params):
+    """Optimizer: kind, learning rate, momentum (float for SGD, (b1, b2) for Adam; default
+    (0.9, 0.999) or 0.0), decay, clipping, gradient accumulation and optional parameter groups."""
 
-    name: Optims = attrs.field(default=Optims.ADAM, converter=Optims, metadata={"decode": Optims})
-    max_lr: float = attrs.field(default=1e-2, validator=validator(check_float, minimum=0.0, exclusive_min=True))
-    momentum: Any = attrs.field(
-        default=attrs.Factory(_momentum_default, takes_self=True),
-        converter=_momentum,
-        validator=_check_momentum,
-        metadata={"decode": _momentum},
-    )
-    weight_decay: float = attrs.field(default=0.0, validator=validator(check_float, minimum=0.0))
-    eps: float = attrs.field(
-        default=1e-8, validator=validator(check_float, minimum=0.0, exclusive_min=True), metadata=_OMIT
-    )
-    grad_clip_norm: float | None = attrs.field(
-        default=None, validator=optional(check_float, minimum=0.0, exclusive_min=True), metadata=_OMIT
-    )
-    accumulate_grad_batches: int = attrs.field(default=1, validator=validator(check_int, minimum=1), metadata=_OMIT)
-    param_groups: tuple[NNParamGroupSpec, ...] | None = attrs.field(
-        default=None, converter=_groups, metadata={**_OMIT, "decode": _groups}
+    name: Optims = param(Optims.ADAM, check=member(Optims))
+    max_lr: float = param(1e-2, check=real(minimum=0.0, exclusive_min=True))
+    momentum: Momentum | None = param(None, check=_momentum)
+    weight_decay: float = param(0.0, check=real(minimum=0.0))
+    eps: float = param(1e-8, check=real(minimum=0.0, exclusive_min=True), state=OMIT)
+    grad_clip_norm: float | None = param(None, check=optional(real(minimum=0.0, exclusive_min=True)), state=OMIT)
+    accumulate_grad_batches: int = param(1, check=count(1), state=OMIT)
+    param_groups: tuple[NNParamGroupSpec, ...] | None = param(
+        None, check=optional(items(instance(NNParamGroupSpec, lambda v: f"NNParamGroupSpec({v!r})"))), state=OMIT
     )
 
-    def __attrs_post_init__(self) -> None:
-        if not self.name.is_adam and self.eps != 1e-8:
-            raise ParamsError("NNOptimParams.eps", f"only Adam-family optimizers take eps, not {self.name.value}")
+    def _check(self) -> None:
+        path = "NNOptimParams.momentum"
+        if self.momentum is None:
+            object.__setattr__(self, "momentum", (0.9, 0.999) if self.name.is_adam else 0.0)
+        if self.name.is_adam:
+            if not isinstance(self.momentum, tuple) or len(self.momentum) != 2:
+                raise ParamsError(path, f"{self.name.value} needs (beta1, beta2), got {self.momentum!r}")
+            for i, beta in enumerate(self.momentum):
+                real(minimum=0.0, maximum=1.0, exclusive_max=True)(f"{path}[{i}]", beta)
+        else:
+            real(minimum=0.0)(path, self.momentum)
+            if self.eps != 1e-8:
+                raise ParamsError("NNOptimParams.eps", f"only Adam-family optimizers take eps, not {self.name.value}")
+
+    @classmethod
+    def builder(cls) -> NNOptimParamsBuilder:
+        """A fluent builder: ``NNOptimParams.builder().adam(max_lr=1e-3).grad_clip(1.0).build()``."""
+        return NNOptimParamsBuilder(cls)
 
 
 CLOCKS = ("epoch", "optimizer_update")
 
 
-@attrs.frozen(kw_only=True)
-class NNSchedulerParams(_Params):
+@_params
+class NNSchedulerParams(Params):
     """Learning-rate schedule. ``kind=None`` is reduce-on-plateau with the five plateau fields;
     other kinds use their own fields (defaults derived from the run length). ``clock`` is
     ``"epoch"`` (one tick per epoch) or ``"optimizer_update"`` (one per committed update)."""
 
-    min_lr: float = attrs.field(default=1e-7, validator=validator(check_float, minimum=0.0))
-    factor: float = attrs.field(default=0.95, validator=validator(check_float, minimum=0.0, exclusive_min=True))
-    patience: int = attrs.field(default=8, validator=validator(check_int, minimum=0))
-    cooldown: int = attrs.field(default=2, validator=validator(check_int, minimum=0))
-    threshold: float = attrs.field(default=1e-3, validator=validator(check_float, minimum=0.0))
-    kind: Schedulers | None = attrs.field(
-        default=None, converter=attrs.converters.optional(Schedulers), metadata={**_OMIT, "decode": Schedulers}
-    )
-    step_size: int | None = attrs.field(default=None, validator=optional(check_int, minimum=1), metadata=_OMIT)
-    T_max: int | None = attrs.field(default=None, validator=optional(check_int, minimum=1), metadata=_OMIT)
-    max_lr: float | None = attrs.field(
-        default=None, validator=optional(check_float, minimum=0.0, exclusive_min=True), metadata=_OMIT
-    )
-    total_steps: int | None = attrs.field(default=None, validator=optional(check_int, minimum=1), metadata=_OMIT)
-    warmup_steps: int | None = attrs.field(default=None, validator=optional(check_int, minimum=1), metadata=_OMIT)
-    clock: str = attrs.field(default="epoch", validator=validator(check_choice, choices=CLOCKS), metadata=_OMIT)
+    min_lr: float = param(1e-7, check=real(minimum=0.0))
+    factor: float = param(0.95, check=real(minimum=0.0, exclusive_min=True))
+    patience: int = param(8, check=count(0))
+    cooldown: int = param(2, check=count(0))
+    threshold: float = param(1e-3, check=real(minimum=0.0))
+    kind: Schedulers | None = param(None, check=optional(member(Schedulers)), state=OMIT)
+    step_size: int | None = param(None, check=optional(count(1)), state=OMIT)
+    T_max: int | None = param(None, check=optional(count(1)), state=OMIT)
+    max_lr: float | None = param(None, check=optional(real(minimum=0.0, exclusive_min=True)), state=OMIT)
+    total_steps: int | None = param(None, check=optional(count(1)), state=OMIT)
+    warmup_steps: int | None = param(None, check=optional(count(1)), state=OMIT)
+    clock: str = param("epoch", check=one_of(*CLOCKS), state=OMIT)
 
     @property
     def resolved_kind(self) -> Schedulers:
         """``kind``, with None meaning reduce-on-plateau."""
         return self.kind or Schedulers.REDUCE_LR_ON_PLATEAU
 
-    def __attrs_post_init__(self) -> None:
+    def _check(self) -> None:
         if self.resolved_kind is Schedulers.REDUCE_LR_ON_PLATEAU and self.clock == "optimizer_update":
             raise ParamsError(
                 "NNSchedulerParams.clock",
@@ -302,93 +225,181 @@ class NNSchedulerParams(_Params):
                 "use clock='epoch' or another kind",
             )
 
-
-def _optim(value: Any) -> NNOptimParams:
-    return value if isinstance(value, NNOptimParams) else NNOptimParams.from_state(value)
-
-
-def _scheduler(value: Any) -> NNSchedulerParams:
-    return value if isinstance(value, NNSchedulerParams) else NNSchedulerParams.from_state(value)
+    @classmethod
+    def builder(cls) -> NNSchedulerParamsBuilder:
+        """A fluent builder: ``NNSchedulerParams.builder().cosine_annealing(T_max=10).build()``."""
+        return NNSchedulerParamsBuilder(cls)
 
 
 RESUME_MODES = ("auto", "stateful", "weights_only")
 
 
-def _check_loader(instance: Any, attribute: Any, value: Any) -> None:
+def _loader(path: str, value: Any) -> Any:
     if value is None:
-        return
+        return None
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise ParamsError(f"NNTrainParams.{attribute.name}", f"must be a re-iterable of batches, got {type(value).__name__}")
+        raise ParamsError(path, f"must be a re-iterable of batches, got {type(value).__name__}")
     if iter(value) is value:
         raise ParamsError(
-            f"NNTrainParams.{attribute.name}",
-            "is a one-shot iterator; pass something that can be iterated every epoch (a DataLoader or a list)",
+            path, "is a one-shot iterator; pass something that can be iterated every epoch (a DataLoader or a list)"
         )
+    return value
 
 
-def _metrics(value: Any) -> tuple[Any, ...]:
-    from nnx_api.config.metrics import MetricSpec
+def _extra_metrics(path: str, value: Any) -> Mapping[str, Callable[[Any, Any], float]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ParamsError(path, f"must be a mapping {{name: fn(y_true, y_pred) -> float}}, got {type(value).__name__}")
+    for name, fn in value.items():
+        text()(f"{path} key", name)
+        if not callable(fn):
+            raise ParamsError(f"{path}[{name!r}]", f"must be a function fn(y_true, y_pred) -> float, got {fn!r}")
+    return types.MappingProxyType(dict(value))
 
-    return tuple(v if isinstance(v, MetricSpec) else MetricSpec.from_state(v) for v in value or ())
+
+def _monitor_hint(value: Any) -> str:
+    split, _, metric = str(value).rpartition(".")
+    if split in ("val", "train"):  # the "val.loss" spelling of EarlyStopping(monitor=...)
+        return f"monitor=MonitorSpec({metric!r}, split={split!r})"
+    return f"monitor=MonitorSpec({value!r})"
 
 
-def _monitor(value: Any) -> Any:
-    from nnx_api.config.metrics import MonitorSpec
-
-    return value if isinstance(value, MonitorSpec) else MonitorSpec.from_state(value)
+_METRICS = items(instance(MetricSpec, lambda v: f"metrics=(MetricSpec({v!r}),) — one MetricSpec per metric"))
+_MONITOR = optional(instance(MonitorSpec, _monitor_hint))
 
 
-@attrs.frozen(kw_only=True)
-class NNTrainParams(_Params):
-    """How to train: epochs, optimizer, scheduler, seed, metrics/monitor, loaders and resume.
+def _optim_hint(value: Any) -> str:
+    return f"NNOptimParams(name={value!r}, max_lr=...)" if isinstance(value, str) else "NNOptimParams(...)"
 
-    ``train_loader`` / ``val_loader`` are any re-iterable of ``(inputs, targets)`` batches and are
-    not part of the run id. ``resume_from_run_id`` starts a new run (its lineage is in the id) from
-    a checkpoint of another; ``resume="auto"`` continues this configuration's own newest commit.
-    """
 
-    n_epochs: int = attrs.field(validator=validator(check_int, minimum=1))
-    optim: NNOptimParams = attrs.field(factory=NNOptimParams, converter=_optim, metadata={"decode": _optim})
-    scheduler: NNSchedulerParams = attrs.field(
-        factory=NNSchedulerParams, converter=_scheduler, metadata={"decode": _scheduler}
-    )
-    seed: int | None = attrs.field(default=None, validator=optional(check_int, minimum=0), metadata=_OMIT)
-    data_id: str | None = attrs.field(default=None, validator=optional(check_str), metadata=_OMIT)
-    save_phase_checkpoints: bool = attrs.field(default=True, metadata=_OMIT)
-    metrics: tuple[Any, ...] = attrs.field(default=(), converter=_metrics, metadata={**_OMIT, "decode": _metrics})
-    monitor: Any = attrs.field(
-        default=None, converter=attrs.converters.optional(_monitor), metadata={**_OMIT, "decode": _monitor}
-    )
-    parent_run_id: str | None = attrs.field(default=None, validator=optional(check_str), metadata=_OMIT)
-    parent_checkpoint: str | None = attrs.field(default=None, validator=optional(check_str), metadata=_OMIT)
+def _scheduler_hint(value: Any) -> str:
+    return f"NNSchedulerParams(kind={value!r}, ...)" if isinstance(value, str) else "NNSchedulerParams(...)"
+
+
+@_params
+class _Training(Params):
+    """What ``NNTrainParams`` and ``NNTrainerParams`` share: epochs, seed, data id, metrics,
+    monitor, lineage, and the runtime-only loaders, extra metrics and resume settings."""
+
+    n_epochs: int = param(check=count(1))
+    seed: int | None = param(None, check=optional(count(0)), state=OMIT)
+    data_id: str | None = param(None, check=optional(text()), state=OMIT)
+    save_phase_checkpoints: bool = param(True, check=flag(), state=OMIT)
+    metrics: tuple[MetricSpec, ...] = param((), check=_METRICS, state=OMIT)
+    monitor: MonitorSpec | None = param(None, check=_MONITOR, state=OMIT)
+    parent_run_id: str | None = param(None, check=optional(text()), state=OMIT)
+    parent_checkpoint: str | None = param(None, check=optional(text()), state=OMIT)
     # runtime-only below: never part of the run id
-    train_loader: Any = attrs.field(default=None, eq=False, validator=_check_loader, metadata=_RUNTIME)
-    val_loader: Any = attrs.field(default=None, eq=False, validator=_check_loader, metadata=_RUNTIME)
-    resume_from_run_id: str | None = attrs.field(default=None, validator=optional(check_str), metadata=_RUNTIME)
-    resume_from_checkpoint: str = attrs.field(default="last", validator=validator(check_str), metadata=_RUNTIME)
-    resume_mode: str = attrs.field(
-        default="auto", validator=validator(check_choice, choices=RESUME_MODES), metadata=_RUNTIME
+    train_loader: Any = param(None, check=_loader, state=RUNTIME, compare=False)
+    val_loader: Any = param(None, check=_loader, state=RUNTIME, compare=False)
+    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = param(
+        None, check=_extra_metrics, state=RUNTIME, compare=False
     )
-    resume: str | None = attrs.field(
-        default=None, validator=optional(check_choice, choices=("auto",)), metadata=_RUNTIME
-    )
-    overwrite_existing: bool = attrs.field(default=False, metadata=_RUNTIME)
-    progress: bool | None = attrs.field(default=None, metadata=_RUNTIME)
+    resume_from_run_id: str | None = param(None, check=optional(text()), state=RUNTIME)
+    resume_from_checkpoint: str = param("last", check=text(), state=RUNTIME)
+    resume_mode: str = param("auto", check=one_of(*RESUME_MODES), state=RUNTIME)
+    resume: str | None = param(None, check=optional(one_of("auto")), state=RUNTIME)
+    overwrite_existing: bool = param(False, check=flag(), state=RUNTIME)
+    progress: bool | None = param(None, check=optional(flag()), state=RUNTIME)
 
-    def __attrs_post_init__(self) -> None:
-        if not isinstance(self.save_phase_checkpoints, bool):
-            raise ParamsError("NNTrainParams.save_phase_checkpoints", "must be a bool")
+    def _check(self) -> None:
         if self.resume_from_run_id is not None and self.parent_run_id is None:
             # lineage is part of the configuration, so a resumed run always gets a new id
             object.__setattr__(self, "parent_run_id", self.resume_from_run_id)
             object.__setattr__(self, "parent_checkpoint", self.resume_from_checkpoint)
         if self.resume is not None and self.resume_from_run_id is not None:
-            raise ParamsError("NNTrainParams.resume", "give either resume='auto' or resume_from_run_id, not both")
+            raise ParamsError(
+                f"{type(self).__name__}.resume", "give either resume='auto' or resume_from_run_id, not both"
+            )
 
-    def with_train_loader(self, loader: Any) -> NNTrainParams:
+    def with_train_loader(self, loader: Any) -> Any:
         """A copy with ``train_loader`` set."""
-        return attrs.evolve(self, train_loader=loader)
+        return dataclasses.replace(self, train_loader=loader)
 
-    def with_val_loader(self, loader: Any) -> NNTrainParams:
+    def with_val_loader(self, loader: Any) -> Any:
         """A copy with ``val_loader`` set."""
-        return attrs.evolve(self, val_loader=loader)
+        return dataclasses.replace(self, val_loader=loader)
+
+
+@_params
+class NNTrainParams(_Training):
+    """How to train: epochs, optimizer, scheduler, seed, metrics/monitor, loaders and resume.
+
+    ``train_loader`` / ``val_loader`` are any re-iterable of ``(inputs, targets)`` batches and,
+    like ``extra_metrics`` (``{name: fn(y_true, y_pred) -> float}``), are not part of the run id.
+    ``resume_from_run_id`` starts a new run (its lineage is in the id) from a checkpoint of
+    another; ``resume="auto"`` continues this configuration's own newest commit.
+    """
+
+    optim: NNOptimParams = param(factory=NNOptimParams, check=instance(NNOptimParams, _optim_hint))
+    scheduler: NNSchedulerParams = param(factory=NNSchedulerParams, check=instance(NNSchedulerParams, _scheduler_hint))
+
+
+def _optimizer_name(path: str, name: Any) -> str:
+    try:
+        return validate_tag(name)
+    except InvalidRunIdError as exc:
+        raise ParamsError(path, f"optimizer name {name!r} must be a slug (letters, digits, '.', '_', '-')") from exc
+
+
+def _named(cls: type, hint: Callable[[Any], str]) -> Any:
+    """A read-only ``{slug name: cls}`` sorted by name, from ``cls`` instances or their states."""
+    check = instance(cls, hint)
+
+    def run(path: str, value: Any) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise ParamsError(path, f"must be a mapping name → {cls.__name__}, got {type(value).__name__}")
+        named = {_optimizer_name(path, name): check(f"{path}[{name!r}]", v) for name, v in value.items()}
+        return types.MappingProxyType(dict(sorted(named.items())))
+
+    return run
+
+
+def _no_schedulers() -> Mapping[str, NNSchedulerParams]:
+    return types.MappingProxyType({})
+
+
+@_params
+class NNTrainerParams(_Training):
+    """How a ``Trainer`` trains: epochs, named optimizers and their schedulers, seed, metrics,
+    monitor, loaders and resume. ``schedulers`` keys must be optimizer names; an optimizer without
+    one gets the default (reduce-on-plateau) schedule. ``auto_step_schedulers=False`` leaves every
+    schedule to the step function. Loaders, extra metrics and resume settings are not part of the
+    run id."""
+
+    optims: Mapping[str, NNOptimParams] = param(check=_named(NNOptimParams, _optim_hint))
+    schedulers: Mapping[str, NNSchedulerParams] = param(
+        factory=_no_schedulers, check=_named(NNSchedulerParams, _scheduler_hint), state=OMIT
+    )
+    auto_step_schedulers: bool = param(True, check=flag(), state=OMIT)
+
+    def _check(self) -> None:
+        if not self.optims:
+            raise ParamsError("NNTrainerParams.optims", "needs at least one named optimizer")
+        unknown = sorted(set(self.schedulers) - set(self.optims))
+        if unknown:
+            raise ParamsError(
+                "NNTrainerParams.schedulers", f"{unknown} name no optimizer (optimizers: {sorted(self.optims)})"
+            )
+        _Training._check(self)
+
+    @classmethod
+    def builder(cls) -> NNTrainerParamsBuilder:
+        """A fluent builder: ``NNTrainerParams.builder().n_epochs(5).optimizer("main", optim).build()``."""
+        return NNTrainerParamsBuilder(cls)
+
+    @property
+    def primary(self) -> str:
+        """The sorted-first optimizer name: its LR is the records' ``lr`` and ``ctx.optimizer``."""
+        return next(iter(self.optims))
+
+    def scheduler_for(self, name: str) -> NNSchedulerParams:
+        """The schedule of optimizer ``name`` (the default plateau schedule when none is given)."""
+        return self.schedulers.get(name) or NNSchedulerParams()
+
+    def representative(self) -> NNTrainParams:
+        """The primary optimizer's view as ``NNTrainParams`` (the run's ``train`` section)."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(_Training)}
+        primary = self.primary
+        return NNTrainParams(**shared, optim=self.optims[primary], scheduler=self.scheduler_for(primary))

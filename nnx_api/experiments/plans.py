@@ -21,6 +21,7 @@ give factories (zero-argument callables) for fresh ones per fit.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -282,7 +283,7 @@ class ExperimentPlan:
         params = self.train
         if self.data is not None:
             train_loader, val_loader = self.data.loaders()
-            params = attrs.evolve(params, train_loader=train_loader, val_loader=val_loader)
+            params = params.replace(train_loader=train_loader, val_loader=val_loader)
         if params.seed is None and self.seed is not None:
             params = params.replace(seed=self.seed)
         return params
@@ -360,9 +361,9 @@ def selected_metrics(run: NNRun) -> dict[str, float]:
 def _changed(value: Any, changes: Mapping[str, Any], path: str) -> Any:
     if not changes:
         return value
-    if value is None or not attrs.has(type(value)):
+    if value is None or not dataclasses.is_dataclass(value):
         raise ParamsError(path, "there is nothing to change; give a whole value")
-    return attrs.evolve(value, **changes)
+    return dataclasses.replace(value, **changes)
 
 
 @contextlib.contextmanager

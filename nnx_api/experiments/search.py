@@ -20,6 +20,7 @@ combination has been tried).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
@@ -226,9 +227,13 @@ def _set_path(obj: Any, parts: Sequence[str], value: Any, name: str) -> Any:
     if not parts:
         return value
     head, rest = parts[0], parts[1:]
-    if not attrs.has(type(obj)) or head not in attrs.fields_dict(type(obj)):
+    if dataclasses.is_dataclass(obj):  # the params classes
+        fields, replace = {f.name for f in dataclasses.fields(obj)}, dataclasses.replace
+    else:  # the plan (an attrs class), or a value with no fields
+        fields, replace = set(attrs.fields_dict(type(obj))) if attrs.has(type(obj)) else set(), attrs.evolve
+    if head not in fields:
         raise ParamsError(name, f"{type(obj).__name__} has no field {head!r}")
-    return attrs.evolve(obj, **{head: _set_path(getattr(obj, head), rest, value, name)})
+    return replace(obj, **{head: _set_path(getattr(obj, head), rest, value, name)})
 
 
 def search(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import runpy
 import sys
 from pathlib import Path
@@ -125,18 +126,12 @@ def test_run_identity_has_a_trainer_section_and_params_round_trip(runs):
     )
     state = params.state()
     assert list(state["optims"]) == ["encoder", "head"] and list(state["schedulers"]) == ["head"]
-    assert nnx.NNTrainerParams.from_state(state) == attrs_evolve_without_loader(params)
+    assert nnx.NNTrainerParams.from_state(state) == dataclasses.replace(params, train_loader=None)
     assert "schedulers" not in nnx.NNTrainerParams(n_epochs=1, optims={"a": sgd()}).state()
     run = nnx.Trainer(two_part_model()).train(params, objective=nnx.supervised_objective(), root=runs)
     assert run.config["trainer"] == state and run.config["train"]["optim"] == state["optims"]["encoder"]
     with pytest.raises(nnx.ParamsError, match="name no optimizer"):
         nnx.NNTrainerParams(n_epochs=1, optims={"a": sgd()}, schedulers={"b": nnx.NNSchedulerParams()})
-
-
-def attrs_evolve_without_loader(params):
-    import attrs
-
-    return attrs.evolve(params, train_loader=None)
 
 
 def test_checkpoints_resume_only_through_their_own_entry_point(runs):

@@ -300,7 +300,7 @@ def test_a_single_process_refuses_a_stateful_resume_of_a_distributed_checkpoint(
     with pytest.raises(nnx.ResumeMismatchError, match="nnmodel-ddp"):
         model.train(params, root=root)
     assert common.same(before, model.net.state_dict())
-    run = model.train(attrs.evolve(params, resume_mode="weights_only"), root=root)  # fresh from its weights
+    run = model.train(params.replace(resume_mode="weights_only"), root=root)  # fresh from its weights
     assert run.resume_status["mode"] == "weights_only"
 
 

@@ -1,0 +1,207 @@
+"""What every params class shares: frozen dataclasses whose fields check themselves.
+
+A params class is a frozen, slotted ``dataclasses.dataclass`` deriving from :class:`Params`; so
+``dataclasses.replace(params, max_lr=3e-3)`` (or ``params.replace(...)``) is a validated copy, and
+``state()`` / ``from_state()`` go through the one converter (``nnx_core.convert``). Each field is
+declared with :func:`param`: its default, its check (run at construction, the value it returns is
+stored) and its state rule (``OMIT`` when default, or ``RUNTIME``-only). Every refusal is a
+``ParamsError`` naming ``Class.field`` and what to write instead.
+
+:class:`ParamsBuilder` is the base of the fluent builders (``NNOptimParams.builder()`` ...):
+setters record only the fields they touch, so ``build()`` leaves every other field at its default
+and ``state()`` omits it exactly as for hand-written arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, TypeVar
+
+from nnx_core.convert import Stateful
+from nnx_core.errors import ParamsError
+from nnx_core.validate import check_choice, check_float, check_int, check_str
+
+__all__ = [
+    "Params", "ParamsBuilder", "count", "flag", "instance", "items", "member", "one_of", "optional", "param", "real",
+    "text",
+]
+
+Check = Callable[[str, Any], Any]
+"""``check(path, value) -> value to store``; raises ``ParamsError`` naming ``path``."""
+
+P = TypeVar("P", bound="Params")
+B = TypeVar("B", bound="ParamsBuilder")
+
+
+class Params(Stateful):
+    """Base of the params classes: field checks at construction, ``replace``, state via the converter."""
+
+    __slots__ = ()
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        for field in dataclasses.fields(self):  # type: ignore[arg-type]
+            check = field.metadata.get("check")
+            if check is not None:
+                object.__setattr__(self, field.name, check(f"{owner}.{field.name}", getattr(self, field.name)))
+        self._check()
+
+    def _check(self) -> None:
+        """Rules that span fields (none by default)."""
+
+    def replace(self: P, **changes: Any) -> P:
+        """A validated copy with ``changes`` applied (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+def param(
+    default: Any = dataclasses.MISSING,
+    *,
+    factory: Any = dataclasses.MISSING,
+    check: Check | None = None,
+    state: Mapping[str, str] | None = None,
+    compare: bool = True,
+) -> Any:
+    """A params field: ``default`` (or ``factory``), its ``check``, its state rule (``OMIT`` /
+    ``RUNTIME`` from ``nnx_core.convert``) and whether it takes part in equality."""
+    metadata = {**(state or {}), **({"check": check} if check else {})}
+    return dataclasses.field(default=default, default_factory=factory, compare=compare, metadata=metadata)
+
+
+# ------------------------------------------------------------------------------------ checks
+def count(minimum: int | None = None) -> Check:
+    """An integer ≥ ``minimum`` (bools and floats refused; NumPy integers become ``int``)."""
+    return lambda path, value: check_int(path, value, minimum=minimum)
+
+
+def real(**bounds: Any) -> Check:
+    """A finite number within ``bounds`` (see ``check_float``); stored as given, so ``1`` stays
+    ``1`` and existing run ids never drift."""
+
+    def run(path: str, value: Any) -> Any:
+        check_float(path, value, **bounds)
+        return value
+
+    return run
+
+
+def one_of(*choices: str) -> Check:
+    """One of ``choices``."""
+    return lambda path, value: check_choice(path, value, choices)
+
+
+def text() -> Check:
+    """A non-blank string."""
+    return check_str
+
+
+def flag() -> Check:
+    """``True`` or ``False``."""
+
+    def run(path: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise ParamsError(path, f"must be True or False, got {type(value).__name__} {value!r}")
+        return value
+
+    return run
+
+
+def member(enum_type: Any) -> Check:
+    """A member of ``enum_type``, given as the member, its value or its name in any case."""
+    return enum_type.parse
+
+
+def optional(check: Check) -> Check:
+    """``check``, letting None through."""
+    return lambda path, value: None if value is None else check(path, value)
+
+
+def instance(cls: type, hint: Callable[[Any], str] | None = None) -> Check:
+    """An instance of ``cls``; a mapping is read as its saved state (``cls.from_state``). Anything
+    else is refused with ``hint(value)``: what to write instead."""
+
+    def run(path: str, value: Any) -> Any:
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, Mapping) and issubclass(cls, Stateful):
+            return cls.from_state(value)
+        advice = hint(value) if hint else f"{cls.__name__}(...)"
+        raise ParamsError(path, f"expects {cls.__name__}, got {type(value).__name__} {value!r}; write {advice}")
+
+    return run
+
+
+def items(check: Check) -> Check:
+    """A sequence (list, tuple, ...; not a string) stored as a tuple, each item checked as ``path[i]``."""
+
+    def run(path: str, value: Any) -> tuple[Any, ...]:
+        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+            raise ParamsError(path, f"must be a list or tuple, got {type(value).__name__} {value!r}")
+        return tuple(check(f"{path}[{i}]", item) for i, item in enumerate(value))
+
+    return run
+
+
+# ---------------------------------------------------------------------------------- builders
+def _is_default(field: dataclasses.Field[Any], value: Any) -> bool:
+    if field.default is not dataclasses.MISSING:
+        # identity first: a runtime value (a loader, an array) is never compared element-wise
+        return value is field.default or (field.default is not None and value is not None and value == field.default)
+    if field.default_factory is not dataclasses.MISSING:
+        return bool(value == field.default_factory())
+    return False
+
+
+class ParamsBuilder:
+    """Base of the fluent builders. Setters return the builder; a variant method replaces the
+    fields the previous variant set (last variant wins) and keeps every modifier; ``copy()``
+    branches; ``Builder.from_params(p).build() == p``."""
+
+    VARIANTS: ClassVar[tuple[str, ...]] = ()
+    """The variant methods; when there are any, ``build()`` needs one of them (or ``from_params``)."""
+    VARIANT_FIELDS: ClassVar[frozenset[str]] = frozenset()
+    """The fields a variant sets; every other field is a modifier and survives a variant change."""
+
+    def __init__(self, target: type[Params]) -> None:
+        self._target = target
+        self._fields: dict[str, Any] = {}
+        self._chosen = not self.VARIANTS
+
+    def copy(self: B) -> B:
+        """An independent branch: later calls on either builder never show on the other."""
+        branch = type(self)(self._target)
+        branch._fields = {name: dict(v) if isinstance(v, dict) else v for name, v in self._fields.items()}
+        branch._chosen = self._chosen
+        return branch
+
+    @classmethod
+    def from_params(cls: type[B], params: Any) -> B:
+        """A builder holding every field of ``params`` that is not at its default."""
+        builder = params.builder() if isinstance(params, Params) and hasattr(params, "builder") else None
+        if type(builder) is not cls:
+            raise ParamsError(f"{cls.__name__}.from_params", f"cannot rebuild a {type(params).__name__}")
+        for field in dataclasses.fields(params):
+            value = getattr(params, field.name)
+            if not _is_default(field, value):
+                builder._fields[field.name] = dict(value) if isinstance(value, Mapping) else value
+        builder._chosen = True
+        return builder
+
+    def _set(self: B, **fields: Any) -> B:
+        self._fields.update(fields)
+        return self
+
+    def _variant(self: B, **fields: Any) -> B:
+        """Choose a variant: its given (not None) fields replace every variant field set before."""
+        self._fields = {name: v for name, v in self._fields.items() if name not in self.VARIANT_FIELDS}
+        self._fields.update({name: value for name, value in fields.items() if value is not None})
+        self._chosen = True
+        return self
+
+    def build(self) -> Any:
+        """The params (validated by their constructor)."""
+        if not self._chosen:
+            methods = ", ".join(f".{name}(...)" for name in self.VARIANTS)
+            raise ParamsError(f"{type(self).__name__}.build", f"call one of {methods} first")
+        return self._target(**self._fields)

@@ -1,0 +1,22 @@
+"""The API's hooks on the one converter (``nnx_core.convert.converter``).
+
+Enums are written as their values and handed to the class as given (the class accepts any case
+and says which values are allowed); an indexed :class:`Device` is written as its name. Importing
+this module registers the hooks; ``nnx_api.config.params`` does so before any class is built.
+"""
+
+from __future__ import annotations
+
+from nnx_core.convert import as_given, converter
+from nnx_api.config.enums import Device, Devices, ValueEnum
+
+__all__ = ["Momentum", "converter"]
+
+Momentum = float | tuple[float, float]
+"""An optimizer's momentum: a float (SGD family) or ``(beta1, beta2)`` (Adam family)."""
+
+converter.register_unstructure_hook(ValueEnum, str)
+converter.register_structure_hook(ValueEnum, as_given)
+converter.register_unstructure_hook(Device, str)
+converter.register_structure_hook(Devices | Device, as_given)
+converter.register_structure_hook(Momentum | None, as_given)  # None: the optimizer's default
