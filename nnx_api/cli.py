@@ -1,30 +1,42 @@
 """``nnx``: look at runs from the shell, and prove they are intact.
 
-    nnx runs list   [--root DIR]       every run: id, committed epochs, tags, best, attempt status
-    nnx runs show   ID [--root DIR]    configuration, committed epochs, tags and BEST of one run
-    nnx runs verify ID [--root DIR]    re-hash every blob of every tag, decode it with the safe
-                                       loader, and check the history against LAST
+    nnx runs list    [--sort KEY] [--status S] [--where K=V] [--full]
+                                  every run: id, started, duration, epochs, BEST, monitor, status
+    nnx runs show    ID           configuration, committed epochs, tags, BEST and data of one run
+    nnx runs verify  ID           re-hash every blob of every tag, decode it with the safe loader,
+                                  and check the history against LAST and its own continuity
+    nnx runs plot | compare | export   (``nnx_api.cli_extra``)
+    nnx --version
 
-The runs root is ``--root``, else ``$NNX_RUNS``, else ``./runs``. Exit codes: 0 fine; 1 problems
-found (``verify``), or the run is missing or unreadable; 2 usage errors, including a run id that
-is not allowed (``../x``, ``a/b``: ids never leave the runs root).
+``ID`` is a whole run id or a unique prefix of one (``list`` shows 8 characters). Every command
+takes ``--root DIR``: the runs root is ``--root``, else ``$NNX_RUNS``, else ``./runs``. Runs are
+read through ``NNRun.load`` over the root's ``Storage``. Exit codes: 0 fine; 1 problems found
+(``verify``), or the run is missing or unreadable; 2 usage errors, including a run id that is not
+allowed (``../x``, ``a/b``: ids never leave the runs root) or a prefix that names several runs.
+A run whose attempt record says "running" while nobody holds its lease is shown ``interrupted``
+(killed, or stopped with Ctrl-C): ``resume="auto"`` continues it.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import Any, TextIO
 
+from nnx_core.admission import INTERRUPTED, RUNNING, attempt_status, read_attempt
 from nnx_core.commit import LAST, RunFiles
-from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunNotFoundError
-from nnx_core.history import coverage_problems, parse_history
-from nnx_core.identity import validate_run_id
-from nnx_adapters.storage.paths import TMP_PREFIX
+from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunLeaseError, RunNotFoundError
+from nnx_core.history import continuity_problems, coverage_problems, parse_history
+from nnx_core.identity import ID_HEX_DIGITS
+from nnx_adapters.storage.fs import FileStorage
+from nnx_api.runs.curves import flatten_config, monitor_name
 from nnx_api.runs.journal import check_journal, epoch_summaries, has_journal
 from nnx_api.runs.run import NNRun, dump_yaml, runs_root
+
+COMMANDS = ("list", "show ID", "verify ID", "plot ID", "compare ID ID...", "export ID OUT")
+SORT_KEYS = ("started", "duration", "epochs", "monitor", "status", "id")
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -37,7 +49,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except SystemExit as exc:  # argparse already printed the usage error
         return int(exc.code or 0)
     if getattr(args, "action", None) is None:
-        print(parser.format_usage().rstrip() + "\n  commands: nnx runs list | show ID | verify ID  [--root DIR]", file=err)
+        commands = "\n".join(f"  nnx runs {c}" for c in COMMANDS)
+        print(f"{parser.format_usage().rstrip()}\ncommands (each takes --root DIR; ID: a run id or a unique prefix):\n"
+              f"{commands}\n  nnx --version\nnnx runs COMMAND --help describes one", file=err)
         return 2
     try:
         return args.action(args, out)
@@ -57,12 +71,19 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nnx", description="Inspect and verify NNx runs.")
+    parser.add_argument("--version", action="version", version=f"nnx {_version()}")
     groups = parser.add_subparsers(dest="group")
-    runs = groups.add_parser("runs", help="list, show and verify runs")
+    runs = groups.add_parser("runs", help="list, show, verify, plot, compare and export runs")
     commands = runs.add_subparsers(dest="command")
     root_help = "the runs root (default: $NNX_RUNS, else ./runs)"
     listing = commands.add_parser("list", help="every run under the root")
     listing.add_argument("--root", help=root_help)
+    listing.add_argument("--sort", choices=SORT_KEYS, default="started", help="order of the rows (default: started)")
+    listing.add_argument("--reverse", action="store_true", help="reverse the order")
+    listing.add_argument("--status", action="append", help="only runs with this status (repeatable)")
+    listing.add_argument("--where", action="append", metavar="KEY=VALUE",
+                         help="only runs whose configuration has KEY=VALUE, e.g. train.n_epochs=10 (repeatable)")
+    listing.add_argument("--full", action="store_true", help="whole run ids")
     listing.set_defaults(action=_list)
     show = commands.add_parser("show", help="configuration, epochs, tags and BEST of one run")
     show.add_argument("id")
@@ -83,31 +104,121 @@ def _parser() -> argparse.ArgumentParser:
 
 def _list(args: argparse.Namespace, out: TextIO) -> int:
     root = runs_root(args.root)
-    entries = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
-    if not entries:
-        print(f"no runs under {root}", file=out)
-        return 0
-    rows = [("ID", "EPOCHS", "BEST", "STATUS", "TAGS")]
-    for name in entries:
+    storage = FileStorage(root)
+    names = [n for n in storage.list("") if not n.startswith(".")] if root.is_dir() else []
+    where = [_condition(w) for w in args.where or ()]
+    rows: list[dict[str, Any]] = []
+    for name in names:
         try:
-            run = NNRun.load(name, root)
+            run = NNRun.load(name, root, storage=storage)
         except (NNxError, ValueError) as exc:
-            rows.append((name, "-", "-", "unreadable", str(exc).splitlines()[0][:60]))
+            rows.append({"id": name, "status": "unreadable", "note": str(exc).splitlines()[0][:60]})
             continue
-        files = run.files()
-        last = files.read_tag(LAST)
-        best = files.read_tag("best")
-        rows.append(
-            (
-                run.id,
-                "0" if last is None else str(last.epoch + 1),
-                "-" if best is None else str(best.epoch),
-                _attempt(files).get("status", "-"),
-                ",".join(files.tags()) or "-",
-            )
-        )
-    _table(rows, out)
+        if all(_matches(run, key, value) for key, value in where):
+            rows.append(_summary(run))
+    wanted = {s.lower() for group in args.status or () for s in group.split(",")}
+    rows = [r for r in rows if not wanted or r["status"] in wanted]
+    if not rows:
+        print(f"no runs under {root}" + (" match" if names else ""), file=out)
+        return 0
+    rows.sort(key=lambda r: _order(r, args.sort), reverse=args.reverse)
+    width = ID_HEX_DIGITS if args.full else _prefix_width([r["id"] for r in rows])
+    table = [("ID", "STARTED", "DURATION", "EPOCHS", "BEST", "MONITOR", "STATUS")]
+    for r in rows:
+        monitor = "-" if r.get("monitor") is None else f"{r['monitor']} {r['value']:.4g}"
+        table.append((
+            r["id"][:width], r.get("started", "-"), _duration(r.get("seconds")), str(r.get("epochs", "-")),
+            str(r.get("best", "-")), monitor, r["status"] + (f" ({r['note']})" if r.get("note") else ""),
+        ))
+    _table(table, out)
     return 0
+
+
+def _summary(run: NNRun) -> dict[str, Any]:
+    """One ``list`` row of a readable run."""
+    files = run.files()
+    last = files.read_tag(LAST)
+    record = read_attempt(files) or {}
+    best = run.best()
+    row: dict[str, Any] = {
+        "id": run.id, "epochs": 0 if last is None else last.epoch + 1, "status": run_status(files, record) or "-",
+        "best": "-" if best is None else best.epoch_idx,
+    }
+    started, finished = _time(record.get("started_at")), _time(record.get("finished_at"))
+    if started is not None:
+        row["started"] = started.astimezone().strftime("%Y-%m-%d %H:%M")
+        row["start"] = started.timestamp()
+        end = finished or (datetime.now(timezone.utc) if row["status"] == RUNNING else None)
+        row["seconds"] = None if end is None else (end - started).total_seconds()
+    if best is not None and best.selection is not None and best.selection.value is not None:
+        row["monitor"], row["value"] = monitor_name(best), best.selection.value
+    return row
+
+
+def run_status(files: RunFiles, record: dict[str, Any] | None) -> str | None:
+    """The attempt record's status, "interrupted" when it says running and the lease is free."""
+    if record is None or record.get("status") != RUNNING:
+        return attempt_status(record, lease_free=False)
+    try:
+        with files.storage.lease(files.run_id):
+            return attempt_status(record, lease_free=True)
+    except RunLeaseError:  # its writer holds it: really running
+        return RUNNING
+    except OSError:  # a read-only root: the lease cannot be probed
+        return RUNNING
+
+
+def _order(row: dict[str, Any], key: str) -> tuple[Any, ...]:
+    value = {"started": row.get("start"), "duration": row.get("seconds"), "epochs": row.get("epochs"),
+             "monitor": row.get("value"), "status": row.get("status"), "id": row["id"]}[key]
+    return (value is None, value if value is not None else 0, row["id"])
+
+
+def _condition(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise InvalidRunIdError(f"--where takes KEY=VALUE (e.g. train.n_epochs=10), got {text!r}")
+    return key.strip(), value.strip()
+
+
+def _matches(run: NNRun, key: str, value: str) -> bool:
+    config = flatten_config(run.config)
+    found = [v for k, v in config.items() if k == key or k.endswith("." + key)]
+    return any(str(v) == value or repr(v) == value for v in found)
+
+
+def _prefix_width(ids: list[str], minimum: int = 8) -> int:
+    """The shortest prefix length (≥ ``minimum``) that tells every id apart."""
+    width = minimum
+    while width < ID_HEX_DIGITS and len({i[:width] for i in ids}) < len(set(ids)):
+        width += 1
+    return width
+
+
+def _time(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text)) if text else None
+    except ValueError:
+        return None
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nnx")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "(not installed)"
 
 
 # -- show -----------------------------------------------------------------------------------------
@@ -119,11 +230,15 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
     last = files.read_tag(LAST)
     print(f"run {run.id}", file=out)
     print(f"path: {run.path}", file=out)
-    attempt = _attempt(files)
+    attempt = read_attempt(files)
     if attempt:
-        print(f"attempt: {attempt.get('status')} (last committed epoch {attempt.get('last_committed_epoch')})", file=out)
+        committed = "nothing committed" if last is None else f"LAST epoch {last.epoch}"
+        print(f"attempt: {run_status(files, attempt)} since {attempt.get('started_at')} ({committed})", file=out)
     if run.resume_status:
         print(f"resumed from: {dict(run.resume_status)}", file=out)
+    for loader, fp in sorted((run.data_fingerprint or {}).items()):
+        print(f"data: {loader} rows {fp.get('rows')} batches {fp.get('batches')} sample {fp.get('sample')} "
+              f"(first batch {fp.get('batch')})", file=out)
     print("config:", file=out)
     for line in dump_yaml(run.config).decode("utf-8").splitlines():
         print(f"  {line}", file=out)
@@ -181,17 +296,17 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     """Check one run the way a resume would, and more; print each finding; 1 if any problem."""
     from nnx_adapters.pytorch import state as torch_state  # torch only when blobs are decoded
 
-    run_id = validate_run_id(args.id)
     root = runs_root(args.root)
     problems: list[str] = []
     notes: list[str] = []
+    run_id = args.id
     try:
         run = NNRun.load(run_id, root)
     except CorruptRunError as exc:
         print(f"PROBLEM: {exc}", file=out)
         print(f"run {run_id}: 1 problem", file=out)
         return 1
-    files = run.files()
+    files, run_id = run.files(), run.id
     last = files.read_tag(LAST)
     checked_blobs: set[str] = set()
     for tag in files.tags():
@@ -217,11 +332,14 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
                 checked_blobs.add(ref.sha256)
                 print(f"ok    blob {ref.sha256[:16]} ({ref.size} bytes, {tag})", file=out)
     _check_history(files, last, problems, notes)
-    stale = _temporaries(files, run_id)
+    stale = files.storage.temporaries(run_id)
     if stale:
         notes.append(f"{len(stale)} stale temporary file(s) from an interrupted write (ignored; the next writer removes them)")
     if last is None:
         notes.append("nothing committed yet (no LAST)")
+    if run_status(files, read_attempt(files)) == INTERRUPTED:
+        resume = "from its start" if last is None else f"from epoch {last.epoch + 1}"
+        notes.append(f"its last attempt was interrupted (killed or Ctrl-C); resume='auto' continues it {resume}")
     for note in notes:
         print(f"note: {note}", file=out)
     for problem in problems:
@@ -247,28 +365,14 @@ def _check_history(files: RunFiles, last: Any, problems: list[str], notes: list[
             notes.append(f"{len(raw)} history row(s) without a committed LAST (ignored by readers)")
         return
     tail = [r for r in raw if r.epoch_idx > last.epoch]
-    committed = (r.epoch_idx for r in raw if r.epoch_idx <= last.epoch)
-    problems.extend(coverage_problems(committed, last.epoch, "the history", "rows"))
+    committed = [r for r in raw if r.epoch_idx <= last.epoch]
+    problems.extend(coverage_problems((r.epoch_idx for r in committed), last.epoch, "the history", "rows"))
+    problems.extend(continuity_problems(committed, "the history"))
     if tail:
         notes.append(f"{len(tail)} history row(s) newer than LAST (an interrupted commit; readers ignore them)")
 
 
-def _temporaries(files: RunFiles, folder: str) -> list[str]:
-    import os
-
-    base = os.path.join(files.storage.root, folder)  # type: ignore[attr-defined]
-    return [n for _, _, names in os.walk(base) for n in names if n.startswith(TMP_PREFIX)]
-
-
 # -- helpers --------------------------------------------------------------------------------------
-
-
-def _attempt(files: RunFiles) -> dict[str, Any]:
-    try:
-        doc = json.loads(files.storage.read(files.attempt))
-    except (FileNotFoundError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
 
 
 def _num(value: float | None) -> str:

@@ -6,8 +6,10 @@
     nnx runs export  ID [--tag best] OUT [--root DIR]  OUT.safetensors (weights + provenance) or
                                                        OUT.onnx (built-in nets; dynamic batch axis)
 
-``register`` adds them to ``nnx runs``; they share its exit codes. A missing optional extra
-(``plots``, ``export``) is reported with the pip command that installs it (exit 1).
+``register`` adds them to ``nnx runs``; they share its exit codes. None of them prints a
+traceback: a missing optional extra (``plots``, ``export``) is reported with the pip command that
+installs it, a file that cannot be written with the reason (exit 1); an output suffix no writer
+knows, or an ONNX opset outside what the exporter and onnxruntime take, is a usage error (exit 2).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from nnx_api.runs.curves import committed_records, epoch_scalars, flatten_config, iter_epochs, monitor_label
+from nnx_core.errors import NNxError
+from nnx_api.runs.curves import committed_records, epoch_scalars, flatten_config, iter_epochs, monitor_name
 from nnx_api.runs.run import NNRun, runs_root
 
 
@@ -43,12 +46,32 @@ def register(commands: Any, root_help: str) -> None:
     export.set_defaults(action=_guard(_export))
 
 
+MIN_OPSET = 9  # the oldest opset both torch.onnx writes for NNx's nets and onnxruntime loads
+
+
+class UsageError(Exception):
+    """A command-line value no writer accepts (exit 2)."""
+
+
 def _guard(action: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[argparse.Namespace, TextIO], int]:
     def run(args: argparse.Namespace, out: TextIO) -> int:
         try:
             return action(args, out)
+        except NNxError:
+            raise  # the CLI's own handling (exit codes by type)
+        except UsageError as exc:
+            print(f"nnx: {exc}", file=sys.stderr)
+            return 2
         except ImportError as exc:  # an optional extra is missing: say which
             print(f"nnx: {exc}", file=sys.stderr)
+            return 1
+        except OSError as exc:
+            target = exc.filename or getattr(args, "output", None) or "the output"
+            print(f"nnx: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        except Exception as exc:  # never a traceback: what failed, in one line
+            print(f"nnx: {args.command} failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                  file=sys.stderr)
             return 1
 
     return run
@@ -59,9 +82,24 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
     if not run.idps:
         print(f"nnx: run {run.id} has no committed epoch to plot", file=sys.stderr)
         return 1
-    target = run.plot(args.output or f"{run.id}.png")
+    output = args.output or f"{run.id}.png"
+    _check_image_suffix(output)
+    target = run.plot(output)
     print(f"wrote {target}", file=out)
     return 0
+
+
+def _check_image_suffix(output: str) -> None:
+    """Refuse an output name matplotlib cannot write, before anything is drawn."""
+    from nnx_api.runs.plots import image_formats
+
+    formats = image_formats()
+    suffix = Path(output).suffix.lower().lstrip(".")
+    if suffix not in formats:
+        raise UsageError(
+            f"cannot tell the image format of {Path(output).name!r}: name it *.png (or one of "
+            f"{', '.join('.' + f for f in sorted(formats))})"
+        )
 
 
 def _compare(args: argparse.Namespace, out: TextIO) -> int:
@@ -107,7 +145,7 @@ def _best_values(run: NNRun) -> dict[str, Any]:
         return out
     out.update({k: v for k, v in scalars.items() if k.startswith("val/")})
     out["epoch"] = best.epoch_idx
-    out["monitor"] = monitor_label(best) or "-"
+    out["monitor"] = monitor_name(best) or "-"
     if best.selection is not None and best.selection.value is not None:
         out["value"] = best.selection.value
     return out
@@ -133,6 +171,9 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
     elif suffix == ".onnx":
         from nnx_api.model import NNModel
 
+        if args.opset < MIN_OPSET:
+            raise UsageError(f"--opset {args.opset} is older than onnxruntime and the exporter support; use --opset {MIN_OPSET} "
+                             "or newer (default 17)")
         model = NNModel.from_checkpoint(run.id, args.tag, root=root)
         model.to_onnx(target, default_example_input(run), opset=args.opset, dynamo=args.dynamo)
     else:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
@@ -35,9 +34,9 @@ from nnx_adapters.pytorch.metrics import metric_mode
 from nnx_adapters.pytorch.optim import TorchClock
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.callbacks import Callback, normalize_callbacks
-from nnx_api.callbacks.progress import ProgressBar, progress_enabled
+from nnx_api.callbacks.progress import ProgressBar, message_stream, progress_enabled
 from nnx_api.runs.run import NNRun, dump_yaml, runs_root
-from nnx_api.training import checks, history, optimizers
+from nnx_api.training import checks, fingerprint, history, optimizers
 from nnx_api.training.owners import owner_for
 from nnx_api.training.session import SessionSetup, SingleProcess, TrainingSession, collect_components, named_state, restore_problems
 
@@ -94,6 +93,9 @@ def launch(entry: TrainingEntry) -> NNRun:
     group = entry.distributed.group() if entry.distributed is not None else SingleProcess()
     try:
         return _launch(entry, group)
+    except OSError as exc:  # a full disk, a read-only root: say what is committed and how to go on
+        _note_write_failure(entry, exc)
+        raise
     finally:
         group.close()
 
@@ -117,12 +119,14 @@ def _launch(entry: TrainingEntry, group: Any) -> NNRun:
     files = RunFiles(storage, run.id)
     with contextlib.ExitStack() as lease:
         # 4–5. the lease and admission, on the writer
-        plan = share(c, writer, "admission", lambda: _admit(entry, group, files, lease, source))
+        plan = share(c, writer, "admission", lambda: _admit(entry, group, files, lease, source, ready.data))
         payload = torch_state.decode(plan.data, where=f"run {run.id} resume point") if plan.data is not None else None
-        run = attrs.evolve(run, idps=plan.idps, resume_status=plan.status)
+        run = attrs.evolve(run, idps=plan.idps, resume_status=plan.status, data_fingerprint=ready.data)
         if plan.action == adm.FINISHED:
             entry.model.net.load_state_dict(payload["weights"])  # type: ignore[index]  # the caller's model is the finished one
-            _say(f"Run {run.id[:8]} already finished; returning it (resume='auto' trains nothing more)", train)
+            epochs = len({r.epoch_idx for r in run.idps})
+            _say(f"run {run.id[:8]} already finished ({epochs} epochs committed): returning it, nothing trained. "
+                 "Pass overwrite_existing=True (without resume='auto') to train it again", train)
             return run
         return _train(entry, group, run, files, plan, payload, ready)
 
@@ -137,11 +141,12 @@ class Ready:
     journal: Any
     optimizers: Mapping[str, Any]
     schedules: Mapping[str, Any]
+    data: Mapping[str, Any] | None = None  # the writer's data fingerprint (nnx_api.training.fingerprint)
 
 
 def _checks(entry: TrainingEntry, group: Any) -> Ready:
     """Every check before anything is written."""
-    declared, here = group.resolve_callbacks(normalize_callbacks(entry.callbacks))
+    declared, here = group.resolve_callbacks(normalize_callbacks(checks.check_callbacks(entry.callbacks)))
     step_fn, step_name = (entry.trainer_step_fn, "trainer_step_fn") if entry.kind == "trainer" else (entry.train_step_fn, "train_step_fn")
     checks.check_run(
         entry.model, entry.params, declared, params_type=type(entry.params), optimizers=tuple(entry.optims),
@@ -150,9 +155,15 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
     group.check(entry)
     journal = history.check_history(entry.history, declared)
     train = entry.train
+    loaders = {"train_loader": train.train_loader, "val_loader": train.val_loader}
+    firsts = {name: fingerprint.take_first_batch(ld) for name, ld in loaders.items() if ld is not None}
+    if entry.kind == "nnmodel":
+        checks.check_first_batches(entry.model, firsts, train_step=entry.train_step_fn is None and entry.objective is None,
+                                   eval_step=entry.eval_step_fn is None)
+    data = fingerprint.data_fingerprint(loaders, firsts) if group.collective.rank == group.writer_rank else None
     opts = optimizers.build_optimizers(entry.model.net, entry.optims, strict=entry.strict_groups)
     schedules = optimizers.build_schedules(opts, entry.schedulers, entry.optims, n_epochs=train.n_epochs, train_loader=train.train_loader)
-    return Ready(callbacks=here, journal=journal, optimizers=opts, schedules=schedules)
+    return Ready(callbacks=here, journal=journal, optimizers=opts, schedules=schedules, data=data)
 
 
 def _resume_point(entry: TrainingEntry, group: Any, storage: Any) -> Plan | None:
@@ -189,7 +200,9 @@ def _refuse(entry: TrainingEntry, group: Any, payload: Mapping[str, Any], statef
         raise ResumeMismatchError(reason)
 
 
-def _admit(entry: TrainingEntry, group: Any, files: RunFiles, lease: contextlib.ExitStack, source: Plan | None) -> Plan:
+def _admit(
+    entry: TrainingEntry, group: Any, files: RunFiles, lease: contextlib.ExitStack, source: Plan | None, current: Any
+) -> Plan:
     """Under the run lease: fresh (with the resume point, if any), continue from LAST, or finished."""
     lease.enter_context(files.storage.lease(files.run_id))
     files.storage.clean_temporaries(files.run_id)  # a hard kill can leave temporaries behind (never visible)
@@ -201,6 +214,7 @@ def _admit(entry: TrainingEntry, group: Any, files: RunFiles, lease: contextlib.
     if decided.action == adm.FRESH:
         return source or Plan(action=adm.FRESH)
     loaded = NNRun.load(files.run_id, entry.root, storage=files.storage)
+    _raise(adm.data_refusal(files.run_id, loaded.data_fingerprint, current))
     data = files.read_blob(decided.last.blobs["state"])  # type: ignore[union-attr]  # verified against its SHA-256
     if decided.action == adm.FINISHED:
         return Plan(action=adm.FINISHED, data=data, status=loaded.resume_status, idps=loaded.idps)
@@ -247,7 +261,7 @@ def _train(
         ))
         agreed(c, "restore", lambda: _restore(session, payload, plan.stateful, train.seed, c.rank))
         if is_writer and progress_enabled(train.progress):
-            shown = [*shown, ProgressBar(len(session.epochs()))]
+            shown = [*shown, ProgressBar(len(session.epochs()), _batches(train.train_loader))]
         # 7. the lifecycle, in the seed's order
         run_lifecycle(session, shown, session.ctx, base=Callback, agree=session.agree)
         # 8. finish
@@ -295,10 +309,32 @@ def _on_failure(files: RunFiles, attempt: adm.AttemptRecord, exc: BaseException,
             attempt.finish(files, adm.FAILED, now(), error=exc)
 
 
+def _note_write_failure(entry: TrainingEntry, exc: OSError) -> None:
+    """A failed write of the run (see ``nnx_core.admission.write_failure_note``) names what is
+    committed; an ``OSError`` of the user's own files (a data file) is left as it is."""
+    storage = entry.storage if entry.storage is not None else FileStorage(runs_root(entry.root))
+    root = getattr(storage, "root", None)
+    inside = exc.filename is None or root is None or os.path.abspath(str(exc.filename)).startswith(os.path.abspath(str(root)))
+    if exc.errno not in adm.WRITE_ERRNOS or not inside or getattr(exc, "__notes__", None):
+        return
+    run_id = NNRun(config=entry.config, root=runs_root(entry.root)).id
+    with contextlib.suppress(Exception):
+        last = RunFiles(storage, run_id).read_tag(LAST)
+        exc.add_note(adm.write_failure_note(run_id, last.epoch if last is not None else None))
+
+
 def _say(message: str, train: Any) -> None:
     """The one line a ``train()`` call prints (when progress output is on)."""
     if progress_enabled(train.progress):
-        print(message, file=sys.stderr if os.environ.get("NNX_QUIET") else sys.stdout)
+        print(message, file=message_stream())
+
+
+def _batches(loader: Any) -> int | None:
+    """Batches per epoch, when the loader knows."""
+    try:
+        return len(loader)
+    except TypeError:
+        return None
 
 
 def _display_path(path: os.PathLike[str]) -> str:

@@ -7,8 +7,11 @@ Decided by the writer under the run lease, before any session starts (``admit``)
                                                      commit (we hold the lease, so it is not
                                                      alive): the folder is removed → fresh
     resume="auto" and LAST exists
+        the history lacks an epoch LAST committed   → CorruptRunError (``nnx runs verify``)
         LAST holds the last epoch, or the last attempt completed (an early stop)  → finished
         otherwise                                                                 → continue
+    no LAST, but the run committed before (its history spans two epochs, or its
+        attempt record names a committed epoch): checkpoints/ vanished   → CorruptRunError
     resume="auto" and no LAST                      → the folder is removed → fresh
     overwrite_existing=True                        → the folder is removed → fresh
     otherwise                                      → RunExistsError, saying how to proceed
@@ -22,6 +25,12 @@ whose lease is free belongs to an interrupted attempt (killed, or stopped with C
 A fresh run whose attempt failed before its first commit is removed (``discard_uncommitted``) so
 the same configuration can simply be retried; a kill leaves it for the next admission (above).
 
+On a continuation or return, ``data_refusal`` compares the data fingerprint recorded with the run
+(``nnx_api.training.fingerprint``) with this call's: other data is refused (``DataChangedError``)
+rather than continued or returned as if it were the same. ``write_failure_note`` is what a
+failed write (a full disk, a read-only root) adds to its ``OSError``: which epoch is committed,
+and how to continue.
+
 A checkpoint resumes statefully only through the entry point whose kind wrote it
 (``kind_refusal``); a data-parallel checkpoint only at its own world size and partition
 (``nnx_core.agreement.resume_refusal``).
@@ -29,6 +38,7 @@ A checkpoint resumes statefully only through the entry point whose kind wrote it
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -36,7 +46,9 @@ from typing import Any
 import attrs
 
 from nnx_core.commit import LAST, RunFiles, TagManifest, write_json
-from nnx_core.errors import RunExistsError
+from nnx_core.errors import CorruptRunError, DataChangedError, RunExistsError
+from nnx_core.history import coverage_problems, parse_history
+from nnx_core.journal import has_journal
 
 FRESH, CONTINUE, FINISHED = "fresh", "continue", "finished"
 RUNNING, COMPLETED, STOPPED, FAILED, INTERRUPTED = "running", "completed", "stopped", "failed", "interrupted"
@@ -56,10 +68,13 @@ def admit(files: RunFiles, *, resume: bool, overwrite: bool, n_epochs: int, wher
     if not files.exists():
         return Admission(FRESH)
     last = files.read_tag(LAST)
+    if last is None and not overwrite:
+        _refuse_vanished(files)
     if last is None and attempt_status(read_attempt(files), lease_free=False) == RUNNING:
         files.storage.remove_tree(files.run_id)  # a killed first attempt: nothing was committed
         return Admission(FRESH)
     if resume and last is not None:
+        _refuse_history_gap(files, last.epoch)
         finished = last.epoch + 1 >= n_epochs or (read_attempt(files) or {}).get("status") == COMPLETED
         return Admission(FINISHED if finished else CONTINUE, last)
     if not resume and not overwrite:
@@ -69,6 +84,94 @@ def admit(files: RunFiles, *, resume: bool, overwrite: bool, n_epochs: int, wher
         )
     files.storage.remove_tree(files.run_id)
     return Admission(FRESH)
+
+
+def _eager_epochs(files: RunFiles) -> list[int] | None:
+    """The epochs an eager history (idps.csv) holds; None for a journal run or no idps.csv."""
+    if has_journal(files.storage, files.run_id):
+        return None
+    try:
+        return [r.epoch_idx for r in parse_history(files.storage.read(files.history))]
+    except FileNotFoundError:
+        return None
+
+
+def _refuse_history_gap(files: RunFiles, last_epoch: int) -> None:
+    """An eager history that lacks an epoch LAST committed would be continued (or returned) with a
+    hole in it: refused, as ``nnx runs verify`` reports it."""
+    epochs = _eager_epochs(files)
+    problems = coverage_problems(
+        (e for e in epochs or () if e <= last_epoch), last_epoch, "its history (idps.csv)", "rows"
+    ) if epochs is not None else []
+    if problems:
+        raise CorruptRunError(
+            f"run {files.run_id} cannot be resumed: {problems[0]}; nothing was changed. Inspect it with "
+            f"`nnx runs verify {files.run_id[:8]}`; to start this configuration over, pass overwrite_existing=True "
+            "(without resume='auto')"
+        )
+
+
+def _refuse_vanished(files: RunFiles) -> None:
+    """No LAST, yet the run committed before: its checkpoints were removed. Restarting would write
+    a new history over the old one, so it is refused (commit order: the history of epoch e+1 is
+    written only after LAST named epoch e, so a history of two epochs proves a commit)."""
+    epochs = sorted(set(_eager_epochs(files) or ()))
+    committed = (read_attempt(files) or {}).get("last_committed_epoch")
+    if len(epochs) < 2 and committed is None and not has_journal(files.storage, files.run_id):
+        return
+    seen = f"history for epochs {epochs[0]}..{epochs[-1]}" if len(epochs) >= 2 else "a record of committed epochs"
+    raise CorruptRunError(
+        f"run {files.run_id} holds {seen} but no committed checkpoint (its checkpoints/ folder is missing or "
+        "emptied); refusing to train over its history. Put checkpoints/ back, or pass overwrite_existing=True "
+        "(without resume='auto') to discard the run and start over"
+    )
+
+
+def data_refusal(run_id: str, recorded: Mapping[str, Any] | None, current: Mapping[str, Any]) -> DataChangedError | None:
+    """Why this call's data fingerprint does not fit the one ``run_id`` recorded (None: it fits, or
+    the run recorded none — it predates fingerprints)."""
+    if recorded is None:
+        return None
+    changes = []
+    for loader in sorted(set(recorded) | set(current)):
+        before, now = recorded.get(loader), current.get(loader)
+        if before is None or now is None:
+            changes.append(f"{loader} {'is given now, not then' if before is None else 'was given then, not now'}")
+            continue
+        diff = [f"{key} {before.get(key)} → {now.get(key)}" for key in ("rows", "batches") if before.get(key) != now.get(key)]
+        if before.get("batch") != now.get("batch"):
+            diff.append(f"first batch {now.get('batch')} (was {before.get('batch')})")
+        if before.get("sample") != now.get("sample") and not diff:
+            diff.append(f"the sampled rows differ ({now.get('sampled', 'a sample')})")
+        if diff:
+            changes.append(f"{loader}: {', '.join(diff)}")
+    if not changes:
+        return None
+    return DataChangedError(
+        f"run {run_id[:8]} was trained on other data ({'; '.join(changes)}), so resume='auto' will not continue "
+        "or return it. For a distinct run on this data pass data_id='<a name for this data>' to NNTrainParams; "
+        "to replace the old run, drop resume='auto' and pass overwrite_existing=True"
+    )
+
+
+WRITE_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("EIO", "EACCES", "EPERM", "EFBIG", "ENOSPC", "EROFS", "EDQUOT") if hasattr(errno, name)
+)
+"""The errno values of a failed write: a full disk or quota, a read-only or unwritable root, EIO."""
+
+
+def write_failure_note(run_id: str, committed_epoch: int | None) -> str:
+    """The note a failed write (a full disk, a read-only root) carries: which epoch is committed
+    and how to go on. It is added to the error as it is (``BaseException.add_note``)."""
+    if committed_epoch is None:
+        return (
+            f"NNx: run {run_id[:8]} has no committed epoch (nothing of it is left half-written). Once the runs "
+            "root is writable and has space, run the same call again."
+        )
+    return (
+        f"NNx: run {run_id[:8]}: epoch {committed_epoch} is committed (LAST) and intact. Once the runs root is "
+        f"writable and has space, rerun with resume='auto' to continue from epoch {committed_epoch + 1}."
+    )
 
 
 def read_attempt(files: RunFiles) -> dict[str, Any] | None:

@@ -41,6 +41,11 @@ class ResumeMismatchError(NNxError, ValueError):
     """A resume point does not fit the run being resumed (optimizer, topology, world size...)."""
 
 
+class DataChangedError(ResumeMismatchError):
+    """``resume="auto"`` found this configuration's run, but it was trained on other data (its
+    recorded data fingerprint differs); pass ``data_id=`` for a distinct run."""
+
+
 class ComponentRestoreError(ResumeMismatchError):
     """Saved and registered checkpointed components disagree; ``problems`` lists each one."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nnx_core.errors import CorruptRunError
@@ -158,3 +158,22 @@ def coverage_problems(epochs: Iterable[int], last_epoch: int, what: str, unit: s
         return [f"{what} has no {unit} for LAST's epoch {last_epoch}"]
     missing = sorted(set(range(committed[0], last_epoch + 1)) - set(committed))
     return [f"{what} misses committed epoch(s) {missing}"] if missing else []
+
+
+def continuity_problems(records: Sequence[IterationDataPoint], what: str) -> list[str]:
+    """Problems with the order of a history's committed records — what a resume that wrote over
+    or skipped records would leave: ``iter_idx`` must count 0, 1, 2, ... without a gap or repeat,
+    epochs must never go back, and each epoch's ``batch_idx`` must count from 0 (at most one
+    problem of each kind is reported, at its first record)."""
+    found: dict[str, str] = {}
+    previous: IterationDataPoint | None = None
+    for position, r in enumerate(records):
+        if r.iter_idx != position and "iter" not in found:
+            found["iter"] = f"{what}'s iter_idx jumps to {r.iter_idx} at record {position} (expected {position})"
+        if previous is not None and r.epoch_idx < previous.epoch_idx and "epoch" not in found:
+            found["epoch"] = f"{what} goes back from epoch {previous.epoch_idx} to {r.epoch_idx} at iter_idx {r.iter_idx}"
+        expected = previous.batch_idx + 1 if previous is not None and previous.epoch_idx == r.epoch_idx else 0
+        if r.batch_idx != expected and "batch" not in found:
+            found["batch"] = f"{what}'s epoch {r.epoch_idx} has batch_idx {r.batch_idx} at iter_idx {r.iter_idx} (expected {expected})"
+        previous = r
+    return list(found.values())

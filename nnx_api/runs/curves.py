@@ -62,6 +62,22 @@ def monitor_label(idp: IterationDataPoint) -> str | None:
     return sel.metric if sel.split == sel.metric else f"{sel.split}.{sel.metric}"
 
 
+def monitor_name(idp: IterationDataPoint) -> str | None:
+    """``split.metric`` of the quantity the epoch's decision read. For the documented fallback
+    (no named monitor) it is the one the fallback took: the first finite of ``val.error``,
+    ``val.loss``, ``train.error``, ``train.loss`` (training: the whole-epoch summary, else the
+    last batch) — never the word "fallback"."""
+    sel = idp.selection
+    if sel is None or sel.metric != "fallback":
+        return monitor_label(idp)
+    val, train = idp.val_edp, idp.train_summary or idp.train_edp
+    candidates = (
+        ("val.error", val.error if val else None), ("val.loss", val.loss if val else None),
+        ("train.error", train.error), ("train.loss", train.loss),
+    )
+    return next((name for name, v in candidates if v is not None and math.isfinite(v)), None)
+
+
 def epoch_scalars(records: Sequence[IterationDataPoint]) -> dict[str, float]:
     """Named scalars of one epoch (see the module docstring); unset values are left out."""
     if not records:

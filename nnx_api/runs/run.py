@@ -15,10 +15,10 @@ import torch
 from ruamel.yaml import YAML
 
 from nnx_core.commit import LAST, RunFiles, TagManifest, truncate_to_last
-from nnx_core.errors import CorruptRunError, RunNotFoundError
+from nnx_core.errors import CorruptRunError, InvalidRunIdError, RunNotFoundError
 from nnx_core.history import EagerHistory, epoch_rows, parse_history
 from nnx_core.identity import run_id as content_address
-from nnx_core.identity import validate_run_id, validate_tag
+from nnx_core.identity import ID_HEX_DIGITS, validate_run_id, validate_tag
 from nnx_core.journal import JournalReader
 from nnx_core.records import IterationDataPoint
 from nnx_adapters.pytorch import state as torch_state
@@ -78,6 +78,24 @@ def environment() -> dict[str, Any]:
     }
 
 
+def resolve_run_id(run_id: str, storage: Any, *, where: str = "the runs root") -> str:
+    """The full run id ``run_id`` names: itself when such a run exists (or it is a whole id),
+    else the one run whose id starts with it. An ambiguous prefix is ``InvalidRunIdError``,
+    listing the candidates; no match is returned as is (the caller reports it missing)."""
+    run_id = validate_run_id(run_id)
+    if len(run_id) >= ID_HEX_DIGITS or storage.exists(f"{run_id}/run.yaml"):
+        return run_id
+    try:
+        names = storage.list("")
+    except FileNotFoundError:
+        return run_id
+    matches = sorted(n for n in names if n.startswith(run_id) and not n.startswith("."))
+    if len(matches) > 1:
+        shown = ", ".join(m[:12] for m in matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise InvalidRunIdError(f"run id prefix {run_id!r} matches {len(matches)} runs under {where} ({shown}); give more characters")
+    return matches[0] if matches else run_id
+
+
 @attrs.frozen(kw_only=True)
 class Checkpoint:
     """A committed checkpoint tag of a run: its manifest and lazy, verified access to its state."""
@@ -112,6 +130,8 @@ class NNRun:
 
     ``NNRun.load(id)`` shows committed state only: records newer than LAST's epoch are dropped.
     ``storage`` is the store the run lives in (default: the file system under ``root``).
+    ``data_fingerprint`` is what its loaders yielded when it was last admitted (metadata.yaml's
+    ``data``; ``nnx_api.training.fingerprint``), None for a run that predates fingerprints.
     """
 
     config: Mapping[str, Any]
@@ -119,6 +139,7 @@ class NNRun:
     idps: tuple[IterationDataPoint, ...] = attrs.field(default=(), converter=tuple, repr=False)
     resume_status: Mapping[str, Any] | None = None
     storage: Any = attrs.field(default=None, eq=False, repr=False)
+    data_fingerprint: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
     id: str = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -147,21 +168,24 @@ class NNRun:
             files.storage.write(files.history, EagerHistory(self.idps).render())
 
     def metadata(self) -> dict[str, Any]:
-        """The environment record, plus the resume outcome when there is one."""
+        """The environment record, plus the resume outcome and the data fingerprint when there are."""
         meta = environment()
         if self.resume_status:
             meta["resume"] = dict(self.resume_status)
+        if self.data_fingerprint:
+            meta["data"] = dict(self.data_fingerprint)
         return meta
 
     @classmethod
     def load(cls, run_id: str, root: str | os.PathLike[str] | None = None, *, storage: Any = None) -> NNRun:
         """Load a run's committed state; CorruptRunError if its files are unreadable.
 
+        ``run_id``: the full id or a unique prefix of it (``nnx runs list`` shows 8 characters).
         ``storage``: the store to read (default: the file system under ``root``, ``$NNX_RUNS``
         or ``./runs``)."""
-        run_id = validate_run_id(run_id)
         base = runs_root(root)
         store = storage if storage is not None else FileStorage(base)
+        run_id = resolve_run_id(run_id, store, where=str(base))
         files = RunFiles(store, run_id)
         try:
             raw = files.storage.read(files.run_yaml)
@@ -183,7 +207,9 @@ class NNRun:
         meta = {}
         if files.storage.exists(files.metadata_yaml):
             meta = load_yaml(files.storage.read(files.metadata_yaml), where=f"run {run_id} metadata.yaml")
-        return attrs.evolve(run, idps=truncate_to_last(history, last), resume_status=meta.get("resume"))
+        return attrs.evolve(
+            run, idps=truncate_to_last(history, last), resume_status=meta.get("resume"), data_fingerprint=meta.get("data")
+        )
 
     @classmethod
     def all(cls, root: str | os.PathLike[str] | None = None, *, storage: Any = None) -> list[NNRun]:
