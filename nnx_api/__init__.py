@@ -6,6 +6,7 @@ Users write ``import nnx_api as nnx``. The public names are re-exported here.
 from nnx_core.errors import (
     ComponentRestoreError,
     CorruptRunError,
+    DataChangedError,
     HistoryCorruptionError,
     InvalidRunIdError,
     MonitorUnavailableError,

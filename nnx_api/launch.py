@@ -157,9 +157,8 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
     train = entry.train
     loaders = {"train_loader": train.train_loader, "val_loader": train.val_loader}
     firsts = {name: fingerprint.take_first_batch(ld) for name, ld in loaders.items() if ld is not None}
-    if entry.kind == "nnmodel":
-        checks.check_first_batches(entry.model, firsts, train_step=entry.train_step_fn is None and entry.objective is None,
-                                   eval_step=entry.eval_step_fn is None)
+    checks.check_first_batches(entry.model, firsts, train_step=entry.kind == "nnmodel" and entry.train_step_fn is None
+                               and entry.objective is None, eval_step=entry.kind == "nnmodel" and entry.eval_step_fn is None)
     data = fingerprint.data_fingerprint(loaders, firsts) if group.collective.rank == group.writer_rank else None
     opts = optimizers.build_optimizers(entry.model.net, entry.optims, strict=entry.strict_groups)
     schedules = optimizers.build_schedules(opts, entry.schedulers, entry.optims, n_epochs=train.n_epochs, train_loader=train.train_loader)

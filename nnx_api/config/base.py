@@ -15,6 +15,9 @@ and ``state()`` omits it exactly as for hand-written arguments.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, TypeVar
 
@@ -23,7 +26,7 @@ from nnx_core.errors import ParamsError
 from nnx_core.validate import check_choice, check_float, check_int, check_str
 
 __all__ = [
-    "Params", "ParamsBuilder", "count", "flag", "instance", "items", "member", "one_of", "optional", "param", "real",
+    "Params", "ParamsBuilder", "count", "typed_init", "flag", "instance", "items", "member", "one_of", "optional", "param", "real",
     "text",
 ]
 
@@ -53,6 +56,41 @@ class Params(Stateful):
     def replace(self: P, **changes: Any) -> P:
         """A validated copy with ``changes`` applied (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+def typed_init(cls: type[P]) -> type[P]:
+    """Make a params dataclass's constructor refuse a missing or unknown argument with a
+    ``ParamsError`` naming the class, the field and the fields there are (a close match is
+    suggested), instead of Python's bare ``TypeError``."""
+    init = cls.__init__
+    signature = inspect.signature(init)
+    fields = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            signature.bind(self, *args, **kwargs)
+        except TypeError:
+            raise ParamsError(cls.__name__, _binding_problem(cls.__name__, signature, fields, args, kwargs)) from None
+        init(self, *args, **kwargs)
+
+    cls.__init__ = checked  # type: ignore[method-assign]
+    return cls
+
+
+def _binding_problem(name: str, signature: inspect.Signature, fields: list[str], args: tuple, kwargs: dict) -> str:
+    unknown = [k for k in kwargs if k not in fields]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], fields, n=1)
+        hint = f" (did you mean {close[0]}=?)" if close else ""
+        return f"has no field {unknown[0]!r}{hint}; its fields are {', '.join(fields)}"
+    required = [p.name for p in list(signature.parameters.values())[1:] if p.default is inspect.Parameter.empty]
+    missing = [f for f in required[len(args):] if f not in kwargs]
+    if missing:
+        return f"needs {', '.join(f'{m}=' for m in missing)}: e.g. {name}({', '.join(f'{m}=...' for m in missing)})"
+    positional = [p.name for p in list(signature.parameters.values())[1:] if p.kind is p.POSITIONAL_OR_KEYWORD]
+    return (f"takes its fields by name ({', '.join(f'{f}=...' for f in fields[:3])}, ...)" if not positional else
+            f"takes at most {len(positional)} positional argument(s) ({', '.join(positional)})")
 
 
 def param(

@@ -23,15 +23,19 @@ from nnx_core.errors import InvalidRunIdError, ParamsError
 from nnx_core.identity import validate_tag
 from nnx_core.monitor import MonitorSpec
 from nnx_api.config.base import (
-    Params, count, flag, instance, items, member, one_of, optional, param, real, text,
+    Params, count, flag, instance, items, member, one_of, optional, param, real, text, typed_init,
 )
 from nnx_api.config.builders import NNOptimParamsBuilder, NNSchedulerParamsBuilder, NNTrainerParamsBuilder
 from nnx_api.config.convert import Momentum
 from nnx_api.config.enums import Activations, Device, Devices, Losses, Nets, Optims, Schedulers, device_of
 from nnx_api.config.metrics import MetricSpec
 
-_params = dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-_positional_params = dataclasses.dataclass(frozen=True, slots=True)
+def _params(cls: type) -> Any:
+    return typed_init(dataclasses.dataclass(frozen=True, kw_only=True, slots=True)(cls))
+
+
+def _positional_params(cls: type) -> Any:
+    return typed_init(dataclasses.dataclass(frozen=True, slots=True)(cls))
 
 
 @_params

@@ -65,9 +65,10 @@ def check_run(
         )
     if params.train_loader is None:
         raise TrainingInputError(f"{name}.train_loader is missing; pass train_loader=<DataLoader of (x, y)>")
-    with contextlib.suppress(TypeError):  # no len(): an empty loader is caught in the first epoch
-        if len(params.train_loader) == 0:
-            raise TrainingInputError("train_loader is empty; give it at least one batch")
+    for where in ("train_loader", "val_loader"):
+        with contextlib.suppress(TypeError):  # no len(): the first batch tells (check_first_batches)
+            if getattr(params, where) is not None and len(getattr(params, where)) == 0:
+                raise TrainingInputError(f"{where} is empty; give it at least one batch")
     check_task(model)
     if not any(p.requires_grad for p in model.net.parameters()):
         raise ParamsError("model", "no parameter requires grad; did you freeze every parameter?")
@@ -132,10 +133,13 @@ def check_task(model: Any) -> None:
 
 def check_first_batches(model: Any, firsts: Mapping[str, Any], *, train_step: bool, eval_step: bool) -> None:
     """The first-forward checks (module docstring) on each loader's first batch that the built-in
-    training step (``train_loader``) or validation (``val_loader``) will consume."""
+    training step (``train_loader``) or validation (``val_loader``) will consume; a loader that
+    yields nothing is refused whatever consumes it."""
     wanted = {"train_loader": train_step, "val_loader": eval_step}
     for where, batch in firsts.items():
-        if wanted.get(where) and batch is not None:
+        if batch is None:
+            raise TrainingInputError(f"{where} yielded no batches; give it at least one batch")
+        if wanted.get(where):
             _check_batch(model, batch, where)
 
 
