@@ -13,6 +13,7 @@ never committed an epoch is removed when its attempt fails, so the same call can
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -81,6 +82,12 @@ class Plan:
     status: Mapping[str, Any] | None = None
     idps: tuple[Any, ...] = ()
     schedules: Mapping[str, Any] | None = None  # a stateful resume point's schedule states (budgets)
+
+
+WRITE_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("EIO", "EACCES", "EPERM", "EFBIG", "ENOSPC", "EROFS", "EDQUOT") if hasattr(errno, name)
+)
+"""The errno values of a failed write: a full disk or quota, a read-only or unwritable root, EIO."""
 
 
 def now() -> str:
@@ -314,7 +321,7 @@ def _note_write_failure(entry: TrainingEntry, exc: OSError) -> None:
     storage = entry.storage if entry.storage is not None else FileStorage(runs_root(entry.root))
     root = getattr(storage, "root", None)
     inside = exc.filename is None or root is None or os.path.abspath(str(exc.filename)).startswith(os.path.abspath(str(root)))
-    if exc.errno not in adm.WRITE_ERRNOS or not inside or getattr(exc, "__notes__", None):
+    if exc.errno not in WRITE_ERRNOS or not inside or getattr(exc, "__notes__", None):
         return
     run_id = NNRun(config=entry.config, root=runs_root(entry.root)).id
     with contextlib.suppress(Exception):

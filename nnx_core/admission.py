@@ -38,7 +38,6 @@ A checkpoint resumes statefully only through the entry point whose kind wrote it
 
 from __future__ import annotations
 
-import errno
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -152,12 +151,6 @@ def data_refusal(run_id: str, recorded: Mapping[str, Any] | None, current: Mappi
         "or return it. For a distinct run on this data pass data_id='<a name for this data>' to NNTrainParams; "
         "to replace the old run, drop resume='auto' and pass overwrite_existing=True"
     )
-
-
-WRITE_ERRNOS = frozenset(
-    getattr(errno, name) for name in ("EIO", "EACCES", "EPERM", "EFBIG", "ENOSPC", "EROFS", "EDQUOT") if hasattr(errno, name)
-)
-"""The errno values of a failed write: a full disk or quota, a read-only or unwritable root, EIO."""
 
 
 def write_failure_note(run_id: str, committed_epoch: int | None) -> str:

@@ -38,16 +38,17 @@ def image_formats() -> dict[str, str]:
     return dict(FigureCanvasAgg(Figure()).get_supported_filetypes())
 
 
-def metric_names(series: dict[str, Any]) -> list[str]:
+def metric_names(series: dict[str, Any], keep: str | None = None) -> list[str]:
     """Metric panels to draw: every field/metric of either split except loss and extras; error is
-    left out when accuracy is there (it is 1 - accuracy), and so are the validation-only macro
+    left out when accuracy is there (it is 1 - accuracy) unless it is ``keep`` (the monitored
+    metric, which gets its panel and star), and so are the validation-only macro
     precision/recall fields (the trackers and ``nnx runs show`` have them)."""
     names: list[str] = []
     for key in series:
         split, _, name = key.partition("/")
         if split in (TRAIN, VAL) and name != "loss" and "/" not in name and name not in names:
             names.append(name)
-    if "accuracy" in names and "error" in names:
+    if "accuracy" in names and "error" in names and keep != "error":
         names.remove("error")
     names = [n for n in names if n not in HIDDEN or any(k == f"{TRAIN}/{n}" for k in series)]
     names = [n for n in names if not same_as_loss(series, n)]
@@ -108,7 +109,8 @@ def plot_run(run: Any, path: str | os.PathLike[str] | None = None, *, dpi: int =
     if not series:
         raise ValueError(f"run {run.id} has no committed epoch to plot")
     best_epoch, label, best_value = _best(run)
-    names = metric_names(series)
+    monitored = _monitored_key(label) if best_epoch is not None else None
+    names = metric_names(series, keep=monitored.partition("/")[2] if monitored else None)
     aliases = sorted({k.partition("/")[2] for k in series if "/" in k and k.partition("/")[2] not in ("loss", *names)
                       and "/" not in k.partition("/")[2] and same_as_loss(series, k.partition("/")[2])})
     panels = ["loss", *names, "lr"]
@@ -116,7 +118,6 @@ def plot_run(run: Any, path: str | os.PathLike[str] | None = None, *, dpi: int =
     rows = -(-len(panels) // cols)
     fig = Figure(figsize=(4.4 * cols, 3.3 * rows + 0.5), dpi=dpi, layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
-    monitored = _monitored_key(label) if best_epoch is not None else None
     for ax, panel in zip(axes, panels, strict=False):
         if panel == "lr":
             _line(ax, series.get("lr", []), "lr", "#2ca02c")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
+import re
 import pickle
 import shutil
 import subprocess
@@ -56,11 +58,76 @@ def test_list_shows_every_run_with_its_committed_epochs(trained, capsys, tmp_pat
     code, out, _ = cli(capsys, "runs", "list", "--root", str(root))
     assert code == 0
     header, row = out.strip().splitlines()
-    assert header.split() == ["ID", "EPOCHS", "BEST", "STATUS", "TAGS"]
+    assert header.split() == ["ID", "STARTED", "DURATION", "EPOCHS", "BEST", "MONITOR", "STATUS"]
+    run = nnx.NNRun.load(rid, root)
+    best = run.best()
     fields = row.split()
-    assert fields[0] == rid and fields[1] == str(N_EPOCHS) and fields[3] == "completed"
-    assert "last" in fields[4].split(",")
+    assert fields[0] == rid[:8]  # a unique prefix (8 characters)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", fields[1]) and re.fullmatch(r"\d\d:\d\d", fields[2])
+    assert re.fullmatch(r"\d+(s|m\d\ds)", fields[3])
+    assert fields[4:7] == [str(N_EPOCHS), str(best.epoch_idx), "val.error"]  # the fallback's quantity, by name
+    assert float(fields[7]) == pytest.approx(best.selection.value, rel=1e-3) and fields[8] == "completed"
+    assert cli(capsys, "runs", "list", "--root", str(root), "--full")[1].splitlines()[1].startswith(rid + " ")
     assert cli(capsys, "runs", "list", "--root", str(tmp_path / "empty"))[:2] == (0, f"no runs under {tmp_path / 'empty'}\n")
+
+
+def _second_run(root: Path, epochs: int = 2) -> str:
+    x, y = tiny_data()
+    nnx.set_seed(0)
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams())
+    params = nnx.NNTrainParams(n_epochs=epochs, seed=0, train_loader=batches(x, y, 16), val_loader=batches(x, y, 24), progress=False)
+    return model.train(params, root=root).id
+
+
+def test_list_sorts_and_filters(copy, capsys):
+    root, rid, files = copy
+    other = _second_run(root)
+    ids = lambda *argv: [line.split()[0] for line in cli(capsys, "runs", "list", "--root", str(root), *argv)[1].splitlines()[1:]]
+    assert ids("--sort", "epochs") == [other[:8], rid[:8]]
+    assert ids("--sort", "epochs", "--reverse") == [rid[:8], other[:8]]
+    assert ids("--sort", "started") == [rid[:8], other[:8]]  # the copy's attempt started first
+    assert ids("--where", "train.n_epochs=2") == [other[:8]] and ids("--where", "n_epochs=3") == [rid[:8]]
+    assert ids("--status", "completed") == sorted([rid[:8], other[:8]], key=[rid[:8], other[:8]].index)
+    assert cli(capsys, "runs", "list", "--root", str(root), "--status", "failed")[1] == f"no runs under {root} match\n"
+
+
+def test_a_killed_run_shows_interrupted_and_a_live_one_running(copy, capsys):
+    root, rid, files = copy
+    record = json.loads(files.storage.read(files.attempt))
+    files.storage.write(files.attempt, json.dumps({**record, "status": "running", "finished_at": None}).encode())
+    row = cli(capsys, "runs", "list", "--root", str(root))[1].splitlines()[1]
+    assert row.split()[-1] == "interrupted" and row.split()[3] == "-"  # no duration: it never ended
+    with FileStorage(root).lease(rid):  # a writer holds the lease: it is alive
+        assert cli(capsys, "runs", "list", "--root", str(root))[1].splitlines()[1].split()[-1] == "running"
+    out = cli(capsys, "runs", "verify", rid[:8], "--root", str(root))[1]
+    assert "interrupted" in out and f"continues it from epoch {N_EPOCHS}" in out
+    assert "attempt: interrupted" in cli(capsys, "runs", "show", rid[:6], "--root", str(root))[1]
+
+
+def test_every_command_takes_a_unique_prefix(trained, capsys):
+    root, rid = trained
+    assert cli(capsys, "runs", "show", rid[:8], "--root", str(root))[1].startswith(f"run {rid}\n")
+    assert f"run {rid}: OK" in cli(capsys, "runs", "verify", rid[:5], "--root", str(root))[1]
+    assert nnx.NNRun.load(rid[:8], root).id == rid
+    assert nnx.NNModel.from_checkpoint(rid[:8], root=root).net is not None
+
+
+def test_verify_reports_a_history_that_repeats_records_after_a_resume(copy, capsys):
+    root, rid, files = copy
+    history = files.storage.read(files.history).decode().splitlines()
+    rows = [line for line in history[1:] if line.split(",")[1] == "1"]
+    files.storage.write(files.history, ("\n".join([*history[:-len(rows) - 0], *rows]) + "\n").encode())
+    code, out, _ = cli(capsys, "runs", "verify", rid, "--root", str(root))
+    assert code == 1 and "iter_idx jumps" in out
+
+
+def test_version_and_the_bare_hint_list_every_command(capsys):
+    code, out, _ = cli(capsys, "--version")
+    assert code == 0 and out.startswith("nnx ")
+    code, _, err = cli(capsys)
+    assert code == 2
+    for command in ("list", "show", "verify", "plot", "compare", "export", "--version"):
+        assert command in err
 
 
 def test_list_marks_an_unreadable_run_instead_of_failing(copy, capsys):
@@ -216,7 +283,7 @@ def test_root_defaults_to_the_environment(trained, capsys, monkeypatch):
     root, rid = trained
     monkeypatch.setenv("NNX_RUNS", str(root))
     code, out, _ = cli(capsys, "runs", "list")
-    assert code == 0 and rid in out
+    assert code == 0 and rid[:8] in out
 
 
 def test_main_writes_to_given_streams(trained):

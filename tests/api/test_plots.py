@@ -44,16 +44,19 @@ def test_run_plot_writes_a_png_with_a_panel_per_curve(two_runs, tmp_path):
     assert target.stat().st_size > 20_000
     figure = run.plot()  # no path: the figure itself (notebooks display it)
     titles = [ax.get_title() for ax in figure.axes if ax.get_visible()]
-    assert titles == ["loss", "accuracy", "f1", "nll", "learning rate"]
-    nll = figure.axes[titles.index("nll")]
-    labels = [line.get_label() for line in nll.get_lines()]
+    # nll equals the cross-entropy loss: one panel, named; F1 says it is macro-averaged
+    assert titles == ["loss (= nll)", "accuracy", "f1 (macro)", "learning rate"]
+    assert [ax.get_ylabel() for ax in figure.axes if ax.get_visible()] == titles
+    loss = figure.axes[0]
+    labels = [line.get_label() for line in loss.get_lines()]
     assert {"train", "validation"} <= set(labels)
     best = run.best()
-    star = [line for line in nll.get_lines() if line.get_label().startswith("monitor val.nll")]
+    star = [line for line in loss.get_lines() if line.get_label().startswith("monitor val.nll")]
     assert len(star) == 1 and list(star[0].get_xdata()) == [best.epoch_idx]
     assert list(star[0].get_ydata()) == [best.selection.value]
-    validation = next(line for line in nll.get_lines() if line.get_label() == "validation")
-    assert list(validation.get_ydata()) == [run.epochs[e].val_edp.metrics["nll"] for e in range(4)]
+    validation = next(line for line in loss.get_lines() if line.get_label() == "validation")
+    assert list(validation.get_ydata()) == pytest.approx([run.epochs[e].val_edp.metrics["nll"] for e in range(4)], rel=1e-6)
+    assert figure.axes[titles.index("learning rate")].get_yscale() == "log"
     assert f"BEST epoch {best.epoch_idx}" in figure.get_suptitle()
 
 
