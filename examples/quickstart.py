@@ -2,7 +2,7 @@
 
     python examples/quickstart.py [--root runs] [--epochs 30]
 
-Prints the validation accuracy and where the run lives.
+Prints the validation accuracy (best and last epoch), where the run lives and what to try next.
 """
 
 from __future__ import annotations
@@ -51,11 +51,15 @@ def main(argv: list[str] | None = None) -> nnx.NNRun:
         resume="auto",  # rerunning continues (or returns) this configuration's run
     )
     run = model.train(params, root=args.root)
-    best = run.best()
-    last = run.idps[-1]
-    print(f"validation accuracy: {last.val_edp.accuracy:.4f} (last epoch), "
-          f"{best.val_edp.accuracy:.4f} (best, epoch {best.epoch_idx})")
-    print(f"run folder: {run.path}")
+    best, last = run.best(), run.idps[-1]
+    epochs = last.epoch_idx + 1
+    print(f"\nTrained an MLP on scikit-learn's digits ({len(train_loader.dataset)} training images, "
+          f"{len(val_loader.dataset)} for validation).")
+    print(f"  validation accuracy: {best.val_edp.accuracy:.1%} at epoch {best.epoch_idx} (BEST), "
+          f"{last.val_edp.accuracy:.1%} at epoch {last.epoch_idx} (the last of {epochs}, numbered from 0)")
+    print(f"  the run: {run.path}")
+    print(f"Next: nnx runs list · nnx runs show {run.id[:8]} · nnx runs plot {run.id[:8]}")
+    print("Rerunning this script returns the finished run (resume='auto'); docs/getting-started.md goes on from here.")
     return run
 
 

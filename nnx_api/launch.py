@@ -258,16 +258,17 @@ def _train(
         opened = history.open_history(files, journal, fresh=fresh, idps=run.idps)
         shown = history.with_history_access(callbacks, opened)
         offset = int(payload["epoch"]) + 1 if payload is not None and fresh else 0  # a lineage run trains n_epochs more
+        start = int(payload["epoch"]) + 1 if payload is not None else 0
+        if is_writer and progress_enabled(train.progress):  # dispatched like any callback (batches: on_optimizer_update)
+            shown = [*shown, ProgressBar(train.n_epochs + offset - start, _batches(train.train_loader))]
         session = TrainingSession(SessionSetup(
             kind=entry.kind, model=model, params=train, run=run, files=files, optimizers=owned.optimizers,
             schedules=schedules, primary=entry.primary, optim_params=entry.optims, auto_step=entry.auto_step,
             owner=owned.owner, task=owned.task, monitor=monitor, callbacks=shown, components=components,
             eval_step_fn=entry.eval_step_fn, history=opened, group=group,
-            start_epoch=int(payload["epoch"]) + 1 if payload is not None else 0, phase_offset=offset, trainer=entry.trainer,
+            start_epoch=start, phase_offset=offset, trainer=entry.trainer,
         ))
         agreed(c, "restore", lambda: _restore(session, payload, plan.stateful, train.seed, c.rank))
-        if is_writer and progress_enabled(train.progress):
-            shown = [*shown, ProgressBar(len(session.epochs()), _batches(train.train_loader))]
         # 7. the lifecycle, in the seed's order
         run_lifecycle(session, shown, session.ctx, base=Callback, agree=session.agree)
         # 8. finish

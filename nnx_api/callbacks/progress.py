@@ -1,7 +1,9 @@
 """Console progress: a callback the pipeline adds on the writer when progress is on.
 
 On a terminal (stderr is a TTY) one tqdm bar counts the batches of the current epoch —
-``run 1a2b3c4d · epoch 3/10 ██████░░░░ 45/100`` — with the previous epoch's mean training loss and
+``run 1a2b3c4d · epoch 2 [3/10] ██████░░░░ 45/100`` (epoch 2, the run's epoch index as records,
+``nnx runs show`` and plots number it; the third of the ten this call trains) — with the
+previous epoch's mean training loss and
 its validation loss and accuracy as the postfix. It moves on each committed optimizer update
 (``on_optimizer_update``: a batch index, no tensor is read, so no host synchronisation is added),
 and at each epoch's end. When stderr is not a terminal (CI logs, ``| tee``) there is no bar and no
@@ -96,7 +98,7 @@ class ProgressBar(Callback):
         self.epoch_started = time.monotonic()
         if self.bar is not None:
             self.bar.reset(total=self.batches)
-            self.bar.set_description(f"{self.name} · epoch {self.done + 1}/{self.epochs}", refresh=False)
+            self.bar.set_description(f"{self.name} · epoch {ctx.epoch} [{self.done + 1}/{self.epochs}]", refresh=False)
 
     def on_optimizer_update(self, ctx: CallbackContext, event: UpdateEvent) -> None:
         if self.bar is not None and event.batch_idx + 1 > self.bar.n:
@@ -117,7 +119,8 @@ class ProgressBar(Callback):
             self.bar.set_postfix(self.last, refresh=True)
             return
         values = "  ".join(f"{k} {v}" for k, v in self.last.items())
-        print(f"{self.name} epoch {self.done}/{self.epochs}  {values}  ({time.monotonic() - self.epoch_started:.1f}s)",
+        print(f"{self.name} epoch {idp.epoch_idx} [{self.done}/{self.epochs}]  {values}  "
+              f"({time.monotonic() - self.epoch_started:.1f}s)",
               file=self.stream, flush=True)
 
     def on_train_end(self, ctx: CallbackContext) -> None:

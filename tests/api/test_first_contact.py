@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import nnx_api as nnx
 from nnx_core.commit import LAST, RunFiles
+from nnx_api.callbacks.progress import ProgressBar
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader
 from nnx_api.runs.curves import epoch_training
 from nnx_api.training import checks, fingerprint
@@ -124,7 +125,7 @@ def test_plain_lines_off_a_terminal_with_the_epoch_mean_loss_and_a_summary_that_
     out, err = capsys.readouterr()
     assert "\r" not in err
     lines = [line for line in err.splitlines() if " epoch " in line]
-    assert [line.split()[3] for line in lines] == ["1/2", "2/2"]
+    assert [line.split()[2:5] for line in lines] == [["epoch", "0", "[1/2]"], ["epoch", "1", "[2/2]"]]
     for epoch, line in enumerate(lines):
         mean = epoch_training([r for r in run.idps if r.epoch_idx == epoch]).loss
         assert f"loss {mean:.4g} " in line  # the whole epoch's, not the last batch's
@@ -138,9 +139,18 @@ def test_a_terminal_gets_a_bar_that_counts_batches(tmp_path, monkeypatch):
     monkeypatch.setenv("NNX_PROGRESS", "1")
     screen = Terminal()
     monkeypatch.setattr("sys.stderr", screen)
+    counts = []
+    real = ProgressBar.on_optimizer_update
+
+    def spy(self, ctx, event):
+        real(self, ctx, event)
+        counts.append((ctx.epoch, self.bar.n))  # the bar's count moves inside the epoch
+
+    monkeypatch.setattr(ProgressBar, "on_optimizer_update", spy)
     _tiny(tmp_path / "runs")
+    assert counts == [(e, b) for e in range(2) for b in range(1, 6)]
     text = screen.getvalue()
-    assert "epoch 2/2" in text and "5/5" in text and "batch" in text and "val_loss=" in text
+    assert "epoch 1 [2/2]" in text and "5/5" in text and "batch" in text and "val_loss=" in text
 
 
 def test_quiet_sends_the_lines_to_stderr_and_progress_false_silences_them(tmp_path, monkeypatch, capsys):

@@ -15,9 +15,22 @@ def test_quickstart_reaches_high_accuracy_and_resumes_to_the_same_run(tmp_path, 
     first = runpy.run_path(str(ROOT / "examples" / "quickstart.py"), run_name="example")["main"]()
     assert first.best().val_edp.accuracy >= 0.95
     assert {"run.yaml", "metadata.yaml", "idps.csv", "checkpoints"} <= {p.name for p in first.path.iterdir()}
+    monkeypatch.setenv("NNX_PROGRESS", "1")  # the suite turns console output off; a user sees it
     again = runpy.run_path(str(ROOT / "examples" / "quickstart.py"), run_name="example")["main"]()
     assert again.id == first.id and again.idps == first.idps  # resume="auto" returns the finished run
-    assert "run folder" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "validation accuracy:" in out and f"nnx runs show {first.id[:8]}" in out
+    assert f"run {first.id[:8]} already finished" in out
+
+
+def test_getting_started_runs_top_to_bottom_in_one_session(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    doc = ROOT / "docs" / "getting-started.md"
+    for snippet in re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.S):
+        exec(compile(snippet, doc.name, "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "refused: run " in out and "[4, 5]" in out and "['best', 'last']" in out
 
 
 def test_python_snippets_in_docs_run(tmp_path, monkeypatch):
