@@ -46,7 +46,6 @@ class TrainingEntry:
     """One ``train()`` call as an entry point describes it (NNModel: one optimizer, "default")."""
 
     kind: str  # "nnmodel" | "trainer": the checkpoint kind, and which resumes are accepted
-    name: str  # "NNModel.train" | "Trainer.train", for messages
     model: Any
     params: Any  # as given: NNTrainParams | NNTrainerParams
     train: Any  # the representative NNTrainParams (epochs, loaders, metrics, monitor, resume)
