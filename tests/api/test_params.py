@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 import nnx_api as nnx
 from nnx_api.runs.run import dump_yaml, load_yaml
+from nnx_core.identity import run_id
+from tests.core.test_identity import VECTOR_ID
 
 EXAMPLES = 500 if os.environ.get("NNX_DEEP") == "1" else 40
 
@@ -102,3 +104,18 @@ def test_out_of_domain_values_are_refused_with_the_field_path(build, path):
 def test_unknown_state_keys_are_refused():
     with pytest.raises(nnx.ParamsError, match="NNParams.colour"):
         nnx.NNParams.from_state({"input_dim": 2, "output_dim": 2, "colour": "red"})
+
+
+def test_api_params_give_the_documented_vector_id():
+    """The documented run-identity vector (docs/concepts.md), built through the public params."""
+    model = nnx.NNModel(nnx.NNParams(input_dim=8, output_dim=3, hidden_dims=(32, 16), dropout_prob=0.1),
+                        nnx.NNModelParams())
+    params = nnx.NNTrainParams(
+        n_epochs=10,
+        optim=nnx.NNOptimParams(name=nnx.Optims.ADAM, max_lr=0.01, weight_decay=5e-5),
+        scheduler=nnx.NNSchedulerParams(min_lr=1e-7, factor=0.5, patience=3, cooldown=1, threshold=1e-3),
+    )
+    assert run_id(model.run_config(params, None)) == VECTOR_ID
+    # omit-when-default: a later field left at its default does not change the id
+    assert run_id(model.run_config(params.replace(save_phase_checkpoints=True), None)) == VECTOR_ID
+    assert run_id(model.run_config(params.replace(seed=42), None)) != VECTOR_ID

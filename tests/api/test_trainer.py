@@ -12,7 +12,7 @@ from torch import nn
 
 import nnx_api as nnx
 from nnx_adapters.pytorch.optim import TorchClock
-from tests.conftest import batches, tiny_data
+from tests.api.tiny import batches, tiny_data
 
 ROOT = Path(__file__).resolve().parents[2]
 GAN = runpy.run_path(str(ROOT / "examples" / "gan_trainer.py"), run_name="gan_example")

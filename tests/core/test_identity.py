@@ -40,22 +40,6 @@ def test_id_is_stable_across_processes_and_hash_seeds(seed):
     assert out.stdout.strip() == VECTOR_ID
 
 
-def test_api_params_give_the_vector_id():
-    import nnx_api as nnx
-
-    model = nnx.NNModel(nnx.NNParams(input_dim=8, output_dim=3, hidden_dims=(32, 16), dropout_prob=0.1),
-                        nnx.NNModelParams())
-    params = nnx.NNTrainParams(
-        n_epochs=10,
-        optim=nnx.NNOptimParams(name=nnx.Optims.ADAM, max_lr=0.01, weight_decay=5e-5),
-        scheduler=nnx.NNSchedulerParams(min_lr=1e-7, factor=0.5, patience=3, cooldown=1, threshold=1e-3),
-    )
-    assert run_id(model.run_config(params, None)) == VECTOR_ID
-    # omit-when-default: a later field left at its default does not change the id
-    assert run_id(model.run_config(params.replace(save_phase_checkpoints=True), None)) == VECTOR_ID
-    assert run_id(model.run_config(params.replace(seed=42), None)) != VECTOR_ID
-
-
 @pytest.mark.parametrize("bad", ["", ".", "..", "../x", "a/b", "a\\b", "x*", "a?b", "[a]", "a\x00b", ".hidden", 3, None])
 def test_unsafe_run_ids_are_refused(bad):
     with pytest.raises(InvalidRunIdError):
