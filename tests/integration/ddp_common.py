@@ -2,8 +2,9 @@
 references in ``test_ddp.py``: the same data, nets, parameters and the "union" loader.
 
 The union loader is what one process trains on to equal a 2-rank run: batch i of epoch e is
-rank 0's batch i followed by rank 1's batch i, exactly as ``nnx.distributed.train_loader`` deals
-them (padded tail included).
+rank 0's batch i followed by rank 1's batch i. It deals the rows itself, from the specification's
+words (``spec_partition``), never through the product's ``partition_indices`` or
+``train_loader``: an exactness oracle must not share the code it checks.
 """
 
 from __future__ import annotations
@@ -31,9 +32,22 @@ def dataset() -> TensorDataset:
     g = torch.Generator().manual_seed(7)
     y[torch.rand(ROWS, generator=g) < 0.2] = IGNORE
     for rank in range(WORLD):  # window 1 of epoch 0 = batches 2 and 3 of every rank
-        rows = distributed.partition_indices(ROWS, WORLD, rank, epoch=0, seed=LOADER_SEED, policy="pad")
+        rows = spec_partition(ROWS, WORLD, rank, epoch=0, seed=LOADER_SEED, policy="pad")
         y[rows[2 * BATCH : 4 * BATCH]] = IGNORE
     return TensorDataset(x, y)
+
+
+def spec_partition(n_rows: int, world: int, rank: int, *, epoch: int, seed: int, policy: str) -> list[int]:
+    """Rank ``rank``'s rows of an epoch, as the specification words it (architecture §3,
+    Partitions): "each epoch's permutation (seeded by seed + epoch)" — torch.randperm with a
+    generator seeded so —, its tail first padded ("pad" repeats leading rows) or dropped ("drop")
+    so every rank takes the same number of rows, then dealt to the ranks like cards."""
+    order = torch.randperm(n_rows, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+    if policy == "pad":
+        order += order[: -n_rows % world]
+    else:
+        order = order[: n_rows - n_rows % world]
+    return [row for position, row in enumerate(order) if position % world == rank]
 
 
 def _labelled(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,23 +80,27 @@ def model(dropout: float = 0.0, **model_kw: Any) -> nnx.NNModel:
 
 
 class UnionLoader:
-    """One process's view of a 2-rank run: rank 0's batch i, then rank 1's, concatenated."""
+    """One process's view of a 2-rank run: rank 0's batch i, then rank 1's, concatenated; each
+    rank's share from ``spec_partition`` for the epoch NNx sets (``set_epoch``)."""
 
     def __init__(self, data: TensorDataset, policy: str = "pad") -> None:
-        self.parts = [
-            distributed.train_loader(data, BATCH, policy, LOADER_SEED, rank=r, world_size=WORLD) for r in range(WORLD)
-        ]
+        self.data, self.policy, self.epoch = data, policy, 0
 
     def set_epoch(self, epoch: int) -> None:
-        for part in self.parts:
-            part.set_epoch(epoch)
+        self.epoch = epoch
+
+    def _shares(self) -> list[list[int]]:
+        return [spec_partition(len(self.data), WORLD, r, epoch=self.epoch, seed=LOADER_SEED, policy=self.policy)
+                for r in range(WORLD)]
 
     def __len__(self) -> int:
-        return len(self.parts[0])
+        return -(-len(self._shares()[0]) // BATCH)
 
     def __iter__(self):
-        for batches in zip(*self.parts, strict=True):
-            yield tuple(torch.cat(column) for column in zip(*batches, strict=True))
+        shares = self._shares()
+        for start in range(0, len(shares[0]), BATCH):
+            rows = torch.tensor([row for share in shares for row in share[start : start + BATCH]])
+            yield tuple(t[rows] for t in self.data.tensors)
 
 
 def main_params(*, single: bool, **kw: Any) -> nnx.NNTrainParams:

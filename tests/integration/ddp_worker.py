@@ -210,10 +210,15 @@ def launch_refuse(rank: int, out: Path, root: Path) -> dict[str, Any]:
     if torch.distributed.get_world_size() == 1:
         distributed.shutdown(timeout_seconds=30)
         return result
-    if rank == 2:  # the missing rank: never reaches the teardown barrier
-        time.sleep(5)
+    left = [out / f"refuse_left_rank{r}" for r in (0, 1)]
+    if rank == 2:  # the missing rank: alive, but at the teardown barrier only after the others left it
+        deadline = time.monotonic() + 60  # a hang guard: ranks 0 and 1 leave after their 2 s timeout
+        while not all(p.exists() for p in left) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        result["others_left_first"] = all(p.exists() for p in left)
         return result
     result["shutdown"] = error_of(lambda: distributed.shutdown(timeout_seconds=2))
+    left[rank].touch()
     return result
 
 

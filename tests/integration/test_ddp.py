@@ -282,6 +282,7 @@ def test_another_world_size_refuses_the_stateful_resume_before_restoring(base, m
     if world == 3:  # the third rank never reaches shutdown: ranks 0 and 1 must raise, not block
         assert [r["shutdown"]["type"] for r in launched.results[:2]] == ["RuntimeError", "RuntimeError"]
         assert "teardown barrier" in launched.results[0]["shutdown"]["message"]
+        assert launched.results[2]["others_left_first"] is True  # rank 2 was alive but absent throughout
     assert launched.codes == [0] * world, launched.logs
     errors = [r["error"] for r in launched.results]
     assert all(e == errors[0] for e in errors)
