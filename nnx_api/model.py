@@ -415,7 +415,6 @@ class NNModel:
         check_continuation(files, journal)
         status = {"mode": "stateful", "source_run": run.id, "source_checkpoint": LAST, "source_epoch": last.epoch}
         run = attrs.evolve(run, idps=loaded.idps, resume_status=status)
-        files.storage.write(files.metadata_yaml, dump_yaml(run.metadata()))
         return self._train_session(
             run, files, params, cbs, step_fn, eval_fn, components, source=(payload, True, status), fresh=False,
             journal=journal, session_factory=session_factory,
@@ -451,6 +450,8 @@ class NNModel:
         session._iter_idx = (len(history.idps) if journal is None else history.committed_records) if not fresh else 0
         if source is not None:
             session.restore(source[0], stateful=source[1])
+        if not fresh:  # a continuation records its resume only once the restore accepted the checkpoint
+            files.storage.write(files.metadata_yaml, dump_yaml(run.metadata()))
         session.committed_epoch = history.idps[-1].epoch_idx if history.idps else None
         attempt = new_attempt(run.id)
         session.attempt = attempt
