@@ -384,7 +384,9 @@ class _HookGuard:
 
     Every rank then reaches the next agreement point (the epoch's start, its commit, the final
     refresh, the finish), where the first failing rank's error is raised on every rank. Later
-    hooks of a failed rank are skipped, except ``on_train_end`` (cleanup is always attempted).
+    hooks of a failed rank are skipped, except ``on_train_end`` (cleanup is always attempted) —
+    and, as in one process, ``on_train_end`` only for the callbacks whose ``on_train_begin``
+    completed: not the one whose begin failed, nor any after it (their begin never ran).
     """
 
     HOOKS = ("on_train_begin", "on_epoch_begin", "on_epoch_end", "on_train_end")
@@ -393,15 +395,16 @@ class _HookGuard:
         self.callbacks = list(callbacks)
         self.failure: BaseException | None = None
         self.cleanup_errors: list[BaseException] = []
+        self.unbegun_from: int | None = None  # the first callback whose on_train_begin did not complete
         self._patched: list[tuple[Any, str]] = []
 
     def __enter__(self) -> _HookGuard:
-        for cb in self.callbacks:
+        for index, cb in enumerate(self.callbacks):
             if not hasattr(cb, "__dict__"):
                 continue
             for hook in self.HOOKS:
                 if overrides(cb, hook, Callback):
-                    setattr(cb, hook, self._wrap(getattr(cb, hook), hook))
+                    setattr(cb, hook, self._wrap(getattr(cb, hook), hook, index))
                     self._patched.append((cb, hook))
         return self
 
@@ -410,13 +413,17 @@ class _HookGuard:
             cb.__dict__.pop(hook, None)
         self._patched.clear()
 
-    def _wrap(self, original: Callable[[Any], None], hook: str) -> Callable[[Any], None]:
+    def _wrap(self, original: Callable[[Any], None], hook: str, index: int) -> Callable[[Any], None]:
         def guarded(ctx: Any) -> None:
+            if hook == "on_train_end" and self.unbegun_from is not None and index >= self.unbegun_from:
+                return  # never begun: not finalized
             if self.failure is not None and hook != "on_train_end":
                 return
             try:
                 original(ctx)
             except Exception as exc:
+                if hook == "on_train_begin":
+                    self.unbegun_from = index
                 if hook == "on_train_end":
                     self.cleanup_errors.append(exc)
                 if self.failure is None:

@@ -152,6 +152,41 @@ class WeightTrace(nnx.Callback):
         self.updates.append(event.update_idx)
 
 
+class Hooks(nnx.Callback):
+    """Logs its begin and end hooks; ``fail_on`` ranks raise in ``on_train_begin``."""
+
+    distributed = "all"
+
+    def __init__(self, name: str, log: list[str], fail_on: tuple[int, ...] = ()) -> None:
+        self.name, self.log, self.fail_on = name, log, fail_on
+
+    def on_train_begin(self, ctx: Any) -> None:
+        rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+        if rank in self.fail_on:
+            raise RuntimeError(f"on_train_begin of {self.name} failed")
+        self.log.append(f"begin {self.name}")
+
+    def on_train_end(self, ctx: Any) -> None:
+        self.log.append(f"end {self.name}")
+
+
+class EndOnly(nnx.Callback):
+    """Only a cleanup hook (its begin is the base class' no-op)."""
+
+    distributed = "all"
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name, self.log = name, log
+
+    def on_train_end(self, ctx: Any) -> None:
+        self.log.append(f"end {self.name}")
+
+
+def hook_callbacks(log: list[str], fail_on: tuple[int, ...]) -> list[nnx.Callback]:
+    """a, b (its begin fails on ``fail_on``), c, then d with only on_train_end."""
+    return [Hooks("a", log), Hooks("b", log, fail_on), Hooks("c", log), EndOnly("d", log)]
+
+
 def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 

@@ -222,7 +222,19 @@ def launch_refuse(rank: int, out: Path, root: Path) -> dict[str, Any]:
     return result
 
 
-LAUNCHES = {"main": launch_main, "crash": launch_crash, "resume": launch_resume, "refuse": launch_refuse}
+def launch_hooks(rank: int, out: Path, root: Path) -> dict[str, Any]:
+    """A failing on_train_begin on rank 1 only: every rank raises, each finalizes exactly the
+    callbacks whose begin completed on it."""
+    log: list[str] = []
+    error = error_of(lambda: common.model().train(
+        common.crash_params(n_epochs=1), callbacks=common.hook_callbacks(log, fail_on=(1,)), root=root / "hooks",
+        distributed=distributed.DDP()))
+    distributed.shutdown(timeout_seconds=30)
+    return {"error": error, "log": log}
+
+
+LAUNCHES = {"main": launch_main, "crash": launch_crash, "resume": launch_resume, "refuse": launch_refuse,
+            "hooks": launch_hooks}
 
 
 def main() -> None:

@@ -208,6 +208,18 @@ def test_one_writer_holds_the_run_and_builds_writer_only_callbacks(main, base):
 
 
 # ------------------------------------------------------------------------------- agreed failures
+def test_a_failing_train_begin_finalizes_exactly_the_callbacks_that_began_as_in_one_process(base):
+    launched = check_ok(launch(2, "hooks", base))
+    assert launched[0]["error"] == launched[1]["error"] and "on_train_begin of b failed" in launched[0]["error"]["message"]
+    assert launched[0]["log"] == ["begin a", "begin b", "begin c", "end d", "end c", "end b", "end a"]  # all began
+    one: list[str] = []  # one process, b failing: only a began, so only a is finalized
+    with pytest.raises(RuntimeError, match="on_train_begin of b failed"):
+        common.model().train(common.crash_params(n_epochs=1, val_loader=None, train_loader=common.UnionLoader(common.dataset())),
+                             callbacks=common.hook_callbacks(one, fail_on=(0,)), root=base / "hooks-single")
+    assert one == ["begin a", "end a"]
+    assert launched[1]["log"] == one
+
+
 def test_a_failing_writer_commit_stops_both_ranks_with_the_same_error(main, base):
     errors = [r["commit_failure"] for r in main]
     assert errors[0] == errors[1]
