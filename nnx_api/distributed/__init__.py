@@ -754,8 +754,7 @@ def _admit(params: Any, run: NNRun, files: RunFiles, world: int, partitions: Seq
             return _Plan("finished", data, False, loaded.resume_status, loaded.idps)
         agreement.refuse_resume(_refusal(payload, True, world, partitions))
         status = {"mode": "stateful", "source_run": run.id, "source_checkpoint": LAST, "source_epoch": last.epoch}
-        storage.write(files.metadata_yaml, dump_yaml(attrs.evolve(run, resume_status=status).metadata()))
-        return _Plan("continue", data, True, status, loaded.idps)
+        return _Plan("continue", data, True, status, loaded.idps)  # metadata.yaml: once the restore is agreed
     storage.clean_temporaries(run.id)  # a kill before run.yaml can leave only temporaries
     status = source[3] if source else None
     attrs.evolve(run, resume_status=status).save()
@@ -882,6 +881,8 @@ def _train(
         if params.seed is not None and not plan.stateful:
             torch_state.set_seed(params.seed + rank)  # each rank draws its own stream (e.g. dropout)
         if writer:
+            if plan.action == "continue":  # the resume is recorded only once the restore accepted it
+                files.storage.write(files.metadata_yaml, dump_yaml(run.metadata()))
             attempt.save(files)
     except Exception as exc:
         error = exc

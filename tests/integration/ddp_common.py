@@ -9,6 +9,7 @@ words (``spec_partition``), never through the product's ``partition_indices`` or
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -185,6 +186,24 @@ class EndOnly(nnx.Callback):
 def hook_callbacks(log: list[str], fail_on: tuple[int, ...]) -> list[nnx.Callback]:
     """a, b (its begin fails on ``fail_on``), c, then d with only on_train_end."""
     return [Hooks("a", log), Hooks("b", log, fail_on), Hooks("c", log), EndOnly("d", log)]
+
+
+class CrashAt(nnx.Callback):
+    """Raises at the start of epoch ``epoch`` on every rank (epochs before it stay committed)."""
+
+    distributed = "all"
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def on_epoch_begin(self, ctx: Any) -> None:
+        if ctx.epoch == self.epoch:
+            raise RuntimeError(f"crash at epoch {self.epoch}")
+
+
+def files_under(folder: Path) -> dict[str, bytes]:
+    """Every file below ``folder`` and its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:

@@ -224,13 +224,27 @@ def launch_refuse(rank: int, out: Path, root: Path) -> dict[str, Any]:
 
 def launch_hooks(rank: int, out: Path, root: Path) -> dict[str, Any]:
     """A failing on_train_begin on rank 1 only: every rank raises, each finalizes exactly the
-    callbacks whose begin completed on it."""
+    callbacks whose begin completed on it. A refused resume="auto" leaves the run's bytes as
+    they were."""
     log: list[str] = []
     error = error_of(lambda: common.model().train(
         common.crash_params(n_epochs=1), callbacks=common.hook_callbacks(log, fail_on=(1,)), root=root / "hooks",
         distributed=distributed.DDP()))
+    result: dict[str, Any] = {"error": error, "log": log}
+    # a refused resume="auto" writes nothing: epoch 0 committed with an EarlyStopping's state, then
+    # the same run continued without it (its checkpointed component) is refused on every rank
+    params = common.crash_params(n_epochs=3, resume="auto")
+    crashed = error_of(lambda: common.model().train(
+        params, callbacks=[nnx.EarlyStopping(patience=5), common.CrashAt(1)], root=root / "refused",
+        distributed=distributed.DDP()))
+    folder = root / "refused" / nnx.NNRun(config=common.model().run_config(params, None), root=".").id
+    before = common.files_under(folder) if rank == 0 else None
+    refused = error_of(lambda: common.model().train(params, root=root / "refused", distributed=distributed.DDP()))
+    result["refused_resume"] = {
+        "crashed": crashed, "error": refused, "unchanged": None if rank else common.files_under(folder) == before,
+    }
     distributed.shutdown(timeout_seconds=30)
-    return {"error": error, "log": log}
+    return result
 
 
 LAUNCHES = {"main": launch_main, "crash": launch_crash, "resume": launch_resume, "refuse": launch_refuse,

@@ -208,8 +208,13 @@ def test_one_writer_holds_the_run_and_builds_writer_only_callbacks(main, base):
 
 
 # ------------------------------------------------------------------------------- agreed failures
-def test_a_failing_train_begin_finalizes_exactly_the_callbacks_that_began_as_in_one_process(base):
-    launched = check_ok(launch(2, "hooks", base))
+@pytest.fixture(scope="module")
+def hooks(base: Path) -> list[dict[str, Any]]:
+    return check_ok(launch(2, "hooks", base))
+
+
+def test_a_failing_train_begin_finalizes_exactly_the_callbacks_that_began_as_in_one_process(base, hooks):
+    launched = hooks
     assert launched[0]["error"] == launched[1]["error"] and "on_train_begin of b failed" in launched[0]["error"]["message"]
     assert launched[0]["log"] == ["begin a", "begin b", "begin c", "end d", "end c", "end b", "end a"]  # all began
     one: list[str] = []  # one process, b failing: only a began, so only a is finalized
@@ -218,6 +223,14 @@ def test_a_failing_train_begin_finalizes_exactly_the_callbacks_that_began_as_in_
                              callbacks=common.hook_callbacks(one, fail_on=(0,)), root=base / "hooks-single")
     assert one == ["begin a", "end a"]
     assert launched[1]["log"] == one
+
+
+def test_a_refused_resume_auto_writes_nothing_on_the_writer(hooks):
+    for rank in hooks:
+        crashed, refused = rank["refused_resume"]["crashed"], rank["refused_resume"]["error"]
+        assert crashed is not None and "crash at epoch 1" in crashed["message"]
+        assert refused is not None and refused["type"] == "ComponentRestoreError" and "early_stopping" in refused["message"]
+    assert hooks[0]["refused_resume"]["unchanged"] is True
 
 
 def test_a_failing_writer_commit_stops_both_ranks_with_the_same_error(main, base):
