@@ -21,24 +21,9 @@ from torch import nn
 import nnx_api as nnx
 from nnx_adapters.pytorch.optim import TorchOptimizer
 from nnx_adapters.pytorch.scaling import ScaledTorchOptimizer
-from tests.api.tiny import batches, tiny_data
+from tests.api.tiny import batches, tiny_data, two_part_model
 
 BASE_LR = 0.4
-
-
-class TwoPart(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.encoder = nn.Sequential(nn.Linear(4, 8), nn.Tanh())
-        self.head = nn.Linear(8, 3)
-
-    def forward(self, x):
-        return self.head(self.encoder(x))
-
-
-def two_part_model() -> nnx.NNModel:
-    torch.manual_seed(0)
-    return nnx.NNModel(module=TwoPart())
 
 
 def sgd(pattern: str | None = None, lr: float = BASE_LR) -> nnx.NNOptimParams:

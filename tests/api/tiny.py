@@ -1,12 +1,15 @@
-"""Tiny deterministic training jobs for the API tests: data, batches, and how far two float32
-evaluations of one SGD update over the same rows may be apart."""
+"""Tiny deterministic training jobs for the API tests: data, batches, a two-part module (for
+Trainers with one optimizer per part), and how far two float32 evaluations of one SGD update
+over the same rows may be apart."""
 
 from __future__ import annotations
 
 import copy
 
 import torch
+from torch import nn
 
+import nnx_api as nnx
 from tests.numerics import across_orders
 
 
@@ -21,6 +24,25 @@ def tiny_data(n: int = 48, d: int = 4, classes: int = 3, seed: int = 0):
 def batches(x, y, size):
     """A list of (x, y) batches (a re-iterable loader)."""
     return [(x[i : i + size], y[i : i + size]) for i in range(0, len(x), size)]
+
+
+class TwoPart(nn.Module):
+    """An encoder and a head: parameter names ``encoder.*`` and ``head.*``."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(4, 8), nn.Tanh())
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+def two_part_model(seed: int = 0, ignore_index: int | None = None) -> nnx.NNModel:
+    """An NNModel over a seeded ``TwoPart``."""
+    torch.manual_seed(seed)
+    task = nnx.TaskSpec.categorical(ignore_index=ignore_index) if ignore_index is not None else None
+    return nnx.NNModel(module=TwoPart(), params=nnx.NNModelParams(task=task))
 
 
 def sgd_step_tolerance(net: torch.nn.Module, share, x, lr: float) -> float:
