@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import batches, tiny_data
+from tests.api.tiny import batches, tiny_data
 
 import nnx_api as nnx
 from nnx_api.storage import MemoryStorage
