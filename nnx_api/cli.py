@@ -30,7 +30,9 @@ from nnx_core.commit import LAST, RunFiles
 from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunLeaseError, RunNotFoundError
 from nnx_core.history import continuity_problems, coverage_problems, parse_history
 from nnx_core.identity import ID_HEX_DIGITS
+from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
+from nnx_api.cli_extra import register
 from nnx_api.runs.curves import flatten_config, monitor_name
 from nnx_api.runs.journal import check_journal, epoch_summaries, has_journal
 from nnx_api.runs.run import NNRun, dump_yaml, runs_root
@@ -93,9 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("id")
     verify.add_argument("--root", help=root_help)
     verify.set_defaults(action=_verify)
-    from nnx_api.cli_extra import register  # plot / compare / export
-
-    register(commands, root_help)
+    register(commands, root_help)  # plot / compare / export
     return parser
 
 
@@ -294,8 +294,6 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
 
 def _verify(args: argparse.Namespace, out: TextIO) -> int:
     """Check one run the way a resume would, and more; print each finding; 1 if any problem."""
-    from nnx_adapters.pytorch import state as torch_state  # torch only when blobs are decoded
-
     root = runs_root(args.root)
     problems: list[str] = []
     notes: list[str] = []

@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from nnx_core.errors import NNxError
+from nnx_api.model import NNModel
 from nnx_api.runs.curves import committed_records, epoch_scalars, flatten_config, iter_epochs, monitor_name
+from nnx_api.runs.export import default_example_input, export_safetensors
+from nnx_api.runs.plots import image_formats
 from nnx_api.runs.run import NNRun, runs_root
 
 
@@ -91,8 +94,6 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
 
 def _check_image_suffix(output: str) -> None:
     """Refuse an output name matplotlib cannot write, before anything is drawn."""
-    from nnx_api.runs.plots import image_formats
-
     formats = image_formats()
     suffix = Path(output).suffix.lower().lstrip(".")
     if suffix not in formats:
@@ -160,8 +161,6 @@ def _cell(value: Any) -> str:
 
 
 def _export(args: argparse.Namespace, out: TextIO) -> int:
-    from nnx_api.runs.export import default_example_input, export_safetensors
-
     root = runs_root(args.root)
     run = NNRun.load(args.id, root)
     target = Path(args.output)
@@ -169,8 +168,6 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
     if suffix == ".safetensors":
         export_safetensors(run, target, tag=args.tag)
     elif suffix == ".onnx":
-        from nnx_api.model import NNModel
-
         if args.opset < MIN_OPSET:
             raise UsageError(f"--opset {args.opset} is older than onnxruntime and the exporter support; use --opset {MIN_OPSET} "
                              "or newer (default 17)")

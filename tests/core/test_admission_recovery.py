@@ -1,0 +1,118 @@
+"""Admission's recovery rules over ``MemoryStorage`` (no torch): a run is never continued, returned
+or restarted over a lie — a history that lacks LAST's epoch, checkpoints that vanished, other data.
+The plain admission table is ``test_admission.py``."""
+
+from __future__ import annotations
+
+import pytest
+
+from nnx_core import admission as adm
+from nnx_core.commit import LAST, BlobRef, RunFiles, TagManifest
+from nnx_core.errors import CorruptRunError, DataChangedError, RunExistsError
+from nnx_core.history import EagerHistory, continuity_problems
+from nnx_core.records import EvaluationDataPoint, IterationDataPoint
+from nnx_adapters.storage.memory import MemoryStorage
+
+RID = "ab" * 16
+
+
+def records(epochs: int, batches: int = 2) -> list[IterationDataPoint]:
+    return [
+        IterationDataPoint(iter_idx=e * batches + b, epoch_idx=e, batch_idx=b, lr=0.1,
+                           train_edp=EvaluationDataPoint(loss=1.0, count=1))
+        for e in range(epochs) for b in range(batches)
+    ]
+
+
+def run_on_disk(epochs_in_history: int, last_epoch: int | None, status: str = "running",
+                committed: int | None = None) -> RunFiles:
+    files = RunFiles(MemoryStorage(), RID)
+    files.storage.write(files.run_yaml, b"id: x\n")
+    files.storage.write(files.history, EagerHistory(records(epochs_in_history)).render())
+    if last_epoch is not None:
+        sha = "0" * 64
+        files.write_tag(TagManifest(tag=LAST, run_id=RID, epoch=last_epoch, blobs={"state": BlobRef(sha, 1)}, meta={}))
+    record = adm.AttemptRecord(attempt_id="a", run_id=RID, started_at="2026-01-01T00:00:00+00:00", status=status,
+                               last_committed_epoch=committed)
+    record.save(files)
+    return files
+
+
+def test_a_history_that_lacks_lasts_epoch_is_refused_and_nothing_is_removed():
+    files = run_on_disk(epochs_in_history=2, last_epoch=2)
+    before = files.storage.snapshot()
+    with pytest.raises(CorruptRunError, match="no rows for LAST's epoch 2.*nnx runs verify"):
+        adm.admit(files, resume=True, overwrite=False, n_epochs=5)
+    assert files.storage.snapshot() == before
+
+
+def test_a_history_that_holds_lasts_epoch_continues_or_finishes():
+    files = run_on_disk(epochs_in_history=3, last_epoch=2)
+    assert adm.admit(files, resume=True, overwrite=False, n_epochs=5).action == adm.CONTINUE
+    assert adm.admit(files, resume=True, overwrite=False, n_epochs=3).action == adm.FINISHED
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_vanished_checkpoints_are_refused_rather_than_restarted_over_the_history(resume):
+    files = run_on_disk(epochs_in_history=3, last_epoch=None)  # two or more epochs: LAST existed
+    before = files.storage.snapshot()
+    with pytest.raises(CorruptRunError, match="checkpoints/.*overwrite_existing=True"):
+        adm.admit(files, resume=resume, overwrite=False, n_epochs=5)
+    assert files.storage.snapshot() == before
+
+
+def test_an_attempt_record_naming_a_committed_epoch_also_proves_a_commit():
+    files = run_on_disk(epochs_in_history=0, last_epoch=None, status="failed", committed=4)
+    with pytest.raises(CorruptRunError, match="checkpoints/"):
+        adm.admit(files, resume=True, overwrite=False, n_epochs=5)
+
+
+def test_a_killed_first_attempt_is_still_cleaned_and_restarted():
+    files = run_on_disk(epochs_in_history=1, last_epoch=None)  # killed inside epoch 0's commit
+    assert adm.admit(files, resume=True, overwrite=False, n_epochs=5).action == adm.FRESH
+    assert not files.exists()
+
+
+def test_overwrite_discards_even_a_run_whose_checkpoints_vanished():
+    files = run_on_disk(epochs_in_history=3, last_epoch=None)
+    assert adm.admit(files, resume=False, overwrite=True, n_epochs=5).action == adm.FRESH
+    assert not files.exists()
+
+
+def test_without_resume_an_existing_run_says_how_to_proceed():
+    files = run_on_disk(epochs_in_history=3, last_epoch=2)
+    with pytest.raises(RunExistsError, match="overwrite_existing=True.*data_id=.*resume='auto'"):
+        adm.admit(files, resume=False, overwrite=False, n_epochs=5)
+
+
+FP = {"train_loader": {"rows": 512, "batches": 8, "batch": ["tensor[64, 8] torch.float32"], "sample": "aa", "sampled": "x"}}
+
+
+def test_data_refusal_names_the_loader_what_changed_and_both_ways_out():
+    assert adm.data_refusal(RID, FP, FP) is None
+    assert adm.data_refusal(RID, None, FP) is None  # a run from before fingerprints
+    changed = {"train_loader": {**FP["train_loader"], "rows": 600}}
+    error = adm.data_refusal(RID, FP, changed)
+    assert isinstance(error, DataChangedError)
+    assert "train_loader: rows 512 → 600" in str(error) and "data_id=" in str(error) and "overwrite_existing=True" in str(error)
+    resampled = {"train_loader": {**FP["train_loader"], "sample": "bb"}}
+    assert "sampled rows differ" in str(adm.data_refusal(RID, FP, resampled))
+    added = {**FP, "val_loader": FP["train_loader"]}
+    assert "val_loader is given now" in str(adm.data_refusal(RID, FP, added))
+
+
+def test_write_failure_note_says_what_is_committed_and_how_to_continue():
+    assert "epoch 3 is committed" in adm.write_failure_note(RID, 3) and "resume='auto'" in adm.write_failure_note(RID, 3)
+    assert "continue from epoch 4" in adm.write_failure_note(RID, 3)
+    assert "no committed epoch" in adm.write_failure_note(RID, None)
+
+
+def test_continuity_problems_find_a_repeated_or_skipped_iteration_and_a_step_back():
+    good = records(3)
+    assert continuity_problems(good, "h") == []
+    repeated = [*good[:4], *good[2:]]  # epoch 1 written twice (a resume over it)
+    problems = continuity_problems(repeated, "h")
+    assert any("iter_idx jumps" in p for p in problems) and any("batch_idx 0" in p for p in problems)
+    assert any("goes back from epoch 1 to 0" in p for p in continuity_problems([*good[:4], *good[:2]], "h"))
+    gap = [r for r in good if r.iter_idx != 2]  # epoch 1 starts at its second batch
+    assert any("batch_idx" in p for p in continuity_problems(gap, "h"))
