@@ -10,7 +10,8 @@
 
 ``ID`` is a whole run id or a unique prefix of one (``list`` shows 8 characters). Every command
 takes ``--root DIR``: the runs root is ``--root``, else ``$NNX_RUNS``, else ``./runs``. Runs are
-read through ``NNRun.load`` over the root's ``Storage``. Exit codes: 0 fine; 1 problems found
+read through ``NNRun.load`` / ``NNRun.all`` over the root's ``Storage`` (``FileStorage(root)``), never by
+walking its folders. Exit codes: 0 fine; 1 problems found
 (``verify``), or the run is missing or unreadable; 2 usage errors, including a run id that is not
 allowed (``../x``, ``a/b``: ids never leave the runs root) or a prefix that names several runs.
 A run whose attempt record says "running" while nobody holds its lease is shown ``interrupted``
@@ -31,11 +32,10 @@ from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunLea
 from nnx_core.history import continuity_problems, coverage_problems, parse_history
 from nnx_core.identity import ID_HEX_DIGITS
 from nnx_adapters.pytorch import state as torch_state
-from nnx_adapters.storage.fs import FileStorage
-from nnx_api.cli_extra import register
+from nnx_api.cli_extra import register, store
 from nnx_api.runs.curves import flatten_config, monitor_name
 from nnx_api.runs.journal import check_journal, epoch_summaries, has_journal
-from nnx_api.runs.run import NNRun, dump_yaml, runs_root
+from nnx_api.runs.run import NNRun, dump_yaml
 
 COMMANDS = ("list", "show ID", "verify ID", "plot ID", "compare ID ID...", "export ID OUT")
 SORT_KEYS = ("started", "duration", "epochs", "monitor", "status", "id")
@@ -103,23 +103,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _list(args: argparse.Namespace, out: TextIO) -> int:
-    root = runs_root(args.root)
-    storage = FileStorage(root)
-    names = [n for n in storage.list("") if not n.startswith(".")] if root.is_dir() else []
+    root, storage = store(args)
     where = [_condition(w) for w in args.where or ()]
     rows: list[dict[str, Any]] = []
-    for name in names:
-        try:
-            run = NNRun.load(name, root, storage=storage)
-        except (NNxError, ValueError) as exc:
-            rows.append({"id": name, "status": "unreadable", "note": str(exc).splitlines()[0][:60]})
-            continue
-        if all(_matches(run, key, value) for key, value in where):
-            rows.append(_summary(run))
+
+    def unreadable(name: str, exc: Exception) -> None:
+        rows.append({"id": name, "status": "unreadable", "note": str(exc).splitlines()[0][:60]})
+
+    runs = NNRun.all(root, storage=storage, on_unreadable=unreadable)
+    rows.extend(_summary(run) for run in runs if all(_matches(run, key, value) for key, value in where))
     wanted = {s.lower() for group in args.status or () for s in group.split(",")}
+    found = len(rows)
     rows = [r for r in rows if not wanted or r["status"] in wanted]
     if not rows:
-        print(f"no runs under {root}" + (" match" if names else ""), file=out)
+        print(f"no runs under {root}" + (" match" if found or runs else ""), file=out)
         return 0
     rows.sort(key=lambda r: _order(r, args.sort), reverse=args.reverse)
     width = ID_HEX_DIGITS if args.full else _prefix_width([r["id"] for r in rows])
@@ -225,7 +222,8 @@ def _version() -> str:
 
 
 def _show(args: argparse.Namespace, out: TextIO) -> int:
-    run = NNRun.load(args.id, runs_root(args.root))
+    root, storage = store(args)
+    run = NNRun.load(args.id, root, storage=storage)
     files = run.files()
     last = files.read_tag(LAST)
     print(f"run {run.id}", file=out)
@@ -294,12 +292,12 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
 
 def _verify(args: argparse.Namespace, out: TextIO) -> int:
     """Check one run the way a resume would, and more; print each finding; 1 if any problem."""
-    root = runs_root(args.root)
+    root, storage = store(args)
     problems: list[str] = []
     notes: list[str] = []
     run_id = args.id
     try:
-        run = NNRun.load(run_id, root)
+        run = NNRun.load(run_id, root, storage=storage)
     except CorruptRunError as exc:
         print(f"PROBLEM: {exc}", file=out)
         print(f"run {run_id}: 1 problem", file=out)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from nnx_core.errors import NNxError
+from nnx_adapters.storage.fs import FileStorage
 from nnx_api.model import NNModel
 from nnx_api.runs.curves import committed_records, epoch_scalars, flatten_config, iter_epochs, monitor_name
 from nnx_api.runs.export import default_example_input, export_safetensors
@@ -47,6 +48,13 @@ def register(commands: Any, root_help: str) -> None:
     export.add_argument("--dynamo", action="store_true", help="ONNX: torch.export-based exporter (needs onnxscript)")
     export.add_argument("--root", help=root_help)
     export.set_defaults(action=_guard(_export))
+
+
+def store(args: argparse.Namespace) -> tuple[Path, FileStorage]:
+    """The runs root ``--root`` names (else ``$NNX_RUNS``, else ``./runs``) and its ``Storage``:
+    every command reads runs through it (``NNRun.load`` / ``NNRun.all``), never the folders."""
+    root = runs_root(args.root)
+    return root, FileStorage(root)
 
 
 MIN_OPSET = 9  # the oldest opset both torch.onnx writes for NNx's nets and onnxruntime loads
@@ -81,7 +89,8 @@ def _guard(action: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[arg
 
 
 def _plot(args: argparse.Namespace, out: TextIO) -> int:
-    run = NNRun.load(args.id, runs_root(args.root))
+    root, storage = store(args)
+    run = NNRun.load(args.id, root, storage=storage)
     if not run.idps:
         print(f"nnx: run {run.id} has no committed epoch to plot", file=sys.stderr)
         return 1
@@ -104,8 +113,8 @@ def _check_image_suffix(output: str) -> None:
 
 
 def _compare(args: argparse.Namespace, out: TextIO) -> int:
-    root = runs_root(args.root)
-    runs = [NNRun.load(run_id, root) for run_id in args.ids]
+    root, storage = store(args)
+    runs = [NNRun.load(run_id, root, storage=storage) for run_id in args.ids]
     print(render_comparison(runs), file=out)
     return 0
 
@@ -161,8 +170,8 @@ def _cell(value: Any) -> str:
 
 
 def _export(args: argparse.Namespace, out: TextIO) -> int:
-    root = runs_root(args.root)
-    run = NNRun.load(args.id, root)
+    root, storage = store(args)
+    run = NNRun.load(args.id, root, storage=storage)
     target = Path(args.output)
     suffix = target.suffix.lower()
     if suffix == ".safetensors":
@@ -171,7 +180,7 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
         if args.opset < MIN_OPSET:
             raise UsageError(f"--opset {args.opset} is older than onnxruntime and the exporter support; use --opset {MIN_OPSET} "
                              "or newer (default 17)")
-        model = NNModel.from_checkpoint(run.id, args.tag, root=root)
+        model = NNModel.from_checkpoint(run.id, args.tag, root=root, storage=storage)
         model.to_onnx(target, default_example_input(run), opset=args.opset, dynamo=args.dynamo)
     else:
         print(f"nnx: cannot tell the format of {target.name!r}: name it *.safetensors or *.onnx", file=sys.stderr)
@@ -182,4 +191,4 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-__all__ = ["register", "render_comparison"]
+__all__ = ["register", "render_comparison", "store"]

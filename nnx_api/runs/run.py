@@ -7,7 +7,7 @@ import os
 from importlib.metadata import PackageNotFoundError, version
 import platform
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -212,8 +212,12 @@ class NNRun:
         )
 
     @classmethod
-    def all(cls, root: str | os.PathLike[str] | None = None, *, storage: Any = None) -> list[NNRun]:
-        """Every loadable run in the store (unreadable ones are skipped)."""
+    def all(
+        cls, root: str | os.PathLike[str] | None = None, *, storage: Any = None,
+        on_unreadable: Callable[[str, Exception], None] | None = None,
+    ) -> list[NNRun]:
+        """Every loadable run in the store, by id. An unreadable one is skipped, after
+        ``on_unreadable(name, error)`` when given (``nnx runs list`` shows it as a row)."""
         base = runs_root(root)
         store = storage if storage is not None else FileStorage(base)
         runs = []
@@ -221,8 +225,9 @@ class NNRun:
             try:
                 if not name.startswith(".") and store.exists(f"{name}/run.yaml"):
                     runs.append(cls.load(name, base, storage=storage))
-            except (CorruptRunError, ValueError):
-                continue
+            except (CorruptRunError, ValueError) as exc:
+                if on_unreadable is not None:
+                    on_unreadable(name, exc)
         return runs
 
     def checkpoint(self, tag: str = LAST) -> Checkpoint | None:

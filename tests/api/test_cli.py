@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 import nnx_api as nnx
+from nnx_api import cli_extra
 from nnx_api.cli import main
+from nnx_api.storage import MemoryStorage
 from nnx_core.commit import LAST, RunFiles, TagManifest
 from nnx_adapters.storage.fs import FileStorage
 
@@ -291,3 +293,21 @@ def test_main_writes_to_given_streams(trained):
     out, err = io.StringIO(), io.StringIO()
     assert main(["runs", "verify", rid, "--root", str(root)], out=out, err=err) == 0
     assert "OK" in out.getvalue() and err.getvalue() == ""
+
+
+def test_every_command_reads_runs_through_the_storage_port(tmp_path, monkeypatch, capsys):
+    """The CLI builds its Storage from --root and reads only through it: over a MemoryStorage
+    (patched in for FileStorage) every command works while the root never exists on disk."""
+    memory = MemoryStorage()
+    x, y = tiny_data()
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams())
+    rid = model.train(nnx.NNTrainParams(n_epochs=2, seed=0, train_loader=batches(x, y, 16), progress=False), storage=memory).id
+    monkeypatch.setattr(cli_extra, "FileStorage", lambda root: memory)
+    root = str(tmp_path / "nowhere")
+    assert cli(capsys, "runs", "list", "--root", root)[1].splitlines()[1].startswith(rid[:8])
+    assert cli(capsys, "runs", "show", rid[:8], "--root", root)[1].startswith(f"run {rid}\n")
+    assert f"run {rid}: OK" in cli(capsys, "runs", "verify", rid[:8], "--root", root)[1]
+    assert rid[:12] in cli(capsys, "runs", "compare", rid[:8], "--root", root)[1]
+    assert cli(capsys, "runs", "export", rid[:8], str(tmp_path / "m.safetensors"), "--tag", "last", "--root", root)[0] == 0
+    assert cli(capsys, "runs", "plot", rid[:8], "-o", str(tmp_path / "p.png"), "--root", root)[0] == 0
+    assert not (tmp_path / "nowhere").exists()
