@@ -3,7 +3,8 @@ progress bar mid-epoch, and ``nnx runs plot``.
 
     .venv/bin/python docs/img/make_screenshots.py [--out docs/img] [--keep DIR]
 
-It trains three digits runs (examples/quickstart.py's data and net, three learning rates), kills
+It trains three digits runs (examples/quickstart.py's data and net, three learning rates, a step
+schedule), kills
 a fourth with SIGKILL after its first commits (so ``list`` shows a real ``interrupted`` run),
 captures the progress bar as a terminal would show it halfway through an epoch, and renders the
 terminal text to PNG with matplotlib (a monospace font on a dark background: no terminal,
@@ -64,7 +65,8 @@ def digits_model(lr: float) -> tuple[nnx.NNModel, nnx.NNTrainParams]:
     train, val = digits_loaders()
     model = nnx.NNModel(nnx.NNParams(input_dim=64, output_dim=10, hidden_dims=(128, 64), dropout_prob=0.1))
     params = nnx.NNTrainParams(n_epochs=12, optim=nnx.NNOptimParams(max_lr=lr), seed=0, train_loader=train,
-                               val_loader=val, resume="auto", monitor=nnx.MonitorSpec("loss"))
+                               val_loader=val, resume="auto", monitor=nnx.MonitorSpec("loss"),
+                               scheduler=nnx.NNSchedulerParams(kind="step", step_size=4, factor=0.3))  # LR × 0.3 every 4 epochs
     return model, params
 
 
