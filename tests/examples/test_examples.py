@@ -7,6 +7,8 @@ import runpy
 import sys
 from pathlib import Path
 
+from nnx_api.cli import main as cli
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -34,6 +36,13 @@ def test_getting_started_runs_top_to_bottom_in_one_session(tmp_path, monkeypatch
         exec(compile(snippet, doc.name, "exec"), namespace)
     out = capsys.readouterr().out
     assert "refused: run " in out and "[4, 5]" in out and "['best', 'last']" in out
+    ids = {"$RUN": namespace["run"].id[:8], "$OTHER": namespace["plain"].id[:8]}
+    commands = [line.split("#")[0].split() for block in re.findall(r"```bash\n(.*?)```", doc.read_text(), flags=re.S)
+                for line in block.splitlines() if line.startswith("nnx ")]
+    assert len(commands) == 6
+    for argv in commands:
+        assert cli([ids.get(a, a) for a in argv[1:]]) == 0, argv
+    assert (tmp_path / "curves.png").exists() and (tmp_path / "model.safetensors").exists()
 
 
 def test_python_snippets_in_docs_run(tmp_path, monkeypatch):
