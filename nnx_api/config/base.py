@@ -26,8 +26,8 @@ from nnx_core.errors import ParamsError
 from nnx_core.validate import check_choice, check_float, check_int, check_str
 
 __all__ = [
-    "Params", "ParamsBuilder", "count", "typed_init", "flag", "instance", "items", "member", "one_of", "optional", "param", "real",
-    "text",
+    "Params", "ParamsBuilder", "count", "flag", "instance", "items", "member", "one_of", "optional", "param", "real",
+    "text", "typed_init",
 ]
 
 Check = Callable[[str, Any], Any]

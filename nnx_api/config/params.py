@@ -30,6 +30,7 @@ from nnx_api.config.convert import Momentum
 from nnx_api.config.enums import Activations, Device, Devices, Losses, Nets, Optims, Schedulers, device_of
 from nnx_api.config.metrics import MetricSpec
 
+
 def _params(cls: type) -> Any:
     return typed_init(dataclasses.dataclass(frozen=True, kw_only=True, slots=True)(cls))
 

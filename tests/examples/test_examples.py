@@ -7,6 +7,8 @@ import runpy
 import sys
 from pathlib import Path
 
+import pytest
+
 from nnx_api.cli import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,3 +52,14 @@ def test_python_snippets_in_docs_run(tmp_path, monkeypatch):
     for doc in (ROOT / "README.md", ROOT / "docs" / "concepts.md"):
         for snippet in re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.S):
             exec(compile(snippet, doc.name, "exec"), {})
+
+
+def test_the_screenshot_script_renders_real_terminal_text_to_png(tmp_path):
+    """docs/img/make_screenshots.py (run by hand: it trains five runs) keeps importing and drawing."""
+    pytest.importorskip("matplotlib")
+    shots = runpy.run_path(str(ROOT / "docs" / "img" / "make_screenshots.py"), run_name="shots")
+    target = shots["render"](["$ nnx runs list", "ID        STATUS", "1a2b3c4d  completed"], tmp_path / "t.png")
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    terminal = shots["Terminal"]()
+    terminal.write("run 1a2b · epoch 0:  10%\rrun 1a2b · epoch 0:  50%")
+    assert terminal.screen() == "run 1a2b · epoch 0:  50%"  # what a terminal shows after the carriage returns
