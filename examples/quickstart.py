@@ -52,11 +52,12 @@ def main(argv: list[str] | None = None) -> nnx.NNRun:
     )
     run = model.train(params, root=args.root)
     best, last = run.best(), run.idps[-1]
-    epochs = last.epoch_idx + 1
-    print(f"\nTrained an MLP on scikit-learn's digits ({len(train_loader.dataset)} training images, "
-          f"{len(val_loader.dataset)} for validation).")
-    print(f"  validation accuracy: {best.val_edp.accuracy:.1%} at epoch {best.epoch_idx} (BEST), "
-          f"{last.val_edp.accuracy:.1%} at epoch {last.epoch_idx} (the last of {epochs}, numbered from 0)")
+    print(f"\nTrained an MLP on scikit-learn's digits for {last.epoch_idx + 1} epochs "
+          f"({len(train_loader.dataset)} training images, {len(val_loader.dataset)} for validation).")
+    kept = ("the last epoch is also the best one" if best.epoch_idx == last.epoch_idx else
+            f"{best.val_edp.accuracy:.1%} at epoch {best.epoch_idx} (numbered from 0), the best one")
+    print(f"  validation accuracy: {last.val_edp.accuracy:.1%} after the last epoch; {kept} "
+          "(its weights are the run's 'best' checkpoint)")
     print(f"  the run: {run.path}")
     print(f"Next: nnx runs list · nnx runs show {run.id[:8]} · nnx runs plot {run.id[:8]}")
     print("Rerunning this script returns the finished run (resume='auto'); docs/getting-started.md goes on from here.")
