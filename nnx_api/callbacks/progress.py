@@ -3,8 +3,7 @@
 On a terminal (stderr is a TTY) one tqdm bar counts the batches of the current epoch —
 ``run 1a2b3c4d · epoch 2 [3/10] ██████░░░░ 45/100`` (epoch 2, the run's epoch index as records,
 ``nnx runs show`` and plots number it; the third of the ten this call trains) — with the
-previous epoch's mean training loss and
-its validation loss and accuracy as the postfix. It moves on each committed optimizer update
+previous epoch's mean training loss and its validation loss and accuracy as the postfix. It moves on each committed optimizer update
 (``on_optimizer_update``: a batch index, no tensor is read, so no host synchronisation is added),
 and at each epoch's end. When stderr is not a terminal (CI logs, ``| tee``) there is no bar and no
 ``\\r``: one plain line per epoch. Either way a final summary line stays on screen::
@@ -86,6 +85,7 @@ class ProgressBar(Callback):
         self.last: dict[str, str] = {}
         self.started = self.epoch_started = 0.0
         self.best: str | None = None
+        self.name = "run"  # "run 1a2b3c4d" once the run is known (on_train_begin)
 
     def on_train_begin(self, ctx: CallbackContext) -> None:
         self.started = time.monotonic()
