@@ -21,6 +21,7 @@ from nnx_core.identity import run_id as content_address
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.journal import JournalReader
 from nnx_core.records import IterationDataPoint
+from nnx_core.resume import ResumeStatus
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
 
@@ -117,7 +118,7 @@ class NNRun:
     config: Mapping[str, Any]
     root: Path = attrs.field(converter=Path)
     idps: tuple[IterationDataPoint, ...] = attrs.field(default=(), converter=tuple, repr=False)
-    resume_status: Mapping[str, Any] | None = None
+    resume_status: ResumeStatus | None = attrs.field(default=None, converter=ResumeStatus.coerce)
     storage: Any = attrs.field(default=None, eq=False, repr=False)
     id: str = attrs.field(init=False)
 
@@ -150,7 +151,7 @@ class NNRun:
         """The environment record, plus the resume outcome when there is one."""
         meta = environment()
         if self.resume_status:
-            meta["resume"] = dict(self.resume_status)
+            meta["resume"] = self.resume_status.state()
         return meta
 
     @classmethod
