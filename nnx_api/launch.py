@@ -16,6 +16,7 @@ import contextlib
 import os
 import sys
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -169,6 +170,12 @@ def _resume_point(entry: TrainingEntry, group: Any, storage: Any) -> Plan | None
     stateful = "optimizer" in payload
     if train.resume_mode == "stateful" and not stateful:
         raise ResumeMismatchError(f"{source_id}:{tag} holds weights only; use resume_mode='weights_only'")
+    if not stateful and train.resume_mode == "auto":
+        warnings.warn(
+            f"checkpoint {tag!r} of run {source_id} holds weights only: the weights are restored, but the optimizer, "
+            "schedule and components restart from their defaults (resume_mode='weights_only' asks for exactly that)",
+            RuntimeWarning, stacklevel=2,
+        )
     stateful = stateful and train.resume_mode != "weights_only"
     _refuse(entry, group, payload, stateful)
     status = {"mode": "stateful" if stateful else "weights_only", "source_run_id": source_id, "source_checkpoint": tag,
@@ -295,6 +302,11 @@ def _write_admitted(files: RunFiles, run: NNRun, journal: Any, fresh: bool, atte
 def _restore(session: TrainingSession, payload: Mapping[str, Any] | None, stateful: bool, seed: int | None, rank: int) -> None:
     if payload is not None:
         session.restore(payload, stateful=stateful)
+        if stateful and (getattr(session.params.train_loader, "num_workers", 0) or 0) > 0:
+            warnings.warn(
+                "a stateful resume is exact only with train_loader.num_workers=0: worker-local RNG state is not in "
+                "a checkpoint and cannot be reconstructed", RuntimeWarning, stacklevel=2,
+            )
     if seed is not None and not stateful:
         torch_state.set_seed(seed + rank)  # each rank draws its own stream (e.g. dropout); rank 0 = the seed
 

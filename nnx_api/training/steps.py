@@ -300,7 +300,8 @@ def finalize_step(loss: torch.Tensor, ctx: Any, *, paradigm: str, optimizer: str
     value = float(loss.detach())
     if not math.isfinite(value):
         raise NonFiniteLossError(
-            f"{paradigm}: the loss is {value}; no parameter was updated. Lower the learning rate or check the inputs"
+            f"{paradigm}: non-finite training loss ({value!r}); no parameter was updated. Lower the learning rate, "
+            "set grad_clip_norm or check the inputs"
         )
     loss.backward()
     port = ctx.session.optimizers[name]
