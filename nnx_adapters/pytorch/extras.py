@@ -110,7 +110,7 @@ class ExtraMetrics:
         def host(parts: Sequence[torch.Tensor]) -> list[np.ndarray]:
             return np.split(torch.cat(parts).cpu().numpy(), cuts)
 
-        mask_parts = host(masks) if masks[0] is not None else [None] * len(sizes)
+        mask_parts = host(masks) if masks[0] is not None else [None] * len(targets)
         return [Rows(t, p, m) for t, p, m in zip(host(targets), host(predictions), mask_parts, strict=True)]
 
     def whole(self) -> Rows | None:
