@@ -400,6 +400,10 @@ class _DistributionResult(_Deferred):
                 return p
         raise KeyError(option_id)
 
+    def probabilities(self) -> dict[str, float]:
+        """``{id: p}`` in question order."""
+        return dict(self.distribution)
+
 
 @attrs.frozen
 class ChoiceResult(_DistributionResult):
@@ -409,6 +413,8 @@ class ChoiceResult(_DistributionResult):
     (for ``FixedHeadProvider``: the row's logits) and is left out of equality.
     """
 
+    kind: ClassVar[str] = "choice"
+
 
 @attrs.frozen
 class ScoreResult(_DistributionResult):
@@ -417,6 +423,7 @@ class ScoreResult(_DistributionResult):
     ``vendor_score`` holds a provider's own numeric score when it has one (never derived).
     """
 
+    kind: ClassVar[str] = "score"
     vendor_score: float | None = None
 
     @property
@@ -432,6 +439,8 @@ def _to_p_true(value: Any) -> float:
 @attrs.frozen
 class BooleanResult(_Deferred):
     """The answer to a ``Boolean``: ``p_true`` finite in [0, 1]; ``raw`` left out of equality."""
+
+    kind: ClassVar[str] = "boolean"
 
     question_digest: str = attrs.field(validator=_check_digest)
     p_true: float = attrs.field(converter=_to_p_true)

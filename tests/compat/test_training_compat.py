@@ -342,6 +342,7 @@ def test_validate_response_keeps_the_provider_and_a_scores_vendor_score():
     choice = decisions.Choice("pick", [("a", "A"), ("b", "B")])
     result = decisions.validate_response(choice, {"b": 0.25, "a": 0.75}, provider="fixed-head")
     assert result.provider == "fixed-head" and result.distribution == (("a", 0.75), ("b", 0.25))
+    assert result.kind == "choice" and result.probabilities() == {"a": 0.75, "b": 0.25}
     assert result != decisions.validate_response(choice, {"a": 0.75, "b": 0.25})  # who answered is part of it
     assert decisions.validate_response(choice, result).provider == "fixed-head"
     boolean = decisions.validate_response(decisions.Boolean("rain?"), 0.2, provider="p")
