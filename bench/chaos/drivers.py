@@ -4,14 +4,12 @@ Each driver is an ordinary user script on the public API (``import nnx_api as nn
 into ``OUT/runs``. ckpt-chaos runs it once fault-free, then kills a copy at each file event
 under ``OUT`` and runs the resume command on what the kill left:
 
-| driver            | job                                        | resume command                              |
-|-------------------|--------------------------------------------|---------------------------------------------|
-| `digits-explicit` | digits MLP                                 | `--resume`: a new run, `resume_from_run_id=` the crashed run, `resume_mode="stateful"` |
-| `digits-auto`     | digits MLP, `resume="auto"`                | the same command                            |
-| `ddp-writer0`     | 2 gloo ranks (`DDP()`), rank 0 writes       | the same command, on 2 ranks                |
-| `ddp-writer1`     | 2 gloo ranks, `DDP(writer_rank=1)`          | the same command, on 2 ranks                |
-| `trainer-gan`     | `Trainer`, optimizers `gen` and `disc`     | the same command                            |
-| `journal`         | digits MLP, `history=nnx.HistoryJournal()` | the same command                            |
+* ``digits-explicit``: digits MLP; its resume command (``--resume``) starts a new run with
+  ``resume_from_run_id=`` the crashed run and ``resume_mode="stateful"``;
+* ``digits-auto``: digits MLP, ``resume="auto"``; resumed by the same command;
+* ``ddp-writer0`` / ``ddp-writer1``: 2 gloo ranks, ``DDP(writer_rank=0 / 1)``, ``resume="auto"``;
+* ``trainer-gan``: ``Trainer`` with optimizers ``gen`` and ``disc``, ``resume="auto"``;
+* ``journal``: digits MLP, ``history=nnx.HistoryJournal(...)``, ``resume="auto"``.
 
 ckpt-chaos kills the rank that makes the file events: a DDP run's writer (the other rank
 writes nothing). Every run ends with one line for ``--step-regex`` (``resumed at epoch K``),
@@ -76,14 +74,16 @@ def digits(seed: int = 0) -> tuple[TensorDataset, TensorDataset]:
 
 
 def mlp() -> nnx.NNModel:
+    """A seeded digits MLP with dropout (so a resume must restore the RNG streams too)."""
     nnx.set_seed(0)  # the same initial weights every time: the run id names one experiment
     return nnx.NNModel(
-        nnx.NNParams(input_dim=64, output_dim=10, hidden_dims=(32,), dropout_prob=0.1),  # dropout: RNG must resume
+        nnx.NNParams(input_dim=64, output_dim=10, hidden_dims=(32,), dropout_prob=0.1),
         nnx.NNModelParams(loss=nnx.Losses.CROSS_ENTROPY),
     )
 
 
 def digits_params(epochs: int, **kw: Any) -> nnx.NNTrainParams:
+    """Adam, a shuffling loader with its own seeded generator, validation every epoch."""
     train, val = digits()
     loader = DataLoader(train, batch_size=256, shuffle=True, generator=torch.Generator().manual_seed(0))
     return nnx.NNTrainParams(
@@ -100,6 +100,7 @@ def newest_committed(root: Path) -> int:
 
 # ------------------------------------------------------------------------------- drivers
 def digits_auto(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+    """``resume="auto"``: rerunning the same command continues the run."""
     model = mlp()
     model.train(digits_params(epochs, resume="auto"), callbacks=[first], root=root)
     return model
@@ -125,6 +126,7 @@ def digits_explicit(root: Path, epochs: int, first: FirstEpoch, resume: bool) ->
 
 
 def ddp(writer_rank: int) -> Any:
+    """The digits job on the ranks of the group ckpt-chaos launches; ``writer_rank`` writes."""
     def driver(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
         nnx.distributed.init_process_group(timeout_seconds=60)  # the environment ckpt-chaos --ranks sets, as torchrun
         train, val = digits()
@@ -145,6 +147,7 @@ NOISE = 4
 
 
 class GAN(torch.nn.Module):
+    """Generator and discriminator as two submodules of one network."""
     def __init__(self) -> None:
         super().__init__()
         self.gen = torch.nn.Sequential(torch.nn.Linear(NOISE, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
@@ -171,6 +174,7 @@ def gan_step(ctx: nnx.TrainerStepContext) -> nnx.EvaluationDataPoint:
 
 
 def trainer_gan(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+    """A GAN on points of a noisy ring: ``Trainer``, one optimizer per submodule."""
     nnx.set_seed(0)
     model = nnx.NNModel(module=GAN())
     g = torch.Generator().manual_seed(0)

@@ -1,15 +1,19 @@
 """The crash matrix: each driver of ``drivers.py`` under ckpt-chaos, one table.
 
     python bench/chaos/matrix.py            # every file event of every driver, in every mode (make chaos)
-    python bench/chaos/matrix.py --quick    # a sample: a few events per driver, every mode somewhere (make chaos-quick)
+    python bench/chaos/matrix.py --quick    # a sample: 2 events per driver, every mode somewhere (make chaos-quick)
 
 Options: ``--epochs N`` (the drivers' job length, default 2), ``--jobs J`` (crash points run at
 once, default 2), ``--work DIR`` (default ``build/chaos/<plan>-<time>``), ``--only DRIVER``
-(repeatable). For each driver it runs ``ckpt-chaos run`` with its own ``--work`` folder and JUnit
-file, then prints one Markdown table (driver × mode: crash points and verdicts) and writes it to
-``DIR/matrix.md``. A driver with a crash point that is not PASS gets ``ckpt-chaos repro`` (under
-``DIR/<driver>/repro``). Exit status 1 if any crash point is not PASS, a control run failed, or
-ckpt-chaos could not run a driver.
+(repeatable); without ``--quick``: ``--modes`` (default all four) and ``--max-points N`` (sample N
+crash points per driver, split between the modes; default every event). For each driver it runs
+``ckpt-chaos run`` once, with its own ``--work`` folder and JUnit file (a folder that already has
+its JUnit file, from an interrupted matrix with the same ``--work``, is read, not rerun), then
+prints one Markdown table (driver × mode: crash points and verdicts), writes it to
+``DIR/matrix.md`` and ends with a ``crash-matrix: N passed, N failed`` line. A driver with a
+crash point that is not PASS gets ``ckpt-chaos repro`` (under its folder's ``repro/``). Exit
+status 1 if any run is not PASS, a crash point did not crash or crashed at another event than
+planned, or ckpt-chaos could not run a driver.
 
 Crash points are found by counting file events, so the matrix follows NNx's commit sequence as it
 is (nothing here knows how many events an epoch makes). ckpt-chaos names a temporary's event with
@@ -50,15 +54,16 @@ DRIVERS = {
     "trainer-gan": (1, 0, False),
     "journal": (1, 0, False),
 }
-# --quick: (modes, max points) per driver. ckpt-chaos spreads a mode's points evenly from the first
-# event on, and before / unsynced / term share one pool, so each driver samples one or two modes
+# --quick: (modes, max points) per driver, sized for 3 minutes of 2 idle cores. ckpt-chaos spreads a
+# mode's points evenly from the first event on (2 points: the first event and the middle one), and
+# before / unsynced / term share one pool, so each driver samples one mode (trainer-gan adds torn)
 QUICK = {
-    "digits-explicit": ("before", 3),
-    "digits-auto": ("unsynced", 3),
+    "digits-explicit": ("before", 2),
+    "digits-auto": ("unsynced", 2),
     "ddp-writer0": ("term", 2),
     "ddp-writer1": ("before", 2),
     "trainer-gan": ("before,torn", 3),
-    "journal": ("before", 3),
+    "journal": ("before", 2),
 }
 _RANDOM_SUFFIX = re.compile(r"-[0-9a-f]{16}$")
 
@@ -101,13 +106,14 @@ def verdicts(junit: Path) -> list[tuple[str, str]]:
 def run_driver(driver: str, modes: str, max_points: int, work: Path, args: argparse.Namespace) -> dict:
     log = work.with_suffix(".log")
     cmd = chaos_command(driver, modes, max_points, work, args)
-    start = time.monotonic()
-    # ckpt-chaos 0.1.8 sets the crash variables on the crash rank only, but its injector then also
-    # compares RANK with CKPT_CHAOS_CRASH_RANK (default 0), which `run` never sets: without it
-    # --crash-rank 1 never crashes ("[DID NOT CRASH]")
-    env = dict(os.environ, CKPT_CHAOS_CRASH_RANK=str(DRIVERS[driver][1]))
-    with open(log, "w") as out:
-        rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=HERE.parent.parent, env=env).returncode
+    start, rc = time.monotonic(), 0
+    if not (work / "junit.xml").exists():  # else finished by an earlier, interrupted matrix with the same --work
+        # ckpt-chaos 0.1.8 sets the crash variables on the crash rank only, but its injector then also
+        # compares RANK with CKPT_CHAOS_CRASH_RANK (default 0), which `run` never sets: without it
+        # --crash-rank 1 never crashes ("[DID NOT CRASH]")
+        env = dict(os.environ, CKPT_CHAOS_CRASH_RANK=str(DRIVERS[driver][1]))
+        with open(log, "w") as out:
+            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=HERE.parent.parent, env=env).returncode
     found = re.search(r"(\d+) file events -> (\d+) crash points", log.read_text())
     result = {"driver": driver, "rc": rc, "seconds": time.monotonic() - start, "events": found and int(found[1]),
               "rows": [], "moved": 0, "not_crashed": 0, "log": log}
@@ -150,12 +156,11 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plan(quick: bool) -> list[tuple[str, str, int]]:
-    """(driver, modes, max points) per ckpt-chaos run. The full plan goes mode by mode, so an
-    interrupted `make chaos` has finished whole modes first."""
-    if quick:
+def plan(args: argparse.Namespace) -> list[tuple[str, str, int]]:
+    """(driver, modes, max points) per ckpt-chaos run: one run per driver."""
+    if args.quick:
         return [(driver, modes, points) for driver, (modes, points) in QUICK.items()]
-    return [(driver, mode, EVERY) for mode in MODES for driver in DRIVERS]
+    return [(driver, args.modes, args.max_points) for driver in DRIVERS]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,12 +171,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=300, help="seconds per command")
     parser.add_argument("--work", type=Path)
     parser.add_argument("--only", action="append", choices=sorted(DRIVERS))
+    parser.add_argument("--modes", default=",".join(MODES), help="without --quick (default: all four)")
+    parser.add_argument("--max-points", type=int, default=EVERY, help="without --quick: sample this many crash "
+                        "points per driver, split between the modes (default: every file event in every mode)")
     args = parser.parse_args(argv)
     name = "quick" if args.quick else "full"
     work = (args.work or Path("build/chaos") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     work.mkdir(parents=True, exist_ok=True)
     start, results = time.monotonic(), []
-    for driver, modes, max_points in plan(args.quick):
+    for driver, modes, max_points in plan(args):
         if args.only and driver not in args.only:
             continue
         print(f"== {driver} --modes {modes} ({'every event' if max_points == EVERY else max_points} points)", flush=True)
