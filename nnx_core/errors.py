@@ -46,6 +46,12 @@ class DataChangedError(ResumeMismatchError):
     recorded data fingerprint differs); pass ``data_id=`` for a distinct run."""
 
 
+class ResumePointError(CorruptRunError):
+    """A resume point that cannot be trusted — torn, mixed or corrupted (a file whose SHA-256
+    differs from its manifest's, a payload the safe loader refuses); raised before anything is
+    restored, naming which file and why. Resume from another checkpoint tag."""
+
+
 class ComponentRestoreError(ResumeMismatchError):
     """Saved and registered checkpointed components disagree; ``problems`` lists each one."""
 

@@ -22,8 +22,10 @@ from nnx_core.identity import run_id as content_address
 from nnx_core.identity import ID_HEX_DIGITS, validate_run_id, validate_tag
 from nnx_core.journal import JournalReader
 from nnx_core.records import IterationDataPoint
+from nnx_core.resume import ResumeStatus
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
+from nnx_api.runs.html import run_html
 from nnx_api.runs.plots import plot_run
 
 ENV_ROOT = "NNX_RUNS"
@@ -137,7 +139,7 @@ class NNRun:
     config: Mapping[str, Any]
     root: Path = attrs.field(converter=Path)
     idps: tuple[IterationDataPoint, ...] = attrs.field(default=(), converter=tuple, repr=False)
-    resume_status: Mapping[str, Any] | None = None
+    resume_status: ResumeStatus | None = attrs.field(default=None, converter=ResumeStatus.coerce)
     storage: Any = attrs.field(default=None, eq=False, repr=False)
     data_fingerprint: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
     id: str = attrs.field(init=False)
@@ -171,21 +173,22 @@ class NNRun:
         """The environment record, plus the resume outcome and the data fingerprint when there are."""
         meta = environment()
         if self.resume_status:
-            meta["resume"] = dict(self.resume_status)
+            meta["resume"] = self.resume_status.state()
         if self.data_fingerprint:
             meta["data"] = dict(self.data_fingerprint)
         return meta
 
     @classmethod
-    def load(cls, run_id: str, root: str | os.PathLike[str] | None = None, *, storage: Any = None) -> NNRun:
-        """Load a run's committed state; CorruptRunError if its files are unreadable.
+    def load(cls, id: str, root: str | os.PathLike[str] | None = None, *, storage: Any = None) -> NNRun:  # noqa: A002
+        """Load run ``id``'s committed state (``NNRun.load(id=...)``, as NNx names it);
+        CorruptRunError if its files are unreadable.
 
-        ``run_id``: the full id or a unique prefix of it (``nnx runs list`` shows 8 characters).
+        ``id``: the full id or a unique prefix of it (``nnx runs list`` shows 8 characters).
         ``storage``: the store to read (default: the file system under ``root``, ``$NNX_RUNS``
         or ``./runs``)."""
         base = runs_root(root)
         store = storage if storage is not None else FileStorage(base)
-        run_id = resolve_run_id(run_id, store, where=str(base))
+        run_id = resolve_run_id(id, store, where=str(base))
         files = RunFiles(store, run_id)
         try:
             raw = files.storage.read(files.run_yaml)
@@ -268,6 +271,11 @@ class NNRun:
             journal = JournalReader.open(self.files().storage, self.id, manifest.epoch)
             found = journal.epoch_record(manifest.epoch) if journal is not None else None
         return found
+
+    def _repr_html_(self) -> str:
+        """The run in a notebook: its configuration and one row per committed epoch
+        (``nnx_api.runs.html``)."""
+        return run_html(self)
 
     def plot(self, path: str | os.PathLike[str] | None = None) -> Any:
         """Loss, metric and learning-rate curves per epoch, BEST marked (``nnx_api.runs.plots``, the

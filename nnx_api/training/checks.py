@@ -71,7 +71,7 @@ def check_run(
                 raise TrainingInputError(f"{where} is empty; give it at least one batch")
     check_task(model)
     if not any(p.requires_grad for p in model.net.parameters()):
-        raise ParamsError("model", "no parameter requires grad; did you freeze every parameter?")
+        raise ParamsError("model", "no parameter requires grad; did you freeze('*')? Unfreeze the layers to train")
     kind = model.params.resolved_task.kind
     problems = resolve(params.metrics, kind, model.head.width)
     if problems:

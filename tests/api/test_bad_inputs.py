@@ -198,7 +198,7 @@ CASES: list[Case] = [
     ("metrics", "monitor mode unknown", lambda r: nnx.MonitorSpec("loss", mode="lowest"), E, "mode"),
     ("metrics", "monitor not computed", lambda r: fit(r, val=loader(), monitor=nnx.MonitorSpec("auc")), E, "monitor"),
     ("metrics", "monitor val without val_loader", lambda r: fit(r, monitor=nnx.MonitorSpec("loss")), E, "val_loader"),
-    ("metrics", "early stopping mode", lambda r: nnx.EarlyStopping(mode="max"), E, "MonitorSpec"),
+    ("metrics", "early stopping mode", lambda r: nnx.EarlyStopping(mode="max"), E, "EarlyStopping.mode.*explicit monitor"),
     ("metrics", "early stopping other monitor", lambda r: fit(r, val=loader(), call={
         "callbacks": [nnx.EarlyStopping(monitor=nnx.MonitorSpec("error"))]}), E, "EarlyStopping.monitor"),
     ("metrics", "two early stoppings named alike", lambda r: fit(r, call={
