@@ -83,6 +83,8 @@ def _second_run(root: Path, epochs: int = 2) -> str:
 
 def test_list_sorts_and_filters(copy, capsys):
     root, rid, files = copy
+    record = json.loads(files.storage.read(files.attempt))  # started a day earlier: the order does not hang on the clock
+    files.storage.write(files.attempt, json.dumps({**record, "started_at": "2026-01-01T00:00:00+00:00"}).encode())
     other = _second_run(root)
     ids = lambda *argv: [line.split()[0] for line in cli(capsys, "runs", "list", "--root", str(root), *argv)[1].splitlines()[1:]]
     assert ids("--sort", "epochs") == [other[:8], rid[:8]]
