@@ -55,15 +55,16 @@ class DefaultStep:
 
     def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
         """One batch: the update, then its statistics (on the device) and position."""
-        session.stats.add_batch(*self.update(session, batch, epoch, batch_idx, is_last))
+        session.stats.add_output(*self.update(session, batch, epoch, batch_idx, is_last), session.task)
         session.mark_batch()
 
     def update(
         self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool
-    ) -> tuple[torch.Tensor, int, torch.Tensor | None, int | None]:
+    ) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor]:
         """Forward, loss numerator, backward, window accounting, and the update at the window's end.
 
-        Returns the batch's on-device statistics (loss sum, valid count, correct count, rows).
+        Returns what the batch's statistics are made of, on the device: the detached loss sum,
+        the valid count, the detached output and the target (``EpochStats.add_output``).
         """
         inputs, target = split_batch(batch)
         device = session.device
@@ -83,14 +84,13 @@ class DefaultStep:
             self.window.add(count)
         detached = loss_sum.detach()
         self._window_loss = detached if self._window_loss is None else self._window_loss + detached
-        correct, rows = task.correct(output.detach(), target)
         if session.summary is not None:
             session.summary.add_loss(detached, count)
             session.summary.update(output, target)
         if self.window.ends(is_last):
             window_loss, self._window_loss = self._window_loss, None
             self.close(session, epoch, batch_idx, finite=lambda: math.isfinite(window_loss.item()))  # one read
-        return detached, count, correct, rows
+        return detached, count, output.detach(), target
 
     def close(self, session: Any, epoch: int, batch_idx: int, *, finite: Any) -> None:
         """The window's end: the one update tail, then the announcement (or the skip count)."""
