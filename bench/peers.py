@@ -128,7 +128,7 @@ def this_arm(job: C.Job, epochs: int) -> dict[str, float]:
     train_loader, val_loader = job.loaders(0)
     model = nnx_api.NNModel(module=job.net(), params=nnx_api.NNModelParams(loss=nnx_api.Losses.CROSS_ENTROPY))
     params = nnx_api.NNTrainParams(
-        n_epochs=epochs, optim=nnx_api.NNOptimParams(name=nnx_api.Optims.ADAM, max_lr=1e-2),
+        n_epochs=epochs, optim=nnx_api.NNOptimParams(name=nnx_api.Optims.ADAM, max_lr=1e-2, weight_decay=0.0),
         train_loader=train_loader, val_loader=val_loader, progress=False,
     )
     stamps = ThisStamps()
@@ -152,7 +152,7 @@ def nnx041_arm(job: C.Job, epochs: int) -> dict[str, float]:
     train_loader, val_loader = job.loaders(0)
     model = nnx041.NNModel(module=job.net(), params=nnx041.NNModelParams(loss=nnx041.Losses.CROSS_ENTROPY))
     params = nnx041.NNTrainParams(
-        n_epochs=epochs, optim=nnx041.NNOptimParams(name=nnx041.Optims.ADAM, max_lr=1e-2),
+        n_epochs=epochs, optim=nnx041.NNOptimParams(name=nnx041.Optims.ADAM, max_lr=1e-2, weight_decay=0.0, momentum=(0.9, 0.999)),
         train_loader=train_loader, val_loader=val_loader,
     )
     stamps = Nnx041Stamps()
