@@ -1,6 +1,6 @@
 """Where an ``NNModel.train`` epoch spends its time: cProfile of the headline job (issue 7).
 
-    .venv/bin/python bench/profile_epoch.py [--epochs 8] [--root DIR] [--top 25]
+    .venv/bin/python bench/profile_epoch.py [--epochs 8] [--root DIR] [--top 25] [--hidden 512,512]
 
 One untimed warm-up ``train()`` (imports, first-call costs), then ``--epochs`` epochs under
 cProfile: MLP 32 → 64 → 2, batch 64, 64 batches per epoch, Adam, validation every epoch,
@@ -214,8 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--root", default=None, help="parent folder of the runs root (default: the temp folder)")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--hidden", default="64", help="hidden widths, e.g. 512,512 for the 280k-parameter row")
     args = parser.parse_args(argv)
-    job = C.Job(batch=64)
+    job = C.Job(batch=64, hidden=tuple(int(w) for w in args.hidden.split(",")))
     train(job, 2, args.root, None)  # warm-up
     profile = cProfile.Profile()
     window = CommitWindow()
