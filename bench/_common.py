@@ -79,6 +79,23 @@ def atomic_durable_save(obj: Any, path: str) -> None:
         os.close(fd)
 
 
+def plain_epoch(net: nn.Module, opt: torch.optim.Optimizer, loss_fn: nn.Module, train_loader: Any, val_loader: Any) -> float:
+    """One epoch of the plain PyTorch loop every bench compares against: train, then the
+    validation accuracy (read to the host, as a user's loop prints it)."""
+    net.train()
+    for x, y in train_loader:
+        opt.zero_grad(set_to_none=True)
+        loss_fn(net(x), y).backward()
+        opt.step()
+    net.eval()
+    correct = total = 0
+    with torch.inference_mode():
+        for x, y in val_loader:
+            correct += int((net(x).argmax(-1) == y).sum())
+            total += len(y)
+    return correct / total
+
+
 def mlp(hidden: Sequence[int]) -> nn.Sequential:
     """The same layer stack NNx's built-in feed-forward net builds (Linear → ReLU ..., Linear)."""
     dims = [INPUTS, *hidden, CLASSES]

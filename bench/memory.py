@@ -74,14 +74,7 @@ def train_arm(arm: str, epochs: int) -> dict[str, float]:
         opt = torch.optim.Adam(net.parameters(), lr=1e-2)
         loss_fn = nn.CrossEntropyLoss()
         for epoch in range(n):
-            net.train()
-            for x, y in train_loader:
-                opt.zero_grad(set_to_none=True)
-                loss_fn(net(x), y).backward()
-                opt.step()
-            net.eval()
-            with torch.inference_mode():
-                _acc = sum(int((net(x).argmax(-1) == y).sum()) for x, y in val_loader)
+            C.plain_epoch(net, opt, loss_fn, train_loader, val_loader)
             state = {"epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict()}
             C.atomic_durable_save(state, os.path.join(root, "checkpoint.pt"))
 

@@ -92,18 +92,7 @@ def plain_arm(job: C.Job, epochs: int, *, durable: bool) -> dict[str, float]:
         path = os.path.join(tmp, "checkpoint.pt")
         for epoch in range(epochs):
             stamps.append(now())
-            net.train()
-            for x, y in train_loader:
-                opt.zero_grad(set_to_none=True)
-                loss_fn(net(x), y).backward()
-                opt.step()
-            net.eval()
-            correct = total = 0
-            with torch.inference_mode():
-                for x, y in val_loader:
-                    correct += int((net(x).argmax(-1) == y).sum())
-                    total += len(y)
-            _accuracy = correct / total
+            C.plain_epoch(net, opt, loss_fn, train_loader, val_loader)
             state = {"epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict()}
             if durable:
                 C.atomic_durable_save(state, path)
@@ -113,7 +102,9 @@ def plain_arm(job: C.Job, epochs: int, *, durable: bool) -> dict[str, float]:
     return steady(stamps)
 
 
-class ThisStamps(nnx_api.Callback):
+class Stamps:
+    """Every epoch start, then the end of training (a callback of either NNx)."""
+
     def __init__(self) -> None:
         self.times: list[float] = []
 
@@ -124,37 +115,35 @@ class ThisStamps(nnx_api.Callback):
         self.times.append(now())
 
 
-def this_arm(job: C.Job, epochs: int) -> dict[str, float]:
+class ThisStamps(Stamps, nnx_api.Callback):
+    pass
+
+
+def nnx_job(api: Any, job: C.Job, epochs: int, optim: dict[str, Any], train: dict[str, Any]) -> tuple[Any, Any]:
+    """The same model and training parameters through either NNx's API (the same names in both)."""
     train_loader, val_loader = job.loaders(0)
-    model = nnx_api.NNModel(module=job.net(), params=nnx_api.NNModelParams(loss=nnx_api.Losses.CROSS_ENTROPY))
-    params = nnx_api.NNTrainParams(
-        n_epochs=epochs, optim=nnx_api.NNOptimParams(name=nnx_api.Optims.ADAM, max_lr=1e-2, weight_decay=0.0),
-        train_loader=train_loader, val_loader=val_loader, progress=False,
+    model = api.NNModel(module=job.net(), params=api.NNModelParams(loss=api.Losses.CROSS_ENTROPY))
+    params = api.NNTrainParams(
+        n_epochs=epochs, optim=api.NNOptimParams(name=api.Optims.ADAM, max_lr=1e-2, weight_decay=0.0, **optim),
+        train_loader=train_loader, val_loader=val_loader, **train,
     )
+    return model, params
+
+
+def this_arm(job: C.Job, epochs: int) -> dict[str, float]:
+    model, params = nnx_job(nnx_api, job, epochs, {}, {"progress": False})
     stamps = ThisStamps()
     with tempfile.TemporaryDirectory() as root:
         model.train(params, callbacks=[stamps], root=root)
     return steady(stamps.times)
 
 
-class Nnx041Stamps(nnx041.Callback):
-    def __init__(self) -> None:
-        self.times: list[float] = []
-
-    def on_epoch_begin(self, ctx: Any) -> None:
-        self.times.append(now())
-
-    def on_train_end(self, ctx: Any) -> None:
-        self.times.append(now())
+class Nnx041Stamps(Stamps, nnx041.Callback):
+    pass
 
 
 def nnx041_arm(job: C.Job, epochs: int) -> dict[str, float]:
-    train_loader, val_loader = job.loaders(0)
-    model = nnx041.NNModel(module=job.net(), params=nnx041.NNModelParams(loss=nnx041.Losses.CROSS_ENTROPY))
-    params = nnx041.NNTrainParams(
-        n_epochs=epochs, optim=nnx041.NNOptimParams(name=nnx041.Optims.ADAM, max_lr=1e-2, weight_decay=0.0, momentum=(0.9, 0.999)),
-        train_loader=train_loader, val_loader=val_loader,
-    )
+    model, params = nnx_job(nnx041, job, epochs, {"momentum": (0.9, 0.999)}, {})
     stamps = Nnx041Stamps()
     here = os.getcwd()
     with tempfile.TemporaryDirectory() as cwd, contextlib.redirect_stdout(io.StringIO()):
