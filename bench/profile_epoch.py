@@ -7,9 +7,10 @@ cProfile: MLP 32 → 64 → 2, batch 64, 64 batches per epoch, Adam, validation 
 progress off, a fresh runs root (``--root``: its parent folder; ``/dev/shm`` takes fsync out).
 
 Prints a per-epoch breakdown by activity (attributed from the profile's call graph), the
-file-system operations of each epoch commit of an unprofiled run (``FileStorage.ops`` given as
-``storage=``, read by a callback between ``on_epoch_end`` — the commit follows it — and the next
-``on_epoch_begin`` / ``on_train_end``), then the top entries by cumulative and by internal time.
+file-system operations of each epoch commit of an unprofiled run (the ``os`` calls that change
+or sync the disk, counted by ``nnx_adapters.testing.oscalls.OsTrace`` as ``bench/commit.py``
+counts them, installed by a callback between ``on_epoch_end`` — the commit follows it — and the
+next ``on_epoch_begin`` / ``on_train_end``), then the top entries by cumulative and by internal time.
 cProfile inflates Python-heavy code relative to torch kernels; use it to see *where* the time
 goes, and ``bench/overhead.py`` for the ratio. Always exits 0.
 """
@@ -36,25 +37,27 @@ C.setup_threads()
 
 import nnx_api as nnx
 from nnx_adapters.storage.fs import FileStorage
+from nnx_adapters.testing.oscalls import OsTrace
 
 SESSION = "nnx_api/training/session.py"
 OWNERS = "nnx_api/training/owners.py"
 STEPS = "nnx_api/training/steps.py"
 TASKS = "nnx_adapters/pytorch/tasks.py"
 OPTIM = "nnx_adapters/pytorch/optim.py"
+KINDS = ("create", "write", "fsync", "fsync_dir", "rename", "unlink", "mkdir")
 
 
 class CommitWindow(nnx.Callback):
     """Marks the epoch commits (each follows ``on_epoch_end`` and precedes the next epoch's
-    ``on_epoch_begin`` or ``on_train_end``): ``inside`` while one runs, and the ``FileStorage.ops``
-    delta of each (with the tags it wrote)."""
+    ``on_epoch_begin`` or ``on_train_end``): ``inside`` while one runs, and the ``os`` calls that
+    change or sync the disk in each (with the tags it wrote)."""
 
     def __init__(self, *, count_ops: bool = False) -> None:
         self.count_ops = count_ops
         self.storage: FileStorage | None = None  # the run's store (set by ``train``)
         self.inside = False
         self.log: list[tuple[int, str, collections.Counter[str]]] = []
-        self._before: collections.Counter[str] = collections.Counter()
+        self._trace: OsTrace | None = None
         self._tags: set[str] = set()
         self._epoch = -1
         self._improved = False
@@ -63,22 +66,22 @@ class CommitWindow(nnx.Callback):
         self.inside, self._epoch = True, ctx.epoch
         self._improved = ctx.decision is not None and ctx.decision.improved
         if self.count_ops and self.storage is not None:
-            self._before = collections.Counter(self.storage.ops)
             self._tags = set(self.storage.list(f"{ctx.run.id}/checkpoints"))
+            self._trace = OsTrace().__enter__()
 
     def _closed(self, ctx: Any) -> None:
         if not self.inside:
             return
         self.inside = False
-        if not self.count_ops or self.storage is None:
+        if self._trace is None or self.storage is None:
             return
-        delta = collections.Counter(self.storage.ops)
-        delta.subtract(self._before)
+        self._trace.__exit__(None, None, None)
+        delta, self._trace = self._trace.counts(), None
         new = {n[:-5] for n in set(self.storage.list(f"{ctx.run.id}/checkpoints")) - self._tags if n.endswith(".json")}
         written = ["last"] + sorted(new - {"last"})
         if self._improved and "best" not in written:
             written.append("best")
-        self.log.append((self._epoch, "+".join(written), +delta))
+        self.log.append((self._epoch, "+".join(written), delta))
 
     def on_epoch_begin(self, ctx: Any) -> None:
         self._closed(ctx)
@@ -203,7 +206,7 @@ def breakdown(graph: Graph, epochs: int, fsyncs: FsyncClock) -> list[tuple[str, 
 
 
 def commit_ops(job: C.Job, epochs: int, parent: str | None) -> list[tuple[int, str, collections.Counter[str]]]:
-    """``(epoch, tags written, FileStorage.ops delta)`` of every epoch commit of one run."""
+    """``(epoch, tags written, os calls by kind)`` of every epoch commit of one run."""
     window = CommitWindow(count_ops=True)
     train(job, epochs, parent, None, window)
     return window.log
@@ -234,11 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, seconds in rows:
         print(f"| {name} | {seconds * 1e3:.2f} | {seconds / total:.1%} |")
     print(f"\nfsync: {fsyncs.total / args.epochs * 1e3:.2f} ms per epoch in all, wall time (the profiler does not slow it)")
-    print("\nFile-system operations of each epoch commit (FileStorage.ops; target <= 15 LAST-only, <= 20 with BEST or a phase tag):\n")
-    print("| epoch | tags written | create | write | fsync | rename | unlink | mkdir | total |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("\nFile-system operations of each epoch commit (os calls; target <= 15 LAST-only, <= 20 with BEST or a phase tag):\n")
+    print("| epoch | tags written | " + " | ".join(KINDS) + " | total |")
+    print("|---:|---|" + "---:|" * (len(KINDS) + 1))
     for epoch, tags, ops in commit_ops(job, args.epochs, args.root):
-        cells = " | ".join(str(ops.get(k, 0)) for k in ("create", "write", "fsync", "rename", "unlink", "mkdir"))
+        cells = " | ".join(str(ops.get(k, 0)) for k in KINDS)
         print(f"| {epoch} | {tags} | {cells} | {sum(ops.values())} |")
     for order in ("cumulative", "tottime"):
         buffer = io.StringIO()
