@@ -16,6 +16,7 @@ import contextlib
 import os
 import sys
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -158,6 +159,9 @@ def _train(
         if isinstance(s, TorchClock) and s.clock == "optimizer_update"
     ]
     components = agreed(c, "setup", lambda: collect_components([monitor, *callbacks, *entry.components, *owned.owner.components, *clocks]))
+    if run.resume_status:  # which components the resume point restored, or which start fresh
+        named = {"restored_components" if plan.stateful else "fresh_components": tuple(components)}
+        run = attrs.evolve(run, resume_status=attrs.evolve(run.resume_status, **named))
     if payload is not None and plan.stateful:
         problems = restore_problems(payload, owned.optimizers, schedules, components)
         agreed(c, "restore", lambda: _raise(ComponentRestoreError(problems) if problems else None))
@@ -200,6 +204,11 @@ def _raise(error: BaseException | None) -> None:
 def _restore(session: TrainingSession, payload: Mapping[str, Any] | None, stateful: bool, seed: int | None, rank: int) -> None:
     if payload is not None:
         session.restore(payload, stateful=stateful)
+        if stateful and (getattr(session.params.train_loader, "num_workers", 0) or 0) > 0:
+            warnings.warn(
+                "a stateful resume is exact only with train_loader.num_workers=0: worker-local RNG state is not in "
+                "a checkpoint and cannot be reconstructed", RuntimeWarning, stacklevel=2,
+            )
     if seed is not None and not stateful:
         torch_state.set_seed(seed + rank)  # each rank draws its own stream (e.g. dropout); rank 0 = the seed
 

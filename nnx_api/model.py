@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
+import attrs
 import numpy as np
 import torch
 from torch import nn
@@ -22,10 +23,11 @@ from nnx_core.errors import (
     TrainingInputError,
 )
 from nnx_core.records import EvaluationDataPoint
+from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.devices import precision_problem
 from nnx_adapters.pytorch.tasks import TaskAdapter
-from nnx_api.config.params import NNModelParams, NNParams, NNTrainParams
+from nnx_api.config.params import NNModelParams, NNParams, NNTrainParams, check_extra_metrics
 from nnx_api.distributed import DDP, refuse_process_group
 from nnx_api.launch import TrainingEntry, launch
 from nnx_api.runs.export import to_onnx
@@ -200,13 +202,23 @@ class NNModel:
         task = self.task_adapter
         return PredictionResult(logits, task.probabilities(logits), task.decode(logits), list(range(logits.shape[0])))
 
-    def evaluate(self, loader: Any, metrics: Sequence[Any] = ()) -> EvaluationDataPoint:
+    def evaluate(
+        self, loader: Any, extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None,
+        metrics: Sequence[Any] = (),
+    ) -> EvaluationDataPoint:
         """Score a loader of ``(inputs, targets)``: loss (Σ numerators / Σ valid targets), error,
-        accuracy, macro F1/precision/recall and declared ``metrics``, each over the whole pass."""
+        accuracy, macro F1/precision/recall and declared ``metrics``, each over the whole pass.
+
+        ``extra_metrics`` (``{name: fn(y_true, y_pred) -> float}``) are called once, on the
+        NumPy arrays of every valid target and decoded prediction; their values land in ``extra``.
+        """
+        fns = check_extra_metrics("evaluate.extra_metrics", extra_metrics)
         acc = EpochAccumulator(self.task_adapter, self.head.width, tuple(metrics), full_scores=True)
-        if score(self, loader, acc) == 0:
+        extras = ExtraMetrics(self.task_adapter, fns) if fns else None
+        if score(self, loader, acc, extras) == 0:
             raise TrainingInputError("the evaluation loader yielded no batches")
-        return EvaluationDataPoint(**acc.result())
+        edp = EvaluationDataPoint(**acc.result())
+        return edp if extras is None else attrs.evolve(edp, extra=extras.values(extras.whole()))
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod

@@ -10,6 +10,7 @@ has passed. The answers travel to every rank as a ``Plan``.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +18,7 @@ import attrs
 
 from nnx_core import admission as adm
 from nnx_core.commit import LAST, RunFiles
-from nnx_core.errors import ComponentRestoreError, ResumeMismatchError, RunNotFoundError
+from nnx_core.errors import ComponentRestoreError, CorruptRunError, ResumeMismatchError, ResumePointError, RunNotFoundError
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_adapters.pytorch import state as torch_state
 from nnx_api.runs.run import NNRun, dump_yaml
@@ -49,16 +50,33 @@ def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
     checkpoint = source.checkpoint(tag)
     if checkpoint is None:
         raise RunNotFoundError(f"run {source_id} has no committed {tag!r} checkpoint (tags: {source.tags()})")
-    data = source.files().read_blob(checkpoint.manifest.blobs["state"], verify=True)
-    payload = torch_state.decode(data, where=f"run {source_id} tag {tag!r}")
+    data, payload = verified(source.files(), checkpoint.manifest, f"run {source_id} tag {tag!r}")
     stateful = "optimizer" in payload
     if train.resume_mode == "stateful" and not stateful:
         raise ResumeMismatchError(f"{source_id}:{tag} holds weights only; use resume_mode='weights_only'")
+    if not stateful and train.resume_mode == "auto":
+        warnings.warn(
+            f"checkpoint {tag!r} of run {source_id} holds weights only: the weights are restored, but the optimizer, "
+            "schedule and components restart from their defaults (resume_mode='weights_only' asks for exactly that)",
+            RuntimeWarning, stacklevel=2,
+        )
     stateful = stateful and train.resume_mode != "weights_only"
     refuse(entry, group, payload, stateful)
-    status = {"mode": "stateful" if stateful else "weights_only", "source_run": source_id, "source_checkpoint": tag,
+    status = {"mode": "stateful" if stateful else "weights_only", "source_run_id": source_id, "source_checkpoint": tag,
               "source_epoch": checkpoint.epoch}
     return Plan(action=adm.FRESH, data=data, stateful=stateful, status=status, schedules=named_state(payload)[1] if stateful else None)
+
+
+def verified(files: RunFiles, manifest: Any, where: str) -> tuple[bytes, dict[str, Any]]:
+    """A resume point's bytes, verified against its SHA-256, and its payload (safe loader); a torn
+    or corrupted one is a ``ResumePointError`` before anything is restored."""
+    try:
+        data = files.read_blob(manifest.blobs["state"], verify=True)
+        return data, torch_state.decode(data, where=where)
+    except ResumePointError:
+        raise
+    except CorruptRunError as exc:
+        raise ResumePointError(f"{where}: the resume point cannot be trusted: {exc}") from exc
 
 
 def refuse(entry: Any, group: Any, payload: Mapping[str, Any], stateful: bool) -> None:
@@ -85,12 +103,12 @@ def admit(entry: Any, group: Any, files: RunFiles, lease: contextlib.ExitStack, 
     if decided.action == adm.FRESH:
         return source or Plan(action=adm.FRESH)
     loaded = NNRun.load(files.run_id, entry.root, storage=files.storage)
-    data = files.read_blob(decided.last.blobs["state"])  # type: ignore[union-attr]  # verified against its SHA-256
+    data, payload = verified(files, decided.last, f"run {files.run_id} LAST")
     if decided.action == adm.FINISHED:
         return Plan(action=adm.FINISHED, data=data, status=loaded.resume_status, idps=loaded.idps)
-    refuse(entry, group, torch_state.decode(data, where=f"run {files.run_id} LAST"), True)
+    refuse(entry, group, payload, True)
     history.check_continuation(files, entry.history)
-    status = {"mode": "stateful", "source_run": files.run_id, "source_checkpoint": LAST, "source_epoch": decided.last.epoch}  # type: ignore[union-attr]
+    status = {"mode": "stateful", "source_run_id": files.run_id, "source_checkpoint": LAST, "source_epoch": decided.last.epoch}  # type: ignore[union-attr]
     return Plan(action=adm.CONTINUE, data=data, stateful=True, status=status, idps=loaded.idps)
 
 
