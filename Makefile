@@ -3,14 +3,16 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PEERS := .venv-peers
+PEERS_STAMP := $(PEERS)/.installed
 CORE_VENV := .venv-core
 # The core's proof without torch: exactly these files, by path (docs/testing.md).
 CORE_TESTS := tests/core tests/adapters/test_storage.py tests/adapters/test_storage_blob.py \
-	tests/adapters/test_storage_contract.py tests/adapters/test_storage_fsspec.py \
+	tests/adapters/test_storage_contract.py tests/adapters/test_storage_fsspec.py tests/adapters/test_commit_ops.py \
 	tests/property/test_commit_machine.py tests/property/test_journal_machine.py
 CORE_DEPS := attrs cattrs portalocker fsspec pytest pytest-timeout pytest-randomly hypothesis
 
-.PHONY: demo test test-gpu core-check mutate bench clean
+.PHONY: demo test test-gpu core-check mutate bench bench-peers clean
 
 $(STAMP): pyproject.toml constraints-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,11 +44,26 @@ mutate: $(STAMP)  ## mutation testing of nnx_core and nnx_adapters/storage (slow
 	$(BIN)/mutmut run $(MUTATE)
 	$(BIN)/mutmut results
 
-bench: $(STAMP)  ## run every benchmark (prints tables; see docs/performance.md)
-	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+bench: $(STAMP)  ## run every benchmark but the peers (prints tables; see docs/performance.md)
+	@for script in bench/*.py; do \
+		[ "$$script" = bench/peers.py ] && continue; \
+		echo "== $$script"; $(BIN)/python $$script || exit 1; \
+	done
+
+# The peers live in their own virtualenv (never dependencies of this project): torch first, pinned
+# to the same 2.13.0 CPU build, then the peers under the same constraint so none pulls another torch.
+$(PEERS_STAMP): pyproject.toml constraints-dev.txt
+	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install -q --upgrade pip
+	$(PEERS)/bin/python -m pip install -q -c constraints-dev.txt torch
+	$(PEERS)/bin/python -m pip install -q -c constraints-dev.txt -e . scikit-learn lightning skorch thekaveh-nnx==0.4.1
+	touch $(PEERS_STAMP)
+
+bench-peers: $(PEERS_STAMP)  ## this project vs skorch, Lightning and NNx 0.4.1 (docs/performance.md)
+	$(PEERS)/bin/python bench/peers.py
 
 clean:
-	rm -rf $(VENV) $(CORE_VENV) mutants runs build *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) $(PEERS) mutants runs build *.egg-info
 
 # The crash matrix (bench/chaos/, docs/reliability.md): the outside crash tester ckpt-chaos (pinned
 # in constraints-dev.txt; no dependencies of its own) beside the test set-up it drives.

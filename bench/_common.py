@@ -11,10 +11,14 @@ from __future__ import annotations
 import copy
 import os
 import platform
+import statistics
+import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
+from sklearn.datasets import load_digits
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -40,10 +44,6 @@ def machine() -> str:
 
 def fsync_latency(folder: str | None = None, samples: int = 30) -> str:
     """Median latency of fsyncing a fresh 20 kB file and its folder, as a short string."""
-    import statistics
-    import tempfile
-    import time
-
     files, folders = [], []
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         fd = os.open(tmp, os.O_RDONLY)
@@ -61,6 +61,39 @@ def fsync_latency(folder: str | None = None, samples: int = 30) -> str:
         finally:
             os.close(fd)
     return f"file {statistics.median(files) * 1e3:.2f} ms, folder {statistics.median(folders) * 1e3:.2f} ms"
+
+
+def atomic_durable_save(obj: Any, path: str) -> None:
+    """The honest minimum of a crash-safe checkpoint: ``torch.save`` into a temporary beside
+    ``path``, fsync it, rename it onto ``path``, fsync the folder (the baseline of issue 18)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def plain_epoch(net: nn.Module, opt: torch.optim.Optimizer, loss_fn: nn.Module, train_loader: Any, val_loader: Any) -> float:
+    """One epoch of the plain PyTorch loop every bench compares against: train, then the
+    validation accuracy (read to the host, as a user's loop prints it)."""
+    net.train()
+    for x, y in train_loader:
+        opt.zero_grad(set_to_none=True)
+        loss_fn(net(x), y).backward()
+        opt.step()
+    net.eval()
+    correct = total = 0
+    with torch.inference_mode():
+        for x, y in val_loader:
+            correct += int((net(x).argmax(-1) == y).sum())
+            total += len(y)
+    return correct / total
 
 
 def mlp(hidden: Sequence[int]) -> nn.Sequential:
@@ -142,5 +175,41 @@ class Job:
     def net(self) -> nn.Sequential:
         """A fresh net holding the shared initial weights."""
         net = mlp(self.hidden)
+        net.load_state_dict(self.initial_state)
+        return net
+
+
+class DigitsCNN(nn.Module):
+    """Conv 1→16 → ReLU → Conv 16→32 → ReLU → 2×2 max-pool → Linear 512 → 10, on 8×8 digits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)
+        )
+        self.head = nn.Linear(32 * 4 * 4, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).flatten(1))
+
+
+class DigitsJob(Job):
+    """scikit-learn's bundled digits (80/20 split, pixels scaled to [0, 1], images 1×8×8) and one
+    initialisation of ``DigitsCNN``; ``loaders`` and ``rows`` as ``Job``'s."""
+
+    def __init__(self, *, batch: int, seed: int = 0) -> None:
+        x, y = load_digits(return_X_y=True)
+        x = torch.tensor(x / 16.0, dtype=torch.float32).reshape(-1, 1, 8, 8)
+        y = torch.tensor(y, dtype=torch.long)
+        order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
+        cut = int(0.8 * len(x))
+        self.batch, self.hidden = batch, ()
+        self.train = TensorDataset(x[order[:cut]], y[order[:cut]])
+        self.val = TensorDataset(x[order[cut:]], y[order[cut:]])
+        torch.manual_seed(seed)
+        self.initial_state = copy.deepcopy(DigitsCNN().state_dict())
+
+    def net(self) -> nn.Module:
+        net = DigitsCNN()
         net.load_state_dict(self.initial_state)
         return net

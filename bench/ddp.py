@@ -12,18 +12,20 @@ Arms, interleaved in the same processes (the order rotates every repetition):
 * ``plain DDP``  ``DistributedDataParallel`` forward / mean loss / backward / step over the same
                  sharded loader; validation of the rank's shard with one all-reduce of the
                  correct counts; rank 0 ``torch.save`` s model + optimizer and fsyncs every epoch
-* ``nnx DDP``    ``model.train(params, distributed=DDP())``: numerator losses, agreement before
-                 backward, global records, agreed durable commits by the writer; small
-                 all-reduces (the per-microbatch agreement) through shared memory
-* ``nnx, shm off`` the same with ``NNX_SHM_COLLECTIVE=0``: every all-reduce through gloo (what
-                 the shared-memory fast path saves)
+* ``nnx DDP``    ``model.train(params, distributed=DDP())`` as shipped: numerator losses,
+                 agreement before backward, global records, agreed durable commits by the
+                 writer; every all-reduce through gloo (``TorchCollective()``, the default)
+* ``nnx, shm``   the same with ``DDP(collective=TorchCollective(shared_memory=True))``: the
+                 opt-in shared-memory fast path for small all-reduces (what it saves)
 * ``1 process``  ``NNModel.train`` alone (no group, one thread) on the same rows, batch
                  ``world × batch``: what the ranks together replace (measured in this process)
 
 Steady-state seconds/epoch: the median over repetitions of the mean time of epochs 1.. (epoch 0
 pays first-call costs). Ratios are medians of per-repetition ratios. A counting pass then reports
-the collective calls and bytes per step and per epoch: NNx's own (through its ``Collective``
-adapter) and DDP's gradient buckets (a counting comm hook). Timings are printed, never asserted.
+the collective calls and bytes per step and per epoch: NNx's own (a counting ``TorchCollective``
+given as ``DDP(collective=...)``, read at every ``on_optimizer_update``) and DDP's gradient
+buckets (a counting comm hook on the plain arm; NNx wraps the same net in the same
+``DistributedDataParallel`` with its default buckets). Timings are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -53,8 +55,7 @@ import _common as C
 C.setup_threads()
 
 import nnx_api as nnx
-from nnx_adapters.collective import torch as torch_collective
-from nnx_adapters.collective.shm import SHM_ENV
+from nnx_adapters.collective.torch import TorchCollective
 from nnx_adapters.pytorch import state as torch_state
 from nnx_api import distributed
 
@@ -114,25 +115,25 @@ def nnx_params(job: C.Job, row: dict[str, Any], epochs: int, **loader_kw: Any) -
 
 
 # ------------------------------------------------------------------------------- arms (one rank)
-def nnx_arm(job: C.Job, row: dict[str, Any], epochs: int) -> dict[str, float]:
+def nnx_arm(
+    job: C.Job, row: dict[str, Any], epochs: int, *, shared_memory: bool = False, collective: Any = None,
+    callbacks: tuple[Any, ...] = (),
+) -> dict[str, float]:
+    """``model.train(params, distributed=DDP(collective=...))``; the collective is built here on
+    every rank alike (construction is collective), gloo-only unless ``shared_memory``."""
     stamps = Stamps()
     root = tempfile.mkdtemp() if dist.get_rank() == 0 else None
     root = dist_broadcast(root)
-    nnx_model(job).train(nnx_params(job, row, epochs), callbacks=[stamps], root=root, distributed=distributed.DDP())
-    return per_epoch(stamps.times, epochs)
-
-
-def nnx_shm_off_arm(job: C.Job, row: dict[str, Any], epochs: int) -> dict[str, float]:
-    """``nnx_arm`` with the shared-memory fast path off (set alike on every rank)."""
-    before = os.environ.get(SHM_ENV)
-    os.environ[SHM_ENV] = "0"
+    if collective is None:
+        collective = TorchCollective(shared_memory=shared_memory)
     try:
-        return nnx_arm(job, row, epochs)
+        nnx_model(job).train(
+            nnx_params(job, row, epochs), callbacks=[stamps, *callbacks], root=root,
+            distributed=distributed.DDP(collective=collective),
+        )
     finally:
-        if before is None:
-            os.environ.pop(SHM_ENV, None)
-        else:
-            os.environ[SHM_ENV] = before
+        collective.close()
+    return per_epoch(stamps.times, epochs)
 
 
 def plain_arm(job: C.Job, row: dict[str, Any], epochs: int, hook: Any = None) -> dict[str, float]:
@@ -203,78 +204,75 @@ class GradientCount:
         self.hook = hook
 
 
-def count_traffic(job: C.Job, row: dict[str, Any]) -> dict[str, Any]:
-    """One NNx run of 2 epochs and one plain epoch, counting every collective."""
+class CountingCollective(TorchCollective):
+    """A ``TorchCollective`` that logs every all-reduce (its length) in call order."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        self.log: list[int] = []
+
+    def all_reduce_sum(self, values: Any) -> list[float]:
+        values = list(values)
+        self.log.append(len(values))
+        return super().all_reduce_sum(values)
+
+
+class UpdateMarks(nnx.Callback):
+    """Where the collective's log stood at every committed update and epoch start."""
+
+    distributed = "all"
+
+    def __init__(self, collective: CountingCollective) -> None:
+        self.collective = collective
+        self.marks: list[tuple[str, int]] = []
+
+    def on_epoch_begin(self, ctx: Any) -> None:
+        self.marks.append(("epoch", len(self.collective.log)))
+
+    def on_optimizer_update(self, ctx: Any, event: Any) -> None:
+        self.marks.append(("update", len(self.collective.log)))
+
+
+def count_traffic(job: C.Job, row: dict[str, Any], shared_memory: bool) -> dict[str, Any]:
+    """One NNx run of 2 epochs and one plain run, counting every collective."""
+    collective = CountingCollective(shared_memory=shared_memory)
+    marks = UpdateMarks(collective)
+    epochs = 2
+    nnx_arm(job, row, epochs, collective=collective, callbacks=(marks,))
+    # all-reduces between consecutive updates of one epoch: one microbatch's
+    between = [
+        b[1] - a[1] for a, b in zip(marks.marks, marks.marks[1:]) if a[0] == "update" and b[0] == "update"
+    ]
+    step_calls = statistics.median(between)
+    step_len = statistics.median(collective.log[m[1] - 1] for m in marks.marks if m[0] == "update")
     grads = GradientCount()
-    seen: list[torch_collective.TorchCollective] = []
-    steps: list[dict[str, int]] = []
-
-    class CountingCollective(torch_collective.TorchCollective):
-        def __init__(self, *a: Any, **k: Any) -> None:
-            super().__init__(*a, **k)
-            seen.append(self)
-
-    class CountingDDP(DistributedDataParallel):
-        def __init__(self, *a: Any, **k: Any) -> None:
-            super().__init__(*a, **k)
-            self.register_comm_hook(None, grads.hook)
-
-    original_update = distributed.DistributedSession._ddp_update
-
-    def counted_update(self: Any, *a: Any) -> Any:
-        before = dict(self.collective.traffic.calls), dict(self.collective.traffic.bytes)
-        out = original_update(self, *a)
-        steps.append({k: self.collective.traffic.calls[k] - before[0].get(k, 0) for k in self.collective.traffic.calls}
-                     | {f"{k}_bytes": self.collective.traffic.bytes[k] - before[1].get(k, 0) for k in self.collective.traffic.bytes})
-        return out
-
-    distributed.TorchCollective, distributed.DistributedDataParallel = CountingCollective, CountingDDP
-    distributed.DistributedSession._ddp_update = counted_update
-    try:
-        epochs = 2
-        nnx_arm(job, row, epochs)
-    finally:
-        distributed.TorchCollective, distributed.DistributedDataParallel = torch_collective.TorchCollective, DistributedDataParallel
-        distributed.DistributedSession._ddp_update = original_update
-    total = seen[-1].traffic
-    n_steps = len(steps)
-    step_calls = sum(s.get("all_reduce", 0) for s in steps) / n_steps
-    step_bytes = sum(s.get("all_reduce_bytes", 0) for s in steps) / n_steps
-    nnx_grad_calls, nnx_grad_bytes = grads.calls / n_steps, grads.bytes / n_steps
-    grads.calls = grads.bytes = 0
-    plain_arm(job, row, 2, hook=grads.hook)
-    rng_bytes = len(pickle.dumps(torch_state.capture_rng()))
+    plain_arm(job, row, epochs, hook=grads.hook)
     return {
-        "steps": n_steps,
+        "steps": sum(1 for m in marks.marks if m[0] == "update"),
         "nnx_step_calls": step_calls,
-        "nnx_step_bytes": step_bytes,
-        "nnx_call_totals": dict(total.calls),
-        "nnx_byte_totals": dict(total.bytes),
-        "grad_calls_per_step": nnx_grad_calls,
-        "grad_bytes_per_step": nnx_grad_bytes,
-        "plain_grad_calls_per_step": grads.calls / (2 * STEPS),
-        "plain_grad_bytes_per_step": grads.bytes / (2 * STEPS),
-        "rng_pickle_bytes": rng_bytes,
-        "epochs": epochs,
-        "fast_path": seen[-1].fast_path_calls > 0,
-        "fast_path_calls": seen[-1].fast_path_calls,
+        "nnx_step_bytes": step_len * 8 * step_calls,
+        "nnx_call_totals": dict(collective.traffic.calls),
+        "plain_grad_calls_per_step": grads.calls / (epochs * STEPS),
+        "plain_grad_bytes_per_step": grads.bytes / (epochs * STEPS),
+        "rng_pickle_bytes": len(pickle.dumps(torch_state.capture_rng())),
+        "fast_path_calls": collective.fast_path_calls,
     }
 
 
 def worker(out: str, rows: list[dict[str, Any]], quick: bool) -> None:
     info = distributed.init_process_group(timeout_seconds=120)
-    world = info.world_size
     results = []
     for row in rows:
-        job = job_of(row, world)
+        job = job_of(row, info.world_size)
         epochs, reps = row["epochs"], (2 if quick else row["reps"])
         arms = {
             "plain": functools.partial(plain_arm, job, row, epochs),
             "nnx": functools.partial(nnx_arm, job, row, epochs),
-            "nnx_shm_off": functools.partial(nnx_shm_off_arm, job, row, epochs),
+            "nnx_shm": functools.partial(nnx_arm, job, row, epochs, shared_memory=True),
         }
         samples = C.interleaved(arms, reps)
-        results.append({"samples": samples, "traffic": count_traffic(job, row), "params": C.n_params(job.net())})
+        traffic = {"gloo": count_traffic(job, row, False), "shm": count_traffic(job, row, True)}
+        results.append({"samples": samples, "traffic": traffic, "params": C.n_params(job.net())})
     if info.rank == 0:
         with open(out, "w") as f:
             json.dump(results, f)
@@ -330,33 +328,33 @@ def main(argv: list[str] | None = None) -> int:
     results = launch(args.world, [dict(r, hidden=list(r["hidden"])) for r in ROWS], args.quick)
     print("\nsteady-state ms/epoch (median over repetitions; ratios: medians of per-repetition ratios, quartiles)\n")
     print(
-        "| row | params | steps/epoch/rank | 1 process ms | plain DDP ms | nnx DDP ms | **nnx / plain DDP** | CPU ratio "
-        "| nnx, shm off ms | nnx shm off / plain DDP | 1 process / nnx DDP |"
+        "| row | params | steps/epoch/rank | 1 process ms | plain DDP ms | nnx DDP ms (gloo) | **nnx / plain DDP** "
+        "| CPU ratio | nnx, shm ms | nnx shm / plain DDP | 1 process / nnx DDP |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row, res, single in zip(ROWS, results, singles, strict=True):
         s = res["samples"]
         plain, ours = statistics.median(s["plain"]["epoch"]), statistics.median(s["nnx"]["epoch"])
-        off = statistics.median(s["nnx_shm_off"]["epoch"])
+        fast = statistics.median(s["nnx_shm"]["epoch"])
         print(
             f"| {row['name']} | {res['params']:,} | {STEPS} | {statistics.median(single) * 1e3:.1f} | {plain * 1e3:.1f} "
             f"| {ours * 1e3:.1f} | **{ratios(s['nnx']['epoch'], s['plain']['epoch'])}** "
-            f"| {ratios(s['nnx']['cpu_epoch'], s['plain']['cpu_epoch'])} | {off * 1e3:.1f} "
-            f"| {ratios(s['nnx_shm_off']['epoch'], s['plain']['epoch'])} | {statistics.median(single) / ours:.2f} |"
+            f"| {ratios(s['nnx']['cpu_epoch'], s['plain']['cpu_epoch'])} | {fast * 1e3:.1f} "
+            f"| {ratios(s['nnx_shm']['epoch'], s['plain']['epoch'])} | {statistics.median(single) / ours:.2f} |"
         )
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
     print("\ncollective traffic (per rank)\n")
-    print("| row | NNx per step | DDP gradients per step (both arms) | NNx totals over a 2-epoch run | RNG streams (pickled, per rank) |")
-    print("|---|---|---|---|---:|")
+    print("| row | collective | NNx per microbatch | DDP gradients per step (plain arm) | NNx calls over a 2-epoch run | RNG streams (pickled, per rank) |")
+    print("|---|---|---|---|---|---:|")
     for row, res in zip(ROWS, results, strict=True):
-        t = res["traffic"]
-        totals = ", ".join(f"{k} {v}" for k, v in sorted(t["nnx_call_totals"].items()))
-        shm = f" ({t['fast_path_calls']} through shared memory)" if t["fast_path"] else " (shared memory off)"
-        print(
-            f"| {row['name']} | {t['nnx_step_calls']:.0f} all-reduce, {t['nnx_step_bytes']:.0f} B "
-            f"| {t['grad_calls_per_step']:.0f} bucket(s), {t['grad_bytes_per_step'] / 1024:.1f} KiB "
-            f"(plain: {t['plain_grad_calls_per_step']:.0f}, {t['plain_grad_bytes_per_step'] / 1024:.1f} KiB) "
-            f"| {totals} ({t['steps']} steps){shm} | {t['rng_pickle_bytes']:,} B |"
-        )
+        for name, t in res["traffic"].items():
+            totals = ", ".join(f"{k} {v}" for k, v in sorted(t["nnx_call_totals"].items()))
+            shm = f" ({t['fast_path_calls']} all-reduces through shared memory)" if t["fast_path_calls"] else ""
+            print(
+                f"| {row['name']} | {name} | {t['nnx_step_calls']:.0f} all-reduce, {t['nnx_step_bytes']:.0f} B "
+                f"| {t['plain_grad_calls_per_step']:.0f} bucket(s), {t['plain_grad_bytes_per_step'] / 1024:.1f} KiB "
+                f"| {totals} ({t['steps']} updates){shm} | {t['rng_pickle_bytes']:,} B |"
+            )
     return 0
 
 

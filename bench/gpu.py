@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import os
 import platform
 import statistics
@@ -41,8 +40,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from sklearn.datasets import load_digits
-from torch.utils.data import TensorDataset
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C
@@ -50,42 +47,6 @@ import overhead as O  # summarize() and paired(): the same statistics as the CPU
 
 import nnx_api as nnx
 from nnx_adapters.pytorch.devices import bf16_supported
-
-
-class DigitsCNN(nn.Module):
-    """Conv 1→16 → ReLU → Conv 16→32 → ReLU → 2×2 max-pool → Linear 512 → 10, on 8×8 digits."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)
-        )
-        self.head = nn.Linear(32 * 4 * 4, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(x).flatten(1))
-
-
-class DigitsJob(C.Job):
-    """The digits set (80/20 split, pixels scaled to [0, 1], images 1×8×8) and one initialisation;
-    ``loaders`` and ``rows`` as ``_common.Job``'s."""
-
-    def __init__(self, *, batch: int, seed: int = 0) -> None:
-        x, y = load_digits(return_X_y=True)
-        x = torch.tensor(x / 16.0, dtype=torch.float32).reshape(-1, 1, 8, 8)
-        y = torch.tensor(y, dtype=torch.long)
-        order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
-        cut = int(0.8 * len(x))
-        self.batch = batch
-        self.train = TensorDataset(x[order[:cut]], y[order[:cut]])
-        self.val = TensorDataset(x[order[cut:]], y[order[cut:]])
-        torch.manual_seed(seed)
-        self.initial_state = copy.deepcopy(DigitsCNN().state_dict())
-
-    def net(self) -> nn.Module:
-        net = DigitsCNN()
-        net.load_state_dict(self.initial_state)
-        return net
 
 
 def autocast(device: torch.device, precision: str) -> Callable[[], Any]:
@@ -168,7 +129,7 @@ def nnx_arm(job: Any, epochs: int, device: torch.device, precision: str) -> dict
 ROWS: list[dict[str, Any]] = [
     {"name": "MLP 32→64→2, batch 64", "job": lambda: C.Job(batch=64), "epochs": 5, "reps": 7},
     {"name": "MLP 32→1024→1024→2, batch 64", "job": lambda: C.Job(batch=64, hidden=(1024, 1024)), "epochs": 4, "reps": 5},
-    {"name": "digits CNN, batch 64", "job": lambda: DigitsJob(batch=64), "epochs": 5, "reps": 7},
+    {"name": "digits CNN, batch 64", "job": lambda: C.DigitsJob(batch=64), "epochs": 5, "reps": 7},
 ]
 
 

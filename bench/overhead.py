@@ -75,19 +75,7 @@ def plain_arm(job: C.Job, epochs: int, *, fsync: bool, folder: str | None) -> di
         stamps = []
         for epoch in range(epochs):
             stamps.append(now())
-            net.train()
-            for x, y in train_loader:
-                opt.zero_grad(set_to_none=True)
-                loss = loss_fn(net(x), y)
-                loss.backward()
-                opt.step()
-            net.eval()
-            correct = total = 0
-            with torch.inference_mode():
-                for x, y in val_loader:
-                    correct += int((net(x).argmax(-1) == y).sum())
-                    total += len(y)
-            _accuracy = correct / total
+            C.plain_epoch(net, opt, loss_fn, train_loader, val_loader)
             with open(path, "wb") as f:
                 torch.save({"epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict()}, f)
                 if fsync:

@@ -12,7 +12,7 @@ import io
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from nnx_adapters.storage.fs import flock_lease
@@ -142,6 +142,9 @@ class SQLiteStorage:
             if self._is_folder(path):
                 raise _error(IsADirectoryError, errno.EISDIR, path)
             self.db.execute("DELETE FROM files WHERE path = ?", (path,))
+
+    def sync_group(self) -> AbstractContextManager[None]:
+        return nullcontext()  # every call is its own durable transaction: nothing to defer
 
     def remove_tree(self, folder: str) -> None:
         parts = split_path(folder)

@@ -10,14 +10,21 @@ Layout of one run (paths relative to the runs root)::
 
 One epoch commits in this order (``commit_epoch``):
 
-    1. payload blob        inert until a tag names it; identical bytes are written once
+    1. payload blob        inert until a tag names it; identical bytes are written once. Blobs
+                           no tag names any more (the previous commit's) are deleted first
     2. history             idps.csv with the epoch's rows, or a journal step (chunks, index,
                            epoch rows, manifest: ``nnx_core.journal``) given as ``history_step``
     3. LAST                the commit marker. If it fails, history is rolled back to the
                            previous committed epoch and the error is raised
     4. phase tags, BEST    pointer writes to the same blob
     5. deferred writes     callback artifacts; they can only refer to committed epochs
-    6. collection          blobs no tag names are deleted
+
+Steps 1 and 2 (eager history) are one ``Storage.sync_group``: each file is still replaced on its
+own through an owned temporary, and one folder fsync per folder makes the blob, the removals and
+idps.csv durable together before LAST is written (nothing orders them among themselves: the blob
+is inert, a dead blob is named by nothing, and readers truncate history to LAST). A journal step
+keeps its own order outside the group. The tags of step 4 are one group too, after LAST is
+durable. ``refresh_last`` collects what the final LAST leaves unnamed.
 
 Which tags an epoch moves is decided here too (``epoch_tags``): the phase tag of its position in
 the call (FIRST, Q1..Q3) and BEST when the epoch's monitor decision improved. A callback's
@@ -252,13 +259,19 @@ class EagerHistoryStep:
 
 def commit_epoch(files: RunFiles, commit: EpochCommit) -> TagManifest:
     """Commit one epoch in the protocol's order (module docstring); return the LAST manifest."""
-    ref = files.put_blob(commit.payload)
     step = commit.history_step
+    eager = step is None
     if step is None:
         if commit.history is None:
             raise ValueError("EpochCommit needs the eager history bytes or a history_step")
         step = EagerHistoryStep(files, commit.history, commit.previous_history)
-    step.commit()
+    with files.storage.sync_group():  # blob, removals and eager history: durable together
+        files.collect_garbage()
+        ref = files.put_blob(commit.payload)
+        if eager:
+            step.commit()
+    if not eager:
+        step.commit()
     last = TagManifest(tag=LAST, run_id=files.run_id, epoch=commit.epoch, blobs={"state": ref}, meta=commit.meta)
     try:
         files.write_tag(last)
@@ -269,11 +282,11 @@ def commit_epoch(files: RunFiles, commit: EpochCommit) -> TagManifest:
             except Exception:  # best effort: the LAST failure is the error to report
                 pass
         raise
-    for tag in commit.tags:
-        files.write_tag(attrs.evolve(last, tag=tag))
+    with files.storage.sync_group():  # phase tags and BEST: after LAST, in one folder fsync
+        for tag in commit.tags:
+            files.write_tag(attrs.evolve(last, tag=tag))
     for write in commit.deferred:
         write()
-    files.collect_garbage()
     return last
 
 

@@ -87,6 +87,19 @@ class Storage(Protocol):
     def delete(self, path: str) -> None:
         """Remove a file if it exists (durably); a missing file is fine, a folder ``IsADirectoryError``."""
 
+    def sync_group(self) -> AbstractContextManager[None]:
+        """A group of ``write`` / ``write_blob`` / ``delete`` calls made durable together.
+
+        Inside the group each call still replaces (or removes) its file on its own through an
+        owned temporary, file fsync included, and readers see it when the call returns; only the
+        fsync of its folder is deferred. When the group exits normally every folder changed inside
+        is fsynced once, in the order first changed; then every call inside is durable. A crash
+        before that may lose any of the group's renames and removals (each whole), so group only
+        calls whose durable order among themselves does not matter. A group left by an exception
+        syncs nothing; a group inside a group joins it. A store without folder fsyncs returns a
+        context that does nothing (``contextlib.nullcontext()``).
+        """
+
     def list(self, folder: str) -> list[str]:
         """Sorted names of the files and folders directly in ``folder`` (``""``: the root).
 

@@ -82,30 +82,103 @@ class Confusion:
         if self.matrix is None:
             return {}
         m = self.matrix.reshape(self.n, self.n).cpu()
-        tp = m.diag()
-        support = m.sum(1)  # true counts per class
-        predicted = m.sum(0)
+        tp, support, predicted = m.diag(), m.sum(1), m.sum(0)  # support: true counts per class
         total = float(m.sum())
         if total == 0:
             return {}
-        zero = torch.zeros_like(tp)
-        precision = torch.where(predicted > 0, tp / predicted.clamp(min=1), zero)
-        recall = torch.where(support > 0, tp / support.clamp(min=1), zero)
-        denom = support + predicted
-        f1 = torch.where(denom > 0, 2 * tp / denom.clamp(min=1e-300), zero)
-        present = denom > 0
+        per_class = class_scores(tp, support, predicted)
+        macro = macro_scores(per_class, support + predicted > 0)
         micro = float(tp.sum()) / total
         out = {
             "accuracy": micro,
-            "precision": float(precision[present].mean()),
-            "recall": float(recall[present].mean()),
-            "f1": float(f1[present].mean()),
+            "precision": float(macro["precision"]),
+            "recall": float(macro["recall"]),
+            "f1": float(macro["f1"]),
             "f1_micro": micro,
-            "f1_weighted": float((f1 * support).sum() / support.sum()),
+            "f1_weighted": float((per_class["f1"] * support).sum() / support.sum()),
         }
         if self.n == 2:
-            out["f1_binary"] = float(f1[1])
+            out["f1_binary"] = float(per_class["f1"][1])
         return out
+
+
+def class_scores(tp: torch.Tensor, support: torch.Tensor, predicted: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-class precision, recall and F1 from true-positive, true and predicted counts (any
+    leading batch shape, classes last); a class with a zero denominator scores 0 (zero_division 0)."""
+    zero = torch.zeros_like(tp)
+    denom = support + predicted
+    return {
+        "precision": torch.where(predicted > 0, tp / predicted.clamp(min=1), zero),
+        "recall": torch.where(support > 0, tp / support.clamp(min=1), zero),
+        "f1": torch.where(denom > 0, 2 * tp / denom.clamp(min=1e-300), zero),
+    }
+
+
+def macro_scores(per_class: Mapping[str, torch.Tensor], present: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The mean of each per-class score over the ``present`` classes (last dimension), as
+    scikit-learn's ``average="macro"`` does over the labels found in targets or predictions."""
+    weight = present.to(per_class["f1"].dtype)
+    n_present = weight.sum(-1).clamp(min=1)
+    return {name: (values * weight).sum(-1) / n_present for name, values in per_class.items()}
+
+
+class BatchScores:
+    """Accuracy and macro F1 / precision / recall of *each* training batch of a categorical task,
+    computed for many batches at once on the device (no host synchronisation per batch).
+
+    ``add`` keeps a batch's predicted and true classes; every ``FLUSH_ROWS`` rows (and at
+    ``table``) the pending batches are reduced to per-batch per-class counts with three
+    ``index_add_`` calls, so memory stays bounded by ``FLUSH_ROWS`` rows plus 3 × classes numbers
+    per batch. ``table`` returns one ``(batches, 5)`` float64 tensor on the device: correct,
+    valid rows, macro F1, macro precision, macro recall — read once, with the epoch's losses.
+    Targets equal to ``ignore_index`` are left out of every count (as ``Confusion`` does).
+    """
+
+    FLUSH_ROWS = 1 << 20
+
+    def __init__(self, n_classes: int, ignore_index: int | None) -> None:
+        self.n = n_classes
+        self.ignore_index = ignore_index
+        self._preds: list[torch.Tensor] = []
+        self._targets: list[torch.Tensor] = []
+        self._sizes: list[int] = []
+        self._pending = 0
+        self._counts: list[torch.Tensor] = []  # (3, batches, classes): tp, support, predicted
+
+    def add(self, pred: torch.Tensor, target: torch.Tensor) -> None:
+        """One batch's predicted classes and targets (any shape, the same number of elements)."""
+        self._preds.append(pred.reshape(-1))
+        self._targets.append(target.reshape(-1))
+        self._sizes.append(pred.numel())
+        self._pending += pred.numel()
+        if self._pending >= self.FLUSH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._sizes:
+            return
+        pred, target = torch.cat(self._preds), torch.cat(self._targets)
+        device, k, n = pred.device, len(self._sizes), self.n
+        sizes = torch.tensor(self._sizes, device=device)
+        base = torch.repeat_interleave(torch.arange(k, device=device) * n, sizes, output_size=pred.numel())
+        weights = torch.ones(pred.shape, dtype=torch.float64, device=device)
+        if self.ignore_index is not None:
+            valid = target != self.ignore_index
+            weights = valid.to(torch.float64)
+            target = torch.where(valid, target, torch.zeros_like(target))  # masked rows add 0 to class 0
+        flat = torch.zeros(3, k * n, dtype=torch.float64, device=device)
+        flat[0].index_add_(0, base + target, weights * (pred == target))
+        flat[1].index_add_(0, base + target, weights)
+        flat[2].index_add_(0, base + pred, weights)
+        self._counts.append(flat.view(3, k, n))
+        self._preds, self._targets, self._sizes, self._pending = [], [], [], 0
+
+    def table(self) -> torch.Tensor:
+        """``(batches, 5)``: correct, valid rows, macro F1, precision, recall of every batch so far."""
+        self._flush()
+        tp, support, predicted = torch.cat(self._counts, dim=1)
+        macro = macro_scores(class_scores(tp, support, predicted), support + predicted > 0)
+        return torch.stack([tp.sum(-1), support.sum(-1), macro["f1"], macro["precision"], macro["recall"]], dim=1)
 
 
 class LabelCounts:

@@ -25,6 +25,7 @@ from nnx_core.errors import RunLeaseError
 from nnx_core.ports import Receipt
 from nnx_adapters.storage.paths import (
     LEASE_FOLDER,
+    FolderSyncs,
     TMP_PREFIX,
     byte_view,
     check_run_id,
@@ -209,6 +210,7 @@ class FileStorage:
         self.root = os.path.abspath(os.fspath(root))
         self.ops: collections.Counter[str] = collections.Counter()
         self._root_ready = False
+        self._syncs = FolderSyncs(self._fsync_dir)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"FileStorage({self.root!r})"
@@ -335,7 +337,7 @@ class FileStorage:
                 os.replace(tmp, destination)
                 self.ops["rename"] += 1
                 settled = True
-                self._fsync_dir(directory)
+                self._syncs.after_change(directory)
         except BaseException:
             if not settled:
                 with suppress(OSError):
@@ -369,7 +371,12 @@ class FileStorage:
         except FileNotFoundError:
             return
         self.ops["unlink"] += 1
-        self._fsync_dir(os.path.dirname(target))
+        self._syncs.after_change(os.path.dirname(target))
+
+    def sync_group(self) -> AbstractContextManager[None]:
+        """Defer the folder fsyncs of the ``write`` / ``write_blob`` / ``delete`` calls inside to one
+        fsync per folder when the group exits (the contract: ``nnx_core.ports.Storage.sync_group``)."""
+        return self._syncs.group()
 
     def remove_tree(self, folder: str) -> None:
         """Remove ``folder`` and everything under it, then fsync its parent; missing is fine."""

@@ -59,6 +59,7 @@ from nnx_adapters.storage.fs import flock_lease
 from nnx_adapters.storage.paths import (
     LEASE_FOLDER,
     TMP_PREFIX,
+    FolderSyncs,
     byte_view,
     check_run_id,
     is_reserved,
@@ -135,6 +136,7 @@ class FsspecStorage:
         self.guarantees = backend_guarantees(fs)
         self.fs = fs
         self.root = fs._strip_protocol(str(root)).rstrip("/")
+        self._syncs = FolderSyncs(self._sync_folder)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"FsspecStorage({self.guarantees.backend}, {self.root!r})"
@@ -244,7 +246,12 @@ class FsspecStorage:
             self._check_ancestors(parts[:-1], path)
             return
         self.fs.rm_file(target)
-        self._sync_folder(self._full(parts[:-1]))
+        self._syncs.after_change(self._full(parts[:-1]))
+
+    def sync_group(self) -> AbstractContextManager[None]:
+        """Defer the folder syncs of the writes and removals inside to one per folder at the group's
+        exit (local backends; elsewhere there is no folder sync to defer)."""
+        return self._syncs.group()
 
     def remove_tree(self, folder: str) -> None:
         """Remove ``folder`` and everything under it, then sync its parent; missing is fine."""
@@ -336,7 +343,7 @@ class FsspecStorage:
             else:
                 self.fs.mv(tmp, destination)
                 settled = True
-                self._sync_folder(folder)
+                self._syncs.after_change(folder)
         except BaseException:
             if not settled:
                 with suppress(Exception):

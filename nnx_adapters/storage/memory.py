@@ -19,12 +19,13 @@ import hashlib
 import io
 from collections.abc import Callable, Iterator
 from typing import Any
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import attrs
 
 from nnx_adapters.storage.paths import (
     TMP_PREFIX,
+    FolderSyncs,
     byte_view,
     check_run_id,
     is_reserved,
@@ -88,6 +89,7 @@ class MemoryStorage:
         self._crashed = False
         self._armed: _Injection | None = None
         self.log: list[tuple[int, str, str]] = []
+        self._syncs = FolderSyncs(self._fsync_folder)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(<{len(self._inodes)} inodes{', crashed' if self._crashed else ''}>)"
@@ -262,7 +264,7 @@ class MemoryStorage:
                 path = _join((*folder, name))
                 self._op("rename", path, lambda: self._rename(parent, tmp_name, name, path))
                 settled = True
-                self._op("fsync_dir", _join(folder), lambda: self._fsync(parent))
+                self._syncs.after_change((parent, folder))
         except BaseException:
             if not settled and not self._crashed:
                 try:
@@ -301,7 +303,16 @@ class MemoryStorage:
         parent = self._lookup(parts[:-1])
         assert parent is not None
         self._op("unlink", path, lambda: self._dir(parent).pop(parts[-1]))
-        self._op("fsync_dir", _join(parts[:-1]), lambda: self._fsync(parent))
+        self._syncs.after_change((parent, parts[:-1]))
+
+    def sync_group(self) -> AbstractContextManager[None]:
+        """``FileStorage.sync_group``: the folder fsyncs of the writes and removals inside happen
+        once per folder, in the order first changed, when the group exits normally."""
+        return self._syncs.group()
+
+    def _fsync_folder(self, folder: tuple[int, tuple[str, ...]]) -> None:
+        ino, parts = folder
+        self._op("fsync_dir", _join(parts), lambda: self._fsync(ino))
 
     def remove_tree(self, folder: str) -> None:
         """Remove ``folder`` and everything under it, then fsync its parent; missing is fine."""

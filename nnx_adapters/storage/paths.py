@@ -7,6 +7,8 @@ root-level ``.leases`` folder holds lease files; readers never see either.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 
 from nnx_core.errors import InvalidRunIdError
 
@@ -83,3 +85,39 @@ def temporary_name(name: str) -> str:
 def byte_view(data: bytes | bytearray | memoryview) -> memoryview:
     """A flat byte view of ``data`` without copying it."""
     return memoryview(data).cast("B")
+
+
+class FolderSyncs:
+    """The folder syncs of an adapter's ``Storage.sync_group`` (``nnx_core.ports.Storage``).
+
+    An adapter calls ``after_change(folder)`` where its protocol syncs a folder after a rename or
+    a removal: outside a group ``sync(folder)`` runs at once; inside one the folder is noted (once,
+    in the order first changed) and synced when the outermost group exits normally. A group left
+    by an exception syncs nothing: the writes inside are visible, and none of them is known to
+    be durable.
+    """
+
+    def __init__(self, sync: Callable[[Hashable], None]) -> None:
+        self._sync = sync
+        self._pending: list[Hashable] | None = None
+
+    def after_change(self, folder: Hashable) -> None:
+        if self._pending is None:
+            self._sync(folder)
+        elif folder not in self._pending:
+            self._pending.append(folder)
+
+    @contextmanager
+    def group(self) -> Iterator[None]:
+        if self._pending is not None:  # nested: joins the outer group
+            yield
+            return
+        self._pending = []
+        try:
+            yield
+        except BaseException:
+            self._pending = None
+            raise
+        folders, self._pending = self._pending, None
+        for folder in folders:
+            self._sync(folder)

@@ -105,6 +105,10 @@ class PortFaults:
         self._gate("delete")
         self.inner.delete(path)
 
+    def sync_group(self) -> AbstractContextManager[None]:
+        self._gate("sync_group")
+        return self.inner.sync_group()
+
     def list(self, folder: str) -> list[str]:
         self._gate("list")
         return self.inner.list(folder)

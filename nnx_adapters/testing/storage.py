@@ -154,6 +154,20 @@ class StorageContract(RuleBasedStateMachine):
     def delete(self, path: str) -> None:
         self.agree(f"delete({path!r})", lambda: self.model.delete(path), lambda s: s.delete(path))
 
+    @rule(calls=st.lists(st.tuples(paths, st.one_of(st.none(), data)), min_size=1, max_size=4))
+    def grouped(self, calls: list[tuple[str, bytes | None]]) -> None:
+        """Writes (and deletes, ``None``) inside ``sync_group`` act as they do alone: each call's
+        result, and what readers see after it, before the group has synced anything."""
+        with contextlib.ExitStack() as groups:
+            for store in self.stores:
+                groups.enter_context(store.sync_group())
+            for path, payload in calls:
+                if payload is None:
+                    self.delete(path)
+                else:
+                    self.write(path, payload)
+                self.readers_see_the_model()
+
     @rule(folder=folders)
     def list(self, folder: str) -> None:
         self.agree(f"list({folder!r})", lambda: self.model.list(folder), lambda s: s.list(folder))

@@ -57,16 +57,18 @@ class DefaultStep:
 
     def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
         """One batch: the update, then its statistics (on the device) and position."""
-        session.stats.add_batch(*self.update(session, batch, epoch, batch_idx, is_last, session.train_extras))
+        numbers = self.update(session, batch, epoch, batch_idx, is_last, session.train_extras)
+        session.stats.add_output(*numbers, session.task)
         session.mark_batch()
 
     def update(
         self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool, extras: Any = None
-    ) -> tuple[torch.Tensor, int, torch.Tensor | None, int | None]:
+    ) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor]:
         """Forward, loss numerator, backward, window accounting, and the update at the window's end;
         the batch's outputs go to ``extras`` (an ``extra_metrics`` collector) when given.
 
-        Returns the batch's on-device statistics (loss sum, valid count, correct count, rows).
+        Returns what the batch's statistics are made of, on the device: the detached loss sum,
+        the valid count, the detached output and the target (``EpochStats.add_output``).
         """
         inputs, target = split_batch(batch)
         device = session.device
@@ -86,7 +88,6 @@ class DefaultStep:
             self.window.add(count)
         detached = loss_sum.detach()
         self._window_loss = detached if self._window_loss is None else self._window_loss + detached
-        correct, rows = task.correct(output.detach(), target)
         if extras is not None:
             extras.add(output, target)
         if session.summary is not None:
@@ -95,7 +96,7 @@ class DefaultStep:
         if self.window.ends(is_last):
             window_loss, self._window_loss = self._window_loss, None
             self.close(session, epoch, batch_idx, finite=lambda: math.isfinite(window_loss.item()))  # one read
-        return detached, count, correct, rows
+        return detached, count, output.detach(), target
 
     def close(self, session: Any, epoch: int, batch_idx: int, *, finite: Any) -> None:
         """The window's end: the one update tail, then the announcement (or the skip count)."""

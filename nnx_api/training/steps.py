@@ -30,6 +30,7 @@ from nnx_core.errors import NonFiniteLossError, ParamsError, PrecisionUnsupporte
 from nnx_core.records import EvaluationDataPoint
 from nnx_core.update import COMMITTED, commit_window
 from nnx_adapters.pytorch.extras import ExtraMetrics
+from nnx_adapters.pytorch.metrics import BatchScores
 
 TrainStepFn = Callable[["TrainStepContext"], EvaluationDataPoint]
 """``train_step_fn(ctx) -> EvaluationDataPoint``: a custom NNModel step."""
@@ -110,9 +111,10 @@ def score(model: Any, loader: Any, accumulator: Any, extras: Any = None) -> int:
 
 
 class EpochStats:
-    """Per-batch training statistics kept on the device until the epoch ends."""
+    """Per-batch training statistics kept on the device until the epoch ends (``edps`` reads
+    them with one host synchronisation for the whole epoch)."""
 
-    __slots__ = ("losses", "counts", "corrects", "rows", "lrs", "updates", "records")
+    __slots__ = ("losses", "counts", "corrects", "rows", "lrs", "updates", "records", "labels")
 
     def __init__(self) -> None:
         self.losses: list[torch.Tensor] = []
@@ -122,39 +124,73 @@ class EpochStats:
         self.lrs: list[float] = []
         self.updates: list[int] = []
         self.records: list[EvaluationDataPoint] = []  # custom steps return records directly
+        self.labels: BatchScores | None = None  # a categorical default step's per-batch scores
 
     def __len__(self) -> int:
         return len(self.lrs)
 
     def add_batch(self, loss: torch.Tensor, count: int, correct: torch.Tensor | None, rows: int | None) -> None:
-        """One default-step batch's on-device numbers."""
+        """One batch's on-device loss numerator and correct count (host-side valid count, rows)."""
         self.losses.append(loss)
         self.counts.append(count)
         if correct is not None:
             self.corrects.append(correct)
         self.rows.append(rows)
 
+    def add_output(self, loss: torch.Tensor, count: int, output: torch.Tensor, target: torch.Tensor, task: Any) -> None:
+        """One default-step batch: a categorical task keeps its predicted classes for the per-batch
+        accuracy, F1, precision and recall (``BatchScores``); other tasks their correct count."""
+        if not task.categorical:
+            self.add_batch(loss, count, *task.correct(output, target))
+            return
+        if self.labels is None:
+            self.labels = BatchScores(output.shape[-1], task.ignore_index)
+        self.labels.add(output.argmax(-1), target)
+        self.losses.append(loss)
+        self.counts.append(count)
+        self.rows.append(None)
+
     def edps(self) -> list[EvaluationDataPoint]:
         """One training record per batch (one host sync for the whole epoch)."""
         if self.records:
             return self.records
-        losses = torch.stack(self.losses).tolist()
-        corrects = torch.stack(self.corrects).tolist() if self.corrects else [None] * len(losses)
+        losses = torch.stack(self.losses).double()
+        if self.labels is not None:
+            table = torch.cat([losses.unsqueeze(1), self.labels.table()], dim=1).tolist()
+            return [
+                batch_record(loss, count, correct, None, f1=f1, precision=precision, recall=recall)
+                for (loss, correct, _valid, f1, precision, recall), count in zip(table, self.counts, strict=True)
+            ]
+        corrects = torch.stack(self.corrects).tolist() if self.corrects else [None] * len(self.losses)
         return [
             batch_record(loss, count, correct, rows)
-            for loss, count, correct, rows in zip(losses, self.counts, corrects, self.rows, strict=True)
+            for loss, count, correct, rows in zip(losses.tolist(), self.counts, corrects, self.rows, strict=True)
         ]
 
 
-def batch_record(loss_sum: float, count: int, correct: float | None, rows: int | None) -> EvaluationDataPoint:
+def batch_record(
+    loss_sum: float,
+    count: int,
+    correct: float | None,
+    rows: int | None,
+    *,
+    f1: float | None = None,
+    precision: float | None = None,
+    recall: float | None = None,
+) -> EvaluationDataPoint:
     """A batch's record from its loss numerator, valid-target count, correct count and scored
-    rows (multilabel): loss = Σ/count, accuracy = correct/rows-or-count, error = 1 - accuracy."""
+    rows (multilabel): loss = Σ/count, accuracy = correct/rows-or-count, error = 1 - accuracy;
+    macro F1 / precision / recall as given (categorical), left out of a batch without valid targets."""
     denominator = rows if rows is not None else count
     accuracy = correct / denominator if correct is not None and denominator else None
+    scored = accuracy is not None
     return EvaluationDataPoint(
         loss=loss_sum / count if count else None,
         accuracy=accuracy,
         error=None if accuracy is None else 1.0 - accuracy,
+        f1=f1 if scored else None,
+        precision=precision if scored else None,
+        recall=recall if scored else None,
         count=count,
     )
 
@@ -246,21 +282,23 @@ def default_train_step(ctx: TrainStepContext) -> EvaluationDataPoint:
 
     Forward, loss numerator over valid targets, backward; at the window's end the gradient is
     divided by the window's valid-target count, clipped and applied, and the update reported
-    (never report it again). Returns the batch's record (reads the loss: one host sync), with
-    ``ctx.extra_metrics`` computed on the batch's valid targets and decoded predictions.
+    (never report it again). Returns the batch's record, scored as the default step scores it
+    (read at once: one host sync), with ``ctx.extra_metrics`` computed on the batch's valid
+    targets and decoded predictions.
     """
     session = ctx.session
     step = session.builtin_step()
     extras = ExtraMetrics(session.model.task_adapter, ctx.extra_metrics) if ctx.extra_metrics else None
-    loss, count, correct, rows = step.update(session, ctx.batch, ctx.epoch_idx, ctx.batch_idx, ctx.is_last_batch, extras)
-    value = float(loss)
+    numbers = step.update(session, ctx.batch, ctx.epoch_idx, ctx.batch_idx, ctx.is_last_batch, extras)
+    stats = EpochStats()
+    stats.add_output(*numbers, session.task)
+    record = stats.edps()[0]
     state = ctx.accumulation_state
     if state is not None:
         closed = step.window.microbatches == 0
         state.normalization_weight = 0.0 if closed else float(step.window.weight)
-        state.loss_numerator = 0.0 if closed else state.loss_numerator + value
+        state.loss_numerator = 0.0 if closed else state.loss_numerator + float(numbers[0])
         state.normalization_required = not step.window.additive
-    record = batch_record(value, count, None if correct is None else float(correct), rows)
     return record if extras is None else attrs.evolve(record, extra=extras.values(extras.whole()))
 
 

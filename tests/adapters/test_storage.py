@@ -452,3 +452,80 @@ def test_lease_conflicts_with_another_process(tmp_path):
     with fs.lease("r1"):
         assert child() == 3
     assert child() == 0
+
+
+# -- sync_group --------------------------------------------------------------------------------
+
+
+def _grouped_writes(mem: MemoryStorage) -> None:
+    mem.write("d/a", b"new a")
+    mem.write("e/c", b"new c")
+    mem.delete("d/old")
+    mem.write("d/b", b"new b")
+
+
+def _seeded() -> MemoryStorage:
+    mem = MemoryStorage()
+    for path, data in (("d/a", b"old a"), ("d/old", b"x"), ("e/c", b"old c")):
+        mem.write(path, data)
+    return mem
+
+
+def test_sync_group_syncs_each_changed_folder_once_in_first_changed_order():
+    mem = _seeded()
+    mem.log.clear()
+    with mem.sync_group():
+        _grouped_writes(mem)
+        assert [op for _, op, _ in mem.log].count("fsync_dir") == 0
+        assert mem.read("d/a") == b"new a" and not mem.exists("d/old")  # readers see each call at once
+    assert [(op, path) for _, op, path in mem.log if op == "fsync_dir"] == [("fsync_dir", "d"), ("fsync_dir", "e")]
+    assert mem.durable_snapshot() == mem.snapshot() == {"d/a": b"new a", "d/b": b"new b", "e/c": b"new c"}
+
+
+def test_sync_group_crash_before_its_exit_loses_whole_calls_never_tears_one():
+    seeded = _seeded()
+    before = seeded.snapshot()
+    n_ops = 4 + 4 + 1 + 4  # write: create, write, fsync, rename; delete: unlink (folder fsyncs deferred)
+    for n in range(n_ops + 1):
+        mem = _seeded()
+        mem.crash_after(n)
+        with pytest.raises(SimulatedCrash):
+            with mem.sync_group():
+                _grouped_writes(mem)
+                mem.write("e/late", b"1")  # crosses the cut when n == n_ops
+        after = mem.reopen().snapshot()
+        assert after == before, f"crash after op {n} inside the group: {after}"
+
+
+def test_sync_group_left_by_an_exception_syncs_nothing_and_a_nested_group_joins():
+    mem = _seeded()
+    mem.log.clear()
+    with pytest.raises(KeyError):
+        with mem.sync_group():
+            with mem.sync_group():
+                mem.write("d/a", b"new a")
+            assert [op for _, op, _ in mem.log].count("fsync_dir") == 0  # the inner exit synced nothing
+            raise KeyError("boom")
+    assert [op for _, op, _ in mem.log].count("fsync_dir") == 0
+    assert mem.read("d/a") == b"new a"
+    mem.write("d/z", b"1")  # outside any group again: synced at once
+    assert mem.log[-1][1] == "fsync_dir"
+
+
+def test_file_storage_sync_group_defers_folder_fsyncs(tmp_path):
+    fs = FileStorage(tmp_path / "store")
+    for path, data in (("d/a", b"old a"), ("d/old", b"x"), ("e/c", b"old c")):
+        fs.write(path, data)
+    alone = Counter(fs.ops)
+    fs.write("d/a", b"again")
+    alone = Counter(fs.ops) - alone
+    before = Counter(fs.ops)
+    with fs.sync_group():
+        fs.write("d/a", b"new a")
+        fs.write("e/c", b"new c")
+        fs.delete("d/old")
+        fs.write("d/b", b"new b")
+    grouped = Counter(fs.ops) - before
+    assert grouped["fsync"] == 3 * (alone["fsync"] - 1) + 2  # one file fsync per write, one per folder
+    assert {p: fs.read(p) for p in ("d/a", "d/b", "e/c")} == {"d/a": b"new a", "d/b": b"new b", "e/c": b"new c"}
+    assert not fs.exists("d/old")

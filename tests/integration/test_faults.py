@@ -10,7 +10,8 @@ tags, attempt record) and the finalization refresh of LAST. For every k, the k-t
   the uninterrupted run's blob of that epoch, the history rows are the uninterrupted run's, and
   the bytes of idps.csv itself are the ones the uninterrupted run had beside that LAST (a failed
   LAST rolled the file back: readers truncate to LAST, so only the bytes can show it) — or, when
-  the folder fsync after idps.csv's own rename failed, its new bytes, which readers truncate;
+  a folder fsync after idps.csv's own rename failed (a ``sync_group``'s deferred folder fsyncs
+  are injected too), its new bytes, which readers truncate;
   a run that never committed is removed (so the id can be retried);
 * no ``.tmp-*`` file remains on disk;
 * rerunning the script (``resume="auto"``) ends bit-identical to the uninterrupted run.
@@ -38,6 +39,7 @@ pytestmark = pytest.mark.timeout(300)
 N_EPOCHS = 2
 DEEP = os.environ.get("NNX_DEEP") == "1"
 STORAGE_OPS = ("write", "write_blob", "append", "delete", "remove_tree", "clean_temporaries")
+GROUP_SYNC = " (sync_group)"
 
 
 @pytest.fixture(autouse=True)
@@ -60,6 +62,7 @@ class Injector:
         self.injected: OSError | None = None
         for name in STORAGE_OPS:
             mp.setattr(FileStorage, name, self._storage_op(getattr(FileStorage, name)))
+        mp.setattr(FileStorage, "_fsync_dir", self._group_sync(FileStorage._fsync_dir))
         for fn in ("write", "fsync"):
             mp.setattr(os, fn, self._os_call(fn, getattr(os, fn)))
 
@@ -78,6 +81,16 @@ class Injector:
             return result
 
         return op
+
+    def _group_sync(self, original):
+        """A folder fsync a ``sync_group`` deferred to its exit runs outside every storage
+        operation: trace it (and fail it) as one of its own, named ``<folder> (sync_group)``."""
+        op = self._storage_op(lambda storage, label: original(storage, label[: -len(GROUP_SYNC)]))
+
+        def sync(storage, folder):
+            return original(storage, folder) if self.inside is not None else op(storage, folder + GROUP_SYNC)
+
+        return sync
 
     def _os_call(self, fn, original):
         def call(*args):
@@ -141,7 +154,9 @@ def test_the_reference_trace_covers_every_file_of_a_commit(reference):
     paths = {path.rsplit("/", 1)[-1] for _, _, path, _, _ in reference["trace"]}
     assert {"run.yaml", "metadata.yaml", "idps.csv", "attempt.json", "last.json", "first.json"} <= paths
     assert "objects" in paths  # the payload blobs, streamed by write_blob
-    assert reference["calls"]["write"] >= 10 and reference["calls"]["fsync"] >= 2 * reference["calls"]["write"]
+    assert any(p.endswith(GROUP_SYNC) for p in paths)  # the folder fsyncs a commit's sync_group deferred
+    # every file written is fsynced, and so are the folders of its renames (one per folder and group)
+    assert reference["calls"]["write"] >= 10 and reference["calls"]["fsync"] > reference["calls"]["write"]
 
 
 def test_a_fault_at_each_write_and_fsync_surfaces_and_keeps_the_committed_state(reference, tmp_path, monkeypatch):
@@ -169,8 +184,8 @@ def test_a_fault_at_each_write_and_fsync_surfaces_and_keeps_the_committed_state(
             run = nnx.NNRun.load(rid, root)
             assert list(run.idps) == [i for i in reference["idps"] if i.epoch_idx <= committed], where
             expected = [reference["history_bytes"][committed]]
-            if fn == "fsync" and path.endswith("/idps.csv"):  # the folder fsync after idps.csv's rename: the
-                expected.append(reference["history_bytes"][committed + 1])  # new rows are visible (readers truncate)
+            if fn == "fsync" and path.endswith(("/idps.csv", GROUP_SYNC)):  # a folder fsync after idps.csv's
+                expected.append(reference["history_bytes"].get(committed + 1))  # rename: the new rows are visible
             assert (root / rid / "idps.csv").read_bytes() in expected, where
 
         model, run = tinyrun.train(root, N_EPOCHS)  # the script, rerun after the disk was fixed
