@@ -75,3 +75,9 @@ class PrecisionUnsupportedError(NNxError, ValueError):
 
 class ScheduleBudgetError(NNxError, ValueError):
     """An update-clock schedule's horizon is too small for the run, or was exceeded."""
+
+
+class OutOfScopeError(NNxError, NotImplementedError):
+    """A feature NNx documents that this implementation leaves out of its scope (graph nets,
+    transformers and language-model helpers, LoRA / quantisation / GGUF, NLI and Jev decision
+    providers); the message names the scope and ``docs/nnx-compat.md`` lists them."""
