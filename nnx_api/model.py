@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,9 +28,22 @@ from nnx_core.records import EvaluationDataPoint
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.devices import precision_problem
 from nnx_adapters.pytorch.tasks import TaskAdapter
-from nnx_api.config.params import NNModelParams, NNParams, NNTrainParams
+from nnx_api import finetune
+from nnx_api.config.params import ModelSpec, NNModelParams, NNParams, NNTrainParams
 from nnx_api.distributed import DDP, refuse_process_group
+from nnx_api.inference import (
+    PredictionBatch,
+    PredictionResult,
+    PredictionStream,
+    ProbabilitySpec,
+    check_fits,
+    concatenate,
+    prediction_from_logits,
+    row_ids,
+)
 from nnx_api.launch import TrainingEntry, launch
+from nnx_api.models import BatchAdapter, build_module
+from nnx_api.runs.checkpoint import NNCheckpoint
 from nnx_api.runs.export import to_onnx
 from nnx_api.runs.run import NNRun
 from nnx_api.training.steps import forward, restored_modes, score, to_device
@@ -41,33 +57,11 @@ class Head(NamedTuple):
     labels: tuple[str, ...] | None
 
 
-class PredictionResult(NamedTuple):
-    """``predict_proba`` output: raw logits, probabilities (None for regression), decoded
-    predictions and the row index of each sample."""
-
-    logits: torch.Tensor
-    probabilities: torch.Tensor | None
-    decoded: torch.Tensor
-    sample_ids: list[int]
-
-
 class PredictResult(NamedTuple):
     """``predict`` output: raw logits and decoded classes/values."""
 
     logits: torch.Tensor
     classes: torch.Tensor
-
-
-def build_feed_forward(params: NNParams) -> nn.Sequential:
-    """The built-in MLP: Linear → activation → dropout for each hidden layer, then Linear."""
-    layers: list[nn.Module] = []
-    dims = params.dims
-    for i in range(len(dims) - 2):
-        layers += [nn.Linear(dims[i], dims[i + 1]), params.activation()]
-        if params.dropout_prob > 0:
-            layers.append(nn.Dropout(params.dropout_prob))
-    layers.append(nn.Linear(dims[-2], dims[-1]))
-    return nn.Sequential(*layers)
 
 
 def module_signature(module: nn.Module) -> dict[str, Any]:
@@ -87,34 +81,44 @@ def _as_tensor(x: Any) -> torch.Tensor:
 
 
 class NNModel:
-    """A trainable model: the built-in feed-forward net from ``NNParams`` + ``NNModelParams``, or
-    any ``torch.nn.Module`` passed as ``module=``. Weights live on ``model.net``.
+    """A trainable model: a built-in net (``Nets`` member in ``NNModelParams.net``, shaped by
+    ``NNParams``), a registered one (``ModelSpec``), or any ``torch.nn.Module`` passed as
+    ``module=``. Weights live on ``model.net``; ``loss_fn`` is the loss module.
+    ``batch_adapter`` (``PositionalInputs``, ``KeywordInputs`` or a ``BatchAdapter``) says how a
+    batch reaches the net in ``predict`` / ``predict_proba`` / ``iter_predict``.
 
     >>> model = NNModel(NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), NNModelParams())
     """
 
     def __init__(
-        self, net_params: NNParams | None = None, params: NNModelParams | None = None, *, module: nn.Module | None = None
+        self, net_params: NNParams | None = None, params: NNModelParams | None = None, *,
+        module: nn.Module | None = None, batch_adapter: BatchAdapter | None = None,
     ) -> None:
         params = params or NNModelParams()
         if not isinstance(params, NNModelParams):
             raise ParamsError("NNModel.params", f"must be NNModelParams, got {type(params).__name__}")
-        if module is None:
-            if not isinstance(net_params, NNParams):
-                raise ParamsError("NNModel.net_params", "give NNParams for the built-in net, or module=<nn.Module>")
-            net: nn.Module = build_feed_forward(net_params)
-        else:
-            if not isinstance(module, nn.Module):
-                raise ParamsError("NNModel.module", f"must be a torch.nn.Module, got {type(module).__name__}")
+        if batch_adapter is not None and not isinstance(batch_adapter, BatchAdapter):
+            raise ParamsError(
+                "NNModel.batch_adapter", f"must be PositionalInputs, KeywordInputs or a BatchAdapter, got {batch_adapter!r}"
+            )
+        if module is not None or isinstance(params.net, ModelSpec):
             if net_params is not None:
-                raise ParamsError("NNModel", "give either net_params (built-in net) or module=, not both")
-            net = module
+                raise ParamsError("NNModel", "net_params shape a built-in net; leave them out with module= or a ModelSpec")
+            net = module if module is not None else build_module(params.net)
+            if not isinstance(net, nn.Module):
+                raise ParamsError("NNModel.module", f"must be a torch.nn.Module, got {type(net).__name__}")
+        else:
+            if not isinstance(net_params, NNParams):
+                raise ParamsError("NNModel.net_params", f"give NNParams for Nets.{params.net.name}, or module=<nn.Module>")
+            net = params.net(net_params)
         self.net_params = net_params
         self.params = params
+        self.batch_adapter = batch_adapter
         self.device = params.device()
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ParamsError("NNModelParams.device", "CUDA is not available on this machine; use Devices.CPU")
         self.net = net.to(self.device)
+        self.loss_fn = params.loss().to(self.device)
         task = params.resolved_task
         self.task_adapter = TaskAdapter(task.kind, params.loss.value, task.ignore_index, task.threshold)
         self.precision = self._resolve_precision()
@@ -144,7 +148,7 @@ class NNModel:
         out: dict[str, Any] = {"model": self.params.state()}
         if self.net_params is not None:
             out["net"] = self.net_params.state()
-        else:
+        elif not isinstance(self.params.net, ModelSpec):  # a registered net is named by its spec
             out["module"] = module_signature(self.net)
         return out
 
@@ -167,38 +171,120 @@ class NNModel:
         device_type = self.device.type
         return lambda: torch.autocast(device_type=device_type, dtype=dtype)
 
+    # ------------------------------------------------------------------ fine-tuning
+    def freeze(self, *patterns: str) -> int:
+        """Freeze ``net``'s parameters whose dotted name matches a glob (``"layers.0.*"``);
+        how many changed (``nnx_api.finetune.freeze``)."""
+        return finetune.freeze(self.net, *patterns)
+
+    def unfreeze(self, *patterns: str) -> int:
+        """Unfreeze the matching parameters; how many changed."""
+        return finetune.unfreeze(self.net, *patterns)
+
+    def frozen(self) -> list[str]:
+        """The frozen parameter names of ``net``, sorted."""
+        return finetune.frozen(self.net)
+
+    def load_pretrained(self, source: Any, **options: Any) -> finetune.LoadPretrainedResult:
+        """Load the keys a state dict (path, mapping or module) shares with ``net``
+        (``nnx_api.finetune.load_pretrained``: ``key_map``, ``strict``, ``prefix``)."""
+        return finetune.load_pretrained(self.net, source, **options)
+
+    def export_state_dict(self, path: str | os.PathLike[str]) -> str:
+        """Save ``net.state_dict()`` alone (``torch.save``; tensors only, so it loads with
+        ``torch.load(path, weights_only=True)`` and ``load_pretrained``); returns the path."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(self.net.state_dict(), target)
+        return str(path)
+
     # ------------------------------------------------------------------ inference
-    def _batches(self, data: Any) -> Iterator[Any]:
+    def _inputs(self, data: Any) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+        """``(args, kwargs)`` of each forward over ``data``: one call for a tensor, an array, a
+        tuple of them or (with ``KeywordInputs``) a mapping; one per batch of a loader."""
+        adapter = self.batch_adapter
         if isinstance(data, (torch.Tensor, np.ndarray)):
-            yield _as_tensor(data)
+            yield (_as_tensor(data),), {}
             return
-        if isinstance(data, tuple) and all(isinstance(d, (torch.Tensor, np.ndarray)) for d in data):
-            yield tuple(_as_tensor(d) for d in data)
+        if isinstance(data, tuple) and data and all(isinstance(d, (torch.Tensor, np.ndarray)) for d in data):
+            yield tuple(_as_tensor(d) for d in data), {}
+            return
+        if isinstance(data, Mapping) and adapter is not None:
+            args, kwargs, _ = adapter.split(data)
+            yield args, kwargs
             return
         for batch in data:
-            yield batch[0] if isinstance(batch, (tuple, list)) and len(batch) == 2 else batch
+            if adapter is not None:
+                args, kwargs, _ = adapter.split(batch)
+                yield args, kwargs
+                continue
+            inputs = batch[0] if isinstance(batch, (tuple, list)) and len(batch) == 2 else batch
+            yield (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), {}
+
+    def _outputs(self, data: Any) -> Iterator[torch.Tensor]:
+        """The logits of each forward over ``data``, each computed in eval mode under inference
+        mode and the model's autocast; every submodule's mode is restored before it is yielded."""
+        device, adapter = self.device, self.batch_adapter
+        for args, kwargs in self._inputs(data):
+            with restored_modes(self.net), torch.inference_mode(), self.autocast_context()():
+                self.net.eval()
+                args = to_device(args, device)
+                if kwargs:
+                    out = self.net(*args, **{k: to_device(v, device) for k, v in kwargs.items()})
+                else:
+                    out = forward(self.net, args)
+                out = adapter.output(out) if adapter is not None else out
+            yield out
 
     def _forward_all(self, data: Any) -> torch.Tensor:
-        outputs = []
-        with restored_modes(self.net), torch.inference_mode(), self.autocast_context()():
-            self.net.eval()
-            for inputs in self._batches(data):
-                outputs.append(forward(self.net, to_device(inputs, self.device)))
+        outputs = list(self._outputs(data))
         if not outputs:
-            raise TrainingInputError("no inputs to predict: the loader yielded no batches")
-        return outputs[0] if len(outputs) == 1 else torch.cat(outputs)
+            raise TrainingInputError("nothing to predict: the loader produced zero batches")
+        return concatenate(outputs)
 
-    def predict(self, data: Any) -> PredictResult:
-        """Raw outputs and decoded predictions (argmax classes, thresholded labels, or values)."""
-        logits = self._forward_all(data)
+    def predict(self, X: Any) -> PredictResult:
+        """Raw outputs and decoded predictions (argmax classes, thresholded labels, or values) of
+        ``X``: a tensor, an ndarray, a tuple of them, or a loader of batches (targets ignored)."""
+        logits = self._forward_all(X)
         return PredictResult(logits, self.task_adapter.decode(logits))
 
-    def predict_proba(self, data: Any) -> PredictionResult:
-        """Logits, probabilities (softmax / sigmoid; None for regression), decoded predictions and
-        row ids, computed in eval mode (each submodule's mode is restored afterwards)."""
-        logits = self._forward_all(data)
+    def predict_proba(self, X: Any, spec: ProbabilitySpec | None = None) -> PredictionResult:
+        """Logits, probabilities, decoded predictions and row ids of ``X``. ``spec`` declares how
+        logits become probabilities (``ProbabilitySpec``); without one the model's task decides
+        (softmax / sigmoid; None for regression). Eval mode, each submodule's mode restored."""
+        _warn_if_shuffled(X, "predict_proba")
+        logits = self._forward_all(X)
+        if spec is not None:
+            return prediction_from_logits(logits, spec)
         task = self.task_adapter
-        return PredictionResult(logits, task.probabilities(logits), task.decode(logits), list(range(logits.shape[0])))
+        return PredictionResult(logits, task.probabilities(logits), task.decode(logits), row_ids(0, logits.shape[0]))
+
+    def iter_predict(self, X: Any, spec: ProbabilitySpec | None = None, *, rich: bool = False) -> PredictionStream:
+        """Stream the predictions of a loader one batch at a time: a ``PredictionStream`` (use it
+        as a context manager) of ``PredictionBatch(logits, classes, sample_ids)``, or with a
+        ``spec`` / ``rich=True`` of ``PredictionResult``; concatenated they equal the eager
+        result. An empty loader yields nothing."""
+        if isinstance(X, (torch.Tensor, np.ndarray)):
+            raise TrainingInputError("iter_predict streams a loader of batches; use predict / predict_proba for arrays")
+        if spec is not None and not isinstance(spec, ProbabilitySpec):
+            raise ParamsError("iter_predict.spec", f"must be a ProbabilitySpec, got {type(spec).__name__}")
+        _warn_if_shuffled(X, "iter_predict")
+        task = self.task_adapter
+
+        def batches() -> Iterator[Any]:
+            start = 0
+            for logits in self._outputs(X):
+                ids = row_ids(start, logits.shape[0])
+                start += logits.shape[0]
+                if spec is not None:
+                    check_fits(logits, spec)
+                    yield prediction_from_logits(logits, spec, sample_ids=ids)
+                elif rich:
+                    yield PredictionResult(logits, task.probabilities(logits), task.decode(logits), ids)
+                else:
+                    yield PredictionBatch(logits, task.decode(logits), ids)
+
+        return PredictionStream(batches())
 
     def evaluate(self, loader: Any, metrics: Sequence[Any] = ()) -> EvaluationDataPoint:
         """Score a loader of ``(inputs, targets)``: loss (Σ numerators / Σ valid targets), error,
@@ -211,25 +297,45 @@ class NNModel:
     # ------------------------------------------------------------------ checkpoints
     @classmethod
     def from_checkpoint(
-        cls, run_id: str, tag: str = LAST, *, root: str | os.PathLike[str] | None = None, module: nn.Module | None = None,
-        storage: Any = None,
+        cls, checkpoint: NNCheckpoint | str, tag: str = LAST, *, device: Any = None,
+        root: str | os.PathLike[str] | None = None, module: nn.Module | None = None, storage: Any = None,
+        batch_adapter: BatchAdapter | None = None, precision: Any = None,
     ) -> NNModel:
-        """Rebuild a model from a committed checkpoint (weights verified against their SHA-256);
-        ``storage``: the store the run lives in (default: the file system under ``root``)."""
-        run = NNRun.load(run_id, root, storage=storage)
-        checkpoint = run.checkpoint(tag)
-        if checkpoint is None:
-            raise RunNotFoundError(f"run {run.id} has no committed {tag!r} checkpoint (tags: {run.tags() or 'none'})")
-        params = NNModelParams.from_state(run.config["model"])
-        if "net" in run.config:
-            model = cls(NNParams.from_state(run.config["net"]), params)
+        """Rebuild a model from a committed checkpoint: an ``NNCheckpoint``
+        (``NNCheckpoint.load(run=..., type=...)``), or a run id and ``tag``. The weights' blob is
+        verified against its SHA-256 and decoded with the safe loader. ``device`` overrides the
+        trained device (a CUDA-trained run loads on a CPU-only host with ``device="cpu"``),
+        ``precision`` the precision policy; a custom module is given again as ``module=`` (its
+        parameter names and shapes must match), a registered ``ModelSpec`` is rebuilt by its
+        factory. ``storage``: the store the run lives in (default: files under ``root``)."""
+        if not isinstance(checkpoint, NNCheckpoint):
+            run = NNRun.load(checkpoint, root, storage=storage)
+            found = run.checkpoint(tag)
+            if found is None:
+                raise RunNotFoundError(f"run {run.id} has no committed {tag!r} checkpoint (tags: {run.tags() or 'none'})")
+            checkpoint = NNCheckpoint.of(found)
+        params = checkpoint.model_params
+        if device is not None:
+            params = dataclasses.replace(params, device=device)
+        if precision is not None:
+            params = dataclasses.replace(params, precision=precision)
+        if params.device().type == "cuda" and not torch.cuda.is_available():
+            raise ParamsError(
+                "NNModel.from_checkpoint.device",
+                f"the checkpoint was trained on {params.device} and this machine has no CUDA; pass device='cpu'",
+            )
+        if checkpoint.net_params is not None:
+            model = cls(checkpoint.net_params, params, batch_adapter=batch_adapter)
+        elif isinstance(params.net, ModelSpec):
+            model = cls(params=params, batch_adapter=batch_adapter)
+            _check_same_shapes(model.net, checkpoint.net_state)  # a changed factory is refused before loading
         else:
             if module is None:
-                raise ParamsError("module", f"run {run.id} trained a custom module; pass module=<a fresh instance>")
-            if module_signature(module) != run.config["module"]:
+                raise ParamsError("module", f"run {checkpoint.run_id} trained a custom module; pass module=<a fresh instance>")
+            if module_signature(module) != checkpoint.module_signature:
                 raise ResumeMismatchError("the given module's parameter names/shapes differ from the checkpoint's")
-            model = cls(params=params, module=module)
-        model.net.load_state_dict(checkpoint.weights())
+            model = cls(params=params, module=module, batch_adapter=batch_adapter)
+        model.net.load_state_dict(checkpoint.net_state)
         return model
 
     def to_onnx(self, path: str | os.PathLike[str], example_input: Any, **options: Any) -> Any:
@@ -284,6 +390,24 @@ class NNModel:
                 objective=objective, eval_step_fn=eval_step_fn, callbacks=callbacks or (), components=components or (),
                 history=history, root=root, storage=storage, distributed=distributed,
             )
+        )
+
+
+def _check_same_shapes(net: nn.Module, state: Mapping[str, Any]) -> None:
+    """Refuse weights whose names or shapes differ from ``net``'s, before loading any of them."""
+    have = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+    want = {k: tuple(v.shape) for k, v in state.items()}
+    if have != want:
+        differ = sorted(k for k in have.keys() | want.keys() if have.get(k) != want.get(k))
+        raise ResumeMismatchError(f"the checkpoint's weights do not fit this net: {differ[:5]} differ in name or shape")
+
+
+def _warn_if_shuffled(data: Any, caller: str) -> None:
+    if isinstance(getattr(data, "sampler", None), torch.utils.data.RandomSampler):
+        warnings.warn(
+            f"{caller}: the loader shuffles, so sample_ids are positions in this iteration, not dataset rows",
+            RuntimeWarning,
+            stacklevel=3,
         )
 
 

@@ -216,12 +216,14 @@ class NNRun:
     def best(self) -> IterationDataPoint | None:
         """The record of the epoch BEST holds, if any."""
         manifest = self.files().read_tag("best")
-        if manifest is None:
-            return None
-        found = self.epochs.get(manifest.epoch)
+        return None if manifest is None else self.epoch_record(manifest.epoch)
+
+    def epoch_record(self, epoch: int) -> IterationDataPoint | None:
+        """The last record of a committed ``epoch`` (a journal run reads it from its journal)."""
+        found = self.epochs.get(epoch)
         if found is None:  # a journal run holds only its last records in memory
-            journal = JournalReader.open(self.files().storage, self.id, manifest.epoch)
-            found = journal.epoch_record(manifest.epoch) if journal is not None else None
+            journal = JournalReader.open(self.files().storage, self.id, epoch)
+            found = journal.epoch_record(epoch) if journal is not None else None
         return found
 
     def plot(self, path: str | os.PathLike[str] | None = None) -> Any:

@@ -1,0 +1,6 @@
+"""``nnx.precision``: the precision policy."""
+
+from nnx_core.errors import PrecisionUnsupportedError
+from nnx_api.config.params import PrecisionPolicy
+
+__all__ = ["PrecisionPolicy", "PrecisionUnsupportedError"]
