@@ -14,6 +14,7 @@ from nnx_core.errors import (
     ParamsError,
     PrecisionUnsupportedError,
     ResumeMismatchError,
+    ResumePointError,
     RunExistsError,
     RunLeaseError,
     RunNotFoundError,
@@ -23,8 +24,9 @@ from nnx_core.errors import (
 )
 from nnx_core.monitor import MonitorDecision, MonitorSpec
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
+from nnx_core.resume import ResumeStatus
 from nnx_adapters.pytorch.metrics import register_metric
-from nnx_adapters.pytorch.state import set_seed
+from nnx_adapters.pytorch.state import dataloader_worker_init_fn, set_seed
 from nnx_api.callbacks import Callback, CallbackContext, EarlyStopping, LRMonitor, ModelCheckpoint, UpdateEvent
 from nnx_api.config.builders import NNOptimParamsBuilder, NNSchedulerParamsBuilder, NNTrainerParamsBuilder
 from nnx_api.config.enums import Activations, Checkpoints, Device, Devices, Losses, Nets, Optims, Schedulers
@@ -42,7 +44,10 @@ from nnx_api.config.params import (
     TaskSpec,
 )
 from nnx_api.runs.run import Checkpoint, NNRun
-from nnx_api.training.steps import EvalStepContext, TrainStepContext, TrainerStepContext, default_train_step, finalize_step
+from nnx_api.training.steps import (
+    EvalStepContext, GradientAccumulationState, TrainStepContext, TrainerStepContext, default_train_step, finalize_step,
+)
+from nnx_api.training.paradigms import kd_train_step_factory
 from nnx_api import decisions
 from nnx_api import distributed
 from nnx_api import objectives

@@ -16,6 +16,7 @@ import contextlib
 import os
 import sys
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -25,7 +26,7 @@ import attrs
 from nnx_core import admission as adm
 from nnx_core.agreement import agreed, share
 from nnx_core.commit import LAST, RunFiles
-from nnx_core.errors import ComponentRestoreError, ResumeMismatchError, RunNotFoundError
+from nnx_core.errors import ComponentRestoreError, CorruptRunError, ResumeMismatchError, ResumePointError, RunNotFoundError
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.lifecycle import run_lifecycle
 from nnx_core.monitor import Monitor
@@ -165,16 +166,33 @@ def _resume_point(entry: TrainingEntry, group: Any, storage: Any) -> Plan | None
     checkpoint = source.checkpoint(tag)
     if checkpoint is None:
         raise RunNotFoundError(f"run {source_id} has no committed {tag!r} checkpoint (tags: {source.tags()})")
-    data = source.files().read_blob(checkpoint.manifest.blobs["state"], verify=True)
-    payload = torch_state.decode(data, where=f"run {source_id} tag {tag!r}")
+    data, payload = _verified(source.files(), checkpoint.manifest, f"run {source_id} tag {tag!r}")
     stateful = "optimizer" in payload
     if train.resume_mode == "stateful" and not stateful:
         raise ResumeMismatchError(f"{source_id}:{tag} holds weights only; use resume_mode='weights_only'")
+    if not stateful and train.resume_mode == "auto":
+        warnings.warn(
+            f"checkpoint {tag!r} of run {source_id} holds weights only: the weights are restored, but the optimizer, "
+            "schedule and components restart from their defaults (resume_mode='weights_only' asks for exactly that)",
+            RuntimeWarning, stacklevel=2,
+        )
     stateful = stateful and train.resume_mode != "weights_only"
     _refuse(entry, group, payload, stateful)
-    status = {"mode": "stateful" if stateful else "weights_only", "source_run": source_id, "source_checkpoint": tag,
+    status = {"mode": "stateful" if stateful else "weights_only", "source_run_id": source_id, "source_checkpoint": tag,
               "source_epoch": checkpoint.epoch}
     return Plan(action=adm.FRESH, data=data, stateful=stateful, status=status, schedules=named_state(payload)[1] if stateful else None)
+
+
+def _verified(files: RunFiles, manifest: Any, where: str) -> tuple[bytes, dict[str, Any]]:
+    """A resume point's bytes, verified against its SHA-256, and its payload (safe loader); a torn
+    or corrupted one is a ``ResumePointError`` before anything is restored."""
+    try:
+        data = files.read_blob(manifest.blobs["state"], verify=True)
+        return data, torch_state.decode(data, where=where)
+    except ResumePointError:
+        raise
+    except CorruptRunError as exc:
+        raise ResumePointError(f"{where}: the resume point cannot be trusted: {exc}") from exc
 
 
 def _refuse(entry: TrainingEntry, group: Any, payload: Mapping[str, Any], stateful: bool) -> None:
@@ -201,12 +219,12 @@ def _admit(entry: TrainingEntry, group: Any, files: RunFiles, lease: contextlib.
     if decided.action == adm.FRESH:
         return source or Plan(action=adm.FRESH)
     loaded = NNRun.load(files.run_id, entry.root, storage=files.storage)
-    data = files.read_blob(decided.last.blobs["state"])  # type: ignore[union-attr]  # verified against its SHA-256
+    data, payload = _verified(files, decided.last, f"run {files.run_id} LAST")
     if decided.action == adm.FINISHED:
         return Plan(action=adm.FINISHED, data=data, status=loaded.resume_status, idps=loaded.idps)
-    _refuse(entry, group, torch_state.decode(data, where=f"run {files.run_id} LAST"), True)
+    _refuse(entry, group, payload, True)
     history.check_continuation(files, entry.history)
-    status = {"mode": "stateful", "source_run": files.run_id, "source_checkpoint": LAST, "source_epoch": decided.last.epoch}  # type: ignore[union-attr]
+    status = {"mode": "stateful", "source_run_id": files.run_id, "source_checkpoint": LAST, "source_epoch": decided.last.epoch}  # type: ignore[union-attr]
     return Plan(action=adm.CONTINUE, data=data, stateful=True, status=status, idps=loaded.idps)
 
 
@@ -229,6 +247,9 @@ def _train(
         if isinstance(s, TorchClock) and s.clock == "optimizer_update"
     ]
     components = agreed(c, "setup", lambda: collect_components([monitor, *callbacks, *entry.components, *owned.owner.components, *clocks]))
+    if run.resume_status:  # which components the resume point restored, or which start fresh
+        named = {"restored_components" if plan.stateful else "fresh_components": tuple(components)}
+        run = attrs.evolve(run, resume_status=attrs.evolve(run.resume_status, **named))
     if payload is not None and plan.stateful:
         problems = restore_problems(payload, owned.optimizers, schedules, components)
         agreed(c, "restore", lambda: _raise(ComponentRestoreError(problems) if problems else None))
@@ -281,6 +302,11 @@ def _write_admitted(files: RunFiles, run: NNRun, journal: Any, fresh: bool, atte
 def _restore(session: TrainingSession, payload: Mapping[str, Any] | None, stateful: bool, seed: int | None, rank: int) -> None:
     if payload is not None:
         session.restore(payload, stateful=stateful)
+        if stateful and (getattr(session.params.train_loader, "num_workers", 0) or 0) > 0:
+            warnings.warn(
+                "a stateful resume is exact only with train_loader.num_workers=0: worker-local RNG state is not in "
+                "a checkpoint and cannot be reconstructed", RuntimeWarning, stacklevel=2,
+            )
     if seed is not None and not stateful:
         torch_state.set_seed(seed + rank)  # each rank draws its own stream (e.g. dropout); rank 0 = the seed
 

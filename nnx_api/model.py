@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import attrs
 import numpy as np
 import torch
 from torch import nn
@@ -25,11 +26,12 @@ from nnx_core.errors import (
     TrainingInputError,
 )
 from nnx_core.records import EvaluationDataPoint
+from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.devices import precision_problem
 from nnx_adapters.pytorch.tasks import TaskAdapter
 from nnx_api import finetune
-from nnx_api.config.params import ModelSpec, NNModelParams, NNParams, NNTrainParams
+from nnx_api.config.params import ModelSpec, NNModelParams, NNParams, NNTrainParams, check_extra_metrics
 from nnx_api.distributed import DDP, refuse_process_group
 from nnx_api.inference import (
     PredictionBatch,
@@ -286,13 +288,23 @@ class NNModel:
 
         return PredictionStream(batches())
 
-    def evaluate(self, loader: Any, metrics: Sequence[Any] = ()) -> EvaluationDataPoint:
+    def evaluate(
+        self, loader: Any, extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None,
+        metrics: Sequence[Any] = (),
+    ) -> EvaluationDataPoint:
         """Score a loader of ``(inputs, targets)``: loss (Σ numerators / Σ valid targets), error,
-        accuracy, macro F1/precision/recall and declared ``metrics``, each over the whole pass."""
+        accuracy, macro F1/precision/recall and declared ``metrics``, each over the whole pass.
+
+        ``extra_metrics`` (``{name: fn(y_true, y_pred) -> float}``) are called once, on the
+        NumPy arrays of every valid target and decoded prediction; their values land in ``extra``.
+        """
+        fns = check_extra_metrics("evaluate.extra_metrics", extra_metrics)
         acc = EpochAccumulator(self.task_adapter, self.head.width, tuple(metrics), full_scores=True)
-        if score(self, loader, acc) == 0:
+        extras = ExtraMetrics(self.task_adapter, fns) if fns else None
+        if score(self, loader, acc, extras) == 0:
             raise TrainingInputError("the evaluation loader yielded no batches")
-        return EvaluationDataPoint(**acc.result())
+        edp = EvaluationDataPoint(**acc.result())
+        return edp if extras is None else attrs.evolve(edp, extra=extras.values(extras.whole()))
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod

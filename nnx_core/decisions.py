@@ -365,10 +365,16 @@ def deferred_results(result_type: type, rows: ResultRows, count: int) -> list[An
     return results
 
 
+def _check_provider(_instance: Any, _attribute: Any, value: Any) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise InvalidDecisionResponse(f"provider names who answered: a non-blank string or None, got {value!r}")
+
+
 @attrs.frozen
 class _DistributionResult(_Deferred):
     question_digest: str = attrs.field(validator=_check_digest)
     distribution: tuple[tuple[str, float], ...] = attrs.field(converter=_to_distribution)
+    provider: str | None = attrs.field(default=None, validator=_check_provider)
     raw: Any = attrs.field(default=None, eq=False, repr=False)
     _rows: Any = attrs.field(default=None, init=False, eq=False, repr=False)
     _row: Any = attrs.field(default=None, init=False, eq=False, repr=False)
@@ -394,14 +400,20 @@ class _DistributionResult(_Deferred):
                 return p
         raise KeyError(option_id)
 
+    def probabilities(self) -> dict[str, float]:
+        """``{id: p}`` in question order."""
+        return dict(self.distribution)
+
 
 @attrs.frozen
 class ChoiceResult(_DistributionResult):
     """The answer to a ``Choice``: ``distribution = ((id, p), ...)`` in question order, validated.
 
-    ``raw`` keeps the provider's own output (for ``FixedHeadProvider``: the row's logits) and is
-    left out of equality.
+    ``provider`` names who answered (None when unknown); ``raw`` keeps the provider's own output
+    (for ``FixedHeadProvider``: the row's logits) and is left out of equality.
     """
+
+    kind: ClassVar[str] = "choice"
 
 
 @attrs.frozen
@@ -411,6 +423,7 @@ class ScoreResult(_DistributionResult):
     ``vendor_score`` holds a provider's own numeric score when it has one (never derived).
     """
 
+    kind: ClassVar[str] = "score"
     vendor_score: float | None = None
 
     @property
@@ -427,8 +440,11 @@ def _to_p_true(value: Any) -> float:
 class BooleanResult(_Deferred):
     """The answer to a ``Boolean``: ``p_true`` finite in [0, 1]; ``raw`` left out of equality."""
 
+    kind: ClassVar[str] = "boolean"
+
     question_digest: str = attrs.field(validator=_check_digest)
     p_true: float = attrs.field(converter=_to_p_true)
+    provider: str | None = attrs.field(default=None, validator=_check_provider)
     raw: Any = attrs.field(default=None, eq=False, repr=False)
     _rows: Any = attrs.field(default=None, init=False, eq=False, repr=False)
     _row: Any = attrs.field(default=None, init=False, eq=False, repr=False)
@@ -465,9 +481,13 @@ def _response_pairs(response: Any) -> list[tuple[Any, Any]]:
     return pairs
 
 
-def validate_response(question: Question, response: Any, *, raw: Any = None) -> DecisionResult:
+def validate_response(
+    question: Question, response: Any, *, provider: str | None = None, raw: Any = None, vendor_score: float | None = None
+) -> DecisionResult:
     """Check ``response`` against ``question`` and return its typed result (``InvalidDecisionResponse``
-    when it does not fit; nothing is ever renormalised).
+    when it does not fit; nothing is ever renormalised). ``provider`` names who answered and is
+    kept on the result; ``raw`` (the provider's own output) and a Score's ``vendor_score`` (its own
+    number, finite) are kept apart from the validated fields.
 
     * Choice / Score: a mapping ``{id: p}`` or ``(id, p)`` pairs in any order; the ids must be
       exactly the question's (no missing, duplicate, unknown or unlabeled ids). The result lists
@@ -485,7 +505,14 @@ def validate_response(question: Question, response: Any, *, raw: Any = None) -> 
                 f"(digest {response.question_digest[:12]}…, expected {digest[:12]}…)"
             )
         raw = response.raw if raw is None else raw
+        provider = response.provider if provider is None else provider
+        if isinstance(response, ScoreResult) and vendor_score is None:
+            vendor_score = response.vendor_score
         response = response.p_true if question.kind == "boolean" else response.distribution
+    if vendor_score is not None:
+        if question.kind != "score":
+            raise InvalidDecisionResponse(f"vendor_score belongs to a Score answer, not a {question.kind} one")
+        vendor_score = _finite_score(vendor_score)
 
     if question.kind == "boolean":
         if isinstance(response, Mapping):
@@ -501,7 +528,7 @@ def validate_response(question: Question, response: Any, *, raw: Any = None) -> 
                     f"p('true') + p('false') = {p_true + p_false!r}, not 1 within {PROBABILITY_TOLERANCE}"
                 )
             response = p_true
-        return BooleanResult(digest, response, raw)
+        return BooleanResult(digest, response, provider=provider, raw=raw)
 
     by_id: dict[str, Any] = {}
     for option_id, p in _response_pairs(response):
@@ -517,7 +544,23 @@ def validate_response(question: Question, response: Any, *, raw: Any = None) -> 
         raise InvalidDecisionResponse(
             f"answer ids do not match the question: unknown {unknown}, missing {missing}"
         )
-    return result_type(digest, [(option_id, by_id[option_id]) for option_id in expected], raw)
+    distribution = [(option_id, by_id[option_id]) for option_id in expected]
+    if result_type is ScoreResult:
+        return ScoreResult(digest, distribution, provider=provider, raw=raw, vendor_score=vendor_score)
+    return result_type(digest, distribution, provider=provider, raw=raw)
+
+
+def _finite_score(value: Any) -> float:
+    """A vendor's own score: a finite real number (bools and strings refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidDecisionResponse(f"vendor_score must be a finite number, got {value!r}")
+    try:
+        score = float(value)
+    except OverflowError as exc:  # an integer too large for a float
+        raise InvalidDecisionResponse("vendor_score must be a finite number, got one too large for a float") from exc
+    if not math.isfinite(score):
+        raise InvalidDecisionResponse(f"vendor_score must be a finite number, got {value!r}")
+    return score
 
 
 # --------------------------------------------------------------------------------- capabilities

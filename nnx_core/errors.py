@@ -41,6 +41,12 @@ class ResumeMismatchError(NNxError, ValueError):
     """A resume point does not fit the run being resumed (optimizer, topology, world size...)."""
 
 
+class ResumePointError(CorruptRunError):
+    """A resume point that cannot be trusted — torn, mixed or corrupted (a file whose SHA-256
+    differs from its manifest's, a payload the safe loader refuses); raised before anything is
+    restored, naming which file and why. Resume from another checkpoint tag."""
+
+
 class ComponentRestoreError(ResumeMismatchError):
     """Saved and registered checkpointed components disagree; ``problems`` lists each one."""
 

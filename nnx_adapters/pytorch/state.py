@@ -8,6 +8,7 @@ to tensors/lists (numpy's and Python's tuples included) so they pass the safe lo
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import random
 from collections.abc import Callable, Iterable, Mapping
@@ -16,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from nnx_core.errors import CorruptRunError
+from nnx_core.errors import CorruptRunError, ParamsError
+from nnx_core.validate import check_int
 
 PAYLOAD_FORMAT = 1
 
@@ -115,8 +117,33 @@ def restore_rng(state: Mapping[str, Any], loaders: Iterable[Any] = ()) -> None:
         gen.set_state(gen_state)
 
 
-def set_seed(seed: int) -> None:
-    """Seed Python, NumPy and torch (all devices)."""
+def set_seed(seed: int, strict: bool = False) -> None:
+    """Pin every RNG a training step draws from: Python ``random``, NumPy and torch (CPU and every
+    CUDA device); write ``PYTHONHASHSEED`` (inherited by spawned workers and subprocesses only:
+    this interpreter's hash seed was fixed at start-up); turn cuDNN autotuning off and its
+    deterministic mode on. ``strict=True`` also sets ``CUBLAS_WORKSPACE_CONFIG`` (when unset) and
+    ``torch.use_deterministic_algorithms(True)``: bit-for-bit kernels, slower, and an error for
+    operations without a deterministic implementation.
+    """
+    seed = check_int("set_seed.seed", seed, minimum=0)
+    if not isinstance(strict, bool):
+        raise ParamsError("set_seed.strict", f"must be True or False, got {strict!r}")
+    os.environ["PYTHONHASHSEED"] = str(seed)
     random.seed(seed)
     np.random.seed(seed % (2**32))
-    torch.manual_seed(seed)
+    torch.manual_seed(seed)  # every CUDA device too
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    if strict:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+
+
+def dataloader_worker_init_fn(worker_id: int) -> None:
+    """``DataLoader(worker_init_fn=dataloader_worker_init_fn)``: seed a worker's Python and NumPy
+    streams from the seed torch gave the worker (its base seed plus ``worker_id``), so a seeded
+    loader's workers draw the same numbers every run. Worker streams are still not part of a
+    checkpoint: an exact resume needs ``num_workers=0``."""
+    seed = (torch.initial_seed() + int(worker_id)) % (2**32)
+    random.seed(seed)
+    np.random.seed(seed)

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nnx_core.errors import ParamsError
 from nnx_core.identity import validate_tag
-from nnx_core.monitor import MonitorSpec
+from nnx_core.monitor import MonitorSpec, improves
 from nnx_core.validate import check_float, check_int
 from nnx_api.callbacks.base import Callback, CallbackContext, LegacyCallback
 
@@ -45,92 +47,214 @@ def normalize_callbacks(callbacks: Sequence[Any] | None) -> list[Callback]:
     return out
 
 
-class EarlyStopping(Callback):
-    """Stop when the run's monitor decision has not improved for ``patience`` epochs.
+FIELD_MONITORS = ("val_edp.error", "val_edp.loss", "train_edp.error", "train_edp.loss")
+"""The record fields ``EarlyStopping(monitor="...")`` reads."""
 
-    It has no comparator of its own: it counts on the epoch's one ``MonitorDecision`` (the same
-    that selects BEST and drives the plateau scheduler). ``monitor`` may repeat the run's
-    ``NNTrainParams(monitor=...)`` for readability; a different one is refused before training,
-    and so are a non-default ``min_delta`` / ``mode`` (set them on the ``MonitorSpec``). Epochs
-    whose monitored value is missing are not counted; a non-finite value counts as no
-    improvement. After ``patience`` epochs in a row without improvement ``ctx.should_stop`` is set
-    (``patience=0``: the first epoch that does not improve). A checkpointed component
-    (``early_stopping``, numbered when there are several): a stateful resume continues the count.
+
+class EarlyStopping(Callback):
+    """Stop after ``patience`` epochs in a row without improvement (``patience=0``: the first
+    epoch that does not improve); ``ctx.should_stop`` is set and the run ends after that commit.
+
+    Which comparison counts (the rule, decided before training):
+
+    * **The run's one decision** — ``monitor=None`` (with the default ``min_delta``), a
+      ``MonitorSpec`` equal to ``NNTrainParams(monitor=...)`` (a different one is refused), or a
+      ``"val_edp.error"`` / ``"val_edp.loss"`` string whose ``mode`` and ``min_delta`` make it that
+      same monitor: EarlyStopping then counts on the epoch's one ``MonitorDecision``, which also
+      selects BEST and drives the plateau scheduler, so they can never disagree.
+    * **Its own comparator** (as NNx documents it) — any other string monitor: it reads exactly
+      that field of the epoch's last record (``train_edp`` is the epoch's last batch), with no
+      fallback; an improvement is ``value < best - min_delta`` (``mode="min"``) or ``value > best
+      + min_delta`` (``"max"``), the first finite value being the first best. ``monitor=None``
+      with a ``min_delta`` compares itself too, on ``val_edp.error`` if the first validated epoch
+      has a finite error, else ``val_edp.loss`` (``selected_monitor`` says which).
+
+    An epoch whose value is missing is not counted (one ``RuntimeWarning`` per run says why); a
+    NaN/inf never becomes the best and counts as no improvement (warned once). A checkpointed
+    component (``early_stopping``, numbered when there are several; ``name=`` names it): a
+    stateful resume continues the count, and refuses a checkpoint that tracked another monitor or
+    mode.
     """
 
     distributed = "all"
 
     def __init__(
         self,
-        monitor: MonitorSpec | None = None,
+        monitor: str | MonitorSpec | None = None,
         patience: int = 10,
         min_delta: float = 0.0,
         mode: str = "min",
         name: str | None = None,
     ) -> None:
-        if check_min_delta(min_delta) != 0.0 or mode != "min":
+        if mode not in ("min", "max"):
+            raise ParamsError("EarlyStopping.mode", f"mode must be 'min' or 'max', got {mode!r}")
+        min_delta = check_min_delta(min_delta)
+        if isinstance(monitor, MonitorSpec):
+            if mode != "min" or min_delta != 0.0:
+                raise ParamsError(
+                    "EarlyStopping",
+                    "EarlyStopping(monitor=MonitorSpec(...)) takes its direction and min_delta from the spec; "
+                    "leave mode and min_delta at their defaults",
+                )
+        elif monitor is not None and monitor not in FIELD_MONITORS:
             raise ParamsError(
-                "EarlyStopping",
-                "min_delta and mode belong to the run's one monitor: use NNTrainParams(monitor=MonitorSpec("
-                "metric=..., mode=..., min_delta=...)) and EarlyStopping(patience=...)",
+                "EarlyStopping.monitor", f"monitor must be None, a MonitorSpec or one of {sorted(FIELD_MONITORS)}, got {monitor!r}"
             )
-        if monitor is not None and not isinstance(monitor, MonitorSpec):
-            raise ParamsError("EarlyStopping.monitor", f"must be a MonitorSpec or None, got {monitor!r}")
+        if monitor is None and mode == "max":
+            raise ParamsError(
+                "EarlyStopping.mode",
+                "mode='max' requires an explicit monitor: the default (monitor=None) selects val_edp.error or "
+                "val_edp.loss, which improve by decreasing",
+            )
         self.monitor = monitor
         self.patience = check_int("EarlyStopping.patience", patience, minimum=0)
+        self.min_delta = min_delta
+        self.mode = mode
         if name is not None:
             validate_tag(name)
         self.name = name
         self.component_name = "early_stopping" if name is None else f"early_stopping.{name}"
+        self.own = self._compares_itself(None)
         self.wait = 0
         self.best: float | None = None
         self.stopped_epoch: int | None = None
+        self._selected: str | None = None
+        self._warned: set[str] = set()
         self._restored = False
 
+    def _compares_itself(self, run_monitor: MonitorSpec | None) -> bool:
+        """Whether this callback keeps its own comparator rather than the run's decision."""
+        if isinstance(self.monitor, MonitorSpec):
+            return False
+        if self.monitor is None:
+            return self.min_delta != 0.0
+        split, _, metric = self.monitor.partition("_edp.")
+        if split != "val" or run_monitor is None:
+            return True
+        same = MonitorSpec(metric=metric, split="val", mode=self.mode, min_delta=self.min_delta)
+        run = dataclasses.replace(run_monitor, mode=run_monitor.mode or "min")  # loss and error improve by decreasing
+        return same != run
+
     def check_run(self, monitor: MonitorSpec | None) -> None:
-        """Refuse a monitor that differs from the run's (there is one comparator per run)."""
-        if self.monitor is not None and self.monitor != monitor:
+        """Refuse a ``MonitorSpec`` that differs from the run's (there is one decision per run);
+        decide whether a string monitor is the run's decision or compares itself."""
+        if isinstance(self.monitor, MonitorSpec) and self.monitor != monitor:
             raise ParamsError(
                 "EarlyStopping.monitor",
                 f"{self.monitor} differs from the run's monitor {monitor}; declare it once as "
                 "NNTrainParams(monitor=...) and pass EarlyStopping() without one",
             )
+        self.own = self._compares_itself(monitor)
+
+    @property
+    def selected_monitor(self) -> str | None:
+        """The field compared (its own comparator), or the run decision's ``split.metric``."""
+        if isinstance(self.monitor, MonitorSpec):
+            return f"{self.monitor.split}_edp.{self.monitor.metric}"
+        return self._selected if self.monitor is None else self.monitor
 
     def on_train_begin(self, ctx: CallbackContext) -> None:
         if not self._restored:  # a fresh run starts counting from zero; a resumed one continues
             self.wait, self.best = 0, None
+            self._selected = None
         self._restored = False
         self.stopped_epoch = None
+        self._warned = set()
 
     def on_epoch_end(self, ctx: CallbackContext) -> None:
+        if self.own:
+            self._own_epoch_end(ctx)
+            return
         decision = ctx.decision
         if decision is None or decision.status == "missing":
+            self._warn("missing", f"epoch {ctx.epoch} has no monitored value, so it is not counted toward patience")
             return
         if decision.improved:
             self.wait, self.best = 0, decision.best
             return
+        self._count(ctx)
+
+    def _count(self, ctx: CallbackContext) -> None:
         self.wait += 1
         if self.wait >= self.patience:
             ctx.should_stop = True
             self.stopped_epoch = ctx.epoch
 
+    def _own_epoch_end(self, ctx: CallbackContext) -> None:
+        value = self._observe(ctx.idp, ctx.epoch)
+        if value is None:
+            return
+        if improves(value, self.best, self.mode, self.min_delta):
+            self.wait, self.best = 0, value
+            return
+        if not math.isfinite(value):
+            self._warn("nonfinite", f"epoch {ctx.epoch}'s value is {value}; it counts as no improvement")
+        self._count(ctx)
+
+    def _observe(self, idp: Any, epoch: int) -> float | None:
+        """The compared value of the epoch, or None (not counted; the reason warned once)."""
+        field = self.monitor if isinstance(self.monitor, str) else self._selected
+        edp = getattr(idp, (field or "val_edp").partition(".")[0], None) if idp is not None else None
+        if edp is None:
+            where = "validation" if field is None or field.startswith("val") else "training"
+            self._warn("absent", f"epoch {epoch} has no {where} record, so it is not counted toward patience"
+                       + ("; configure a val_loader" if where == "validation" else ""))
+            return None
+        if field is None:  # automatic: the first validated epoch's finite error, else its loss
+            for name in ("error", "loss"):
+                value = getattr(edp, name)
+                if value is not None and math.isfinite(value):
+                    self._selected = field = f"val_edp.{name}"
+                    break
+            else:
+                present = [v for v in (edp.error, edp.loss) if v is not None]
+                if present:
+                    return float(present[0])  # non-finite so far: counted, the choice stays open
+                self._warn("no-field", f"epoch {epoch}'s validation record has neither an error nor a loss")
+                return None
+        value = getattr(edp, field.partition(".")[2])
+        if value is None:
+            self._warn(field, f"epoch {epoch}'s record has no {field!r} value, so it is not counted toward patience")
+            return None
+        return float(value)
+
+    def _warn(self, key: str, detail: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            label = self.monitor if not isinstance(self.monitor, MonitorSpec) else f"{self.monitor.split}.{self.monitor.metric}"
+            warnings.warn(f"EarlyStopping(monitor={label!r}): {detail}", RuntimeWarning, stacklevel=4)
+
     def component_spec(self) -> tuple[str, int]:
         """Name and schema version of the checkpointed state."""
         return (self.component_name, 1)
 
+    def _identity(self) -> tuple[Any, str]:
+        monitor = self.monitor.state() if isinstance(self.monitor, MonitorSpec) else self.monitor
+        return monitor, self.mode
+
     def component_state(self) -> dict[str, Any]:
-        """Counter state."""
-        return {"wait": self.wait, "best": self.best, "patience": self.patience}
+        """Counter state and what it counts (monitor, mode, the automatic choice)."""
+        monitor, mode = self._identity()
+        return {"wait": self.wait, "best": self.best, "patience": self.patience, "monitor": monitor, "mode": mode,
+                "selected": self._selected}
 
     def check_component_state(self, state: Mapping[str, Any], *, version: int | None = None) -> list[str]:
-        """Problems restoring ``state``."""
+        """Problems restoring ``state``: no count, or a count of another monitor or mode."""
         if not isinstance(state.get("wait"), int):
             return [f"{self.component_name}: saved state has no 'wait' count"]
+        saved = (state.get("monitor"), state.get("mode", "min"))
+        if "monitor" in state and saved != self._identity():
+            monitor, mode = self._identity()
+            return [
+                f"{self.component_name}: EarlyStopping tracked monitor={saved[0]!r}, mode={saved[1]!r} in the checkpoint "
+                f"but is configured with monitor={monitor!r}, mode={mode!r}"
+            ]
         return []
 
     def load_component_state(self, state: Mapping[str, Any], *, version: int | None = None) -> None:
         """Continue the count (``on_train_begin`` then keeps it)."""
         self.wait, self.best = int(state["wait"]), state.get("best")
+        self._selected = state.get("selected")
         self._restored = True
 
 
@@ -138,8 +262,10 @@ class LRMonitor(Callback):
     """Records the primary optimizer's group-0 learning rate.
 
     ``history``: one entry per epoch, read at ``on_epoch_end`` (after the epoch-clock schedule
-    stepped). ``update_history``: ``(update index, lr)`` after each committed update's scheduler
-    step (the lr the next update will use), recorded through ``ctx.update_listeners``.
+    stepped), whatever the scheduler's clock. ``update_history``: ``(update index, lr)`` after each
+    committed update's scheduler step (the lr the next update will use), filled only when the
+    primary optimizer's scheduler runs on the ``optimizer_update`` clock and NNx steps it — empty
+    on the epoch clock and under ``Trainer(auto_step_schedulers=False)``.
 
     With a history journal (``train(..., history=HistoryJournal(retention=N))``) memory stays
     bounded: ``history`` keeps the last ``N`` epochs and ``update_history`` the updates of those
@@ -155,15 +281,15 @@ class LRMonitor(Callback):
         self.history: list[float] = []
         self.update_history: list[tuple[int, float]] = []
         self._epoch_ends: list[int] = []  # len(update_history) after each kept epoch
+        self._seen = 0  # how much of ctx.update_lrs is already in update_history
 
     def on_train_begin(self, ctx: CallbackContext) -> None:
-        ctx.update_listeners.append(self._after_update)
-
-    def _after_update(self, ctx: CallbackContext) -> None:
-        self.update_history.append((ctx.update_count, float(ctx.optimizer.param_groups[0]["lr"])))
+        self._seen = len(ctx.update_lrs)
 
     def on_epoch_end(self, ctx: CallbackContext) -> None:
         self.history.append(float(ctx.optimizer.param_groups[0]["lr"]))
+        self.update_history.extend((int(i), float(lr)) for i, lr in ctx.update_lrs[self._seen :])
+        self._seen = len(ctx.update_lrs)
         self._epoch_ends.append(len(self.update_history))
         limit = ctx.retention if self.bounded else None
         if limit is not None and len(self.history) > limit:

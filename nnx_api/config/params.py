@@ -328,7 +328,8 @@ def _loader(path: str, value: Any) -> Any:
     return value
 
 
-def _extra_metrics(path: str, value: Any) -> Mapping[str, Callable[[Any, Any], float]] | None:
+def check_extra_metrics(path: str, value: Any) -> Mapping[str, Callable[[Any, Any], float]] | None:
+    """``extra_metrics`` as a read-only ``{name: fn(y_true, y_pred) -> float}`` (None stays None)."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -376,7 +377,7 @@ class _Training(Params):
     train_loader: Any = param(None, check=_loader, state=RUNTIME, compare=False)
     val_loader: Any = param(None, check=_loader, state=RUNTIME, compare=False)
     extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = param(
-        None, check=_extra_metrics, state=RUNTIME, compare=False
+        None, check=check_extra_metrics, state=RUNTIME, compare=False
     )
     resume_from_run_id: str | None = param(None, check=optional(text()), state=RUNTIME)
     resume_from_checkpoint: str = param("last", check=text(), state=RUNTIME)

@@ -25,6 +25,7 @@ from nnx_core.errors import ParamsError
 from nnx_adapters.collective.torch import TorchCollective
 from nnx_api.distributed.callbacks import WriterOnly, writer_only
 from nnx_api.distributed.group import GroupInfo, init_process_group, refuse_process_group, shutdown
+from nnx_api.distributed.partition import RankPartition
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, train_loader, validation_loader
 from nnx_api.distributed.session import DDP_KIND, DataParallel, DistributedStep
 
@@ -60,6 +61,7 @@ __all__ = [
     "DataParallel",
     "DistributedStep",
     "GroupInfo",
+    "RankPartition",
     "ShardedTrainLoader",
     "ShardedValidationLoader",
     "WriterOnly",

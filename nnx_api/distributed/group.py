@@ -10,23 +10,57 @@ from __future__ import annotations
 
 import datetime
 import os
+from typing import Any
 
-import attrs
 import torch
 import torch.distributed as dist
 
 from nnx_adapters.collective.torch import nccl_barrier
 from nnx_core.errors import ParamsError
+from nnx_core.validate import check_float
 
 
-@attrs.frozen
-class GroupInfo:
-    """This process's place in the group: rank, world size, local rank and backend."""
+class GroupInfo(tuple[int, int]):
+    """This process's place in the group: ``(rank, world_size)`` as NNx returns it (it unpacks,
+    indexes and compares as that 2-tuple), with ``rank``, ``world_size``, ``local_rank`` and
+    ``backend`` as attributes.
 
-    rank: int
-    world_size: int
+    >>> rank, world_size = GroupInfo(1, 2, 1, "gloo")
+    """
+
     local_rank: int
     backend: str
+
+    def __new__(cls, rank: int, world_size: int, local_rank: int, backend: str) -> GroupInfo:
+        info = super().__new__(cls, (rank, world_size))
+        info.local_rank, info.backend = local_rank, backend
+        return info
+
+    @property
+    def rank(self) -> int:
+        """This process's rank."""
+        return self[0]
+
+    @property
+    def world_size(self) -> int:
+        """How many ranks the group has."""
+        return self[1]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, GroupInfo):  # two infos: every field; a plain tuple: (rank, world_size)
+            return tuple(self) == tuple(other) and (self.local_rank, self.backend) == (other.local_rank, other.backend)
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+    def __repr__(self) -> str:
+        return f"GroupInfo(rank={self[0]}, world_size={self[1]}, local_rank={self.local_rank}, backend={self.backend!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (GroupInfo, (self[0], self[1], self.local_rank, self.backend))
 
 
 def _info() -> GroupInfo:
@@ -36,7 +70,8 @@ def _info() -> GroupInfo:
 
 def init_process_group(backend: str | None = None, *, timeout_seconds: float = 1800.0) -> GroupInfo:
     """Join the process group torchrun describes in the environment (``RANK``, ``WORLD_SIZE``,
-    ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``).
+    ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) and return ``(rank, world_size)`` (a
+    :class:`GroupInfo`, which also carries ``local_rank`` and ``backend``).
 
     ``backend`` None: nccl when torch has NCCL and this node a GPU per local rank (each rank then
     uses ``cuda:LOCAL_RANK``), else gloo. ``backend="nccl"`` on a node without a GPU for this local
@@ -46,6 +81,7 @@ def init_process_group(backend: str | None = None, *, timeout_seconds: float = 1
     """
     if dist.is_available() and dist.is_initialized():
         return _info()
+    check_float("init_process_group.timeout_seconds", timeout_seconds, minimum=0.0, exclusive_min=True)
     missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
     if missing:
         raise RuntimeError(

@@ -91,6 +91,8 @@ class DistributedStep(DefaultStep):
                 task.check(output, target)
                 loss_sum, count = task.loss_terms(output, target)
                 correct, rows = task.correct(output.detach(), target)
+                if session.train_extras is not None:  # extra_metrics: kept on the device, scored at the epoch's end
+                    session.train_extras.add(output, target)
                 if correct is None:
                     read = [float(loss_sum.detach())]
                 else:

@@ -24,7 +24,7 @@ import contextlib
 import dataclasses
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ import attrs
 import torch
 
 from nnx_core.errors import NNxError, ParamsError
-from nnx_core.identity import validate_tag
+from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.monitor import MonitorSpec
 from nnx_core.records import IterationDataPoint
 from nnx_adapters.pytorch import state as torch_state
@@ -41,7 +41,9 @@ from nnx_api.callbacks import Callback, EarlyStopping
 from nnx_api.runs.curves import committed_records, epoch_scalars, iter_epochs
 from nnx_api.config.metrics import monitor_problems
 from nnx_api.model import NNModel
-from nnx_api.config.params import NNModelParams, NNOptimParams, NNParams, NNSchedulerParams, NNTrainParams
+from nnx_api.config.metrics import MetricSpec
+from nnx_api.config.params import RESUME_MODES, NNModelParams, NNOptimParams, NNParams, NNSchedulerParams, NNTrainParams
+from nnx_api.distributed.group import refuse_process_group
 from nnx_api.runs.run import NNRun, runs_root
 from nnx_api.training.steps import split_batch, to_device
 
@@ -59,12 +61,55 @@ class Diagnostic:
         return f"{self.path}: {self.message}"
 
 
-class PlanError(NNxError, ValueError):
-    """A plan that cannot be fitted; ``diagnostics`` lists every problem with its field path."""
+class PlanError(NNxError, ValueError, TypeError):
+    """A plan that cannot be fitted; ``diagnostics`` lists every problem with its field path. It is
+    a ``ValueError`` and a ``TypeError``, the two errors the params classes raise."""
 
     def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
         self.diagnostics = tuple(diagnostics)
         super().__init__("the plan is not valid:\n  - " + "\n  - ".join(str(d) for d in self.diagnostics))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.diagnostics,))
+
+
+class PlanValidation(tuple[Diagnostic, ...]):
+    """What ``validate()`` found: the diagnostics in field order (a tuple of them), with ``ok``,
+    ``paths`` and ``raise_for_errors()``."""
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        """Every problem found."""
+        return tuple(self)
+
+    @property
+    def ok(self) -> bool:
+        """True when the plan can be fitted."""
+        return not self
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The field path of each problem."""
+        return tuple(d.path for d in self)
+
+    def raise_for_errors(self) -> None:
+        """Raise :class:`PlanError` listing every diagnostic, if there is any."""
+        if self:
+            raise PlanError(self)
+
+
+class _Marker:
+    """A named marker (``KEEP``: leave the field as it is; ``INHERIT``: the training params' own)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+KEEP: Any = _Marker("KEEP")
+INHERIT: Any = _Marker("INHERIT")
 
 
 def _is_factory(value: Any) -> bool:
@@ -78,15 +123,29 @@ def _materialize(value: Any) -> Any:
 
 @attrs.frozen(kw_only=True)
 class PlanData:
-    """Training and (optional) validation data: each a re-iterable loader of ``(inputs, targets)``
-    batches, or a zero-argument factory returning one (called once per fit)."""
+    """Training and validation data: each a re-iterable loader of ``(inputs, targets)`` batches, or
+    a zero-argument factory returning one (called once per fit). ``train=None``: the training
+    params' ``train_loader``; ``val`` left out (``INHERIT``): their ``val_loader``; ``val=None``:
+    no validation."""
 
-    train: Any
-    val: Any = None
+    train: Any = None
+    val: Any = INHERIT
 
-    def loaders(self) -> tuple[Any, Any]:
-        """``(train_loader, val_loader)``, calling factories."""
-        return _materialize(self.train), _materialize(self.val)
+    def loaders(self, params: NNTrainParams | None = None) -> tuple[Any, Any]:
+        """``(train_loader, val_loader)``, calling factories (``params``: where inherited ones come from)."""
+        train = _materialize(self.train) if self.train is not None else getattr(params, "train_loader", None)
+        val = getattr(params, "val_loader", None) if self.val is INHERIT else _materialize(self.val)
+        return train, val
+
+
+@attrs.frozen(kw_only=True)
+class Resume:
+    """``resuming(...)``: warm-start every fit from run ``run_id``'s ``checkpoint``."""
+
+    run_id: str
+    checkpoint: str = "last"
+    mode: str | None = None
+    epochs: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -114,11 +173,16 @@ class FitResult:
 
 @attrs.frozen(kw_only=True)
 class ProbeResult:
-    """One no-grad forward of a throw-away model: output shape, loss and valid target count."""
+    """One no-grad forward of a throw-away model: the output's shape and dtype, the target's shape,
+    the loss and valid target count, and the model's parameter counts."""
 
     output_shape: tuple[int, ...]
     loss: float | None
     count: int
+    output_dtype: str = "float32"
+    target_shape: tuple[int, ...] | None = None
+    n_parameters: int = 0
+    n_trainable: int = 0
 
 
 def _tuple(value: Any) -> tuple[Any, ...]:
@@ -127,16 +191,24 @@ def _tuple(value: Any) -> tuple[Any, ...]:
 
 @attrs.frozen(kw_only=True)
 class ExperimentPlan:
-    """An immutable experiment: net (or module factory), model and training params, data, seed
-    and callbacks. See the module docstring."""
+    """An immutable experiment: net (or module factory), model and training params, data, seed,
+    callbacks, step functions or objective, components and a resume point. ``ExperimentPlan()``
+    is the empty plan every ``with_*`` chain can start from. See the module docstring."""
 
-    train: NNTrainParams
+    train: NNTrainParams | None = None
     net: NNParams | None = None
     model: NNModelParams = attrs.field(factory=NNModelParams)
     data: PlanData | None = None
-    seed: int | None = 0
+    data_identity: Any = INHERIT
+    seed: int | None = None
     callbacks: tuple[Any, ...] = attrs.field(default=(), converter=_tuple)
     callback_factories: tuple[Callable[[], Any], ...] = attrs.field(default=(), converter=_tuple)
+    train_step_fn: Any = None
+    eval_step_fn: Any = None
+    objective: Any = None
+    components: tuple[Any, ...] = attrs.field(default=(), converter=_tuple)
+    batch_adapter: Any = None
+    resume: Resume | None = None
     module_factory: Callable[[], torch.nn.Module] | None = None
     root: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
 
@@ -153,33 +225,55 @@ class ExperimentPlan:
         """A plan with another ``NNTrainParams`` (or this one's with ``changes``)."""
         return attrs.evolve(self, train=_changed(train if train is not None else self.train, changes, "train"))
 
+    def _edit_train(self, what: str, **changes: Any) -> ExperimentPlan:
+        if self.train is None:
+            raise PlanError([Diagnostic("train", f"set NNTrainParams with with_train(...) before {what}")])
+        return self.with_train(**changes)
+
     def with_epochs(self, n_epochs: int) -> ExperimentPlan:
         """A plan training ``n_epochs`` epochs."""
-        return self.with_train(n_epochs=n_epochs)
+        return self._edit_train("with_epochs", n_epochs=n_epochs)
 
     def with_optim(self, optim: NNOptimParams | None = None, /, **changes: Any) -> ExperimentPlan:
         """A plan with another optimizer (or this one's with ``changes``, e.g. ``max_lr=3e-3``)."""
-        return self.with_train(optim=_changed(optim if optim is not None else self.train.optim, changes, "train.optim"))
+        current = optim if optim is not None else getattr(self.train, "optim", None)
+        return self._edit_train("with_optim", optim=_changed(current, changes, "train.optim"))
 
     def with_scheduler(self, scheduler: NNSchedulerParams | None = None, /, **changes: Any) -> ExperimentPlan:
         """A plan with another schedule (or this one's with ``changes``)."""
-        current = scheduler if scheduler is not None else self.train.scheduler
-        return self.with_train(scheduler=_changed(current, changes, "train.scheduler"))
+        current = scheduler if scheduler is not None else getattr(self.train, "scheduler", None)
+        return self._edit_train("with_scheduler", scheduler=_changed(current, changes, "train.scheduler"))
 
-    def with_metrics(self, *metrics: Any) -> ExperimentPlan:
-        """A plan declaring ``metrics`` (``MetricSpec``s)."""
-        return self.with_train(metrics=metrics)
+    def with_metrics(self, *metrics: Any, monitor: Any = KEEP) -> ExperimentPlan:
+        """A plan declaring ``metrics`` (``MetricSpec``s, or one sequence of them) and, when given,
+        ``monitor`` (``monitor=None`` drops it)."""
+        if len(metrics) == 1 and not isinstance(metrics[0], MetricSpec) and isinstance(metrics[0], Iterable):
+            metrics = tuple(metrics[0])  # NNx's with_metrics([spec, ...])
+        changes: dict[str, Any] = {"metrics": metrics}
+        if monitor is not KEEP:
+            changes["monitor"] = monitor
+        return self._edit_train("with_metrics", **changes)
 
     def with_monitor(self, monitor: MonitorSpec | None) -> ExperimentPlan:
         """A plan whose BEST/plateau/EarlyStopping follow ``monitor``."""
-        return self.with_train(monitor=monitor)
+        return self._edit_train("with_monitor", monitor=monitor)
 
-    def with_data(self, train: Any, val: Any = None) -> ExperimentPlan:
-        """A plan with other data (loaders or zero-argument loader factories)."""
-        return attrs.evolve(self, data=PlanData(train=train, val=val))
+    def with_extra_metrics(self, extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None) -> ExperimentPlan:
+        """A plan scoring ``{name: fn(y_true, y_pred)}`` (borrowed functions; a read-only copy of the mapping)."""
+        return self._edit_train("with_extra_metrics", extra_metrics=extra_metrics)
+
+    def with_data(self, train: Any = KEEP, val: Any = KEEP, *, identity: Any = KEEP) -> ExperimentPlan:
+        """A plan with other data (loaders or zero-argument loader factories); what is not given is
+        kept (``with_data(val=...)`` changes only the validation data). ``val=None``: no
+        validation; ``train=None``: the training params' loader. ``identity`` becomes
+        ``NNTrainParams.data_id`` (part of the run id; ``None`` records none)."""
+        data = self.data or PlanData()
+        data = attrs.evolve(data, **{k: v for k, v in (("train", train), ("val", val)) if v is not KEEP})
+        return attrs.evolve(self, data=data, data_identity=self.data_identity if identity is KEEP else identity)
 
     def with_seed(self, seed: int | None) -> ExperimentPlan:
-        """A plan seeded with ``seed`` (initial weights, loader order, dropout)."""
+        """A plan seeded with ``seed`` (initial weights, loader order, dropout); it overrides the
+        training params' own seed, and ``None`` falls back to it."""
         return attrs.evolve(self, seed=seed)
 
     def with_callbacks(self, *callbacks: Any) -> ExperimentPlan:
@@ -190,6 +284,47 @@ class ExperimentPlan:
         """A plan building fresh callbacks per fit (each factory returns a callback or a list)."""
         return attrs.evolve(self, callback_factories=factories)
 
+    def with_step_fns(self, train_step_fn: Any = KEEP, eval_step_fn: Any = KEEP) -> ExperimentPlan:
+        """A plan with these (borrowed) step functions; the one not given is kept (None drops it)."""
+        changes = {k: v for k, v in (("train_step_fn", train_step_fn), ("eval_step_fn", eval_step_fn)) if v is not KEEP}
+        return attrs.evolve(self, **changes)
+
+    def with_objective(self, objective: Any) -> ExperimentPlan:
+        """A plan whose updates an objective owns (borrowed)."""
+        return attrs.evolve(self, objective=objective)
+
+    def with_components(self, *components: Any) -> ExperimentPlan:
+        """A plan checkpointing these (borrowed) components with every fit."""
+        return attrs.evolve(self, components=components)
+
+    def with_batch_adapter(self, adapter: Any) -> ExperimentPlan:
+        """A plan building its model with ``NNModel(..., batch_adapter=adapter)``."""
+        return attrs.evolve(self, batch_adapter=adapter)
+
+    def with_provenance(self, manifest: Any) -> ExperimentPlan:
+        """Refused: provenance manifests are out of scope (every run keeps its attempt record)."""
+        raise ParamsError(
+            "ExperimentPlan.with_provenance",
+            "provenance manifests (nnx.provenance) are out of scope here; every fit records its attempt in the run's "
+            "attempt record, and its configuration is the run id's content",
+        )
+
+    def resuming(
+        self, run_id: str, *, checkpoint: str = "last", mode: str | None = None, epochs: str | None = None
+    ) -> ExperimentPlan:
+        """A plan whose fits warm-start from run ``run_id``'s ``checkpoint`` (a new run with that
+        lineage; the source is never written). ``mode`` defaults to the training params'
+        ``resume_mode``; ``epochs="additional"`` (each fit trains ``n_epochs`` more) is the only
+        reading of ``n_epochs`` here."""
+        checkpoint = getattr(checkpoint, "value", checkpoint)  # a Checkpoints member
+        return attrs.evolve(self, resume=Resume(run_id=run_id, checkpoint=checkpoint, mode=mode, epochs=epochs))
+
+    with_resuming = resuming
+
+    def without_resume(self) -> ExperimentPlan:
+        """A plan without a resume point."""
+        return attrs.evolve(self, resume=None)
+
     def with_module(self, factory: Callable[[], torch.nn.Module] | None) -> ExperimentPlan:
         """A plan training a fresh custom module per fit instead of the built-in net."""
         return attrs.evolve(self, module_factory=factory, net=None if factory is not None else self.net)
@@ -199,13 +334,15 @@ class ExperimentPlan:
         return attrs.evolve(self, root=root)
 
     # ------------------------------------------------------------------ checks
-    def validate(self) -> list[Diagnostic]:
-        """Every problem, each with its field path; empty when the plan can be fitted. Pure: no
-        model is built and no factory is called."""
+    def validate(self) -> PlanValidation:
+        """Every problem, each with its field path; empty (``.ok``) when the plan can be fitted.
+        Pure: no model is built, no factory is called, no loader is iterated."""
         out: list[Diagnostic] = []
         add = lambda path, message: out.append(Diagnostic(path, message))  # noqa: E731
         train, model = self.train, self.model
-        if not isinstance(train, NNTrainParams):
+        if train is None:
+            add("train", "no training params: give train=NNTrainParams(...) or .with_train(...)")
+        elif not isinstance(train, NNTrainParams):
             add("train", f"must be NNTrainParams, got {type(train).__name__}")
         if not isinstance(model, NNModelParams):
             add("model", f"must be NNModelParams, got {type(model).__name__}")
@@ -225,6 +362,8 @@ class ExperimentPlan:
         for i, factory in enumerate(self.callback_factories):
             if not callable(factory):
                 add(f"callback_factories[{i}]", f"must be a zero-argument callable, got {type(factory).__name__}")
+        for path, message in self._step_problems():
+            add(path, message)
         if isinstance(train, NNTrainParams) and isinstance(model, NNModelParams):
             kind = model.resolved_task.kind
             if model.task is not None and model.loss.task_kind != kind:
@@ -233,60 +372,102 @@ class ExperimentPlan:
             if width is not None and model.task is not None and model.task.n not in (None, width):
                 add("model.task.n", f"is {model.task.n} but the net has output_dim={self.net.output_dim}")
             out.extend(Diagnostic("train.metrics", p) for p in resolve(train.metrics, kind))
-            has_val = train.val_loader is not None or (self.data is not None and self.data.val is not None)
-            monitor = monitor_problems(train.monitor, train.metrics, kind, has_val)
+            monitor = monitor_problems(train.monitor, train.metrics, kind, self._has_val())
             out.extend(Diagnostic("train.monitor", p) for p in monitor)
             for i, cb in enumerate(self.callbacks):
-                if isinstance(cb, EarlyStopping) and cb.monitor is not None and cb.monitor != train.monitor:
+                if isinstance(cb, EarlyStopping) and isinstance(cb.monitor, MonitorSpec) and cb.monitor != train.monitor:
                     add(f"callbacks[{i}].monitor", f"{cb.monitor} differs from the run's monitor {train.monitor}")
-        return out
+        for path, message in self._resume_problems():
+            add(path, message)
+        return PlanValidation(out)
+
+    def _has_val(self) -> bool:
+        val = self.data.val if self.data is not None else INHERIT
+        return (getattr(self.train, "val_loader", None) is not None) if val is INHERIT else val is not None
 
     def _data_problems(self) -> Iterator[tuple[str, str]]:
-        train_loader = self.train.train_loader if isinstance(self.train, NNTrainParams) else None
-        if self.data is None:
-            if train_loader is None:
-                yield "data.train", "no training data: give data=PlanData(train=...) or NNTrainParams(train_loader=...)"
-            return
-        if not isinstance(self.data, PlanData):
+        if self.data is not None and not isinstance(self.data, PlanData):
             yield "data", f"must be PlanData, got {type(self.data).__name__}"
             return
+        data = self.data or PlanData()
+        if data.train is None and getattr(self.train, "train_loader", None) is None:
+            yield "data.train", "no training data: give .with_data(train=...) or NNTrainParams(train_loader=...)"
         for name in ("train", "val"):
-            value = getattr(self.data, name)
-            if value is None:
-                if name == "train":
-                    yield "data.train", "is missing"
-                continue
-            if _is_factory(value):
+            value = getattr(data, name)
+            if value is None or value is INHERIT or _is_factory(value):
                 continue
             if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
                 kind = type(value).__name__
                 yield f"data.{name}", f"must be a re-iterable loader or a zero-argument factory, got {kind}"
             elif iter(value) is value:
                 yield f"data.{name}", "is a one-shot iterator; give a loader (re-iterable) or a factory"
+        identity = self.data_identity
+        if identity is not INHERIT and identity is not None and (not isinstance(identity, str) or not identity.strip()):
+            yield "data.identity", f"must be a non-blank string or None, got {identity!r}"
+
+    def _step_problems(self) -> Iterator[tuple[str, str]]:
+        for name in ("train_step_fn", "eval_step_fn", "objective"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                yield name, f"must be callable, got {type(value).__name__}"
+        if self.train_step_fn is not None and self.objective is not None:
+            yield "objective", "give either a train_step_fn or an objective (one update owner per run), not both"
+        for i, component in enumerate(self.components):
+            if not hasattr(component, "component_spec"):
+                yield f"components[{i}]", f"{component!r} has no component_spec() (not a checkpointable component)"
+
+    def _resume_problems(self) -> Iterator[tuple[str, str]]:
+        resume = self.resume
+        if resume is None:
+            return
+        try:
+            validate_run_id(resume.run_id)
+            validate_tag(resume.checkpoint)
+        except (NNxError, TypeError) as exc:
+            yield "resume", str(exc)
+        if resume.mode is not None and resume.mode not in RESUME_MODES:
+            yield "resume.mode", f"must be one of {RESUME_MODES} or None, got {resume.mode!r}"
+        if resume.epochs not in (None, "additional"):
+            yield "resume.epochs", (
+                f"{resume.epochs!r} is not supported: a resumed run trains n_epochs more (epochs='additional'); "
+                "set n_epochs to the epochs still to train"
+            )
 
     def check(self) -> None:
         """Raise :class:`PlanError` listing every diagnostic, if there is any."""
-        problems = self.validate()
-        if problems:
-            raise PlanError(problems)
+        self.validate().raise_for_errors()
 
     # ------------------------------------------------------------------ building
     def build_model(self) -> NNModel:
         """A fresh model (initial weights from the global torch RNG)."""
+        extra = {"batch_adapter": self.batch_adapter} if self.batch_adapter is not None else {}
         if self.module_factory is not None:
-            return NNModel(params=self.model, module=self.module_factory())
-        return NNModel(self.net, self.model)
+            return NNModel(params=self.model, module=self.module_factory(), **extra)
+        return NNModel(self.net, self.model, **extra)
+
+    @property
+    def effective_seed(self) -> int:
+        """The seed a fit uses: the plan's, else the training params' own, else 0 (fits are
+        reproducible by default)."""
+        for seed in (self.seed, getattr(self.train, "seed", None)):
+            if seed is not None:
+                return seed
+        return 0
 
     def train_params(self) -> NNTrainParams:
-        """The training params of one fit: loaders from the data (factories called), the plan's
-        seed unless the params carry their own."""
+        """The training params of one fit: loaders from the data (factories called), the effective
+        seed, the data identity and the resume point."""
         params = self.train
-        if self.data is not None:
-            train_loader, val_loader = self.data.loaders()
-            params = params.replace(train_loader=train_loader, val_loader=val_loader)
-        if params.seed is None and self.seed is not None:
-            params = params.replace(seed=self.seed)
-        return params
+        assert params is not None  # validate() refuses a plan without one
+        train_loader, val_loader = (self.data or PlanData()).loaders(params)
+        changes: dict[str, Any] = {"train_loader": train_loader, "val_loader": val_loader, "seed": self.effective_seed}
+        if self.data_identity is not INHERIT:
+            changes["data_id"] = self.data_identity
+        if self.resume is not None:
+            changes.update(resume_from_run_id=self.resume.run_id, resume_from_checkpoint=self.resume.checkpoint)
+            if self.resume.mode is not None:
+                changes["resume_mode"] = self.resume.mode
+        return params.replace(**changes)
 
     def build_callbacks(self) -> list[Any]:
         """The borrowed callbacks, then each factory's fresh ones."""
@@ -303,8 +484,7 @@ class ExperimentPlan:
         restored afterwards, so probing never shifts a later fit."""
         self.check_model()
         with _preserved_global_state():
-            if self.seed is not None:
-                torch_state.set_seed(self.seed)
+            torch_state.set_seed(self.effective_seed)
             model = self.build_model()
             inputs, target = split_batch(batch)
             inputs, target = to_device(inputs, model.device), to_device(target, model.device)
@@ -314,11 +494,17 @@ class ExperimentPlan:
                 model.task_adapter.check(output, target)
                 loss_sum, count = model.task_adapter.loss_terms(output, target)
             loss = float(loss_sum) / count if count else None
-            return ProbeResult(output_shape=tuple(output.shape), loss=loss, count=int(count))
+            parameters = list(model.net.parameters())
+            return ProbeResult(
+                output_shape=tuple(output.shape), loss=loss, count=int(count),
+                output_dtype=str(output.dtype).removeprefix("torch."), target_shape=tuple(target.shape),
+                n_parameters=sum(p.numel() for p in parameters),
+                n_trainable=sum(p.numel() for p in parameters if p.requires_grad),
+            )
 
     def check_model(self) -> None:
         """Raise :class:`PlanError` for the model-related diagnostics only (what ``probe`` needs)."""
-        roots = ("net", "model", "module_factory")
+        roots = ("net", "model", "module_factory", "seed")
         problems = [d for d in self.validate() if d.path.split(".")[0] in roots]
         if problems:
             raise PlanError(problems)
@@ -327,11 +513,12 @@ class ExperimentPlan:
     def fit(self, attempt: str | None = None) -> FitResult:
         """Validate, then seed → factories → ``NNModel`` → ``train`` as attempt ``attempt`` (a new
         id when None). Each attempt is its own run (salt ``"plan-attempt:<id>"``); an attempt id
-        that already has a run raises ``FileExistsError``."""
+        that already has a run raises ``FileExistsError``. Refused inside a process group of
+        several ranks (a fit trains in one process)."""
+        refuse_process_group("ExperimentPlan.fit")
         self.check()
         attempt_id = validate_tag(attempt) if attempt is not None else uuid.uuid4().hex[:16]
-        if self.seed is not None:
-            torch_state.set_seed(self.seed)
+        torch_state.set_seed(self.effective_seed)
         params = self.train_params()
         callbacks = self.build_callbacks()
         model = self.build_model()
@@ -342,7 +529,10 @@ class ExperimentPlan:
             raise FileExistsError(
                 f"attempt {attempt_id!r} already has run {expected.id} under {base}; use a new attempt id"
             )
-        run = model.train(params, callbacks=callbacks, salt=salt, root=base)
+        run = model.train(
+            params, callbacks=callbacks, salt=salt, root=base, train_step_fn=self.train_step_fn,
+            eval_step_fn=self.eval_step_fn, objective=self.objective, components=list(self.components),
+        )
         return FitResult(model=model, run=run, metrics=selected_metrics(run), attempt_id=attempt_id)
 
 
@@ -384,4 +574,7 @@ def _preserved_global_state() -> Iterator[None]:
         os.environ.update({k: v for k, v in env.items() if os.environ.get(k) != v})
 
 
-__all__ = ["Diagnostic", "ExperimentPlan", "FitResult", "PlanData", "PlanError", "ProbeResult"]
+__all__ = [
+    "Diagnostic", "ExperimentPlan", "FitResult", "INHERIT", "KEEP", "PlanData", "PlanError", "PlanValidation", "ProbeResult",
+    "Resume",
+]

@@ -68,7 +68,7 @@ def _lineage(run: NNRun, root: Any, seen: set[str]) -> list[tuple[NNRun, int | N
                       RuntimeWarning, stacklevel=3)
         return [(run, None)]
     status = run.resume_status or {}
-    branch = status.get("source_epoch") if status.get("source_run") == parent else None
+    branch = status.get("source_epoch") if status.get("source_run_id") == parent else None
     if branch is None:
         first = next(_committed(run), None)
         if first is not None:

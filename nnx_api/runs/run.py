@@ -21,8 +21,10 @@ from nnx_core.identity import run_id as content_address
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.journal import JournalReader
 from nnx_core.records import IterationDataPoint
+from nnx_core.resume import ResumeStatus
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
+from nnx_api.runs.html import run_html
 
 ENV_ROOT = "NNX_RUNS"
 
@@ -117,7 +119,7 @@ class NNRun:
     config: Mapping[str, Any]
     root: Path = attrs.field(converter=Path)
     idps: tuple[IterationDataPoint, ...] = attrs.field(default=(), converter=tuple, repr=False)
-    resume_status: Mapping[str, Any] | None = None
+    resume_status: ResumeStatus | None = attrs.field(default=None, converter=ResumeStatus.coerce)
     storage: Any = attrs.field(default=None, eq=False, repr=False)
     id: str = attrs.field(init=False)
 
@@ -150,16 +152,17 @@ class NNRun:
         """The environment record, plus the resume outcome when there is one."""
         meta = environment()
         if self.resume_status:
-            meta["resume"] = dict(self.resume_status)
+            meta["resume"] = self.resume_status.state()
         return meta
 
     @classmethod
-    def load(cls, run_id: str, root: str | os.PathLike[str] | None = None, *, storage: Any = None) -> NNRun:
-        """Load a run's committed state; CorruptRunError if its files are unreadable.
+    def load(cls, id: str, root: str | os.PathLike[str] | None = None, *, storage: Any = None) -> NNRun:  # noqa: A002
+        """Load run ``id``'s committed state (``NNRun.load(id=...)``, as NNx names it);
+        CorruptRunError if its files are unreadable.
 
         ``storage``: the store to read (default: the file system under ``root``, ``$NNX_RUNS``
         or ``./runs``)."""
-        run_id = validate_run_id(run_id)
+        run_id = validate_run_id(id)
         base = runs_root(root)
         store = storage if storage is not None else FileStorage(base)
         files = RunFiles(store, run_id)
@@ -225,6 +228,11 @@ class NNRun:
             journal = JournalReader.open(self.files().storage, self.id, epoch)
             found = journal.epoch_record(epoch) if journal is not None else None
         return found
+
+    def _repr_html_(self) -> str:
+        """The run in a notebook: its configuration and one row per committed epoch
+        (``nnx_api.runs.html``)."""
+        return run_html(self)
 
     def plot(self, path: str | os.PathLike[str] | None = None) -> Any:
         """Loss, metric and learning-rate curves per epoch, BEST marked (``nnx_api.runs.plots``, the

@@ -55,7 +55,7 @@ def check_run(
         if len(params.train_loader) == 0:
             raise TrainingInputError("train_loader is empty; give it at least one batch")
     if not any(p.requires_grad for p in model.net.parameters()):
-        raise ParamsError("model", "no parameter requires grad; did you freeze every parameter?")
+        raise ParamsError("model", "no parameter requires grad; did you freeze('*')? Unfreeze the layers to train")
     kind = model.params.resolved_task.kind
     problems = resolve(params.metrics, kind, model.head.width)
     if problems:

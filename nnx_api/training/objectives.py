@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -145,7 +145,8 @@ class ObjectiveContext:
     """What an objective receives for one microbatch.
 
     ``precision`` is the run's resolved precision ("fp32", "bf16", "fp16"); run the forward under
-    ``ctx.autocast()`` and compute losses from ``ctx.full_precision(output)``.
+    ``ctx.autocast()`` and compute losses from ``ctx.full_precision(output)``. ``extra_metrics``
+    are the run's ``{name: fn(y_true, y_pred)}``, for the ``extra`` of the result's record.
     """
 
     model: Any
@@ -154,6 +155,7 @@ class ObjectiveContext:
     batch_idx: int
     precision: str = "fp32"
     metrics: tuple[Any, ...] = ()
+    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """The forward's autocast context for the run's precision (a no-op in fp32)."""

@@ -34,7 +34,9 @@ from nnx_core.update import UpdateWindow, commit_window
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
 from nnx_adapters.pytorch.scaling import ScaledLoss, ScaledTorchOptimizer, TorchLossScale, make_grad_scaler
 from nnx_api.training.objectives import ObjectiveContext, ObjectiveResult, ObjectiveSummary, microbatch_loss, read_terms
-from nnx_api.training.steps import TrainerStepContext, TrainStepContext, forward, split_batch, to_device
+from nnx_api.training.steps import (
+    GradientAccumulationState, TrainerStepContext, TrainStepContext, forward, split_batch, to_device,
+)
 
 
 class DefaultStep:
@@ -55,13 +57,14 @@ class DefaultStep:
 
     def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
         """One batch: the update, then its statistics (on the device) and position."""
-        session.stats.add_batch(*self.update(session, batch, epoch, batch_idx, is_last))
+        session.stats.add_batch(*self.update(session, batch, epoch, batch_idx, is_last, session.train_extras))
         session.mark_batch()
 
     def update(
-        self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool
+        self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool, extras: Any = None
     ) -> tuple[torch.Tensor, int, torch.Tensor | None, int | None]:
-        """Forward, loss numerator, backward, window accounting, and the update at the window's end.
+        """Forward, loss numerator, backward, window accounting, and the update at the window's end;
+        the batch's outputs go to ``extras`` (an ``extra_metrics`` collector) when given.
 
         Returns the batch's on-device statistics (loss sum, valid count, correct count, rows).
         """
@@ -84,6 +87,8 @@ class DefaultStep:
         detached = loss_sum.detach()
         self._window_loss = detached if self._window_loss is None else self._window_loss + detached
         correct, rows = task.correct(output.detach(), target)
+        if extras is not None:
+            extras.add(output, target)
         if session.summary is not None:
             session.summary.add_loss(detached, count)
             session.summary.update(output, target)
@@ -111,14 +116,17 @@ class CustomStep:
 
     components: tuple[Any, ...] = ()
 
-    def __init__(self, fn: Any) -> None:
+    def __init__(self, fn: Any, scaler: Any = None) -> None:
         self.fn = fn
+        self.scaler = scaler
+        self.accumulation = GradientAccumulationState()
 
     def bind(self, session: Any) -> None:
         """Attach to the session that runs it."""
 
     def begin_epoch(self, session: Any, epoch: int) -> None:
-        """Nothing to reset."""
+        """A fresh accumulation state: a window never spans epochs."""
+        self.accumulation = GradientAccumulationState()
 
     def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
         name = session.primary
@@ -135,6 +143,10 @@ class CustomStep:
             is_last_batch=is_last,
             precision=session.model.precision,
             report_update=lambda: session.report(name, epoch, batch_idx),
+            scaler=self.scaler,
+            extra_metrics=session.extra_fns,
+            accumulation_state=self.accumulation,
+            epoch_summary=session.summary,
             session=session,
         )
         session.stats.records.append(checked_record(self.fn(ctx), "train_step_fn"))
@@ -177,6 +189,7 @@ class TrainerStep:
             is_last_batch=is_last,
             precision=session.model.precision,
             report_update=lambda name: session.report(name, epoch, batch_idx),
+            extra_metrics=session.extra_fns,
             session=session,
             **self._views,
         )
@@ -207,7 +220,7 @@ class ObjectiveStep:
     def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
         ctx = ObjectiveContext(
             model=session.model, batch=batch, epoch_idx=epoch, batch_idx=batch_idx, precision=session.model.precision,
-            metrics=session.specs,
+            metrics=session.specs, extra_metrics=session.extra_fns,
         )
         result = self.objective(ctx)
         if not isinstance(result, ObjectiveResult):
@@ -290,5 +303,5 @@ def owner_for(
     if scaler is not None:  # fp16 default or custom step: a scaled backward, steps through the scaler
         optimizers = {n: ScaledTorchOptimizer.wrap(o, scaler) for n, o in optimizers.items()}
         task = ScaledLoss(task, scaler)
-    owner = CustomStep(train_step_fn) if train_step_fn is not None else default_step(optim_params[primary])
+    owner = CustomStep(train_step_fn, scaler) if train_step_fn is not None else default_step(optim_params[primary])
     return Ownership(owner=owner, optimizers=optimizers, task=task)

@@ -38,6 +38,7 @@ from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_core.schedules import PlateauRule
 from nnx_adapters.collective.local import LocalCollective
 from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.pytorch.extras import ExtraMetrics, gathered_batches, gathered_pass
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.optim import TorchClock
 from nnx_api.callbacks import Callback, CallbackContext, UpdateEvent
@@ -196,6 +197,8 @@ class TrainingSession:
         self.device = self.model.device
         self.autocast = self.model.autocast_context()
         self.specs = tuple(self.params.metrics)
+        self.extra_fns = self.params.extra_metrics or None  # {name: fn(y_true, y_pred)}: runtime only
+        self.train_extras: ExtraMetrics | None = None  # the default step's batches, scored at the epoch's end
         self.summary_wanted = bool(self.specs) or self.params.monitor is not None
         self.update_count = 0
         self.update_counts = {name: 0 for name in self.optimizers}
@@ -263,6 +266,7 @@ class TrainingSession:
         self.group.begin_epoch(self, epoch)
         self.model.net.train()
         self.stats = EpochStats()
+        self.train_extras = self._extras() if isinstance(self.owner, DefaultStep) else None  # a custom step scores its own
         self.epoch_counts = {name: 0 for name in self.optimizers}
         self.summary = (
             EpochAccumulator(self.task, self.model.head.width, self.specs, full_scores=False) if self.summary_wanted else None
@@ -353,6 +357,10 @@ class TrainingSession:
             self.stopped_update = True
 
     # ----------------------------------------------------------------- validation and decision
+    def _extras(self) -> ExtraMetrics | None:
+        """A collector for the run's ``extra_metrics`` (None when it has none)."""
+        return ExtraMetrics(self.model.task_adapter, self.extra_fns) if self.extra_fns else None
+
     def validate(self, epoch: int) -> None:
         """Validation (built-in or ``eval_step_fn``) and the whole-epoch training summary; a
         data-parallel group adds the ranks' sums here (one reduction)."""
@@ -361,18 +369,22 @@ class TrainingSession:
         if val_loader is not None and self.setup.eval_step_fn is not None:
             with torch.no_grad():
                 val = self.setup.eval_step_fn(
-                    EvalStepContext(model=self.model, val_loader=val_loader, epoch_idx=epoch, metrics=self.specs)
+                    EvalStepContext(
+                        model=self.model, val_loader=val_loader, epoch_idx=epoch, metrics=self.specs,
+                        extra_metrics=self.extra_fns,
+                    )
                 )
             if not isinstance(val, EvaluationDataPoint):
                 raise TrainingInputError(f"eval_step_fn must return an EvaluationDataPoint, got {type(val).__name__}")
-        val_acc = None
+        val_acc = val_extras = None
         if val_loader is not None and val is None:
             val_acc = EpochAccumulator(self.model.task_adapter, self.model.head.width, self.specs, full_scores=True)
+            val_extras = self._extras()
         error: BaseException | None = None
         batches = 0
         if val_acc is not None:
             try:
-                batches = score(self.model, val_loader, val_acc)
+                batches = score(self.model, val_loader, val_acc, val_extras)
             except Exception as exc:  # agreed in reduce: every rank raises it
                 error = exc
         summaries = [a for a in (val_acc, self.summary) if isinstance(a, EpochAccumulator)]
@@ -381,12 +393,18 @@ class TrainingSession:
             if not batches:
                 raise TrainingInputError("the validation loader yielded no batches; give it at least one batch")
             val = EvaluationDataPoint(**val_acc.result())
+            if val_extras is not None:
+                index = val_loader.indices() if hasattr(val_loader, "indices") else None  # a shard's dataset rows
+                val = attrs.evolve(val, extra=val_extras.values(gathered_pass(val_extras, self.collective, index)))
         summary = EvaluationDataPoint(**self.summary.result()) if self.summary is not None else None
         self._record_epoch(epoch, val, summary)
 
     def _record_epoch(self, epoch: int, val: EvaluationDataPoint | None, summary: EvaluationDataPoint | None) -> None:
         """The epoch's iteration records; validation, summary and update count on the last one."""
         edps = self.stats.edps()
+        if self.train_extras is not None:
+            scored = [self.train_extras.values(rows) for rows in gathered_batches(self.train_extras, self.collective)]
+            edps = [attrs.evolve(edp, extra=extra) if extra else edp for edp, extra in zip(edps, scored, strict=True)]
         base, last = self._iter_idx, len(edps) - 1
         self._epoch_records = [
             IterationDataPoint(

@@ -29,6 +29,7 @@ import torch
 from nnx_core.errors import NonFiniteLossError, ParamsError, PrecisionUnsupportedError, TrainingInputError
 from nnx_core.records import EvaluationDataPoint
 from nnx_core.update import COMMITTED, commit_window
+from nnx_adapters.pytorch.extras import ExtraMetrics
 
 TrainStepFn = Callable[["TrainStepContext"], EvaluationDataPoint]
 """``train_step_fn(ctx) -> EvaluationDataPoint``: a custom NNModel step."""
@@ -87,9 +88,10 @@ def restored_modes(net: torch.nn.Module) -> Iterator[None]:
             module.training = flag
 
 
-def score(model: Any, loader: Any, accumulator: Any) -> int:
+def score(model: Any, loader: Any, accumulator: Any, extras: Any = None) -> int:
     """One pass of ``loader`` through ``model.net`` in eval mode (each submodule's mode restored),
-    under inference mode and the run's autocast, into ``accumulator``; return the batch count."""
+    under inference mode and the run's autocast, into ``accumulator`` (and the ``extra_metrics``
+    collector ``extras``, if any); return the batch count."""
     net, task, device, batches = model.net, model.task_adapter, model.device, 0
     with restored_modes(net), torch.inference_mode(), model.autocast_context()():
         net.eval()
@@ -101,6 +103,8 @@ def score(model: Any, loader: Any, accumulator: Any) -> int:
             loss_sum, count = task.loss_terms(out, target)
             accumulator.add_loss(loss_sum, count)
             accumulator.update(out, target)
+            if extras is not None:
+                extras.add(out, target)
             batches += 1
     return batches
 
@@ -155,6 +159,18 @@ def batch_record(loss_sum: float, count: int, correct: float | None, rows: int |
     )
 
 
+@attrs.define
+class GradientAccumulationState:
+    """The open accumulation window of an epoch, shared by its step contexts: the valid-target
+    count so far (``normalization_weight``), the loss numerator so far and whether the loss is
+    normalised at all (False for a sum-reduced loss). ``default_train_step`` keeps it current;
+    both numbers return to 0 when a window closes."""
+
+    normalization_weight: float = 0.0
+    loss_numerator: float = 0.0
+    normalization_required: bool = True
+
+
 @attrs.define(kw_only=True)
 class TrainStepContext:
     """What a custom ``train_step_fn(ctx)`` receives for one batch.
@@ -162,6 +178,12 @@ class TrainStepContext:
     A custom step owns zero_grad, forward, loss, backward, ``optimizer.step()`` and its NaN guard;
     after each real optimizer step it must call ``ctx.report_update()`` (once). It may instead
     delegate to ``default_train_step(ctx)``, which reports its own updates.
+
+    ``scaler`` is the run's ``torch.amp.GradScaler`` under fp16 (None otherwise); ``extra_metrics``
+    the run's ``{name: fn(y_true, y_pred)}`` (a step may put their values in its record's
+    ``extra``; ``default_train_step`` does); ``accumulation_state`` the epoch's open window
+    (:class:`GradientAccumulationState`); ``epoch_summary`` the whole-epoch training summary's
+    accumulator when the run declares metrics or a monitor (``default_train_step`` feeds it).
     """
 
     model: Any
@@ -175,6 +197,10 @@ class TrainStepContext:
     is_last_batch: bool
     precision: Any
     report_update: Callable[[], None]
+    scaler: Any = None
+    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None
+    accumulation_state: GradientAccumulationState | None = None
+    epoch_summary: Any = None
     session: Any = attrs.field(repr=False)
 
 
@@ -199,16 +225,19 @@ class TrainerStepContext:
     grad_clip_norms: Mapping[str, float | None]
     accumulate_grad_batches: Mapping[str, int]
     report_update: Callable[[str], None]
+    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None
     session: Any = attrs.field(repr=False)
 
 
 @attrs.define(kw_only=True)
 class EvalStepContext:
-    """What a custom ``eval_step_fn(ctx)`` receives once per epoch (it owns the whole loader)."""
+    """What a custom ``eval_step_fn(ctx)`` receives once per epoch (it owns the whole loader);
+    ``extra_metrics`` are the run's ``{name: fn(y_true, y_pred)}``, for its record's ``extra``."""
 
     model: Any
     val_loader: Any
     epoch_idx: int
+    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None
     metrics: tuple[Any, ...] = ()
 
 
@@ -217,12 +246,22 @@ def default_train_step(ctx: TrainStepContext) -> EvaluationDataPoint:
 
     Forward, loss numerator over valid targets, backward; at the window's end the gradient is
     divided by the window's valid-target count, clipped and applied, and the update reported
-    (never report it again). Returns the batch's record (reads the loss: one host sync).
+    (never report it again). Returns the batch's record (reads the loss: one host sync), with
+    ``ctx.extra_metrics`` computed on the batch's valid targets and decoded predictions.
     """
-    loss, count, correct, rows = ctx.session.builtin_step().update(
-        ctx.session, ctx.batch, ctx.epoch_idx, ctx.batch_idx, ctx.is_last_batch
-    )
-    return batch_record(float(loss), count, None if correct is None else float(correct), rows)
+    session = ctx.session
+    step = session.builtin_step()
+    extras = ExtraMetrics(session.model.task_adapter, ctx.extra_metrics) if ctx.extra_metrics else None
+    loss, count, correct, rows = step.update(session, ctx.batch, ctx.epoch_idx, ctx.batch_idx, ctx.is_last_batch, extras)
+    value = float(loss)
+    state = ctx.accumulation_state
+    if state is not None:
+        closed = step.window.microbatches == 0
+        state.normalization_weight = 0.0 if closed else float(step.window.weight)
+        state.loss_numerator = 0.0 if closed else state.loss_numerator + value
+        state.normalization_required = not step.window.additive
+    record = batch_record(value, count, None if correct is None else float(correct), rows)
+    return record if extras is None else attrs.evolve(record, extra=extras.values(extras.whole()))
 
 
 def finalize_step(loss: torch.Tensor, ctx: Any, *, paradigm: str, optimizer: str | None = None) -> float:
@@ -261,7 +300,8 @@ def finalize_step(loss: torch.Tensor, ctx: Any, *, paradigm: str, optimizer: str
     value = float(loss.detach())
     if not math.isfinite(value):
         raise NonFiniteLossError(
-            f"{paradigm}: the loss is {value}; no parameter was updated. Lower the learning rate or check the inputs"
+            f"{paradigm}: non-finite training loss ({value!r}); no parameter was updated. Lower the learning rate, "
+            "set grad_clip_norm or check the inputs"
         )
     loss.backward()
     port = ctx.session.optimizers[name]

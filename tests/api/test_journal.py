@@ -146,7 +146,8 @@ def test_callbacks_see_a_read_only_window_or_declare_full_access(tmp_path):
 
 
 def test_lr_monitor_is_bounded_by_the_journal_unless_told_otherwise(tmp_path):
-    sched = nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP, step_size=1, factor=0.5)
+    # update_history is filled on the optimizer_update clock only
+    sched = nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP, step_size=1, factor=0.5, clock="optimizer_update")
     bounded, unbounded, eager = nnx.LRMonitor(), nnx.LRMonitor(bounded=False), nnx.LRMonitor()
     train(tmp_path / "j", n_epochs=8, history=nnx.HistoryJournal(retention=3), callbacks=[bounded, unbounded], scheduler=sched)
     train(tmp_path / "e", n_epochs=8, history=None, callbacks=[eager], scheduler=sched)

@@ -342,11 +342,13 @@ def test_plateau_on_the_update_clock_is_refused_by_the_params():
             nnx.NNSchedulerParams(kind=kind, clock="optimizer_update")
 
 
-def test_early_stopping_has_no_comparator_of_its_own():
+def test_early_stopping_with_a_monitor_spec_takes_mode_and_min_delta_from_it():
     with pytest.raises(ParamsError, match="MonitorSpec"):
-        nnx.EarlyStopping(min_delta=0.1)
+        nnx.EarlyStopping(monitor=nnx.MonitorSpec(), min_delta=0.1)
     with pytest.raises(ParamsError, match="MonitorSpec"):
-        nnx.EarlyStopping(mode="max")
+        nnx.EarlyStopping(monitor=nnx.MonitorSpec(), mode="max")
+    with pytest.raises(ParamsError, match="explicit monitor"):
+        nnx.EarlyStopping(mode="max")  # the automatic choice (error, then loss) improves by decreasing
     with pytest.raises(ParamsError):
         nnx.EarlyStopping(patience=-1)
 

@@ -38,7 +38,8 @@ def test_plans_are_immutable_and_branch_with_with_methods(tmp_path):
         base.seed = 3
     wide = base.with_net(hidden_dims=(64, 32)).with_optim(max_lr=3e-3).with_epochs(7).with_seed(5)
     assert (wide.net.hidden_dims, wide.train.optim.max_lr, wide.train.n_epochs, wide.seed) == ((64, 32), 3e-3, 7, 5)
-    assert (base.net.hidden_dims, base.train.optim.max_lr, base.train.n_epochs, base.seed) == ((32,), 1e-2, 3, 0)
+    assert (base.net.hidden_dims, base.train.optim.max_lr, base.train.n_epochs, base.seed) == ((32,), 1e-2, 3, None)
+    assert base.effective_seed == 0  # no seed anywhere: fits are seeded with 0
     monitored = base.with_metrics(NLL).with_monitor(nnx.MonitorSpec(metric="nll"))
     assert monitored.train.monitor.metric == "nll" and base.train.monitor is None
     with pytest.raises(nnx.ParamsError, match="max_lr"):
@@ -73,7 +74,7 @@ def test_validate_is_pure_and_names_each_problem_by_field_path(tmp_path):
     with pytest.raises(PlanError) as err:
         bad.fit()
     assert err.value.diagnostics == tuple(problems)
-    assert digits_plan(tmp_path).validate() == []
+    assert digits_plan(tmp_path).validate().ok
     assert [p.path for p in ExperimentPlan(train=nnx.NNTrainParams(n_epochs=1)).validate()] == ["net", "data.train"]
 
 
@@ -89,7 +90,7 @@ def test_probe_runs_one_forward_and_restores_every_rng_and_the_environment(tmp_p
     assert torch.equal(after[0], expected[0]) and after[1:] == expected[1:]
     assert dict(os.environ) == env
     assert result.output_shape == (100, 10) and result.count == 100
-    nnx.set_seed(plan.seed)  # the same throw-away model, built by hand
+    nnx.set_seed(plan.effective_seed)  # the same throw-away model, built by hand
     model = plan.build_model()
     with torch.no_grad():
         loss = torch.nn.functional.cross_entropy(model.net(batch[0]), batch[1]).item()

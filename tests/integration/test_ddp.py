@@ -221,7 +221,7 @@ def test_a_failing_writer_commit_stops_both_ranks_with_the_same_error(main, base
 def test_a_corrupted_resume_point_is_refused_on_every_rank_with_the_same_reason(main):
     errors = [r["corrupt"] for r in main]
     assert errors[0] == errors[1]
-    assert errors[0]["type"] == "CorruptRunError" and "SHA-256" in errors[0]["message"]
+    assert errors[0]["type"] == "ResumePointError" and "SHA-256" in errors[0]["message"]
 
 
 def test_a_nonfinite_loss_or_bad_target_on_one_rank_stops_every_rank_before_backward(main):

@@ -225,5 +225,5 @@ def test_the_intact_run_loads_through_every_entry_point(run):
     model = nnx.NNModel.from_checkpoint(rid, root=root)
     assert tinyrun.same_weights(model.net.state_dict(), nnx.NNRun.load(rid, root).checkpoint(LAST).weights())
     _, child = tinyrun.train(root, N_EPOCHS, resume=None, resume_from_run_id=rid)
-    assert child.id != rid and child.resume_status["source_run"] == rid
+    assert child.id != rid and child.resume_status["source_run_id"] == rid
     assert cli(["runs", "verify", rid, "--root", str(root)]) == 0
