@@ -3,8 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CORE_VENV := .venv-core
+# The core's proof without torch: exactly these files, by path (docs/testing.md).
+CORE_TESTS := tests/core tests/adapters/test_storage.py tests/adapters/test_storage_blob.py \
+	tests/adapters/test_storage_contract.py tests/adapters/test_storage_fsspec.py \
+	tests/property/test_commit_machine.py tests/property/test_journal_machine.py
+CORE_DEPS := attrs cattrs portalocker fsspec pytest pytest-timeout pytest-randomly hypothesis
 
-.PHONY: demo test test-gpu bench clean
+.PHONY: demo test test-gpu core-check mutate bench clean
 
 $(STAMP): pyproject.toml constraints-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,14 +21,29 @@ $(STAMP): pyproject.toml constraints-dev.txt
 demo: $(STAMP)  ## train the bundled digits demo and print where its run lives
 	$(BIN)/python examples/quickstart.py
 
-test: $(STAMP)  ## run the whole suite
+test: $(STAMP)  ## run the whole suite, in random order (the seed is printed in the header)
 	$(BIN)/python -m pytest
 
 test-gpu: $(STAMP)  ## the GPU checks only (tests/gpu, marked gpu; they skip without CUDA): docs/gpu.md
 	$(BIN)/python -m pytest -m gpu tests/gpu
 
+$(CORE_VENV)/.installed: constraints-dev.txt
+	test -x $(CORE_VENV)/bin/python || $(PYTHON) -m venv $(CORE_VENV)
+	$(CORE_VENV)/bin/python -m pip install -q -c constraints-dev.txt $(CORE_DEPS)
+	touch $@
+
+core-check: $(CORE_VENV)/.installed  ## the core's suite in a venv with only the core's dependencies (no torch)
+	$(CORE_VENV)/bin/python -c "import importlib.util as u, sys; sys.exit('torch is installed' if u.find_spec('torch') else 0)"
+	$(CORE_VENV)/bin/python -m pytest $(CORE_TESTS)
+
+mutate: $(STAMP)  ## mutation testing of nnx_core and nnx_adapters/storage (slow; not part of make test)
+	$(BIN)/python -m pip install -q -c constraints-dev.txt -e ".[test,dev]"
+	rm -rf mutants
+	$(BIN)/mutmut run $(MUTATE)
+	$(BIN)/mutmut results
+
 bench: $(STAMP)  ## run every benchmark (prints tables; see docs/performance.md)
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) runs build *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) mutants runs build *.egg-info

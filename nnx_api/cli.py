@@ -22,7 +22,9 @@ from nnx_core.commit import LAST, RunFiles
 from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunNotFoundError
 from nnx_core.history import coverage_problems, parse_history
 from nnx_core.identity import validate_run_id
+from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.paths import TMP_PREFIX
+from nnx_api.cli_extra import register
 from nnx_api.runs.journal import check_journal, epoch_summaries, has_journal
 from nnx_api.runs.run import NNRun, dump_yaml, runs_root
 
@@ -72,9 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("id")
     verify.add_argument("--root", help=root_help)
     verify.set_defaults(action=_verify)
-    from nnx_api.cli_extra import register  # plot / compare / export
-
-    register(commands, root_help)
+    register(commands, root_help)  # plot / compare / export
     return parser
 
 
@@ -179,8 +179,6 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
 
 def _verify(args: argparse.Namespace, out: TextIO) -> int:
     """Check one run the way a resume would, and more; print each finding; 1 if any problem."""
-    from nnx_adapters.pytorch import state as torch_state  # torch only when blobs are decoded
-
     run_id = validate_run_id(args.id)
     root = runs_root(args.root)
     problems: list[str] = []

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from nnx_api.runs.curves import committed_records, epoch_scalars, flatten_config, iter_epochs, monitor_label
+from nnx_api.model import NNModel
+from nnx_api.runs.export import default_example_input, export_safetensors
 from nnx_api.runs.run import NNRun, runs_root
 
 
@@ -122,8 +124,6 @@ def _cell(value: Any) -> str:
 
 
 def _export(args: argparse.Namespace, out: TextIO) -> int:
-    from nnx_api.runs.export import default_example_input, export_safetensors
-
     root = runs_root(args.root)
     run = NNRun.load(args.id, root)
     target = Path(args.output)
@@ -131,8 +131,6 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
     if suffix == ".safetensors":
         export_safetensors(run, target, tag=args.tag)
     elif suffix == ".onnx":
-        from nnx_api.model import NNModel
-
         model = NNModel.from_checkpoint(run.id, args.tag, root=root)
         model.to_onnx(target, default_example_input(run), opset=args.opset, dynamo=args.dynamo)
     else:

@@ -25,9 +25,8 @@ import attrs
 
 from nnx_core import admission as adm
 from nnx_core.agreement import agreed, share
-from nnx_core.commit import LAST, RunFiles
-from nnx_core.errors import ComponentRestoreError, CorruptRunError, ResumeMismatchError, ResumePointError, RunNotFoundError
-from nnx_core.identity import validate_run_id, validate_tag
+from nnx_core.commit import RunFiles
+from nnx_core.errors import ComponentRestoreError
 from nnx_core.lifecycle import run_lifecycle
 from nnx_core.monitor import Monitor
 from nnx_core.schedules import ClockComponent
@@ -37,10 +36,10 @@ from nnx_adapters.pytorch.optim import TorchClock
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.callbacks import Callback, normalize_callbacks
 from nnx_api.callbacks.progress import ProgressBar, progress_enabled
-from nnx_api.runs.run import NNRun, dump_yaml, runs_root
-from nnx_api.training import checks, history, optimizers
+from nnx_api.runs.run import NNRun, runs_root
+from nnx_api.training import checks, history, optimizers, resume
 from nnx_api.training.owners import owner_for
-from nnx_api.training.session import SessionSetup, SingleProcess, TrainingSession, collect_components, named_state, restore_problems
+from nnx_api.training.session import SessionSetup, SingleProcess, TrainingSession, collect_components, restore_problems
 
 
 @attrs.frozen(kw_only=True)
@@ -48,7 +47,6 @@ class TrainingEntry:
     """One ``train()`` call as an entry point describes it (NNModel: one optimizer, "default")."""
 
     kind: str  # "nnmodel" | "trainer": the checkpoint kind, and which resumes are accepted
-    name: str  # "NNModel.train" | "Trainer.train", for messages
     model: Any
     params: Any  # as given: NNTrainParams | NNTrainerParams
     train: Any  # the representative NNTrainParams (epochs, loaders, metrics, monitor, resume)
@@ -69,20 +67,6 @@ class TrainingEntry:
     storage: Any = None
     distributed: Any = None  # nnx_api.distributed.DDP | None
     trainer: Any = None
-
-
-@attrs.frozen(kw_only=True)
-class Plan:
-    """What admission decided, as every rank receives it: the action, the resume point's blob
-    (verified against its SHA-256) and whether to restore it statefully, the resume status to
-    record, and a continuation's committed records."""
-
-    action: str
-    data: bytes | None = None
-    stateful: bool = False
-    status: Mapping[str, Any] | None = None
-    idps: tuple[Any, ...] = ()
-    schedules: Mapping[str, Any] | None = None  # a stateful resume point's schedule states (budgets)
 
 
 def now() -> str:
@@ -108,7 +92,7 @@ def _launch(entry: TrainingEntry, group: Any) -> NNRun:
     ready = agreed(c, "setup", lambda: _checks(entry, group))
     group.setup(run.id, train)
     # 2. the resume point: the writer reads and verifies it; refusals come before anything is written
-    source = share(c, writer, "resume point", lambda: _resume_point(entry, group, storage))
+    source = share(c, writer, "resume point", lambda: resume.resume_point(entry, group, storage))
     # 3. budgets
     agreed(c, "setup", lambda: optimizers.check_schedule_budgets(
         entry.schedulers, entry.optims, n_epochs=train.n_epochs, train_loader=train.train_loader,
@@ -118,7 +102,7 @@ def _launch(entry: TrainingEntry, group: Any) -> NNRun:
     files = RunFiles(storage, run.id)
     with contextlib.ExitStack() as lease:
         # 4–5. the lease and admission, on the writer
-        plan = share(c, writer, "admission", lambda: _admit(entry, group, files, lease, source))
+        plan = share(c, writer, "admission", lambda: resume.admit(entry, group, files, lease, source))
         payload = torch_state.decode(plan.data, where=f"run {run.id} resume point") if plan.data is not None else None
         run = attrs.evolve(run, idps=plan.idps, resume_status=plan.status)
         if plan.action == adm.FINISHED:
@@ -156,80 +140,8 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
     return Ready(callbacks=here, journal=journal, optimizers=opts, schedules=schedules)
 
 
-def _resume_point(entry: TrainingEntry, group: Any, storage: Any) -> Plan | None:
-    """``resume_from_run_id``'s checkpoint (verified against its SHA-256) and how to restore it."""
-    train = entry.train
-    if train.resume_from_run_id is None:
-        return None
-    source_id, tag = validate_run_id(train.resume_from_run_id), validate_tag(train.resume_from_checkpoint)
-    source = NNRun.load(source_id, entry.root, storage=storage)
-    checkpoint = source.checkpoint(tag)
-    if checkpoint is None:
-        raise RunNotFoundError(f"run {source_id} has no committed {tag!r} checkpoint (tags: {source.tags()})")
-    data, payload = _verified(source.files(), checkpoint.manifest, f"run {source_id} tag {tag!r}")
-    stateful = "optimizer" in payload
-    if train.resume_mode == "stateful" and not stateful:
-        raise ResumeMismatchError(f"{source_id}:{tag} holds weights only; use resume_mode='weights_only'")
-    if not stateful and train.resume_mode == "auto":
-        warnings.warn(
-            f"checkpoint {tag!r} of run {source_id} holds weights only: the weights are restored, but the optimizer, "
-            "schedule and components restart from their defaults (resume_mode='weights_only' asks for exactly that)",
-            RuntimeWarning, stacklevel=2,
-        )
-    stateful = stateful and train.resume_mode != "weights_only"
-    _refuse(entry, group, payload, stateful)
-    status = {"mode": "stateful" if stateful else "weights_only", "source_run_id": source_id, "source_checkpoint": tag,
-              "source_epoch": checkpoint.epoch}
-    return Plan(action=adm.FRESH, data=data, stateful=stateful, status=status, schedules=named_state(payload)[1] if stateful else None)
-
-
-def _verified(files: RunFiles, manifest: Any, where: str) -> tuple[bytes, dict[str, Any]]:
-    """A resume point's bytes, verified against its SHA-256, and its payload (safe loader); a torn
-    or corrupted one is a ``ResumePointError`` before anything is restored."""
-    try:
-        data = files.read_blob(manifest.blobs["state"], verify=True)
-        return data, torch_state.decode(data, where=where)
-    except ResumePointError:
-        raise
-    except CorruptRunError as exc:
-        raise ResumePointError(f"{where}: the resume point cannot be trusted: {exc}") from exc
-
-
-def _refuse(entry: TrainingEntry, group: Any, payload: Mapping[str, Any], stateful: bool) -> None:
-    """A checkpoint of another entry point, world size or partition is refused for a stateful resume."""
-    if not stateful:
-        return
-    kind = adm.kind_refusal(payload.get("kind"), group.kind(entry.kind), accepted=group.accepted_kinds)
-    if kind is not None:
-        raise ComponentRestoreError([kind])
-    reason = group.refusal(payload, stateful)
-    if reason is not None:
-        raise ResumeMismatchError(reason)
-
-
-def _admit(entry: TrainingEntry, group: Any, files: RunFiles, lease: contextlib.ExitStack, source: Plan | None) -> Plan:
-    """Under the run lease: fresh (with the resume point, if any), continue from LAST, or finished."""
-    lease.enter_context(files.storage.lease(files.run_id))
-    files.storage.clean_temporaries(files.run_id)  # a hard kill can leave temporaries behind (never visible)
-    train = entry.train
-    decided = adm.admit(
-        files, resume=train.resume == "auto", overwrite=train.overwrite_existing, n_epochs=train.n_epochs,
-        where=str(getattr(files.storage, "root", "the runs root")),
-    )
-    if decided.action == adm.FRESH:
-        return source or Plan(action=adm.FRESH)
-    loaded = NNRun.load(files.run_id, entry.root, storage=files.storage)
-    data, payload = _verified(files, decided.last, f"run {files.run_id} LAST")
-    if decided.action == adm.FINISHED:
-        return Plan(action=adm.FINISHED, data=data, status=loaded.resume_status, idps=loaded.idps)
-    _refuse(entry, group, payload, True)
-    history.check_continuation(files, entry.history)
-    status = {"mode": "stateful", "source_run_id": files.run_id, "source_checkpoint": LAST, "source_epoch": decided.last.epoch}  # type: ignore[union-attr]
-    return Plan(action=adm.CONTINUE, data=data, stateful=True, status=status, idps=loaded.idps)
-
-
 def _train(
-    entry: TrainingEntry, group: Any, run: NNRun, files: RunFiles, plan: Plan, payload: Mapping[str, Any] | None,
+    entry: TrainingEntry, group: Any, run: NNRun, files: RunFiles, plan: resume.Plan, payload: Mapping[str, Any] | None,
     ready: Ready,
 ) -> NNRun:
     c, model, train = group.collective, entry.model, entry.train
@@ -255,7 +167,7 @@ def _train(
         agreed(c, "restore", lambda: _raise(ComponentRestoreError(problems) if problems else None))
     attempt = adm.AttemptRecord(attempt_id=uuid.uuid4().hex, run_id=run.id, started_at=now())
     try:
-        share(c, group.writer_rank, "admission", lambda: _write_admitted(files, run, journal, fresh, attempt))
+        share(c, group.writer_rank, "admission", lambda: resume.write_admitted(files, run, journal, fresh, attempt))
         opened = history.open_history(files, journal, fresh=fresh, idps=run.idps)
         shown = history.with_history_access(callbacks, opened)
         offset = int(payload["epoch"]) + 1 if payload is not None and fresh else 0  # a lineage run trains n_epochs more
@@ -287,16 +199,6 @@ def _train(
 def _raise(error: BaseException | None) -> None:
     if error is not None:
         raise error
-
-
-def _write_admitted(files: RunFiles, run: NNRun, journal: Any, fresh: bool, attempt: adm.AttemptRecord) -> None:
-    """The writer's first writes, once every check passed: a fresh run's run.yaml, metadata and
-    empty history, or a continuation's metadata; then the attempt record."""
-    if fresh:
-        run.save(eager_history=journal is None)
-    else:
-        files.storage.write(files.metadata_yaml, dump_yaml(run.metadata()))
-    attempt.save(files)
 
 
 def _restore(session: TrainingSession, payload: Mapping[str, Any] | None, stateful: bool, seed: int | None, rank: int) -> None:

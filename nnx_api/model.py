@@ -396,7 +396,7 @@ class NNModel:
             raise ParamsError("distributed", f"must be nnx.distributed.DDP(...), got {type(distributed).__name__}")
         return launch(
             TrainingEntry(
-                kind="nnmodel", name="NNModel.train", model=self, params=params, train=params,
+                kind="nnmodel", model=self, params=params, train=params,
                 config=self.run_config(params, salt), optims={"default": params.optim},
                 schedulers={"default": params.scheduler}, primary="default", train_step_fn=train_step_fn,
                 objective=objective, eval_step_fn=eval_step_fn, callbacks=callbacks or (), components=components or (),

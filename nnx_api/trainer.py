@@ -67,7 +67,7 @@ class Trainer:
             raise ParamsError("params", f"must be NNTrainerParams, got {type(params).__name__}")
         return launch(
             TrainingEntry(
-                kind="trainer", name="Trainer.train", model=self.model, params=params, train=params.representative(),
+                kind="trainer", model=self.model, params=params, train=params.representative(),
                 config=self.run_config(params, salt), optims=dict(params.optims),
                 schedulers={name: params.scheduler_for(name) for name in params.optims}, primary=params.primary,
                 strict_groups=True, auto_step=params.auto_step_schedulers, trainer_step_fn=trainer_step_fn,

@@ -262,6 +262,25 @@ class FileStorage:
         self._durable_replace(folder, temporary_name(parts[-1]), lambda fd: _write_all(fd, view), lambda: self._abs(parts))
         return Receipt(path, view.nbytes, digest)
 
+    def write_stream(self, path: str, produce: Callable[[Any], None]) -> Receipt:
+        """Atomically and durably replace ``path`` with what ``produce(writer)`` writes, streamed
+        (bounded memory): the protocol of :meth:`write` — owned temporary, fsync, rename, fsync the
+        folder. Not part of the ``Storage`` port: exports to a file of the user's choosing use it."""
+        parts = split_path(path)
+        folder = self._make_parents(parts[:-1])
+        writer = _HashingWriter()
+
+        def fill(fd: int) -> None:
+            writer.fd = fd
+            produce(writer)
+            writer.flush()
+
+        try:
+            self._durable_replace(folder, temporary_name(parts[-1]), fill, lambda: self._abs(parts), readable=True)
+        finally:
+            writer.close()
+        return Receipt(path, writer.size, writer.hexdigest())
+
     def write_blob(self, folder: str, produce: Callable[[Any], None]) -> Receipt:
         """Stream ``produce(writer)`` into ``folder/<sha256>`` (hashing overlapped with writing).
 

@@ -211,6 +211,7 @@ class ExperimentPlan:
     resume: Resume | None = None
     module_factory: Callable[[], torch.nn.Module] | None = None
     root: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
+    storage: Any = attrs.field(default=None, eq=False)
 
     # ------------------------------------------------------------------ branching
     def with_net(self, net: NNParams | None = None, /, **changes: Any) -> ExperimentPlan:
@@ -332,6 +333,11 @@ class ExperimentPlan:
     def with_root(self, root: str | os.PathLike[str] | None) -> ExperimentPlan:
         """A plan writing its runs under ``root``."""
         return attrs.evolve(self, root=root)
+
+    def with_storage(self, storage: Any) -> ExperimentPlan:
+        """A plan keeping its runs in ``storage`` (a ``Storage`` adapter, e.g.
+        ``nnx_api.storage.MemoryStorage()``; default: the file system under ``root``)."""
+        return attrs.evolve(self, storage=storage)
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> PlanValidation:
@@ -524,13 +530,13 @@ class ExperimentPlan:
         model = self.build_model()
         salt = SALT_PREFIX + attempt_id
         base = runs_root(self.root)
-        expected = NNRun(config=model.run_config(params, salt), root=base)
-        if expected.path.exists():
+        expected = NNRun(config=model.run_config(params, salt), root=base, storage=self.storage)
+        if expected.files().exists():
             raise FileExistsError(
                 f"attempt {attempt_id!r} already has run {expected.id} under {base}; use a new attempt id"
             )
         run = model.train(
-            params, callbacks=callbacks, salt=salt, root=base, train_step_fn=self.train_step_fn,
+            params, callbacks=callbacks, salt=salt, root=base, storage=self.storage, train_step_fn=self.train_step_fn,
             eval_step_fn=self.eval_step_fn, objective=self.objective, components=list(self.components),
         )
         return FitResult(model=model, run=run, metrics=selected_metrics(run), attempt_id=attempt_id)

@@ -16,6 +16,9 @@ The budget counts every trial asked, whatever became of it (completed, pruned, f
 search stops for the first of: ``"budget"`` (trials asked), ``"deadline"`` (seconds since the
 search began, checked before each new trial) and ``"exhausted"`` (a finite space whose every
 combination has been tried).
+
+Where the trials' runs live is the plan's: ``plan.with_root(...)`` or ``plan.with_storage(...)``
+(a ``Storage`` adapter). ``search(storage=...)`` is Optuna's study storage, not the runs'.
 """
 
 from __future__ import annotations
@@ -254,7 +257,8 @@ def search(
     ``monitor`` (default: the plan's ``NNTrainParams.monitor``, else the documented fallback
     signal) decides BEST in every trial and so the trial's value; its direction is the study's.
     ``sampler`` defaults to TPE seeded with ``seed``; ``pruner`` to a median pruner (two
-    start-up trials, one warm-up epoch)."""
+    start-up trials, one warm-up epoch); ``storage`` is Optuna's study storage (the runs go where
+    the plan keeps them: ``plan.with_storage(...)``)."""
     started = time.monotonic()  # the deadline covers the whole search, set-up included
     optuna = require("optuna", "search", "nnx_api.experiments.search.search")
     _refuse_multi_rank()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from nnx_core.records import EDP_FIELDS, EvaluationDataPoint, IterationDataPoint
@@ -109,16 +108,9 @@ def run_series(idps: Iterable[IterationDataPoint]) -> dict[str, list[tuple[int, 
 
 
 def committed_records(run: Any) -> Iterable[IterationDataPoint]:
-    """Every committed record of ``run``: its ``idps`` for an eager run; streamed from the history
-    journal for a journal run (whose loaded ``NNRun`` holds only the retained tail)."""
-    try:
-        from nnx_core.journal import has_journal
-        from nnx_api.runs.journal import iter_history
-    except ImportError:  # a build without history journals
-        return run.idps
-    if not Path(run.path).is_dir() or not has_journal(run.files().storage, run.id):
-        return run.idps
-    return iter_history(run.id, run.root)
+    """Every committed record of ``run`` (``NNRun.committed_records``: streamed for a journal run,
+    whose loaded ``NNRun`` holds only the retained tail)."""
+    return run.committed_records()
 
 
 def current_epoch_records(idps: Sequence[IterationDataPoint], epoch: int) -> list[IterationDataPoint]:

@@ -13,8 +13,8 @@ and eager ``idps.csv`` runs), the CSV export and the migration.
 from __future__ import annotations
 
 import csv
+import io
 import os
-import tempfile
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -40,20 +40,6 @@ from nnx_api.runs.run import NNRun, runs_root
 # -- readers over both formats --------------------------------------------------------------------
 
 
-def _committed(run: NNRun) -> Iterator[IterationDataPoint]:
-    """The run's own committed records (epochs ≤ LAST), streamed for a journal."""
-    files = run.files()
-    last = files.read_tag(LAST)
-    reader = JournalReader.open(files.storage, run.id, None if last is None else last.epoch)
-    if reader is not None:
-        return iter(reader)
-    try:
-        raw = parse_history(files.storage.read(files.history))
-    except FileNotFoundError:
-        raw = []
-    return iter(truncate_to_last(raw, last))
-
-
 def _lineage(run: NNRun, root: Any, seen: set[str]) -> list[tuple[NNRun, int | None]]:
     """``[(ancestor, branch epoch), ..., (run, None)]``: each ancestor contributes records up to the
     epoch its child resumed from (``None``: unknown, all of them, with a warning)."""
@@ -70,7 +56,7 @@ def _lineage(run: NNRun, root: Any, seen: set[str]) -> list[tuple[NNRun, int | N
     status = run.resume_status or {}
     branch = status.get("source_epoch") if status.get("source_run_id") == parent else None
     if branch is None:
-        first = next(_committed(run), None)
+        first = next(run.committed_records(), None)
         if first is not None:
             branch = first.epoch_idx - 1  # epochs continue across a resume
         else:
@@ -98,7 +84,7 @@ def iter_history(
 
     def stream() -> Iterator[IterationDataPoint]:
         for member, branch in plan:
-            for idp in _committed(member):
+            for idp in member.committed_records():
                 if branch is not None and idp.epoch_idx > branch:
                     break
                 yield idp
@@ -112,7 +98,7 @@ def export_history_csv(
     """Write a run's committed history as CSV in the eager ``idps.csv`` layout; return the count.
 
     Two streaming passes (columns, then rows), so memory stays bounded; the file is replaced
-    atomically.
+    atomically and durably (``FileStorage.write_stream``: temporary, fsync, rename, folder fsync).
     """
     columns: list[str] = []
     known: set[str] = set()
@@ -121,28 +107,36 @@ def export_history_csv(
             if key not in known:
                 known.add(key)
                 columns.append(key)
-    target = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-export-")
+    target = os.path.abspath(os.fspath(path))
     count = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            writer = csv.writer(out, lineterminator="\n")  # as EagerHistory.render writes idps.csv
-            writer.writerow(columns)
-            for idp in iter_history(run_id, root, lineage=lineage):
-                flat = flatten(idp.state())
-                writer.writerow([_csv_cell(flat.get(c)) for c in columns])
-                count += 1
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+
+    def produce(sink: Any) -> None:
+        nonlocal count
+        text = io.TextIOWrapper(_Sink(sink), encoding="utf-8", newline="", write_through=True)
+        writer = csv.writer(text, lineterminator="\n")  # as EagerHistory.render writes idps.csv
+        writer.writerow(columns)
+        for idp in iter_history(run_id, root, lineage=lineage):
+            flat = flatten(idp.state())
+            writer.writerow([_csv_cell(flat.get(c)) for c in columns])
+            count += 1
+        text.flush()
+        text.detach()
+
+    FileStorage(os.path.dirname(target)).write_stream(os.path.basename(target), produce)
     return count
+
+
+class _Sink(io.RawIOBase):
+    """A storage writer as a raw binary stream (for ``io.TextIOWrapper``)."""
+
+    def __init__(self, sink: Any) -> None:
+        self._sink = sink
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        return self._sink.write(bytes(data))
 
 
 def _csv_cell(value: Any) -> Any:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import io
 import os
+from importlib.metadata import PackageNotFoundError, version
 import platform
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from nnx_core.resume import ResumeStatus
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.runs.html import run_html
+from nnx_api.runs.plots import plot_run
 
 ENV_ROOT = "NNX_RUNS"
 
@@ -64,8 +66,6 @@ def load_yaml(data: bytes, *, where: str) -> dict[str, Any]:
 
 def environment() -> dict[str, Any]:
     """The environment record written to metadata.yaml (never part of the run id)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         nnx_version = version("nnx")
     except PackageNotFoundError:  # running from a source tree
@@ -211,6 +211,20 @@ class NNRun:
         """Every committed tag."""
         return self.files().tags()
 
+    def committed_records(self) -> Iterator[IterationDataPoint]:
+        """Every committed record of this run (epochs ≤ LAST), oldest first: its ``idps.csv``, or
+        streamed from its history journal (a loaded journal run holds only the retained tail)."""
+        files = self.files()
+        last = files.read_tag(LAST)
+        reader = JournalReader.open(files.storage, self.id, None if last is None else last.epoch)
+        if reader is not None:
+            return iter(reader)
+        try:
+            raw = parse_history(files.storage.read(files.history))
+        except FileNotFoundError:
+            raw = []
+        return iter(truncate_to_last(raw, last))
+
     @property
     def epochs(self) -> dict[int, IterationDataPoint]:
         """Each committed epoch's last record (validation, summary and decision live there)."""
@@ -237,6 +251,4 @@ class NNRun:
     def plot(self, path: str | os.PathLike[str] | None = None) -> Any:
         """Loss, metric and learning-rate curves per epoch, BEST marked (``nnx_api.runs.plots``, the
         ``plots`` extra): writes ``path`` and returns it, or returns the matplotlib Figure."""
-        from nnx_api.runs.plots import plot_run
-
         return plot_run(self, path)

@@ -18,7 +18,7 @@ from nnx_api.cli import main
 from nnx_core.commit import LAST, RunFiles, TagManifest
 from nnx_adapters.storage.fs import FileStorage
 
-from conftest import batches, tiny_data
+from tests.api.tiny import batches, tiny_data
 
 N_EPOCHS = 3
 

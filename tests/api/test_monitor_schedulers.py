@@ -255,7 +255,8 @@ def test_update_clock_ticks_once_per_committed_update_not_per_microbatch(tmp_pat
     assert [idp.update_count for idp in run.epochs.values()] == [4, 8]
     assert lrm.history == pytest.approx([0.1 * 0.5**4, 0.1 * 0.5**8])
     assert used.used == pytest.approx([0.1 * 0.5**k for k in range(8)])
-    assert len(run.idps) == 20 and [i.update_count for i in run.idps[:10] if i.update_count] in ([4], [])
+    assert len(run.idps) == 20  # the epoch's last record carries its update count
+    assert [i.update_count for i in run.idps] == [None] * 9 + [4] + [None] * 9 + [8]
     # the epoch clock, for contrast, ticks once per epoch
     lrm = nnx.LRMonitor()
     model().train(params(2, train_loader=loader(10, size=2), optim=sgd(0.1, accumulate=3),
@@ -563,3 +564,21 @@ def test_weights_only_resume_restarts_the_monitor(tmp_path):
                          eval_step_fn=scripted([0.5, 0.4, 0.9]), root=tmp_path)
     sel = warm.epochs[2].selection
     assert sel.improved and sel.best == 0.9 and not math.isnan(sel.value)
+
+
+def files_under(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_refused_resume_auto_writes_nothing(tmp_path):
+    """A continuation whose checkpoint does not fit this run's components is refused before any
+    byte of the run changes (metadata.yaml included)."""
+    with pytest.raises(RuntimeError, match="power cut"):
+        _plateau_run(tmp_path, crash_at=4)  # epochs 0-3 committed, with an EarlyStopping's state
+    (folder,) = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
+    before = files_under(folder)
+    p = params(12, monitor=nnx.MonitorSpec(min_delta=0.01), scheduler=nnx.NNSchedulerParams(patience=1, cooldown=1, factor=0.5),
+               train_loader=loader(2), resume="auto", seed=3)
+    with pytest.raises(ComponentRestoreError, match="early_stopping"):  # the same run id, no EarlyStopping now
+        model(seed=1).train(p, callbacks=[nnx.LRMonitor()], eval_step_fn=scripted(PLATEAU_VALUES), root=tmp_path)
+    assert files_under(folder) == before

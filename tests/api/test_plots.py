@@ -103,7 +103,6 @@ def test_docs_plots_snippet_runs(tmp_path, monkeypatch):
 def test_journal_runs_plot_and_log_every_batch_of_each_epoch(tmp_path):
     """A history journal keeps only `retention` records in memory: plots stream every committed
     record and the trackers (history_access="full") see the whole epoch, so both equal the eager run's."""
-    journal = pytest.importorskip("nnx_api.runs.journal")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from nnx_api.runs.curves import committed_records, run_series
@@ -111,7 +110,7 @@ def test_journal_runs_plot_and_log_every_batch_of_each_epoch(tmp_path):
 
     train, val = digits_loaders()  # 6 batches per epoch, retention 3
     runs = {}
-    for name, history in (("eager", None), ("journal", journal.HistoryJournal(retention=3))):
+    for name, history in (("eager", None), ("journal", nnx.HistoryJournal(retention=3))):
         callback = nnx.TensorBoardCallback(log_dir=tmp_path / f"tb-{name}")
         params = nnx.NNTrainParams(n_epochs=3, train_loader=train, val_loader=val, seed=0)
         run = digits_model().train(params, callbacks=[callback], root=tmp_path / name, history=history)

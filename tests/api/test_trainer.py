@@ -9,30 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
 import nnx_api as nnx
 from nnx_adapters.pytorch.optim import TorchClock
-from tests.conftest import batches, tiny_data
+from tests.api.tiny import batches, tiny_data, two_part_model
 
 ROOT = Path(__file__).resolve().parents[2]
 GAN = runpy.run_path(str(ROOT / "examples" / "gan_trainer.py"), run_name="gan_example")
-
-
-class TwoPart(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.encoder = nn.Sequential(nn.Linear(4, 8), nn.Tanh())
-        self.head = nn.Linear(8, 3)
-
-    def forward(self, x):
-        return self.head(self.encoder(x))
-
-
-def two_part_model(seed=0, ignore_index=None):
-    torch.manual_seed(seed)
-    task = nnx.TaskSpec.categorical(ignore_index=ignore_index) if ignore_index is not None else None
-    return nnx.NNModel(module=TwoPart(), params=nnx.NNModelParams(task=task))
 
 
 def sgd(pattern=None, lr=0.4):

@@ -6,10 +6,12 @@ import copy
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import nnx_api as nnx
-from tests.conftest import batches, tiny_data
+from tests.api.tiny import batches, sgd_step_tolerance, tiny_data
+from tests.numerics import across_orders
 
 
 def model_for(seed=0, classes=3, ignore_index=None, hidden=(8,)):
@@ -30,10 +32,19 @@ def test_accumulating_unequal_masked_batches_equals_one_batch_of_their_union(run
     parts = [(x[a:b], y[a:b]) for a, b in zip([0, *cuts[:-1]], cuts)]
     accumulated, union = model_for(ignore_index=-100), model_for(ignore_index=-100)
     assert all(torch.equal(a, b) for a, b in zip(accumulated.net.parameters(), union.net.parameters()))
+    valid = int((y != -100).sum())
+
+    def share(net, i):  # row i's cross-entropy over the window's valid count (0 if ignored)
+        return F.cross_entropy(net(x[i : i + 1].double()), y[i : i + 1], ignore_index=-100, reduction="sum") / valid
+
+    tol = sgd_step_tolerance(union.net, share, x, lr=0.5)
+    before = [p.detach().clone() for p in union.net.parameters()]
     accumulated.train(nnx.NNTrainParams(n_epochs=1, optim=sgd(accumulate=4), train_loader=parts), root=runs)
     union.train(nnx.NNTrainParams(n_epochs=1, optim=sgd(accumulate=1), train_loader=[(x, y)]), root=runs)
+    moved = max(float((p.detach() - b).abs().max()) for p, b in zip(union.net.parameters(), before))
+    assert moved > 100 * tol  # a mis-weighted microbatch would show far above the rounding
     for a, b in zip(accumulated.net.parameters(), union.net.parameters()):
-        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+        torch.testing.assert_close(a, b, atol=tol, rtol=0)
 
 
 def test_trailing_partial_window_steps_at_epoch_end(runs):
@@ -105,11 +116,23 @@ def test_predict_proba_restores_modes_and_decodes():
 
 
 def test_evaluate_uses_whole_pass_sums(runs):
+    """Loss and accuracy over uneven batches are whole-pass sums over counts, never a mean of
+    batch means. The oracle is computed batch by batch as evaluate does (same kernels: same
+    argmax, same per-row losses); one 30-row batch agrees within float32 rounding."""
     x, y = tiny_data(n=30)
     model = model_for()
+    loader = batches(x, y, 7)  # 7, 7, 7, 7, 2
+    split = model.evaluate(loader)
+    logits = [model.predict(bx).logits for bx, _ in loader]
+    losses = torch.cat([F.cross_entropy(out, by, reduction="none") for out, (_, by) in zip(logits, loader)]).double()
+    hits = torch.cat([out.argmax(-1) == by for out, (_, by) in zip(logits, loader)])
+    tol = across_orders(30 + 16, float(losses.mean()))  # a 30-term sum over rows of a 4→8→3 net
+    assert split.loss == pytest.approx(float(losses.mean()), abs=tol)
+    assert split.accuracy == float(hits.double().mean())
+    mean_of_means = float(torch.stack([chunk.mean() for chunk in losses.split(7)]).mean())
+    assert abs(mean_of_means - float(losses.mean())) > 10 * tol  # the rule is visible on this split
     whole = model.evaluate([(x, y)])
-    split = model.evaluate(batches(x, y, 7))  # uneven batches
-    assert whole.loss == pytest.approx(split.loss, abs=1e-6) and whole.accuracy == split.accuracy
+    assert whole.loss == pytest.approx(split.loss, abs=tol)
 
 
 # --------------------------------------------------------------------------- refusals write nothing
@@ -206,7 +229,7 @@ def test_custom_step_and_eval_step(runs):
     seen = []
 
     def step(ctx):
-        out = nnx.default_train_step(ctx) if hasattr(nnx, "default_train_step") else None
+        out = nnx.default_train_step(ctx)
         seen.append(ctx.batch_idx)
         return out
 

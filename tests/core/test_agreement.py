@@ -159,3 +159,45 @@ def test_callback_rules():
     problems = agreement.callback_problems(bad)
     assert len(problems) == 3 and "no rank behaviour" in problems[0] and "writer_only" in problems[1]
     assert agreement.runs_here("all", False) and not agreement.runs_here("writer", False)
+
+
+# ------------------------------------------------------------------------------- partitions and resume
+def deal(rank, world=2, **kw):
+    return {"rank": rank, "world_size": world, "rows": 45, "seed": 11, "policy": "pad", **kw}
+
+
+def test_partitions_must_be_one_deal_of_the_same_data():
+    assert agreement.partition_problems([deal(0), deal(1)]) == []
+    assert agreement.partition_problems([{}, {}]) == []  # nothing declared: nothing to disagree on
+    assert agreement.partition_problems([deal(0), deal(0)]) == ["rank 1's train loader was built for rank 0"]
+    assert agreement.partition_problems([deal(0, world=3), deal(1, world=3)]) == [
+        "rank 0's train loader was built for 3 ranks, not 2", "rank 1's train loader was built for 3 ranks, not 2"]
+    problems = agreement.partition_problems([deal(0), deal(1), deal(2, world=2, seed=12)])
+    assert problems[-1].startswith("rank 2's partition") and "seed': 12" in problems[-1] and "seed': 11" in problems[-1]
+    assert not any(p.startswith("rank 1's partition") for p in problems)  # rank 1 agrees with rank 0
+
+
+def test_a_stateful_resume_needs_the_same_world_and_partition():
+    parts = [deal(0), deal(1)]
+    saved = {"world_size": 2, "partitions": parts}
+    assert agreement.resume_refusal(saved, stateful=True, world_size=2, partitions=parts) is None
+    assert agreement.resume_refusal(None, stateful=False, world_size=2, partitions=parts) is None  # weights only
+    hint = "; use resume_mode='weights_only' to start fresh from its weights"
+    single = agreement.resume_refusal(None, stateful=True, world_size=2, partitions=parts)
+    assert single.startswith("the checkpoint was written by one process") and "(2)" in single and single.endswith(hint)
+    assert agreement.resume_refusal(saved, stateful=True, world_size=3, partitions=parts) == (
+        "the checkpoint was written by 2 ranks, this run has 3" + hint)
+    assert agreement.resume_refusal({}, stateful=True, world_size=1, partitions=[deal(0, world=1)]).startswith(
+        "the checkpoint was written by 0 ranks")  # a section without a world size is nobody's
+    other = agreement.resume_refusal(saved, stateful=True, world_size=2, partitions=[deal(0, seed=5), deal(1, seed=5)])
+    assert other.startswith("the checkpoint's partition") and other.endswith(hint)
+    assert agreement.resume_refusal({"world_size": 2}, stateful=True, world_size=2, partitions=parts).startswith(
+        "the checkpoint's partition [] differs")
+    with pytest.raises(ResumeMismatchError, match="2 ranks"):
+        agreement.refuse_resume(agreement.resume_refusal(saved, stateful=True, world_size=3, partitions=parts))
+    agreement.refuse_resume(None)
+
+
+def test_the_update_weight_divides_by_the_world_and_skips_an_empty_window():
+    assert agreement.update_weight(0, 2) == 0.0
+    assert agreement.update_weight(1, 2) == 0.5 and agreement.update_weight(6.0, 3) == 2.0

@@ -130,3 +130,57 @@ def test_cleanup_error_without_training_error_is_raised_and_others_warned():
             run_lifecycle(FakeDriver(log, n=1), cbs, Ctx())
     assert any("A cleanup failed" in str(w.message) for w in caught)
     assert "refresh_last" not in log
+
+
+class Base:
+    """A callback base class whose hooks are no-ops: the lifecycle must not call them."""
+
+    calls: list[str] = []
+
+    def on_train_begin(self, ctx):
+        Base.calls.append("base.on_train_begin")
+
+    def on_epoch_begin(self, ctx):
+        Base.calls.append("base.on_epoch_begin")
+
+    def on_epoch_end(self, ctx):
+        Base.calls.append("base.on_epoch_end")
+
+    def on_train_end(self, ctx):
+        Base.calls.append("base.on_train_end")
+
+
+class EndsOnly(Base):
+    def __init__(self, name, log):
+        self.name, self.log = name, log
+
+    def on_train_end(self, ctx):
+        self.log.append((f"{self.name}.on_train_end", ctx))
+
+
+class Idle(Base):
+    """Overrides nothing."""
+
+
+class Defers(Base):
+    def on_epoch_end(self, ctx):
+        ctx.deferred_checkpoint_writes.append(f"write@{ctx.epoch}")  # a list, fresh every epoch
+        assert ctx.deferred_checkpoint_writes == [f"write@{ctx.epoch}"]
+
+
+def test_hooks_inherited_from_the_base_are_not_called_and_every_end_gets_the_context():
+    Base.calls = []
+    log: list = []
+    ctx = Ctx()
+    callbacks = [EndsOnly("a", log), Idle(), Defers(), EndsOnly("c", log)]
+    run_lifecycle(FakeDriver([], n=2), callbacks, ctx, base=Base)
+    assert Base.calls == []  # the base's no-ops were skipped, not dispatched
+    assert log == [("c.on_train_end", ctx), ("a.on_train_end", ctx)]  # reverse order, past a callback without one
+
+
+def test_a_second_failing_cleanup_is_a_cleanup_warning():
+    log: list = []
+    callbacks = [Recorder("a", log, fail_end=True), Recorder("b", log, fail_end=True)]
+    with pytest.warns(CleanupWarning, match="another on_train_end also failed"):
+        with pytest.raises(ValueError, match="b cleanup failed"):  # the first one raised (reverse order: b)
+            run_lifecycle(FakeDriver(log, n=1), callbacks, Ctx())

@@ -13,7 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_quickstart_reaches_high_accuracy_and_resumes_to_the_same_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["quickstart.py", "--root", str(tmp_path), "--epochs", "30"])
     first = runpy.run_path(str(ROOT / "examples" / "quickstart.py"), run_name="example")["main"]()
-    assert first.best().val_edp.accuracy >= 0.95
+    # "it learned": chance is 0.1 on digits' 10 classes. The exact accuracy follows the training
+    # trajectory, which kernels that round differently (another processor, thread count) move, so
+    # the bar sits well below what this run reaches here (over 0.95), not at it.
+    assert first.best().val_edp.accuracy >= 0.9
     assert {"run.yaml", "metadata.yaml", "idps.csv", "checkpoints"} <= {p.name for p in first.path.iterdir()}
     again = runpy.run_path(str(ROOT / "examples" / "quickstart.py"), run_name="example")["main"]()
     assert again.id == first.id and again.idps == first.idps  # resume="auto" returns the finished run

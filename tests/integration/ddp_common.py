@@ -2,12 +2,14 @@
 references in ``test_ddp.py``: the same data, nets, parameters and the "union" loader.
 
 The union loader is what one process trains on to equal a 2-rank run: batch i of epoch e is
-rank 0's batch i followed by rank 1's batch i, exactly as ``nnx.distributed.train_loader`` deals
-them (padded tail included).
+rank 0's batch i followed by rank 1's batch i. It deals the rows itself, from the specification's
+words (``spec_partition``), never through the product's ``partition_indices`` or
+``train_loader``: an exactness oracle must not share the code it checks.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,20 +27,6 @@ MAIN_EPOCHS = 10
 CRASH_EPOCHS = 4
 
 
-def spec_partition(rows: int, world: int, rank: int, *, epoch: int, seed: int, policy: str) -> list[int]:
-    """Rank ``rank``'s rows as the specification deals them: the permutation seeded by
-    ``seed + epoch``, the tail padded by repeating leading rows ("pad") or dropped ("drop") to a
-    multiple of the world size, then positions ``rank, rank + world, ...``."""
-    order = torch.randperm(rows, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
-    if policy == "pad":
-        total = -(-rows // world) * world
-        while len(order) < total:
-            order += order[: total - len(order)]
-    else:
-        order = order[: (rows // world) * world]
-    return order[rank::world]
-
-
 def dataset() -> TensorDataset:
     """45 rows, ~20% targets ignored, and epoch 0's second window masked on both ranks (W == 0)."""
     x, y = _labelled(ROWS, 2024)
@@ -48,6 +36,19 @@ def dataset() -> TensorDataset:
         rows = spec_partition(ROWS, WORLD, rank, epoch=0, seed=LOADER_SEED, policy="pad")
         y[rows[2 * BATCH : 4 * BATCH]] = IGNORE
     return TensorDataset(x, y)
+
+
+def spec_partition(n_rows: int, world: int, rank: int, *, epoch: int, seed: int, policy: str) -> list[int]:
+    """Rank ``rank``'s rows of an epoch, as the specification words it (architecture §3,
+    Partitions): "each epoch's permutation (seeded by seed + epoch)" — torch.randperm with a
+    generator seeded so —, its tail first padded ("pad" repeats leading rows) or dropped ("drop")
+    so every rank takes the same number of rows, then dealt to the ranks like cards."""
+    order = torch.randperm(n_rows, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+    if policy == "pad":
+        order += order[: -n_rows % world]
+    else:
+        order = order[: n_rows - n_rows % world]
+    return [row for position, row in enumerate(order) if position % world == rank]
 
 
 def _labelled(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,23 +81,27 @@ def model(dropout: float = 0.0, **model_kw: Any) -> nnx.NNModel:
 
 
 class UnionLoader:
-    """One process's view of a 2-rank run: rank 0's batch i, then rank 1's, concatenated."""
+    """One process's view of a 2-rank run: rank 0's batch i, then rank 1's, concatenated; each
+    rank's share from ``spec_partition`` for the epoch NNx sets (``set_epoch``)."""
 
     def __init__(self, data: TensorDataset, policy: str = "pad") -> None:
-        self.parts = [
-            distributed.train_loader(data, BATCH, policy, LOADER_SEED, rank=r, world_size=WORLD) for r in range(WORLD)
-        ]
+        self.data, self.policy, self.epoch = data, policy, 0
 
     def set_epoch(self, epoch: int) -> None:
-        for part in self.parts:
-            part.set_epoch(epoch)
+        self.epoch = epoch
+
+    def _shares(self) -> list[list[int]]:
+        return [spec_partition(len(self.data), WORLD, r, epoch=self.epoch, seed=LOADER_SEED, policy=self.policy)
+                for r in range(WORLD)]
 
     def __len__(self) -> int:
-        return len(self.parts[0])
+        return -(-len(self._shares()[0]) // BATCH)
 
     def __iter__(self):
-        for batches in zip(*self.parts, strict=True):
-            yield tuple(torch.cat(column) for column in zip(*batches, strict=True))
+        shares = self._shares()
+        for start in range(0, len(shares[0]), BATCH):
+            rows = torch.tensor([row for share in shares for row in share[start : start + BATCH]])
+            yield tuple(t[rows] for t in self.data.tensors)
 
 
 def main_params(*, single: bool, **kw: Any) -> nnx.NNTrainParams:
@@ -146,6 +151,59 @@ class WeightTrace(nnx.Callback):
     def on_optimizer_update(self, ctx: Any, event: Any) -> None:
         self.weights.append({k: v.detach().clone() for k, v in ctx.model.net.state_dict().items()})
         self.updates.append(event.update_idx)
+
+
+class Hooks(nnx.Callback):
+    """Logs its begin and end hooks; ``fail_on`` ranks raise in ``on_train_begin``."""
+
+    distributed = "all"
+
+    def __init__(self, name: str, log: list[str], fail_on: tuple[int, ...] = ()) -> None:
+        self.name, self.log, self.fail_on = name, log, fail_on
+
+    def on_train_begin(self, ctx: Any) -> None:
+        rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+        if rank in self.fail_on:
+            raise RuntimeError(f"on_train_begin of {self.name} failed")
+        self.log.append(f"begin {self.name}")
+
+    def on_train_end(self, ctx: Any) -> None:
+        self.log.append(f"end {self.name}")
+
+
+class EndOnly(nnx.Callback):
+    """Only a cleanup hook (its begin is the base class' no-op)."""
+
+    distributed = "all"
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name, self.log = name, log
+
+    def on_train_end(self, ctx: Any) -> None:
+        self.log.append(f"end {self.name}")
+
+
+def hook_callbacks(log: list[str], fail_on: tuple[int, ...]) -> list[nnx.Callback]:
+    """a, b (its begin fails on ``fail_on``), c, then d with only on_train_end."""
+    return [Hooks("a", log), Hooks("b", log, fail_on), Hooks("c", log), EndOnly("d", log)]
+
+
+class CrashAt(nnx.Callback):
+    """Raises at the start of epoch ``epoch`` on every rank (epochs before it stay committed)."""
+
+    distributed = "all"
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def on_epoch_begin(self, ctx: Any) -> None:
+        if ctx.epoch == self.epoch:
+            raise RuntimeError(f"crash at epoch {self.epoch}")
+
+
+def files_under(folder: Path) -> dict[str, bytes]:
+    """Every file below ``folder`` and its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:

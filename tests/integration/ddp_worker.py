@@ -210,14 +210,45 @@ def launch_refuse(rank: int, out: Path, root: Path) -> dict[str, Any]:
     if torch.distributed.get_world_size() == 1:
         distributed.shutdown(timeout_seconds=30)
         return result
-    if rank == 2:  # the missing rank: never reaches the teardown barrier
-        time.sleep(5)
+    left = [out / f"refuse_left_rank{r}" for r in (0, 1)]
+    if rank == 2:  # the missing rank: alive, but at the teardown barrier only after the others left it
+        deadline = time.monotonic() + 60  # a hang guard: ranks 0 and 1 leave after their 2 s timeout
+        while not all(p.exists() for p in left) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        result["others_left_first"] = all(p.exists() for p in left)
         return result
     result["shutdown"] = error_of(lambda: distributed.shutdown(timeout_seconds=2))
+    left[rank].touch()
     return result
 
 
-LAUNCHES = {"main": launch_main, "crash": launch_crash, "resume": launch_resume, "refuse": launch_refuse}
+def launch_hooks(rank: int, out: Path, root: Path) -> dict[str, Any]:
+    """A failing on_train_begin on rank 1 only: every rank raises, each finalizes exactly the
+    callbacks whose begin completed on it. A refused resume="auto" leaves the run's bytes as
+    they were."""
+    log: list[str] = []
+    error = error_of(lambda: common.model().train(
+        common.crash_params(n_epochs=1), callbacks=common.hook_callbacks(log, fail_on=(1,)), root=root / "hooks",
+        distributed=distributed.DDP()))
+    result: dict[str, Any] = {"error": error, "log": log}
+    # a refused resume="auto" writes nothing: epoch 0 committed with an EarlyStopping's state, then
+    # the same run continued without it (its checkpointed component) is refused on every rank
+    params = common.crash_params(n_epochs=3, resume="auto")
+    crashed = error_of(lambda: common.model().train(
+        params, callbacks=[nnx.EarlyStopping(patience=5), common.CrashAt(1)], root=root / "refused",
+        distributed=distributed.DDP()))
+    folder = root / "refused" / nnx.NNRun(config=common.model().run_config(params, None), root=".").id
+    before = common.files_under(folder) if rank == 0 else None
+    refused = error_of(lambda: common.model().train(params, root=root / "refused", distributed=distributed.DDP()))
+    result["refused_resume"] = {
+        "crashed": crashed, "error": refused, "unchanged": None if rank else common.files_under(folder) == before,
+    }
+    distributed.shutdown(timeout_seconds=30)
+    return result
+
+
+LAUNCHES = {"main": launch_main, "crash": launch_crash, "resume": launch_resume, "refuse": launch_refuse,
+            "hooks": launch_hooks}
 
 
 def main() -> None:

@@ -208,6 +208,31 @@ def test_one_writer_holds_the_run_and_builds_writer_only_callbacks(main, base):
 
 
 # ------------------------------------------------------------------------------- agreed failures
+@pytest.fixture(scope="module")
+def hooks(base: Path) -> list[dict[str, Any]]:
+    return check_ok(launch(2, "hooks", base))
+
+
+def test_a_failing_train_begin_finalizes_exactly_the_callbacks_that_began_as_in_one_process(base, hooks):
+    launched = hooks
+    assert launched[0]["error"] == launched[1]["error"] and "on_train_begin of b failed" in launched[0]["error"]["message"]
+    assert launched[0]["log"] == ["begin a", "begin b", "begin c", "end d", "end c", "end b", "end a"]  # all began
+    one: list[str] = []  # one process, b failing: only a began, so only a is finalized
+    with pytest.raises(RuntimeError, match="on_train_begin of b failed"):
+        common.model().train(common.crash_params(n_epochs=1, val_loader=None, train_loader=common.UnionLoader(common.dataset())),
+                             callbacks=common.hook_callbacks(one, fail_on=(0,)), root=base / "hooks-single")
+    assert one == ["begin a", "end a"]
+    assert launched[1]["log"] == one
+
+
+def test_a_refused_resume_auto_writes_nothing_on_the_writer(hooks):
+    for rank in hooks:
+        crashed, refused = rank["refused_resume"]["crashed"], rank["refused_resume"]["error"]
+        assert crashed is not None and "crash at epoch 1" in crashed["message"]
+        assert refused is not None and refused["type"] == "ComponentRestoreError" and "early_stopping" in refused["message"]
+    assert hooks[0]["refused_resume"]["unchanged"] is True
+
+
 def test_a_failing_writer_commit_stops_both_ranks_with_the_same_error(main, base):
     errors = [r["commit_failure"] for r in main]
     assert errors[0] == errors[1]
@@ -282,6 +307,7 @@ def test_another_world_size_refuses_the_stateful_resume_before_restoring(base, m
     if world == 3:  # the third rank never reaches shutdown: ranks 0 and 1 must raise, not block
         assert [r["shutdown"]["type"] for r in launched.results[:2]] == ["RuntimeError", "RuntimeError"]
         assert "teardown barrier" in launched.results[0]["shutdown"]["message"]
+        assert launched.results[2]["others_left_first"] is True  # rank 2 was alive but absent throughout
     assert launched.codes == [0] * world, launched.logs
     errors = [r["error"] for r in launched.results]
     assert all(e == errors[0] for e in errors)

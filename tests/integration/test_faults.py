@@ -7,7 +7,10 @@ tags, attempt record) and the finalization refresh of LAST. For every k, the k-t
 * the error surfaces from ``train`` (never swallowed), with the injected errno;
 * the committed state on disk is the one committed before the failing file operation, or — when
   only the folder fsync after LAST's rename failed — the one it was committing: LAST's blob is
-  the uninterrupted run's blob of that epoch and the history rows are the uninterrupted run's;
+  the uninterrupted run's blob of that epoch, the history rows are the uninterrupted run's, and
+  the bytes of idps.csv itself are the ones the uninterrupted run had beside that LAST (a failed
+  LAST rolled the file back: readers truncate to LAST, so only the bytes can show it) — or, when
+  the folder fsync after idps.csv's own rename failed, its new bytes, which readers truncate;
   a run that never committed is removed (so the id can be retried);
 * no ``.tmp-*`` file remains on disk;
 * rerunning the script (``resume="auto"``) ends bit-identical to the uninterrupted run.
@@ -100,12 +103,14 @@ def reference(tmp_path_factory):
     try:
         injector = Injector(mp)
         last_blobs: dict[int, str] = {}
+        history_bytes: dict[int, bytes] = {}  # idps.csv as it stands when LAST names the epoch
         real_write = FileStorage.write
 
         def write(storage, path, data, **kwargs):
             if path.endswith("checkpoints/last.json"):
                 doc = json.loads(bytes(data))
                 last_blobs[doc["epoch"]] = doc["blobs"]["state"]["sha256"]
+                history_bytes[doc["epoch"]] = (root / doc["run_id"] / "idps.csv").read_bytes()
             return real_write(storage, path, data, **kwargs)
 
         mp.setattr(FileStorage, "write", write)
@@ -118,6 +123,7 @@ def reference(tmp_path_factory):
         "trace": injector.trace,
         "calls": dict(injector.calls),
         "last_blobs": last_blobs,
+        "history_bytes": history_bytes,
         "idps": list(run.idps),
         "weights": {k: v.clone() for k, v in model.net.state_dict().items()},
     }
@@ -162,6 +168,10 @@ def test_a_fault_at_each_write_and_fsync_surfaces_and_keeps_the_committed_state(
             assert last.blobs["state"].sha256 == reference["last_blobs"][committed], where
             run = nnx.NNRun.load(rid, root)
             assert list(run.idps) == [i for i in reference["idps"] if i.epoch_idx <= committed], where
+            expected = [reference["history_bytes"][committed]]
+            if fn == "fsync" and path.endswith("/idps.csv"):  # the folder fsync after idps.csv's rename: the
+                expected.append(reference["history_bytes"][committed + 1])  # new rows are visible (readers truncate)
+            assert (root / rid / "idps.csv").read_bytes() in expected, where
 
         model, run = tinyrun.train(root, N_EPOCHS)  # the script, rerun after the disk was fixed
         assert tinyrun.same_weights(model.net.state_dict(), reference["weights"]), where

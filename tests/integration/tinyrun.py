@@ -22,6 +22,7 @@ from nnx_core.commit import LAST, RunFiles
 from nnx_core.history import parse_history
 
 N_EPOCHS = 4
+FILE_OPS = ("write", "fsync", "replace", "unlink")  # the os calls through which FileStorage changes the disk
 
 
 def data(n: int = 96, d: int = 6, classes: int = 3) -> tuple[torch.Tensor, torch.Tensor]:

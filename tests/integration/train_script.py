@@ -3,23 +3,27 @@
 Trains ``tinyrun``'s seeded model into ROOT with ``resume="auto"`` — rerunning the same command
 after a kill continues the run — and writes the final weights to OUT (atomically). Prints
 ``ready`` once imported and ``done <run id>`` at the end. Exit codes: 0 done, 3 the run's lease
-is held by another process (``RunLeaseError``), 4 ``--hold`` waited too long.
+is held by another process (``RunLeaseError``), 4 ``--hold`` waited past its hang guard.
 
 Options: ``--epochs N``; ``--overwrite`` (``overwrite_existing=True`` instead of resuming);
 ``--hold FILE`` (after epoch 0's ``on_epoch_end``, print ``holding`` and wait until FILE exists,
-keeping the lease).
+keeping the lease; after ``HOLD_GUARD_S`` it gives up, so an orphan never lingers — far longer
+than any test waits, so a loaded machine cannot make the hold end before the test releases it);
+``--kill-at KIND:J`` (SIGKILL this process right before its J-th file-system call of KIND, one of
+``FILE_OPS``: the crash lands at a chosen point of the commit protocol, on any machine, however
+loaded); ``--ops FILE`` (write how many calls of each kind the run made, as JSON).
 
 ``python train_script.py --serve`` is a fork server for the SIGKILL test: importing torch costs
-seconds, so it imports once and, for each stdin line ``<kill after s> <script args...>``, forks a
-child that runs this script's ``main`` on those args, SIGKILLs it after that many seconds (a
-negative delay: no kill; any child is killed after 120 s) and prints ``result <status> <elapsed>``
-where status is ``killed`` or ``exit:<code>``. The children are real processes killed for real;
-only the interpreter start-up is shared.
+seconds, so it imports once and, for each stdin line ``<script args...>``, forks a child that
+runs this script's ``main`` on those args and prints ``result <status>`` where status is
+``killed``, ``exit:<code>`` or ``hung`` (a child still running after ``HARD_TIMEOUT_S``, killed by
+the hang guard). The children are real processes killed for real; only the interpreter start-up is shared.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import signal
@@ -35,8 +39,12 @@ import torch._dynamo  # noqa: E402,F401  (imported by the first optimizer: pay f
 torch.set_num_threads(1)
 
 import tinyrun  # noqa: E402
+from tinyrun import FILE_OPS  # noqa: E402
 
 import nnx_api as nnx  # noqa: E402
+
+
+HOLD_GUARD_S = 900.0
 
 
 class Hold(nnx.Callback):
@@ -47,12 +55,31 @@ class Hold(nnx.Callback):
         if ctx.epoch != 0:
             return
         print("holding", flush=True)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HOLD_GUARD_S  # a hang guard only: the test releases or kills us
         while not os.path.exists(self.path):
             if time.monotonic() > deadline:
                 print("hold timed out", flush=True)
                 os._exit(4)
             time.sleep(0.01)
+
+
+def count_file_ops(kill_at: tuple[str, int] | None) -> dict[str, int]:
+    """Count this process' ``os.write`` / ``fsync`` / ``replace`` / ``unlink`` calls from now on;
+    with ``kill_at=(kind, j)``, SIGKILL the process right before the j-th call of ``kind``."""
+    counts = dict.fromkeys(FILE_OPS, 0)
+
+    def counted(kind: str, real):
+        def call(*args, **kwargs):
+            counts[kind] += 1
+            if kill_at == (kind, counts[kind]):
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(*args, **kwargs)
+
+        return call
+
+    for kind in FILE_OPS:
+        setattr(os, kind, counted(kind, getattr(os, kind)))
+    return counts
 
 
 def main(argv: list[str]) -> int:
@@ -62,8 +89,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--epochs", type=int, default=tinyrun.N_EPOCHS)
     parser.add_argument("--overwrite", action="store_true")
     parser.add_argument("--hold")
+    parser.add_argument("--kill-at")
+    parser.add_argument("--ops")
     args = parser.parse_args(argv)
     print("ready", flush=True)
+    kill_at = None
+    if args.kill_at:
+        kind, j = args.kill_at.split(":")
+        kill_at = (kind, int(j))
+    counts = count_file_ops(kill_at) if kill_at or args.ops else {}
     kw = {"resume": None, "overwrite_existing": True} if args.overwrite else {}
     callbacks = [Hold(args.hold)] if args.hold else None
     try:
@@ -74,6 +108,9 @@ def main(argv: list[str]) -> int:
     tmp = f"{args.out}.partial"
     torch.save(model.net.state_dict(), tmp)
     os.replace(tmp, args.out)
+    if args.ops:
+        with open(args.ops, "w") as f:
+            json.dump(counts, f)
     print(f"done {run.id}", flush=True)
     return 0
 
@@ -81,17 +118,16 @@ def main(argv: list[str]) -> int:
 HARD_TIMEOUT_S = 120.0
 
 
-def _reap(pid: int, kill_after: float) -> str:
-    start = time.monotonic()
+def _reap(pid: int) -> str:
+    deadline = time.monotonic() + HARD_TIMEOUT_S
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             break
-        elapsed = time.monotonic() - start
-        if (0 <= kill_after <= elapsed) or elapsed > HARD_TIMEOUT_S:
+        if time.monotonic() > deadline:  # a hang guard, never part of a test's outcome
             os.kill(pid, signal.SIGKILL)
-            _, status = os.waitpid(pid, 0)
-            break
+            os.waitpid(pid, 0)
+            return "hung"
         time.sleep(0.001)
     if os.WIFSIGNALED(status):
         return "killed"
@@ -101,11 +137,9 @@ def _reap(pid: int, kill_after: float) -> str:
 def serve() -> int:
     print("serving", flush=True)
     for line in sys.stdin:
-        words = shlex.split(line)
-        if not words or words[0] == "quit":
+        argv = shlex.split(line)
+        if not argv or argv[0] == "quit":
             break
-        kill_after, argv = float(words[0]), words[1:]
-        start = time.monotonic()
         pid = os.fork()
         if pid == 0:  # the child: run the script, never return into the server loop
             code = 1
@@ -118,8 +152,7 @@ def serve() -> int:
             finally:
                 sys.stderr.flush()
                 os._exit(code)
-        status = _reap(pid, kill_after)
-        print(f"result {status} {time.monotonic() - start:.3f}", flush=True)
+        print(f"result {_reap(pid)}", flush=True)
     return 0
 
 

@@ -1,0 +1,97 @@
+"""Admission (``nnx_core.admission``) over ``MemoryStorage``: no torch, no disk.
+
+Oracle (the module's table, from the seed's resume rules): no folder → fresh; no LAST and a
+"running" attempt → a killed first attempt, removed → fresh; resume="auto" with LAST → continue,
+or finished when LAST holds the last epoch or the last attempt completed; resume="auto" without
+LAST → fresh; overwrite → removed → fresh; otherwise RunExistsError — and a refusal writes nothing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nnx_adapters.storage.memory import MemoryStorage
+from nnx_core import admission as adm
+from nnx_core.commit import LAST, RunFiles, TagManifest
+from nnx_core.errors import RunExistsError
+
+RUN = "ab" * 16
+
+
+def files_with(*, last_epoch: int | None = None, status: str | None = None) -> RunFiles:
+    files = RunFiles(MemoryStorage(), RUN)
+    files.storage.write(files.run_yaml, b"id: x\n")
+    if last_epoch is not None:
+        files.write_tag(TagManifest(tag=LAST, run_id=RUN, epoch=last_epoch, blobs={"state": files.put_blob(b"state")}))
+    if status is not None:
+        adm.AttemptRecord(attempt_id="a", run_id=RUN, started_at="t0", status=status).save(files)
+    return files
+
+
+def decide(files: RunFiles, *, resume: bool = False, overwrite: bool = False, n_epochs: int = 5) -> adm.Admission:
+    return adm.admit(files, resume=resume, overwrite=overwrite, n_epochs=n_epochs)
+
+
+def test_no_folder_is_fresh():
+    assert decide(RunFiles(MemoryStorage(), RUN)).action == adm.FRESH
+
+
+def test_a_killed_first_attempt_is_removed_and_admitted_fresh():
+    files = files_with(status=adm.RUNNING)
+    assert decide(files).action == adm.FRESH and not files.exists()
+
+
+def test_an_existing_run_is_refused_unless_told_what_to_do_and_the_refusal_writes_nothing():
+    files = files_with(last_epoch=1, status=adm.FAILED)
+    before = files.storage.snapshot()
+    with pytest.raises(RunExistsError, match="overwrite_existing=True.*resume='auto'"):
+        decide(files)
+    assert files.storage.snapshot() == before
+
+
+def test_resume_auto_continues_from_last_or_returns_a_finished_run():
+    continued = decide(files_with(last_epoch=1, status=adm.FAILED), resume=True)
+    assert continued.action == adm.CONTINUE and continued.last.epoch == 1
+    assert decide(files_with(last_epoch=4, status=adm.FAILED), resume=True).action == adm.FINISHED  # last epoch
+    assert decide(files_with(last_epoch=1, status=adm.COMPLETED), resume=True).action == adm.FINISHED  # early stop
+    assert decide(files_with(last_epoch=1, status=adm.STOPPED), resume=True).action == adm.CONTINUE  # update-boundary stop
+
+
+def test_resume_auto_without_last_and_overwrite_start_fresh():
+    files = files_with(status=adm.FAILED)
+    assert decide(files, resume=True).action == adm.FRESH and not files.exists()
+    files = files_with(last_epoch=2, status=adm.COMPLETED)
+    assert decide(files, overwrite=True).action == adm.FRESH and not files.exists()
+
+
+def test_the_attempt_record_is_written_at_start_and_end_with_the_committed_epoch():
+    files = files_with(last_epoch=3)
+    record = adm.AttemptRecord(attempt_id="a", run_id=RUN, started_at="t0")
+    record.save(files)
+    assert adm.read_attempt(files)["status"] == adm.RUNNING
+    record.finish(files, adm.FAILED, "t1", error=OSError(28, "no space left"))
+    saved = adm.read_attempt(files)
+    assert (saved["status"], saved["last_committed_epoch"], saved["last_committed_tag"]) == (adm.FAILED, 3, LAST)
+    assert saved["error"].startswith("OSError")
+
+
+def test_a_running_record_whose_lease_is_free_reads_as_interrupted():
+    record = {"status": adm.RUNNING}
+    assert adm.attempt_status(record, lease_free=True) == adm.INTERRUPTED
+    assert adm.attempt_status(record, lease_free=False) == adm.RUNNING
+    assert adm.attempt_status({"status": adm.COMPLETED}, lease_free=True) == adm.COMPLETED
+    assert adm.attempt_status(None, lease_free=True) is None
+
+
+def test_the_never_committed_cleanup_removes_only_a_folder_without_last():
+    files = files_with(status=adm.RUNNING)
+    assert adm.discard_uncommitted(files) and not files.exists()
+    files = files_with(last_epoch=0)
+    assert not adm.discard_uncommitted(files) and files.exists()
+
+
+def test_a_checkpoint_resumes_statefully_only_through_its_own_entry_point():
+    assert adm.kind_refusal("nnmodel", "nnmodel") is None
+    assert "not a Trainer" in adm.kind_refusal("nnmodel", "trainer")
+    assert "resume it with that entry point" in adm.kind_refusal("trainer", "nnmodel")
+    assert adm.kind_refusal("nnmodel", "nnmodel-ddp", accepted=("nnmodel",)) is None
