@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import nnx_api as nnx
-from tests.conftest import batches, tiny_data
+from tests.api.tiny import batches, tiny_data
 
 IGNORE = -100
 

@@ -28,6 +28,16 @@ def test_specs_take_their_first_fields_positionally():
     assert nnx.MetricSpec("nll", config=None).state() == {"id": "nll", "version": 1}
 
 
+def test_loss_term_takes_name_numerator_denominator_reduction_weight_positionally():
+    """REFERENCE §4.5: ``LossTerm(name, numerator, denominator=None, reduction="mean", weight=1.0)``."""
+    term = nnx.LossTerm("ce", torch.tensor(8.0), 2, "mean", 0.5)
+    assert (term.name, term.denominator, term.reduction, term.weight) == ("ce", 2, "mean", 0.5)
+    assert term.value == 4.0
+    assert nnx.LossTerm("sq", torch.tensor(9.0), None, "sum").value == 9.0
+    with pytest.raises(nnx.ParamsError):
+        nnx.LossTerm("sq", torch.tensor(9.0), 3, "sum")  # a sum term takes no denominator
+
+
 def test_dataclasses_replace_on_params():
     train = nnx.NNTrainParams(n_epochs=3, optim=nnx.NNOptimParams(max_lr=1e-3))
     longer = dataclasses.replace(train, n_epochs=10)

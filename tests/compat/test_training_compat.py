@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 import nnx_api as nnx
 from nnx_api import decisions
-from tests.conftest import batches, tiny_data
+from tests.api.tiny import batches, tiny_data
 
 
 def model_for(seed=0, classes=3, hidden=(8,)):
