@@ -48,6 +48,7 @@ from nnx_api.models import BatchAdapter, build_module
 from nnx_api.runs.checkpoint import NNCheckpoint
 from nnx_api.runs.export import to_onnx
 from nnx_api.runs.run import NNRun
+from nnx_api.scope import EXTRAS, HUB, refuse, refusing_method
 from nnx_api.training.steps import forward, restored_modes, score, to_device
 
 
@@ -172,6 +173,10 @@ class NNModel:
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
         device_type = self.device.type
         return lambda: torch.autocast(device_type=device_type, dtype=dtype)
+
+    save_pretrained = refusing_method("NNModel.save_pretrained", HUB)
+    push_to_hub = refusing_method("NNModel.push_to_hub", HUB)
+    from_pretrained = refusing_method("NNModel.from_pretrained", HUB)
 
     # ------------------------------------------------------------------ fine-tuning
     def freeze(self, *patterns: str) -> int:
@@ -350,9 +355,17 @@ class NNModel:
         model.net.load_state_dict(checkpoint.net_state)
         return model
 
-    def to_onnx(self, path: str | os.PathLike[str], example_input: Any, **options: Any) -> Any:
+    def to_onnx(
+        self, path: str | os.PathLike[str], example_input: Any, *, opset_version: int | None = None, **options: Any
+    ) -> Any:
         """Export ``net`` to ONNX, traced on ``example_input`` with a dynamic batch axis
-        (``nnx_api.runs.export.to_onnx``; needs the ``export`` extra). Returns the file's path."""
+        (``nnx_api.runs.export.to_onnx``: ``input_names``, ``output_names``, ``dynamic_batch``,
+        ``dynamo``; needs the ``export`` extra). ``opset_version`` is NNx's name of ``opset``.
+        Returns the file's path."""
+        if opset_version is not None:
+            if "opset" in options:
+                raise ParamsError("NNModel.to_onnx", "give opset or opset_version, not both")
+            options["opset"] = opset_version
         return to_onnx(self, path, example_input, **options)
 
     # ------------------------------------------------------------------ training
@@ -378,6 +391,7 @@ class NNModel:
         history: Any = None,
         distributed: Any = None,
         storage: Any = None,
+        provenance: Any = None,
     ) -> NNRun:
         """Train into ``<root>/<run id>/`` and return the committed :class:`NNRun`.
 
@@ -387,7 +401,10 @@ class NNModel:
         ``distributed=nnx.distributed.DDP()`` trains data-parallel on the torchrun group (every
         rank calls ``train``; the writer writes); ``storage=`` a ``Storage`` adapter to keep the
         run in (default: the file system under ``root``, ``$NNX_RUNS`` or ``./runs``).
+        NNx's ``provenance=`` is out of scope (``OutOfScopeError``): the attempt record is kept.
         """
+        if provenance is not None:
+            refuse("NNModel.train(provenance=...)", EXTRAS)
         if distributed is None:
             refuse_process_group("NNModel.train")  # one process: not inside a group of several ranks
         if not isinstance(params, NNTrainParams):

@@ -23,6 +23,8 @@ MOE = "mixture-of-experts nets"
 PARADIGMS = "the training paradigms beyond supervised learning and distillation (diffusion, JEPA, DPO, contrastive)"
 SURGERY = "model surgery and pruning"
 EXTRAS = "calibration, abstention, run bundles, provenance manifests and embedding export"
+PROVIDERS = "the NLI and Jev decision providers (FixedHeadProvider answers from a trained model)"
+HUB = "the Hugging Face Hub (save_pretrained / push_to_hub / from_pretrained)"
 
 SCOPES: dict[str, str] = {
     **dict.fromkeys(["GraphNNBase", "GraphConvNN", "GraphSageNN", "GraphAttNN", "NNGraphDataset", "graph_tasks",
@@ -79,6 +81,17 @@ def placeholder(name: str, scope: str | None = None) -> type:
     cls = OutOfScope(short, (), {"__scope__": scope, "__doc__": f"Out of scope here: {scope} (docs/nnx-compat.md)."})
     cls.__qualname__ = name
     return cls
+
+
+def refusing_method(name: str, scope: str) -> Callable[..., NoReturn]:
+    """A method (or class-level function) of NNx's ``name`` that raises ``OutOfScopeError``."""
+
+    def method(*args: Any, **kwargs: Any) -> NoReturn:
+        refuse(name, scope)
+
+    method.__name__ = name.rsplit(".", 1)[-1]
+    method.__doc__ = f"Out of scope here: {scope} (docs/nnx-compat.md)."
+    return method
 
 
 def refusing_module(module: str, scope: str) -> Callable[[str], type]:

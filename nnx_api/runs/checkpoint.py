@@ -224,11 +224,11 @@ class NNCheckpoint:
 
     def to_file(self, path: str | os.PathLike[str], format: str = "nnx") -> Path:
         """Write this checkpoint (weights, params, record; no training state) as one standalone
-        file that ``from_file`` reads back with the safe loader. NNx's ``"pickle"`` format is not
-        written: files here never need an unpickling loader (``"safetensors"``: use
-        ``nnx_api.runs.export.export_safetensors``)."""
+        file that ``from_file`` reads back with the safe loader. ``format="pickle"`` (NNx's
+        default name) writes the same safe file: nothing here ever needs an unpickling loader
+        (a ``.safetensors`` export of a run's tag: ``nnx_api.runs.export.export_safetensors``)."""
         if format not in ("nnx", "pickle"):
-            raise ParamsError("NNCheckpoint.to_file.format", f"only 'nnx' (safe-loader tensors) is written, got {format!r}")
+            raise ParamsError("NNCheckpoint.to_file.format", f"'nnx' or 'pickle' (both the safe-loader file), got {format!r}")
         payload = {
             "kind": STANDALONE_KIND,
             "net_params": None if self.net_params is None else self.net_params.state(),

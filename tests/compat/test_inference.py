@@ -246,3 +246,16 @@ def test_a_registered_net_trains_and_reloads_through_its_factory(factory, runs):
     nnx.unregister_model_factory("compat-mlp", 1)
     with pytest.raises(nnx.MissingModelFactoryError, match="register_model_factory"):
         nnx.NNModel.from_checkpoint(ckpt)
+
+
+def test_to_onnx_takes_nnx_opset_version(tmp_path):
+    """REFERENCE §3.2: ``to_onnx(path, example_input, ..., opset_version=17, dynamo=False)``."""
+    import onnx
+
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=2, hidden_dims=(8,)), nnx.NNModelParams())
+    path = model.to_onnx(tmp_path / "ffn.onnx", torch.randn(1, 4), opset_version=13, input_names=["x"])
+    graph = onnx.load(str(path))
+    assert {o.version for o in graph.opset_import if o.domain in ("", "ai.onnx")} == {13}
+    assert [i.name for i in graph.graph.input] == ["x"]
+    with pytest.raises(nnx.ParamsError):
+        model.to_onnx(tmp_path / "x.onnx", torch.randn(1, 4), opset_version=13, opset=17)

@@ -12,6 +12,7 @@ import importlib
 import inspect
 
 import pytest
+import torch
 
 import nnx_api as nnx
 
@@ -139,3 +140,26 @@ def test_out_of_scope_top_level_names_are_refused_naming_the_scope(name, scope):
 
 def test_an_unknown_name_is_still_an_attribute_error():
     assert not hasattr(nnx, "NoSuchThing")
+
+
+def test_hub_methods_and_provenance_are_refused_naming_the_scope(tmp_path):
+    """REFERENCE §3.1/§3.3: the Hub mixin and ``train(provenance=...)`` are outside this scope."""
+    model = nnx.NNModel(nnx.NNParams(input_dim=2, output_dim=2), nnx.NNModelParams())
+    with pytest.raises(nnx.OutOfScopeError, match="Hugging Face Hub"):
+        model.save_pretrained(tmp_path / "hub")
+    with pytest.raises(nnx.OutOfScopeError, match="Hugging Face Hub"):
+        nnx.NNModel.from_pretrained("user/model")
+    params = nnx.NNTrainParams(n_epochs=1, train_loader=[(torch.zeros(2, 2), torch.zeros(2, dtype=torch.long))])
+    with pytest.raises(nnx.OutOfScopeError, match="provenance"):
+        model.train(params, root=tmp_path, provenance=object())
+    assert not any(tmp_path.iterdir())  # refused before anything is written
+
+
+@pytest.mark.parametrize("name", ["NLIProvider", "JevProvider", "JevTimeout"])
+def test_nli_and_jev_providers_are_refused_naming_the_scope(name):
+    namespace: dict = {}
+    exec(f"from nnx_api.decisions import {name}", namespace)
+    with pytest.raises(nnx.OutOfScopeError, match="NLI and Jev"):
+        namespace[name]()
+    with pytest.raises(AttributeError):
+        nnx.decisions.NoSuchProvider  # noqa: B018
