@@ -157,6 +157,8 @@ class NNModel:
 
     def _resolve_precision(self) -> str:
         policy = self.params.precision
+        if policy is None and self.params.mixed_precision:  # NNx's flag: fp16 on CUDA, silently fp32 elsewhere
+            return "fp16" if self.device.type == "cuda" else "fp32"
         if policy is None or policy.mode == "fp32":
             return "fp32"
         problem = precision_problem(policy.mode, self.device)  # fp16 off CUDA; bf16 below compute capability 8.0

@@ -184,7 +184,9 @@ def _net(path: str, value: Any) -> Nets | ModelSpec:
 @_params
 class NNModelParams(Params):
     """The model's net (a ``Nets`` member, or a registered ``ModelSpec``), device, loss, and
-    (optional) task and precision policy.
+    (optional) task and precision policy. ``mixed_precision=True`` is NNx's legacy flag: fp16
+    autocast and loss scaling on CUDA, full precision elsewhere (no error), left out of the state
+    (and the run id) while False; with a ``precision`` policy it must agree (fp16).
 
     ``device`` is a ``Devices`` member, ``"auto"`` (CUDA, then MPS, then CPU, resolved when the
     model is built), an indexed device (``"cuda:1"``) or a ``torch.device``; ``params.device()``
@@ -199,6 +201,14 @@ class NNModelParams(Params):
     precision: PrecisionPolicy | None = param(
         None, check=optional(instance(PrecisionPolicy, lambda v: f"PrecisionPolicy({v!r})")), state=OMIT
     )
+    mixed_precision: bool = param(False, check=flag(), state=OMIT)
+
+    def _check(self) -> None:
+        if self.mixed_precision and self.precision is not None and self.precision.mode != "fp16":
+            raise ParamsError(
+                "NNModelParams.mixed_precision",
+                f"is NNx's fp16 flag and contradicts precision={self.precision!r}; give one of them",
+            )
 
     @property
     def resolved_task(self) -> TaskSpec:

@@ -172,3 +172,19 @@ def test_from_params_round_trip_property(optim, scheduler, names):
                             (trainer, nnx.NNTrainerParamsBuilder)):
         rebuilt = builder.from_params(params).build()
         assert rebuilt == params and rebuilt.state() == params.state()
+
+
+# ------------------------------------------------------------------------------ legacy mixed_precision
+def test_mixed_precision_is_the_legacy_cuda_fp16_flag():
+    """REFERENCE §2.2 / §8.5: ``mixed_precision`` (default False, in ``state()`` only when set) means
+    CUDA fp16 autocast, silently full precision on CPU/MPS; with a non-fp16 policy it is refused."""
+    plain, legacy = nnx.NNModelParams(), nnx.NNModelParams(mixed_precision=True)
+    assert "mixed_precision" not in plain.state() and legacy.state()["mixed_precision"] is True
+    assert nnx.NNModelParams.from_state(legacy.state()) == legacy != plain
+    model = nnx.NNModel(nnx.NNParams(input_dim=2, output_dim=2), legacy)
+    assert model.precision == "fp32"  # on the CPU: full precision, no error
+    assert nnx.NNModelParams(mixed_precision=True, precision=nnx.PrecisionPolicy("fp16")).mixed_precision
+    with pytest.raises(nnx.ParamsError, match="mixed_precision"):
+        nnx.NNModelParams(mixed_precision=True, precision=nnx.PrecisionPolicy("bf16"))
+    with pytest.raises(nnx.ParamsError):
+        nnx.NNModelParams(mixed_precision="yes")
