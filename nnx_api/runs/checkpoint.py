@@ -107,12 +107,11 @@ class NNCheckpoint:
         """The handle of a committed ``Checkpoint`` (``run.checkpoint(tag)``)."""
         payload = checkpoint.payload()
         run = checkpoint.run
-        config = run.config
         stateful = payload.get("kind") != "weights"
         return NNCheckpoint(
-            net_params=NNParams.resolve_from_state(config["net"]) if "net" in config else None,
+            net_params=run.net,
             net_state=payload["weights"],
-            model_params=NNModelParams.from_state(config["model"]),
+            model_params=run.model,
             idp=run.epoch_record(checkpoint.epoch),
             transforms=_transforms(payload),
             training_state_id=checkpoint.manifest.blobs["state"].sha256 if stateful else None,
@@ -120,7 +119,7 @@ class NNCheckpoint:
             run_id=run.id,
             tag=checkpoint.tag,
             epoch=checkpoint.epoch,
-            module_signature=config.get("module"),
+            module_signature=run.config.get("module"),
         )
 
     @staticmethod

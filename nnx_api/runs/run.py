@@ -25,6 +25,7 @@ from nnx_core.records import IterationDataPoint
 from nnx_core.resume import ResumeStatus
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
+from nnx_api.config.params import NNModelParams, NNParams, NNTrainerParams, NNTrainParams
 from nnx_api.runs.html import run_html
 from nnx_api.runs.plots import plot_run
 
@@ -229,6 +230,35 @@ class NNRun:
     def epochs(self) -> dict[int, IterationDataPoint]:
         """Each committed epoch's last record (validation, summary and decision live there)."""
         return epoch_rows(self.idps)
+
+    # NNx's fields of a run, read back from the configuration its id addresses
+    @property
+    def model(self) -> NNModelParams:
+        """The run's ``NNModelParams``."""
+        return NNModelParams.from_state(self.config["model"])
+
+    @property
+    def net(self) -> NNParams | None:
+        """The run's net shape (``NNParams`` or a subclass such as ``NNConvParams``); None for a
+        custom module or a registered ``ModelSpec``."""
+        net = self.config.get("net")
+        return None if net is None else NNParams.resolve_from_state(net)
+
+    @property
+    def train(self) -> NNTrainParams:
+        """The run's ``NNTrainParams`` (for a ``Trainer`` run: the representative ones)."""
+        return NNTrainParams.from_state(self.config["train"])
+
+    @property
+    def trainer(self) -> NNTrainerParams | None:
+        """A ``Trainer`` run's ``NNTrainerParams``, else None."""
+        trainer = self.config.get("trainer")
+        return None if trainer is None else NNTrainerParams.from_state(trainer)
+
+    @property
+    def salt(self) -> str | None:
+        """The run's salt, if any."""
+        return self.config.get("salt")
 
     def best(self) -> IterationDataPoint | None:
         """The record of the epoch BEST holds, if any."""

@@ -65,6 +65,20 @@ def test_load_gives_nnx_fields_of_the_committed_checkpoint(trained):
     assert NNCheckpoint.load(run=nnx.NNRun.load(run.id, root), type=Checkpoints.LAST).epoch == ckpt.epoch
 
 
+def test_a_loaded_run_has_nnx_fields_net_train_model_trainer_salt(trained):
+    """REFERENCE §9.1/§9.7: ``NNRun(net, train, model, trainer=None, salt=None)``; ``load`` rebuilds
+    the params (``resolve_from_state`` for the net)."""
+    root, run, model = trained
+    loaded = nnx.NNRun.load(id=run.id, root=root)
+    assert loaded.net == model.net_params and loaded.model == model.params
+    assert loaded.train.n_epochs == N_EPOCHS and loaded.train.optim == nnx.NNTrainParams(n_epochs=1).optim
+    assert loaded.trainer is None and loaded.salt is None
+    conv = nnx.NNConvParams(input_dim=64, output_dim=2, conv_channels=(2,), kernel_size=3)
+    run_config = {**loaded.config, "net": conv.state(), "salt": "s"}
+    assert attrs.evolve(loaded, config=run_config).net == conv  # read back as the subclass that wrote it
+    assert attrs.evolve(loaded, config=run_config).salt == "s"
+
+
 def test_missing_runs_and_tags_give_none_but_unsafe_ids_are_refused(trained):
     root, run, _ = trained
     assert NNCheckpoint.load(run="0" * 32, type=Checkpoints.LAST, root=root) is None
