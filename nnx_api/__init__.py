@@ -19,6 +19,7 @@ from nnx_core.errors import (
     RunLeaseError,
     RunNotFoundError,
     ScheduleBudgetError,
+    TaskValidationError,
     TrainingInputError,
     UpdateOwnerError,
 )

@@ -59,6 +59,11 @@ class TrainingInputError(NNxError, ValueError):
     """The data given to ``train`` / ``evaluate`` cannot be used (no loader, empty, bad target)."""
 
 
+class TaskValidationError(TrainingInputError):
+    """A batch the model's task refuses (target shape, dtype, range or width), raised before
+    backward; the message names what the task expected."""
+
+
 class NonFiniteLossError(NNxError, FloatingPointError):
     """A loss was NaN or infinite; no parameter was changed by it."""
 

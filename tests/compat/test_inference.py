@@ -259,3 +259,14 @@ def test_to_onnx_takes_nnx_opset_version(tmp_path):
     assert [i.name for i in graph.graph.input] == ["x"]
     with pytest.raises(nnx.ParamsError):
         model.to_onnx(tmp_path / "x.onnx", torch.randn(1, 4), opset_version=13, opset=17)
+
+
+def test_a_batch_the_task_refuses_is_a_task_validation_error():
+    """REFERENCE §8.3: the adapter validates every batch (``TaskValidationError``, a ValueError)."""
+    from nnx_api.tasks import TaskValidationError
+
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3), nnx.NNModelParams(task=nnx.TaskSpec.categorical(3)))
+    with pytest.raises(TaskValidationError, match="integer class targets"):
+        model.evaluate([(torch.randn(5, 4), torch.rand(5))])
+    assert TaskValidationError is nnx.TaskValidationError and issubclass(TaskValidationError, ValueError)
+    assert issubclass(TaskValidationError, nnx.TrainingInputError)  # code catching the general error still works
