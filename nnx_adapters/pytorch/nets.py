@@ -38,6 +38,13 @@ def _hidden(shape: Any, n_hidden: int) -> list[tuple[Any, float]]:
     return [(shape.activation_for(i)(), float(shape.dropout_for(i))) for i in range(n_hidden)]
 
 
+def _dense(X: torch.Tensor, layers: nn.ModuleList, hidden: list[tuple[Any, float]], training: bool) -> torch.Tensor:
+    """``Linear`` layers with each hidden layer's activation, then its dropout, between them."""
+    for layer, (activation, dropout) in zip(layers[:-1], hidden):
+        X = F.dropout(activation(layer(X)), p=dropout, training=training)
+    return layers[-1](X)
+
+
 class FeedFwdNN(nn.Module):
     """The built-in feed-forward net: ``Linear`` layers over ``params.dims`` in ``self.layers``."""
 
@@ -50,10 +57,7 @@ class FeedFwdNN(nn.Module):
         self._register_load_state_dict_pre_hook(self._legacy_keys)
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
-        X = X.reshape(X.size(0), -1)
-        for layer, (activation, dropout) in zip(self.layers[:-1], self._hidden):
-            X = F.dropout(activation(layer(X)), p=dropout, training=self.training)
-        return self.layers[-1](X)
+        return _dense(X.reshape(X.size(0), -1), self.layers, self._hidden, self.training)
 
     def unpack_batch(self, batch: Any) -> tuple[tuple[Any, ...], Any]:
         """``((inputs,), targets)`` of an ``(inputs, targets)`` batch."""
@@ -95,10 +99,7 @@ class ConvNN(nn.Module):
         X = X.reshape(X.size(0), self.params.in_channels, side, side)
         for conv in self.convs:
             X = F.max_pool2d(self._conv_activation(conv(X)), kernel_size=self.params.pool_size)
-        X = X.reshape(X.size(0), -1)
-        for fc, (activation, dropout) in zip(self.fcs[:-1], self._hidden):
-            X = F.dropout(activation(fc(X)), p=dropout, training=self.training)
-        return self.fcs[-1](X)
+        return _dense(X.reshape(X.size(0), -1), self.fcs, self._hidden, self.training)
 
     def unpack_batch(self, batch: Any) -> tuple[tuple[Any, ...], Any]:
         """``((inputs,), targets)`` of an ``(inputs, targets)`` batch."""
