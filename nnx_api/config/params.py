@@ -276,6 +276,11 @@ class NNOptimParams(Params):
             if self.eps != 1e-8:
                 raise ParamsError("NNOptimParams.eps", f"only Adam-family optimizers take eps, not {self.name.value}")
 
+    def is_valid(self) -> bool:
+        """NNx's shape check of ``momentum`` (a float for SGD, a pair for Adam). Here it always
+        holds: the same rule refuses an invalid ``NNOptimParams`` at construction."""
+        return isinstance(self.momentum, tuple) == self.name.is_adam
+
     @classmethod
     def builder(cls) -> NNOptimParamsBuilder:
         """A fluent builder: ``NNOptimParams.builder().adam(max_lr=1e-3).grad_clip(1.0).build()``."""
