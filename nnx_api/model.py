@@ -49,7 +49,7 @@ from nnx_api.runs.checkpoint import NNCheckpoint
 from nnx_api.runs.export import to_onnx
 from nnx_api.runs.run import NNRun
 from nnx_api.scope import EXTRAS, HUB, refuse, refusing_method
-from nnx_api.training.steps import forward, restored_modes, score, to_device
+from nnx_api.training.steps import net_output, restored_modes, score, to_device
 
 
 class Head(NamedTuple):
@@ -88,7 +88,7 @@ class NNModel:
     ``NNParams``), a registered one (``ModelSpec``), or any ``torch.nn.Module`` passed as
     ``module=``. Weights live on ``model.net``; ``loss_fn`` is the loss module.
     ``batch_adapter`` (``PositionalInputs``, ``KeywordInputs`` or a ``BatchAdapter``) says how a
-    batch reaches the net in ``predict`` / ``predict_proba`` / ``iter_predict``.
+    batch reaches the net in the default training step, validation, ``evaluate`` and prediction.
 
     >>> model = NNModel(NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), NNModelParams())
     """
@@ -233,16 +233,10 @@ class NNModel:
     def _outputs(self, data: Any) -> Iterator[torch.Tensor]:
         """The logits of each forward over ``data``, each computed in eval mode under inference
         mode and the model's autocast; every submodule's mode is restored before it is yielded."""
-        device, adapter = self.device, self.batch_adapter
         for args, kwargs in self._inputs(data):
             with restored_modes(self.net), torch.inference_mode(), self.autocast_context()():
                 self.net.eval()
-                args = to_device(args, device)
-                if kwargs:
-                    out = self.net(*args, **{k: to_device(v, device) for k, v in kwargs.items()})
-                else:
-                    out = forward(self.net, args)
-                out = adapter.output(out) if adapter is not None else out
+                out = net_output(self, self.net, *to_device((args, kwargs), self.device))
             yield out
 
     def _forward_all(self, data: Any) -> torch.Tensor:

@@ -4,8 +4,9 @@
   net of ``NNModelParams(net=ModelSpec(id, version, config, seed=...))``. ``build_module(spec)``
   calls it under ``torch.manual_seed(spec.seed)`` with every RNG stream restored afterwards, so
   the same spec gives the same initial weights and the caller's random state is untouched.
-* Batch adapters say how a batch reaches the net: ``split(batch) -> (args, kwargs, target)`` and
-  ``output(raw) -> logits``. ``PositionalInputs(n)`` takes the first ``n`` items of a tuple batch
+* Batch adapters say how a batch reaches the net — in the default training step, validation,
+  ``evaluate`` and prediction: ``split(batch) -> (args, kwargs, target)`` and
+  ``output(raw) -> logits``. Custom steps and objectives unpack ``ctx.batch`` themselves. ``PositionalInputs(n)`` takes the first ``n`` items of a tuple batch
   as positional inputs and the last as the target; ``KeywordInputs(names, target="labels")``
   reads a mapping batch. Without an adapter a batch is an ``(inputs, targets)`` pair.
 

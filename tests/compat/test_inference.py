@@ -196,6 +196,34 @@ def test_positional_and_keyword_batch_adapters():
         nnx.PositionalInputs(0)
 
 
+def _two_input_run(runs, batch_adapter, loader, val_loader):
+    torch.manual_seed(0)
+    model = nnx.NNModel(params=nnx.NNModelParams(), module=TwoInputs(), batch_adapter=batch_adapter)
+    params = nnx.NNTrainParams(n_epochs=2, train_loader=loader, val_loader=val_loader, progress=False)
+    return model, model.train(params, root=runs, salt=repr(batch_adapter))
+
+
+def test_batch_adapters_feed_the_default_step_and_validation(runs):
+    """REFERENCE §3.1: a batch adapter says how a batch reaches the net — in training too. The same
+    batches given as ``((left, right), y)`` pairs, without an adapter, are the oracle."""
+    g = torch.Generator().manual_seed(1)
+    left, right, y = torch.randn(12, 2, generator=g), torch.randn(12, 2, generator=g), torch.randint(0, 3, (12,), generator=g)
+    rows = [slice(0, 6), slice(6, 12)]
+    pairs = [((left[r], right[r]), y[r]) for r in rows]
+    plain, plain_run = _two_input_run(runs, None, pairs, pairs)
+    dicts = [{"left": left[r], "right": right[r], "labels": y[r]} for r in rows]
+    keyword, keyword_run = _two_input_run(runs, nnx.KeywordInputs(["left", "right"]), dicts, dicts)
+    triples = [(left[r], right[r], y[r]) for r in rows]
+    positional, positional_run = _two_input_run(runs, nnx.PositionalInputs(2), triples, triples)
+    for model, run in ((keyword, keyword_run), (positional, positional_run)):
+        assert all(torch.equal(a, b) for a, b in zip(model.net.state_dict().values(), plain.net.state_dict().values()))
+        assert run.idps[-1].val_edp == plain_run.idps[-1].val_edp
+        assert [i.train_edp for i in run.idps] == [i.train_edp for i in plain_run.idps]
+    assert keyword.evaluate(dicts) == plain.evaluate(pairs)
+    with pytest.raises(nnx.TaskValidationError):  # a training batch needs its target
+        keyword.evaluate([{"left": left, "right": right}])
+
+
 # ------------------------------------------------------------------------ registered factories
 @pytest.fixture
 def factory():
