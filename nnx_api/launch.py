@@ -160,7 +160,9 @@ def _train(
     ]
     components = agreed(c, "setup", lambda: collect_components([monitor, *callbacks, *entry.components, *owned.owner.components, *clocks]))
     if run.resume_status:  # which components the resume point restored, or which start fresh
-        named = {"restored_components" if plan.stateful else "fresh_components": tuple(components)}
+        saved = payload["components"] if payload is not None and plan.stateful else {}
+        named = {"restored_components": tuple(n for n in components if n in saved),
+                 "fresh_components": tuple(n for n in components if n not in saved)}
         run = attrs.evolve(run, resume_status=attrs.evolve(run.resume_status, **named))
     if payload is not None and plan.stateful:
         problems = restore_problems(payload, owned.optimizers, schedules, components)

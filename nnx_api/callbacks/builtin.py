@@ -73,10 +73,12 @@ class EarlyStopping(Callback):
     NaN/inf never becomes the best and counts as no improvement (warned once). A checkpointed
     component (``early_stopping``, numbered when there are several; ``name=`` names it): a
     stateful resume continues the count, and refuses a checkpoint that tracked another monitor or
-    mode.
+    mode. It is optional, as in NNx: resuming without it ignores its saved state, and adding it on
+    a resume starts it fresh.
     """
 
     distributed = "all"
+    component_required = False
 
     def __init__(
         self,
