@@ -25,6 +25,7 @@ from nnx_core.errors import (
 )
 from nnx_core.monitor import MonitorDecision, MonitorSpec
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
+from nnx_core.precision import ResolvedPrecision
 from nnx_core.resume import ResumeStatus
 from nnx_adapters.pytorch.metrics import register_metric
 from nnx_adapters.pytorch.state import dataloader_worker_init_fn, set_seed

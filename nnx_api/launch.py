@@ -87,7 +87,7 @@ def _launch(entry: TrainingEntry, group: Any) -> NNRun:
     c, writer = group.collective, group.writer_rank
     train = entry.train
     storage = entry.storage if entry.storage is not None else FileStorage(runs_root(entry.root))
-    run = NNRun(config=entry.config, root=runs_root(entry.root), storage=storage)
+    run = NNRun(config=entry.config, root=runs_root(entry.root), storage=storage, precision=entry.model.resolved_precision)
     # 1. checks and identity, on every rank
     ready = agreed(c, "setup", lambda: _checks(entry, group))
     group.setup(run.id, train)

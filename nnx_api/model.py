@@ -25,6 +25,7 @@ from nnx_core.errors import (
     RunNotFoundError,
     TrainingInputError,
 )
+from nnx_core.precision import ResolvedPrecision
 from nnx_core.records import EvaluationDataPoint
 from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_adapters.pytorch.metrics import EpochAccumulator
@@ -124,7 +125,8 @@ class NNModel:
         self.loss_fn = params.loss().to(self.device)
         task = params.resolved_task
         self.task_adapter = TaskAdapter(task.kind, params.loss.value, task.ignore_index, task.threshold)
-        self.precision = self._resolve_precision()
+        self._resolved_precision = self._resolve_precision()
+        self.precision = self._resolved_precision.effective
         self._topology_transforms: tuple[Any, ...] = ()
 
     # ------------------------------------------------------------------ description
@@ -155,18 +157,23 @@ class NNModel:
             out["module"] = module_signature(self.net)
         return out
 
-    def _resolve_precision(self) -> str:
-        policy = self.params.precision
+    def _resolve_precision(self) -> ResolvedPrecision:
+        policy, device_type = self.params.precision, self.device.type
         if policy is None and self.params.mixed_precision:  # NNx's flag: fp16 on CUDA, silently fp32 elsewhere
-            return "fp16" if self.device.type == "cuda" else "fp32"
-        if policy is None or policy.mode == "fp32":
-            return "fp32"
-        problem = precision_problem(policy.mode, self.device)  # fp16 off CUDA; bf16 below compute capability 8.0
-        if problem is not None:
-            if policy.fallback == "fp32":
-                return "fp32"
+            effective = "fp16" if device_type == "cuda" else "fp32"
+            reason = None if effective == "fp16" else f"mixed_precision is CUDA-only; {device_type} runs in fp32"
+            return ResolvedPrecision("fp16", effective, device_type, "mixed_precision", reason)
+        if policy is None:
+            return ResolvedPrecision("fp32", "fp32", device_type)
+        problem = None if policy.mode == "fp32" else precision_problem(policy.mode, self.device)  # fp16 off CUDA; bf16 below cc 8.0
+        if problem is not None and policy.fallback != "fp32":
             raise PrecisionUnsupportedError(problem)
-        return policy.mode
+        return ResolvedPrecision(policy.mode, "fp32" if problem else policy.mode, device_type, "policy", problem)
+
+    @property
+    def resolved_precision(self) -> ResolvedPrecision:
+        """What the precision request became on this device (``effective`` is ``self.precision``)."""
+        return self._resolved_precision
 
     def autocast_context(self) -> Callable[[], Any]:
         """A factory of the forward's autocast context for the resolved precision."""

@@ -21,6 +21,7 @@ from nnx_core.history import EagerHistory, epoch_rows, parse_history
 from nnx_core.identity import run_id as content_address
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.journal import JournalReader
+from nnx_core.precision import ResolvedPrecision
 from nnx_core.records import IterationDataPoint
 from nnx_core.resume import ResumeStatus
 from nnx_adapters.pytorch import state as torch_state
@@ -121,6 +122,7 @@ class NNRun:
     root: Path = attrs.field(converter=Path)
     idps: tuple[IterationDataPoint, ...] = attrs.field(default=(), converter=tuple, repr=False)
     resume_status: ResumeStatus | None = attrs.field(default=None, converter=ResumeStatus.coerce)
+    precision: ResolvedPrecision | None = attrs.field(default=None, converter=ResolvedPrecision.coerce, eq=False)
     storage: Any = attrs.field(default=None, eq=False, repr=False)
     id: str = attrs.field(init=False)
 
@@ -154,6 +156,8 @@ class NNRun:
         meta = environment()
         if self.resume_status:
             meta["resume"] = self.resume_status.state()
+        if self.precision is not None:
+            meta["precision"] = self.precision.state()
         return meta
 
     @classmethod
@@ -187,7 +191,8 @@ class NNRun:
         meta = {}
         if files.storage.exists(files.metadata_yaml):
             meta = load_yaml(files.storage.read(files.metadata_yaml), where=f"run {run_id} metadata.yaml")
-        return attrs.evolve(run, idps=truncate_to_last(history, last), resume_status=meta.get("resume"))
+        return attrs.evolve(run, idps=truncate_to_last(history, last), resume_status=meta.get("resume"),
+                           precision=meta.get("precision"))
 
     @classmethod
     def all(cls, root: str | os.PathLike[str] | None = None, *, storage: Any = None) -> list[NNRun]:

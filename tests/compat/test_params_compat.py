@@ -183,6 +183,9 @@ def test_mixed_precision_is_the_legacy_cuda_fp16_flag():
     assert nnx.NNModelParams.from_state(legacy.state()) == legacy != plain
     model = nnx.NNModel(nnx.NNParams(input_dim=2, output_dim=2), legacy)
     assert model.precision == "fp32"  # on the CPU: full precision, no error
+    resolved = model.resolved_precision
+    assert (resolved.requested, resolved.effective, resolved.source) == ("fp16", "fp32", "mixed_precision")
+    assert resolved.fell_back and "CUDA" in resolved.fallback_reason
     assert nnx.NNModelParams(mixed_precision=True, precision=nnx.PrecisionPolicy("fp16")).mixed_precision
     with pytest.raises(nnx.ParamsError, match="mixed_precision"):
         nnx.NNModelParams(mixed_precision=True, precision=nnx.PrecisionPolicy("bf16"))
@@ -198,3 +201,17 @@ def test_optim_is_valid_checks_the_momentum_shape_which_construction_already_enf
         nnx.NNOptimParams(name=nnx.Optims.ADAM, momentum=0.9)
     with pytest.raises(nnx.ParamsError):
         nnx.NNOptimParams(name=nnx.Optims.SGD, momentum=(0.9, 0.99))
+
+
+def test_resolved_precision_records_the_request_and_what_the_device_made_of_it():
+    """REFERENCE §8.5: ``ResolvedPrecision(requested, effective, device_type, source, fallback_reason)``."""
+    net = nnx.NNParams(input_dim=2, output_dim=2)
+    default = nnx.NNModel(net, nnx.NNModelParams()).resolved_precision
+    assert (default.requested, default.effective, default.source, default.fallback_reason) == ("fp32", "fp32", "default", None)
+    bf16 = nnx.NNModel(net, nnx.NNModelParams(precision=nnx.PrecisionPolicy("bf16"))).resolved_precision
+    assert (bf16.effective, bf16.device_type, bf16.fell_back) == ("bf16", "cpu", False)
+    fallback = nnx.NNModel(net, nnx.NNModelParams(precision=nnx.PrecisionPolicy("fp16", "fp32"))).resolved_precision
+    assert (fallback.requested, fallback.effective) == ("fp16", "fp32") and fallback.fallback_reason
+    assert nnx.ResolvedPrecision.from_state(fallback.state()) == fallback
+    with pytest.raises(nnx.PrecisionUnsupportedError):
+        nnx.NNModel(net, nnx.NNModelParams(precision=nnx.PrecisionPolicy("fp16")))  # CPU, no fallback

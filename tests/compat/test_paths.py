@@ -51,7 +51,7 @@ PATHS = {
     "nnx_api.finetune": ["freeze", "unfreeze", "frozen", "load_pretrained", "LoadPretrainedResult"],
     "nnx_api.finetune.param_groups": ["NNParamGroupSpec", "build_param_groups"],
     "nnx_api.tasks": ["TaskSpec", "TaskValidationError"],
-    "nnx_api.precision": ["PrecisionPolicy", "PrecisionUnsupportedError"],
+    "nnx_api.precision": ["PrecisionPolicy", "PrecisionUnsupportedError", "ResolvedPrecision"],
     "nnx_api.seeding": ["set_seed"],
     "nnx_api.objectives": ["LossTerm", "Objective", "ObjectiveContext", "ObjectiveResult", "kd_objective"],
     "nnx_api.distributed": ["DDP", "init_process_group", "writer_only"],
