@@ -47,3 +47,18 @@ bench: $(STAMP)  ## run every benchmark (prints tables; see docs/performance.md)
 
 clean:
 	rm -rf $(VENV) $(CORE_VENV) mutants runs build *.egg-info
+
+# The crash matrix (bench/chaos/, docs/reliability.md): the outside crash tester ckpt-chaos (pinned
+# in constraints-dev.txt; no dependencies of its own) beside the test set-up it drives.
+CHAOS_STAMP := $(VENV)/.chaos-installed
+.PHONY: chaos chaos-quick
+
+$(CHAOS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints-dev.txt ckpt-chaos
+	touch $(CHAOS_STAMP)
+
+chaos: $(CHAOS_STAMP)  ## crash every file event of every driver in every mode (hours on 2 cores)
+	$(BIN)/python bench/chaos/matrix.py $(CHAOS_ARGS)
+
+chaos-quick: $(CHAOS_STAMP)  ## a sample of the crash matrix (minutes; run by CI)
+	$(BIN)/python bench/chaos/matrix.py --quick $(CHAOS_ARGS)

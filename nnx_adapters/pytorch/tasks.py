@@ -19,6 +19,14 @@ import torch.nn.functional as F
 from nnx_core.errors import TaskValidationError
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _wide(output: torch.Tensor) -> torch.Tensor:
+    """Half-precision outputs (autocast) are scored in float32; float32 and float64 stay as they are."""
+    return output.float() if output.dtype in _HALF else output
+
+
 class TaskAdapter:
     """Loss numerator/denominator, decoding and statistics for one task kind."""
 
@@ -59,7 +67,7 @@ class TaskAdapter:
     def loss_terms(self, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, int]:
         """(sum of per-target losses, number of valid targets)."""
         if self.categorical:
-            logits = output.float()
+            logits = _wide(output)
             if self.loss == "negative_log_likelihood":
                 logits = F.log_softmax(logits, dim=-1)
                 fn = F.nll_loss
@@ -73,8 +81,10 @@ class TaskAdapter:
             total = fn(flat_logits, flat_target, reduction="sum", ignore_index=self.ignore_index)
             return total, int((flat_target != self.ignore_index).sum())
         if self.kind == "multilabel":
-            return F.binary_cross_entropy_with_logits(output.float(), target, reduction="sum"), target.numel()
-        return F.mse_loss(output.float(), target, reduction="sum"), target.numel()
+            out = _wide(output)
+            return F.binary_cross_entropy_with_logits(out, target.to(out.dtype), reduction="sum"), target.numel()
+        out = _wide(output)
+        return F.mse_loss(out, target.to(out.dtype), reduction="sum"), target.numel()
 
     def correct(self, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor | None, int | None]:
         """(on-device count of correct rows, rows scored); (None, None) for regression."""
@@ -85,7 +95,7 @@ class TaskAdapter:
             return hit.sum(), None  # rows scored = the valid count
         if self.kind == "multilabel":
             rows = output.shape[0] if output.dim() > 1 else 1
-            hit = (torch.sigmoid(output.float()) >= self.threshold) == (target >= 0.5)
+            hit = (torch.sigmoid(_wide(output)) >= self.threshold) == (target >= 0.5)
             return hit.reshape(rows, -1).all(-1).sum(), rows
         return None, None
 
@@ -94,13 +104,13 @@ class TaskAdapter:
         if self.categorical:
             return output.argmax(-1)
         if self.kind == "multilabel":
-            return (torch.sigmoid(output.float()) >= self.threshold).long()
+            return (torch.sigmoid(_wide(output)) >= self.threshold).long()
         return output
 
     def probabilities(self, output: torch.Tensor) -> torch.Tensor | None:
         """Softmax / sigmoid probabilities; None for regression."""
         if self.categorical:
-            return torch.softmax(output.float(), dim=-1)
+            return torch.softmax(_wide(output), dim=-1)
         if self.kind == "multilabel":
-            return torch.sigmoid(output.float())
+            return torch.sigmoid(_wide(output))
         return None

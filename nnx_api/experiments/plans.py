@@ -536,8 +536,8 @@ class ExperimentPlan:
                 f"attempt {attempt_id!r} already has run {expected.id} under {base}; use a new attempt id"
             )
         run = model.train(
-            params, callbacks=callbacks, salt=salt, root=base, storage=self.storage, train_step_fn=self.train_step_fn,
-            eval_step_fn=self.eval_step_fn, objective=self.objective, components=list(self.components),
+            params, callbacks=callbacks, salt=salt, root=base, train_step_fn=self.train_step_fn,
+            eval_step_fn=self.eval_step_fn, objective=self.objective, components=list(self.components), storage=self.storage,
         )
         return FitResult(model=model, run=run, metrics=selected_metrics(run), attempt_id=attempt_id)
 

@@ -72,13 +72,6 @@ def test_commit_protocol_on_fsspec_survives_every_port_kill_and_fault(machine, t
     assert EXERCISED["FsspecStorage: port kills"] > 0 and EXERCISED["FsspecStorage: port ENOSPC/EIO"] > 0
 
 
-def test_report_what_was_exercised(capsys):
-    """Not a check: prints the counts docs/reliability.md quotes (``NNX_REPORT=1 pytest -s``)."""
-    with capsys.disabled():
-        if os.environ.get("NNX_REPORT") == "1":
-            for kind, n in sorted(EXERCISED.items()):
-                print(f"{kind}: {n}")
-
 
 @pytest.mark.parametrize("store", ["memory", "file"])
 def test_a_blob_is_hashed_once_per_commit(store, tmp_path, monkeypatch):

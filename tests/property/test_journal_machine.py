@@ -57,10 +57,3 @@ def test_journal_commits_on_fsspec_memory_survive_every_port_kill_and_fault():
     run_state_machine_as_test(FsspecMemoryJournal, settings=contract_settings(examples=15, steps=4))
     assert EXERCISED["FsspecStorage: port kills"] > before
 
-
-def test_report_what_was_exercised(capsys):
-    """Not a check: prints how many trials ran (``NNX_REPORT=1 pytest -s``)."""
-    with capsys.disabled():
-        if os.environ.get("NNX_REPORT") == "1":
-            for kind, n in sorted(EXERCISED.items()):
-                print(f"journal {kind}: {n}")

@@ -1,0 +1,241 @@
+"""Training scripts for the ckpt-chaos crash matrix: ``python bench/chaos/drivers.py DRIVER OUT [--resume]``.
+
+Each driver is an ordinary user script on the public API (``import nnx_api as nnx``) that trains
+into ``OUT/runs``. ckpt-chaos runs it once fault-free, then kills a copy at each file event
+under ``OUT`` and runs the resume command on what the kill left:
+
+* ``digits-explicit``: digits MLP; its resume command (``--resume``) starts a new run with
+  ``resume_from_run_id=`` the crashed run and ``resume_mode="stateful"``;
+* ``digits-auto``: digits MLP, ``resume="auto"``; resumed by the same command;
+* ``ddp-writer0`` / ``ddp-writer1``: 2 gloo ranks, ``DDP(writer_rank=0 / 1)``, ``resume="auto"``;
+* ``trainer-gan``: ``Trainer`` with optimizers ``gen`` and ``disc``, ``resume="auto"``;
+* ``journal``: digits MLP, ``history=nnx.HistoryJournal(...)``, ``resume="auto"``.
+
+ckpt-chaos kills the rank that makes the file events: a DDP run's writer (the other rank
+writes nothing). Every run ends with one line for ``--step-regex`` (``resumed at epoch K``),
+after checking two promises itself, exiting non-zero if either is broken:
+
+* the first epoch this process trained is the one after the newest epoch a reader saw
+  committed before it started (a crash never costs a committed epoch): exit 4;
+* the model in memory holds exactly the weights LAST holds on disk: exit 3.
+
+Then rank 0 writes ``OUT.result`` (``digest.summary``: LAST's epoch, a SHA-256 over its weights and
+one over the committed history, read back from disk), which ``--result-file`` compares with the
+fault-free run's. It lies beside ``OUT``, not in it, so it adds no file event; ``digest.py OUT``
+prints the same three lines on its own (usable as ``--result-cmd``). ``--epochs N`` (default 2)
+sets the job's length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("NNX_PROGRESS", "0")
+
+import torch  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+import nnx_api as nnx  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from digest import committed_runs, final_checkpoint, state_digest, summary  # noqa: E402
+
+torch.set_num_threads(1)
+LOST_WORK, WRONG_MODEL = 4, 3
+
+
+class FirstEpoch(nnx.Callback):
+    """Records the first epoch this process trains (on every rank of a DDP run)."""
+
+    distributed = "all"
+
+    def __init__(self) -> None:
+        self.epoch: int | None = None
+
+    def on_epoch_begin(self, ctx: nnx.CallbackContext) -> None:
+        if self.epoch is None:
+            self.epoch = ctx.epoch
+
+
+def digits(seed: int = 0) -> tuple[TensorDataset, TensorDataset]:
+    """scikit-learn's bundled digits (no download), 80/20, inputs scaled to [0, 1]."""
+    x, y = load_digits(return_X_y=True)
+    x = torch.tensor(x / 16.0, dtype=torch.float32)
+    y = torch.tensor(y, dtype=torch.long)
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
+    cut = int(0.8 * len(x))
+    return TensorDataset(x[order[:cut]], y[order[:cut]]), TensorDataset(x[order[cut:]], y[order[cut:]])
+
+
+def mlp() -> nnx.NNModel:
+    """A seeded digits MLP with dropout (so a resume must restore the RNG streams too)."""
+    nnx.set_seed(0)  # the same initial weights every time: the run id names one experiment
+    return nnx.NNModel(
+        nnx.NNParams(input_dim=64, output_dim=10, hidden_dims=(32,), dropout_prob=0.1),
+        nnx.NNModelParams(loss=nnx.Losses.CROSS_ENTROPY),
+    )
+
+
+def digits_params(epochs: int, **kw: Any) -> nnx.NNTrainParams:
+    """Adam, a shuffling loader with its own seeded generator, validation every epoch."""
+    train, val = digits()
+    loader = DataLoader(train, batch_size=256, shuffle=True, generator=torch.Generator().manual_seed(0))
+    return nnx.NNTrainParams(
+        n_epochs=epochs, optim=nnx.NNOptimParams(name=nnx.Optims.ADAM, max_lr=3e-3), seed=0,
+        train_loader=loader, val_loader=DataLoader(val, batch_size=512), progress=False, **kw,
+    )
+
+
+def newest_committed(root: Path) -> int:
+    """The newest epoch any run under ``root`` has committed (LAST), as a reader sees it; -1: none."""
+    epochs = [last.epoch for run in committed_runs(root) if (last := run.checkpoint("last")) is not None]
+    return max(epochs, default=-1)
+
+
+# ------------------------------------------------------------------------------- drivers
+def digits_auto(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+    """``resume="auto"``: rerunning the same command continues the run."""
+    model = mlp()
+    model.train(digits_params(epochs, resume="auto"), callbacks=[first], root=root)
+    return model
+
+
+def digits_explicit(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+    """First attempt: a plain run. ``--resume``: continue what it committed in a new lineage run."""
+    model = mlp()
+    sources = committed_runs(root)
+    if not resume or not sources:  # never admitted: simply run it (again)
+        model.train(digits_params(epochs), callbacks=[first], root=root)
+        return model
+    (source,) = sources
+    last = source.checkpoint("last")
+    if last is None:  # admitted but nothing committed: start it over
+        model.train(digits_params(epochs, overwrite_existing=True), callbacks=[first], root=root)
+    elif last.epoch + 1 < epochs:
+        params = digits_params(epochs - last.epoch - 1, resume_from_run_id=source.id, resume_mode="stateful")
+        model.train(params, callbacks=[first], root=root)
+    else:  # it had committed its last epoch: the result is that run
+        model.net.load_state_dict(last.weights())
+    return model
+
+
+def ddp(writer_rank: int) -> Any:
+    """The digits job on the ranks of the group ckpt-chaos launches; ``writer_rank`` writes."""
+    def driver(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+        nnx.distributed.init_process_group(timeout_seconds=60)  # the environment ckpt-chaos --ranks sets, as torchrun
+        train, val = digits()
+        model = mlp()
+        params = nnx.NNTrainParams(
+            n_epochs=epochs, optim=nnx.NNOptimParams(name=nnx.Optims.ADAM, max_lr=3e-3), seed=0,
+            train_loader=nnx.distributed.train_loader(train, batch_size=128, policy="pad", seed=0),
+            val_loader=nnx.distributed.validation_loader(val, batch_size=256), resume="auto", progress=False,
+        )
+        model.train(params, callbacks=[first], root=root, distributed=nnx.distributed.DDP(writer_rank=writer_rank))
+        nnx.distributed.shutdown(timeout_seconds=30)
+        return model
+
+    return driver
+
+
+NOISE = 4
+
+
+class GAN(torch.nn.Module):
+    """Generator and discriminator as two submodules of one network."""
+    def __init__(self) -> None:
+        super().__init__()
+        self.gen = torch.nn.Sequential(torch.nn.Linear(NOISE, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+        self.disc = torch.nn.Sequential(torch.nn.Linear(2, 16), torch.nn.LeakyReLU(0.2), torch.nn.Linear(16, 1))
+
+    def forward(self, points: torch.Tensor) -> torch.Tensor:
+        return self.disc(points)
+
+
+def gan_step(ctx: nnx.TrainerStepContext) -> nnx.EvaluationDataPoint:
+    """One discriminator update, then one generator update; the noise comes from torch's global RNG."""
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    (real,) = ctx.batch
+    gan = ctx.model.net
+    fake = gan.gen(torch.randn(real.shape[0], NOISE))
+    ctx.optimizers["disc"].zero_grad()
+    real_logits, fake_logits = gan.disc(real), gan.disc(fake.detach())
+    d_loss = bce(real_logits, torch.ones_like(real_logits)) + bce(fake_logits, torch.zeros_like(fake_logits))
+    d = nnx.finalize_step(d_loss, ctx, paradigm="gan", optimizer="disc")
+    ctx.optimizers["gen"].zero_grad()
+    judged = gan.disc(fake)
+    g = nnx.finalize_step(bce(judged, torch.ones_like(judged)), ctx, paradigm="gan", optimizer="gen")
+    return nnx.EvaluationDataPoint(loss=d + g, extra={"d_loss": d, "g_loss": g})
+
+
+def trainer_gan(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+    """A GAN on points of a noisy ring: ``Trainer``, one optimizer per submodule."""
+    nnx.set_seed(0)
+    model = nnx.NNModel(module=GAN())
+    g = torch.Generator().manual_seed(0)
+    angle = torch.rand(256, generator=g) * 2 * torch.pi
+    ring = torch.stack([angle.cos(), angle.sin()], dim=1) * (1.0 + 0.05 * torch.randn(256, 1, generator=g))
+    adam = {"name": nnx.Optims.ADAM, "max_lr": 2e-3, "momentum": (0.5, 0.999)}
+    params = nnx.NNTrainerParams(
+        n_epochs=epochs,
+        optims={
+            "gen": nnx.NNOptimParams(**adam, param_groups=[nnx.NNParamGroupSpec(name_pattern="gen.*")]),
+            "disc": nnx.NNOptimParams(**adam, param_groups=[nnx.NNParamGroupSpec(name_pattern="disc.*")]),
+        },
+        seed=0, train_loader=[(chunk,) for chunk in ring.split(64)], resume="auto", progress=False,
+    )
+    nnx.Trainer(model).train(params, trainer_step_fn=gan_step, callbacks=[first], root=root)
+    return model
+
+
+def journal(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+    """Chunks of 4 records, 6 records an epoch: chunks end inside epochs and the window evicts."""
+    model = mlp()
+    model.train(digits_params(epochs, resume="auto"), callbacks=[first], root=root,
+                history=nnx.HistoryJournal(retention=8, chunk_size=4))
+    return model
+
+
+DRIVERS = {
+    "digits-explicit": digits_explicit,
+    "digits-auto": digits_auto,
+    "ddp-writer0": ddp(0),
+    "ddp-writer1": ddp(1),
+    "trainer-gan": trainer_gan,
+    "journal": journal,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("driver", choices=sorted(DRIVERS))
+    parser.add_argument("out", type=Path, help="ckpt-chaos's {out}: the runs root is OUT/runs")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--resume", action="store_true", help="digits-explicit: the resume command")
+    args = parser.parse_args(argv)
+    root, result, rank = args.out / "runs", Path(f"{args.out}.result"), os.environ.get("RANK", "0")
+    if rank == "0":
+        result.unlink(missing_ok=True)  # only this run's own result may be judged
+    committed = newest_committed(root)  # read before training: what the crash left
+    first = FirstEpoch()
+    model = DRIVERS[args.driver](root, args.epochs, first, args.resume)
+    resumed = args.epochs if first.epoch is None else first.epoch  # nothing left to train: the run was complete
+    if resumed != committed + 1:
+        print(f"LOST_WORK rank {rank}: epoch {committed} was committed, training restarted at epoch {resumed}")
+        return LOST_WORK
+    if state_digest(model.net.state_dict()) != state_digest(final_checkpoint(root).weights()):
+        print(f"WRONG_MODEL rank {rank}: the model does not hold the weights of the final run's LAST")
+        return WRONG_MODEL
+    if rank == "0":
+        result.write_text(summary(root))
+    print(f"nnx-chaos rank {rank}: committed epoch {committed} before this run, resumed at epoch {resumed}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
