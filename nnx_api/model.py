@@ -317,7 +317,7 @@ class NNModel:
     # ------------------------------------------------------------------ checkpoints
     @classmethod
     def from_checkpoint(
-        cls, checkpoint: NNCheckpoint | str, tag: str = LAST, *, device: Any = None,
+        cls, checkpoint: NNCheckpoint | str, tag: Any = LAST, *, device: Any = None,
         root: str | os.PathLike[str] | None = None, module: nn.Module | None = None, storage: Any = None,
         batch_adapter: BatchAdapter | None = None, precision: Any = None,
     ) -> NNModel:
@@ -327,8 +327,15 @@ class NNModel:
         trained device (a CUDA-trained run loads on a CPU-only host with ``device="cpu"``),
         ``precision`` the precision policy; a custom module is given again as ``module=`` (its
         parameter names and shapes must match), a registered ``ModelSpec`` is rebuilt by its
-        factory. ``storage``: the store the run lives in (default: files under ``root``)."""
-        if not isinstance(checkpoint, NNCheckpoint):
+        factory. ``storage``: the store the run lives in (default: files under ``root``).
+        With an ``NNCheckpoint`` the second positional argument is the device, as in NNx's
+        ``from_checkpoint(checkpoint, device=None)``: the handle names its own tag."""
+        if isinstance(checkpoint, NNCheckpoint):
+            if isinstance(tag, torch.device) or tag != LAST:
+                if device is not None:
+                    raise ParamsError("NNModel.from_checkpoint", "an NNCheckpoint names its own tag; give the device once")
+                device = tag
+        else:
             run = NNRun.load(checkpoint, root, storage=storage)
             found = run.checkpoint(tag)
             if found is None:

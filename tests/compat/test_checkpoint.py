@@ -117,6 +117,10 @@ def test_a_cuda_trained_checkpoint_loads_on_this_host_with_a_device_override(tra
     assert loaded.device == torch.device("cpu")
     x, _ = data(2)
     assert torch.equal(loaded.predict(x).logits, model.predict(x).logits)
+    for device in ("cpu", nnx.Devices.CPU, torch.device("cpu")):  # NNx's positional from_checkpoint(checkpoint, device)
+        assert nnx.NNModel.from_checkpoint(cuda_ckpt, device).device == torch.device("cpu")
+    with pytest.raises(nnx.ParamsError, match="device once"):
+        nnx.NNModel.from_checkpoint(cuda_ckpt, "cpu", device="cpu")
 
 
 def test_training_state_and_resume_point(trained):
