@@ -20,11 +20,13 @@ from nnx_core.errors import (
     RunLeaseError,
     RunNotFoundError,
     ScheduleBudgetError,
+    TaskValidationError,
     TrainingInputError,
     UpdateOwnerError,
 )
 from nnx_core.monitor import MonitorDecision, MonitorSpec
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
+from nnx_core.precision import ResolvedPrecision
 from nnx_core.resume import ResumeStatus
 from nnx_adapters.pytorch.metrics import register_metric
 from nnx_adapters.pytorch.state import dataloader_worker_init_fn, set_seed
@@ -55,12 +57,35 @@ from nnx_api import objectives
 from nnx_api.training.objectives import LossTerm, Objective, ObjectiveContext, ObjectiveResult, kd_objective, supervised_objective
 from nnx_api.trainer import Trainer
 from nnx_api.runs.journal import HistoryJournal, export_history_csv, iter_history, migrate_history
+# NNx 0.4's public names (docs/nnx-compat.md); NNx's module paths live in nnx_api.nn and the modules below
+from nnx_core.errors import OutOfScopeError
+from nnx_core.records import EvaluationDataPoint as NNEvaluationDataPoint
+from nnx_core.records import IterationDataPoint as NNIterationDataPoint
+from nnx_adapters.pytorch.nets import ConvNN, FeedFwdNN
+from nnx_api.config.nets import NNConvParams
+from nnx_api.config.params import ModelSpec
+from nnx_api.finetune import LoadPretrainedResult, build_param_groups, freeze, frozen, load_pretrained, unfreeze
+from nnx_api.inference import (
+    PredictionBatch, PredictionStream, PredictionValidationError, ProbabilitySpec, StreamClosedError, prediction_from_logits,
+)
+from nnx_api.models import (
+    BatchAdapter, KeywordInputs, MissingModelFactoryError, PositionalInputs, register_model_factory,
+    registered_model_factories, unregister_model_factory,
+)
+from nnx_api.optimizers import build_optimizer
+from nnx_api.runs.checkpoint import NNCheckpoint, NNCheckpointTransform
+from nnx_api.training.steps import EvalStepFn, TrainerStepFn, TrainStepFn
+from nnx_api import finetune, history, models, monitors, optimizers, precision, prediction, seeding, streaming, tasks
+from nnx_api.scope import SCOPES as _OUT_OF_SCOPE
+from nnx_api.scope import placeholder as _placeholder
 
 _LAZY = {"TensorBoardCallback": "nnx_api.callbacks.trackers", "WandbCallback": "nnx_api.callbacks.trackers",
          "ExperimentPlan": "nnx_api.experiments.plans"}
 
 
 def __getattr__(name: str) -> object:  # these modules import nnx_api themselves: bound on first use
+    if name in _OUT_OF_SCOPE:
+        return _placeholder(name)
     if name not in _LAZY:
         raise AttributeError(f"module 'nnx_api' has no attribute {name!r}")
     import importlib

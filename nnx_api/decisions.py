@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from nnx_api.model import NNModel
+from nnx_api.scope import PROVIDERS, placeholder
 from nnx_core.decisions import (
     PRIMITIVES,
     PROBABILITY_TOLERANCE,
@@ -46,6 +47,17 @@ from nnx_core.decisions import (
     question_from_state,
     validate_response,
 )
+
+_OUT_OF_SCOPE = ("NLIProvider", "JevProvider", "JevError", "JevTimeout", "JevAuthenticationError", "JevRateLimited",
+                 "JevMalformedResponse")
+
+
+def __getattr__(name: str) -> type:
+    """NNx's NLI and Jev providers import as placeholders that refuse to be used (``nnx_api.scope``)."""
+    if name in _OUT_OF_SCOPE:
+        return placeholder(f"nnx.decisions.{name}", PROVIDERS)
+    raise AttributeError(f"module 'nnx_api.decisions' has no attribute {name!r}")
+
 
 __all__ = [
     "PRIMITIVES",

@@ -96,7 +96,7 @@ def _launch(entry: TrainingEntry, group: Any) -> NNRun:
     c, writer = group.collective, group.writer_rank
     train = entry.train
     storage = entry.storage if entry.storage is not None else FileStorage(runs_root(entry.root))
-    run = NNRun(config=entry.config, root=runs_root(entry.root), storage=storage)
+    run = NNRun(config=entry.config, root=runs_root(entry.root), storage=storage, precision=entry.model.resolved_precision)
     # 1. checks and identity, on every rank
     ready = agreed(c, "setup", lambda: _checks(entry, group))
     group.setup(run.id, train)
@@ -177,7 +177,9 @@ def _train(
     ]
     components = agreed(c, "setup", lambda: collect_components([monitor, *callbacks, *entry.components, *owned.owner.components, *clocks]))
     if run.resume_status:  # which components the resume point restored, or which start fresh
-        named = {"restored_components" if plan.stateful else "fresh_components": tuple(components)}
+        saved = payload["components"] if payload is not None and plan.stateful else {}
+        named = {"restored_components": tuple(n for n in components if n in saved),
+                 "fresh_components": tuple(n for n in components if n not in saved)}
         run = attrs.evolve(run, resume_status=attrs.evolve(run.resume_status, **named))
     if payload is not None and plan.stateful:
         problems = restore_problems(payload, owned.optimizers, schedules, components)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import attrs
@@ -22,17 +25,32 @@ from nnx_core.errors import (
     RunNotFoundError,
     TrainingInputError,
 )
+from nnx_core.precision import ResolvedPrecision
 from nnx_core.records import EvaluationDataPoint
 from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.devices import precision_problem
 from nnx_adapters.pytorch.tasks import TaskAdapter
-from nnx_api.config.params import NNModelParams, NNParams, NNTrainParams, check_extra_metrics
+from nnx_api import finetune
+from nnx_api.config.params import ModelSpec, NNModelParams, NNParams, NNTrainParams, check_extra_metrics
 from nnx_api.distributed import DDP, refuse_process_group
+from nnx_api.inference import (
+    PredictionBatch,
+    PredictionResult,
+    PredictionStream,
+    ProbabilitySpec,
+    check_fits,
+    concatenate,
+    prediction_from_logits,
+    row_ids,
+)
 from nnx_api.launch import TrainingEntry, launch
+from nnx_api.models import BatchAdapter, build_module
+from nnx_api.runs.checkpoint import NNCheckpoint
 from nnx_api.runs.export import to_onnx
 from nnx_api.runs.run import NNRun
-from nnx_api.training.steps import forward, restored_modes, score, to_device
+from nnx_api.scope import EXTRAS, HUB, refuse, refusing_method
+from nnx_api.training.steps import net_output, restored_modes, score, to_device
 
 
 class Head(NamedTuple):
@@ -43,33 +61,11 @@ class Head(NamedTuple):
     labels: tuple[str, ...] | None
 
 
-class PredictionResult(NamedTuple):
-    """``predict_proba`` output: raw logits, probabilities (None for regression), decoded
-    predictions and the row index of each sample."""
-
-    logits: torch.Tensor
-    probabilities: torch.Tensor | None
-    decoded: torch.Tensor
-    sample_ids: list[int]
-
-
 class PredictResult(NamedTuple):
     """``predict`` output: raw logits and decoded classes/values."""
 
     logits: torch.Tensor
     classes: torch.Tensor
-
-
-def build_feed_forward(params: NNParams) -> nn.Sequential:
-    """The built-in MLP: Linear → activation → dropout for each hidden layer, then Linear."""
-    layers: list[nn.Module] = []
-    dims = params.dims
-    for i in range(len(dims) - 2):
-        layers += [nn.Linear(dims[i], dims[i + 1]), params.activation()]
-        if params.dropout_prob > 0:
-            layers.append(nn.Dropout(params.dropout_prob))
-    layers.append(nn.Linear(dims[-2], dims[-1]))
-    return nn.Sequential(*layers)
 
 
 def module_signature(module: nn.Module) -> dict[str, Any]:
@@ -89,37 +85,48 @@ def _as_tensor(x: Any) -> torch.Tensor:
 
 
 class NNModel:
-    """A trainable model: the built-in feed-forward net from ``NNParams`` + ``NNModelParams``, or
-    any ``torch.nn.Module`` passed as ``module=``. Weights live on ``model.net``.
+    """A trainable model: a built-in net (``Nets`` member in ``NNModelParams.net``, shaped by
+    ``NNParams``), a registered one (``ModelSpec``), or any ``torch.nn.Module`` passed as
+    ``module=``. Weights live on ``model.net``; ``loss_fn`` is the loss module.
+    ``batch_adapter`` (``PositionalInputs``, ``KeywordInputs`` or a ``BatchAdapter``) says how a
+    batch reaches the net in the default training step, validation, ``evaluate`` and prediction.
 
     >>> model = NNModel(NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), NNModelParams())
     """
 
     def __init__(
-        self, net_params: NNParams | None = None, params: NNModelParams | None = None, *, module: nn.Module | None = None
+        self, net_params: NNParams | None = None, params: NNModelParams | None = None, *,
+        module: nn.Module | None = None, batch_adapter: BatchAdapter | None = None,
     ) -> None:
         params = params or NNModelParams()
         if not isinstance(params, NNModelParams):
             raise ParamsError("NNModel.params", f"must be NNModelParams, got {type(params).__name__}")
-        if module is None:
-            if not isinstance(net_params, NNParams):
-                raise ParamsError("NNModel.net_params", "give NNParams for the built-in net, or module=<nn.Module>")
-            net: nn.Module = build_feed_forward(net_params)
-        else:
-            if not isinstance(module, nn.Module):
-                raise ParamsError("NNModel.module", f"must be a torch.nn.Module, got {type(module).__name__}")
+        if batch_adapter is not None and not isinstance(batch_adapter, BatchAdapter):
+            raise ParamsError(
+                "NNModel.batch_adapter", f"must be PositionalInputs, KeywordInputs or a BatchAdapter, got {batch_adapter!r}"
+            )
+        if module is not None or isinstance(params.net, ModelSpec):
             if net_params is not None:
-                raise ParamsError("NNModel", "give either net_params (built-in net) or module=, not both")
-            net = module
+                raise ParamsError("NNModel", "net_params shape a built-in net; leave them out with module= or a ModelSpec")
+            net = module if module is not None else build_module(params.net)
+            if not isinstance(net, nn.Module):
+                raise ParamsError("NNModel.module", f"must be a torch.nn.Module, got {type(net).__name__}")
+        else:
+            if not isinstance(net_params, NNParams):
+                raise ParamsError("NNModel.net_params", f"give NNParams for Nets.{params.net.name}, or module=<nn.Module>")
+            net = params.net(net_params)
         self.net_params = net_params
         self.params = params
+        self.batch_adapter = batch_adapter
         self.device = params.device()
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ParamsError("NNModelParams.device", "CUDA is not available on this machine; use Devices.CPU")
         self.net = net.to(self.device)
+        self.loss_fn = params.loss().to(self.device)
         task = params.resolved_task
         self.task_adapter = TaskAdapter(task.kind, params.loss.value, task.ignore_index, task.threshold)
-        self.precision = self._resolve_precision()
+        self._resolved_precision = self._resolve_precision()
+        self.precision = self._resolved_precision.effective
         self._topology_transforms: tuple[Any, ...] = ()
 
     # ------------------------------------------------------------------ description
@@ -146,20 +153,27 @@ class NNModel:
         out: dict[str, Any] = {"model": self.params.state()}
         if self.net_params is not None:
             out["net"] = self.net_params.state()
-        else:
+        elif not isinstance(self.params.net, ModelSpec):  # a registered net is named by its spec
             out["module"] = module_signature(self.net)
         return out
 
-    def _resolve_precision(self) -> str:
-        policy = self.params.precision
-        if policy is None or policy.mode == "fp32":
-            return "fp32"
-        problem = precision_problem(policy.mode, self.device)  # fp16 off CUDA; bf16 below compute capability 8.0
-        if problem is not None:
-            if policy.fallback == "fp32":
-                return "fp32"
+    def _resolve_precision(self) -> ResolvedPrecision:
+        policy, device_type = self.params.precision, self.device.type
+        if policy is None and self.params.mixed_precision:  # NNx's flag: fp16 on CUDA, silently fp32 elsewhere
+            effective = "fp16" if device_type == "cuda" else "fp32"
+            reason = None if effective == "fp16" else f"mixed_precision is CUDA-only; {device_type} runs in fp32"
+            return ResolvedPrecision("fp16", effective, device_type, "mixed_precision", reason)
+        if policy is None:
+            return ResolvedPrecision("fp32", "fp32", device_type)
+        problem = None if policy.mode == "fp32" else precision_problem(policy.mode, self.device)  # fp16 off CUDA; bf16 below cc 8.0
+        if problem is not None and policy.fallback != "fp32":
             raise PrecisionUnsupportedError(problem)
-        return policy.mode
+        return ResolvedPrecision(policy.mode, "fp32" if problem else policy.mode, device_type, "policy", problem)
+
+    @property
+    def resolved_precision(self) -> ResolvedPrecision:
+        """What the precision request became on this device (``effective`` is ``self.precision``)."""
+        return self._resolved_precision
 
     def autocast_context(self) -> Callable[[], Any]:
         """A factory of the forward's autocast context for the resolved precision."""
@@ -169,38 +183,118 @@ class NNModel:
         device_type = self.device.type
         return lambda: torch.autocast(device_type=device_type, dtype=dtype)
 
+    save_pretrained = refusing_method("NNModel.save_pretrained", HUB)
+    push_to_hub = refusing_method("NNModel.push_to_hub", HUB)
+    from_pretrained = refusing_method("NNModel.from_pretrained", HUB)
+
+    # ------------------------------------------------------------------ fine-tuning
+    def freeze(self, *patterns: str) -> int:
+        """Freeze ``net``'s parameters whose dotted name matches a glob (``"layers.0.*"``);
+        how many changed (``nnx_api.finetune.freeze``)."""
+        return finetune.freeze(self.net, *patterns)
+
+    def unfreeze(self, *patterns: str) -> int:
+        """Unfreeze the matching parameters; how many changed."""
+        return finetune.unfreeze(self.net, *patterns)
+
+    def frozen(self) -> list[str]:
+        """The frozen parameter names of ``net``, sorted."""
+        return finetune.frozen(self.net)
+
+    def load_pretrained(self, source: Any, **options: Any) -> finetune.LoadPretrainedResult:
+        """Load the keys a state dict (path, mapping or module) shares with ``net``
+        (``nnx_api.finetune.load_pretrained``: ``key_map``, ``strict``, ``prefix``)."""
+        return finetune.load_pretrained(self.net, source, **options)
+
+    def export_state_dict(self, path: str | os.PathLike[str]) -> str:
+        """Save ``net.state_dict()`` alone (``torch.save``; tensors only, so it loads with
+        ``torch.load(path, weights_only=True)`` and ``load_pretrained``); returns the path."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(self.net.state_dict(), target)
+        return str(path)
+
     # ------------------------------------------------------------------ inference
-    def _batches(self, data: Any) -> Iterator[Any]:
+    def _inputs(self, data: Any) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+        """``(args, kwargs)`` of each forward over ``data``: one call for a tensor, an array, a
+        tuple of them or (with ``KeywordInputs``) a mapping; one per batch of a loader."""
+        adapter = self.batch_adapter
         if isinstance(data, (torch.Tensor, np.ndarray)):
-            yield _as_tensor(data)
+            yield (_as_tensor(data),), {}
             return
-        if isinstance(data, tuple) and all(isinstance(d, (torch.Tensor, np.ndarray)) for d in data):
-            yield tuple(_as_tensor(d) for d in data)
+        if isinstance(data, tuple) and data and all(isinstance(d, (torch.Tensor, np.ndarray)) for d in data):
+            yield tuple(_as_tensor(d) for d in data), {}
+            return
+        if isinstance(data, Mapping) and adapter is not None:
+            args, kwargs, _ = adapter.split(data)
+            yield args, kwargs
             return
         for batch in data:
-            yield batch[0] if isinstance(batch, (tuple, list)) and len(batch) == 2 else batch
+            if adapter is not None:
+                args, kwargs, _ = adapter.split(batch)
+                yield args, kwargs
+                continue
+            inputs = batch[0] if isinstance(batch, (tuple, list)) and len(batch) == 2 else batch
+            yield (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), {}
+
+    def _outputs(self, data: Any) -> Iterator[torch.Tensor]:
+        """The logits of each forward over ``data``, each computed in eval mode under inference
+        mode and the model's autocast; every submodule's mode is restored before it is yielded."""
+        for args, kwargs in self._inputs(data):
+            with restored_modes(self.net), torch.inference_mode(), self.autocast_context()():
+                self.net.eval()
+                out = net_output(self, self.net, *to_device((args, kwargs), self.device))
+            yield out
 
     def _forward_all(self, data: Any) -> torch.Tensor:
-        outputs = []
-        with restored_modes(self.net), torch.inference_mode(), self.autocast_context()():
-            self.net.eval()
-            for inputs in self._batches(data):
-                outputs.append(forward(self.net, to_device(inputs, self.device)))
+        outputs = list(self._outputs(data))
         if not outputs:
-            raise TrainingInputError("no inputs to predict: the loader yielded no batches")
-        return outputs[0] if len(outputs) == 1 else torch.cat(outputs)
+            raise TrainingInputError("nothing to predict: the loader produced zero batches")
+        return concatenate(outputs)
 
-    def predict(self, data: Any) -> PredictResult:
-        """Raw outputs and decoded predictions (argmax classes, thresholded labels, or values)."""
-        logits = self._forward_all(data)
+    def predict(self, X: Any) -> PredictResult:
+        """Raw outputs and decoded predictions (argmax classes, thresholded labels, or values) of
+        ``X``: a tensor, an ndarray, a tuple of them, or a loader of batches (targets ignored)."""
+        logits = self._forward_all(X)
         return PredictResult(logits, self.task_adapter.decode(logits))
 
-    def predict_proba(self, data: Any) -> PredictionResult:
-        """Logits, probabilities (softmax / sigmoid; None for regression), decoded predictions and
-        row ids, computed in eval mode (each submodule's mode is restored afterwards)."""
-        logits = self._forward_all(data)
+    def predict_proba(self, X: Any, spec: ProbabilitySpec | None = None) -> PredictionResult:
+        """Logits, probabilities, decoded predictions and row ids of ``X``. ``spec`` declares how
+        logits become probabilities (``ProbabilitySpec``); without one the model's task decides
+        (softmax / sigmoid; None for regression). Eval mode, each submodule's mode restored."""
+        _warn_if_shuffled(X, "predict_proba")
+        logits = self._forward_all(X)
+        if spec is not None:
+            return prediction_from_logits(logits, spec)
         task = self.task_adapter
-        return PredictionResult(logits, task.probabilities(logits), task.decode(logits), list(range(logits.shape[0])))
+        return PredictionResult(logits, task.probabilities(logits), task.decode(logits), row_ids(0, logits.shape[0]))
+
+    def iter_predict(self, X: Any, spec: ProbabilitySpec | None = None, *, rich: bool = False) -> PredictionStream:
+        """Stream the predictions of a loader one batch at a time: a ``PredictionStream`` (use it
+        as a context manager) of ``PredictionBatch(logits, classes, sample_ids)``, or with a
+        ``spec`` / ``rich=True`` of ``PredictionResult``; concatenated they equal the eager
+        result. An empty loader yields nothing."""
+        if isinstance(X, (torch.Tensor, np.ndarray)):
+            raise TrainingInputError("iter_predict streams a loader of batches; use predict / predict_proba for arrays")
+        if spec is not None and not isinstance(spec, ProbabilitySpec):
+            raise ParamsError("iter_predict.spec", f"must be a ProbabilitySpec, got {type(spec).__name__}")
+        _warn_if_shuffled(X, "iter_predict")
+        task = self.task_adapter
+
+        def batches() -> Iterator[Any]:
+            start = 0
+            for logits in self._outputs(X):
+                ids = row_ids(start, logits.shape[0])
+                start += logits.shape[0]
+                if spec is not None:
+                    check_fits(logits, spec)
+                    yield prediction_from_logits(logits, spec, sample_ids=ids)
+                elif rich:
+                    yield PredictionResult(logits, task.probabilities(logits), task.decode(logits), ids)
+                else:
+                    yield PredictionBatch(logits, task.decode(logits), ids)
+
+        return PredictionStream(batches())
 
     def evaluate(
         self, loader: Any, extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None,
@@ -223,30 +317,65 @@ class NNModel:
     # ------------------------------------------------------------------ checkpoints
     @classmethod
     def from_checkpoint(
-        cls, run_id: str, tag: str = LAST, *, root: str | os.PathLike[str] | None = None, module: nn.Module | None = None,
-        storage: Any = None,
+        cls, checkpoint: NNCheckpoint | str, tag: Any = LAST, *, device: Any = None,
+        root: str | os.PathLike[str] | None = None, module: nn.Module | None = None, storage: Any = None,
+        batch_adapter: BatchAdapter | None = None, precision: Any = None,
     ) -> NNModel:
-        """Rebuild a model from a committed checkpoint (weights verified against their SHA-256);
-        ``storage``: the store the run lives in (default: the file system under ``root``)."""
-        run = NNRun.load(run_id, root, storage=storage)
-        checkpoint = run.checkpoint(tag)
-        if checkpoint is None:
-            raise RunNotFoundError(f"run {run.id} has no committed {tag!r} checkpoint (tags: {run.tags() or 'none'})")
-        params = NNModelParams.from_state(run.config["model"])
-        if "net" in run.config:
-            model = cls(NNParams.from_state(run.config["net"]), params)
+        """Rebuild a model from a committed checkpoint: an ``NNCheckpoint``
+        (``NNCheckpoint.load(run=..., type=...)``), or a run id and ``tag``. The weights' blob is
+        verified against its SHA-256 and decoded with the safe loader. ``device`` overrides the
+        trained device (a CUDA-trained run loads on a CPU-only host with ``device="cpu"``),
+        ``precision`` the precision policy; a custom module is given again as ``module=`` (its
+        parameter names and shapes must match), a registered ``ModelSpec`` is rebuilt by its
+        factory. ``storage``: the store the run lives in (default: files under ``root``).
+        With an ``NNCheckpoint`` the second positional argument is the device, as in NNx's
+        ``from_checkpoint(checkpoint, device=None)``: the handle names its own tag."""
+        if isinstance(checkpoint, NNCheckpoint):
+            if isinstance(tag, torch.device) or tag != LAST:
+                if device is not None:
+                    raise ParamsError("NNModel.from_checkpoint", "an NNCheckpoint names its own tag; give the device once")
+                device = tag
+        else:
+            run = NNRun.load(checkpoint, root, storage=storage)
+            found = run.checkpoint(tag)
+            if found is None:
+                raise RunNotFoundError(f"run {run.id} has no committed {tag!r} checkpoint (tags: {run.tags() or 'none'})")
+            checkpoint = NNCheckpoint.of(found)
+        params = checkpoint.model_params
+        if device is not None:
+            params = dataclasses.replace(params, device=device)
+        if precision is not None:
+            params = dataclasses.replace(params, precision=precision)
+        if params.device().type == "cuda" and not torch.cuda.is_available():
+            raise ParamsError(
+                "NNModel.from_checkpoint.device",
+                f"the checkpoint was trained on {params.device} and this machine has no CUDA; pass device='cpu'",
+            )
+        if checkpoint.net_params is not None:
+            model = cls(checkpoint.net_params, params, batch_adapter=batch_adapter)
+        elif isinstance(params.net, ModelSpec):
+            model = cls(params=params, batch_adapter=batch_adapter)
+            _check_same_shapes(model.net, checkpoint.net_state)  # a changed factory is refused before loading
         else:
             if module is None:
-                raise ParamsError("module", f"run {run.id} trained a custom module; pass module=<a fresh instance>")
-            if module_signature(module) != run.config["module"]:
+                raise ParamsError("module", f"run {checkpoint.run_id} trained a custom module; pass module=<a fresh instance>")
+            if module_signature(module) != checkpoint.module_signature:
                 raise ResumeMismatchError("the given module's parameter names/shapes differ from the checkpoint's")
-            model = cls(params=params, module=module)
-        model.net.load_state_dict(checkpoint.weights())
+            model = cls(params=params, module=module, batch_adapter=batch_adapter)
+        model.net.load_state_dict(checkpoint.net_state)
         return model
 
-    def to_onnx(self, path: str | os.PathLike[str], example_input: Any, **options: Any) -> Any:
+    def to_onnx(
+        self, path: str | os.PathLike[str], example_input: Any, *, opset_version: int | None = None, **options: Any
+    ) -> Any:
         """Export ``net`` to ONNX, traced on ``example_input`` with a dynamic batch axis
-        (``nnx_api.runs.export.to_onnx``; needs the ``export`` extra). Returns the file's path."""
+        (``nnx_api.runs.export.to_onnx``: ``input_names``, ``output_names``, ``dynamic_batch``,
+        ``dynamo``; needs the ``export`` extra). ``opset_version`` is NNx's name of ``opset``.
+        Returns the file's path."""
+        if opset_version is not None:
+            if "opset" in options:
+                raise ParamsError("NNModel.to_onnx", "give opset or opset_version, not both")
+            options["opset"] = opset_version
         return to_onnx(self, path, example_input, **options)
 
     # ------------------------------------------------------------------ training
@@ -272,6 +401,7 @@ class NNModel:
         history: Any = None,
         distributed: Any = None,
         storage: Any = None,
+        provenance: Any = None,
     ) -> NNRun:
         """Train into ``<root>/<run id>/`` and return the committed :class:`NNRun`.
 
@@ -281,7 +411,10 @@ class NNModel:
         ``distributed=nnx.distributed.DDP()`` trains data-parallel on the torchrun group (every
         rank calls ``train``; the writer writes); ``storage=`` a ``Storage`` adapter to keep the
         run in (default: the file system under ``root``, ``$NNX_RUNS`` or ``./runs``).
+        NNx's ``provenance=`` is out of scope (``OutOfScopeError``): the attempt record is kept.
         """
+        if provenance is not None:
+            refuse("NNModel.train(provenance=...)", EXTRAS)
         if distributed is None:
             refuse_process_group("NNModel.train")  # one process: not inside a group of several ranks
         if not isinstance(params, NNTrainParams):
@@ -296,6 +429,24 @@ class NNModel:
                 objective=objective, eval_step_fn=eval_step_fn, callbacks=callbacks or (), components=components or (),
                 history=history, root=root, storage=storage, distributed=distributed,
             )
+        )
+
+
+def _check_same_shapes(net: nn.Module, state: Mapping[str, Any]) -> None:
+    """Refuse weights whose names or shapes differ from ``net``'s, before loading any of them."""
+    have = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+    want = {k: tuple(v.shape) for k, v in state.items()}
+    if have != want:
+        differ = sorted(k for k in have.keys() | want.keys() if have.get(k) != want.get(k))
+        raise ResumeMismatchError(f"the checkpoint's weights do not fit this net: {differ[:5]} differ in name or shape")
+
+
+def _warn_if_shuffled(data: Any, caller: str) -> None:
+    if isinstance(getattr(data, "sampler", None), torch.utils.data.RandomSampler):
+        warnings.warn(
+            f"{caller}: the loader shuffles, so sample_ids are positions in this iteration, not dataset rows",
+            RuntimeWarning,
+            stacklevel=3,
         )
 
 

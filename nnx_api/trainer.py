@@ -27,6 +27,7 @@ from nnx_api.distributed import refuse_process_group
 from nnx_api.launch import TrainingEntry, launch
 from nnx_api.model import NNModel
 from nnx_api.runs.run import NNRun
+from nnx_api.scope import EXTRAS, refuse
 from nnx_api.training.steps import TrainerStepContext
 
 class Trainer:
@@ -59,9 +60,13 @@ class Trainer:
         eval_step_fn: Callable[..., Any] | None = None,
         history: Any = None,
         storage: Any = None,
+        provenance: Any = None,
     ) -> NNRun:
         """Train into ``<root>/<run id>/`` and return the committed :class:`NNRun` (as NNModel.train;
-        ``storage=`` a ``Storage`` adapter, default the file system under ``root``)."""
+        ``storage=`` a ``Storage`` adapter, default the file system under ``root``; NNx's
+        ``provenance=`` is out of scope: ``OutOfScopeError``)."""
+        if provenance is not None:
+            refuse("Trainer.train(provenance=...)", EXTRAS)
         refuse_process_group("Trainer.train")  # data parallelism covers NNModel.train(distributed=DDP()) only
         if not isinstance(params, NNTrainerParams):
             raise ParamsError("params", f"must be NNTrainerParams, got {type(params).__name__}")

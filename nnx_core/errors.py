@@ -64,6 +64,11 @@ class TrainingInputError(NNxError, ValueError):
     """The data given to ``train`` / ``evaluate`` cannot be used (no loader, empty, bad target)."""
 
 
+class TaskValidationError(TrainingInputError):
+    """A batch the model's task refuses (target shape, dtype, range or width), raised before
+    backward; the message names what the task expected."""
+
+
 class NonFiniteLossError(NNxError, FloatingPointError):
     """A loss was NaN or infinite; no parameter was changed by it."""
 
@@ -86,3 +91,9 @@ class PrecisionUnsupportedError(NNxError, ValueError):
 
 class ScheduleBudgetError(NNxError, ValueError):
     """An update-clock schedule's horizon is too small for the run, or was exceeded."""
+
+
+class OutOfScopeError(NNxError, NotImplementedError):
+    """A feature NNx documents that this implementation leaves out of its scope (graph nets,
+    transformers and language-model helpers, LoRA / quantisation / GGUF, NLI and Jev decision
+    providers); the message names the scope and ``docs/nnx-compat.md`` lists them."""

@@ -11,12 +11,14 @@ are added.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from nnx_core.convert import OMIT, Stateful
+from nnx_core.errors import ParamsError
+from nnx_core.scores import confusion_of, label_scores
 
 CLASSIFICATION_FIELDS = ("accuracy", "f1", "precision", "recall")
 EDP_FIELDS = ("loss", "error", *CLASSIFICATION_FIELDS)
@@ -52,6 +54,76 @@ class EvaluationDataPoint(Stateful):
             return self.metrics[name]
         return self.extra.get(name)
 
+    def with_loss(self, value: float | None) -> EvaluationDataPoint:
+        """A copy with ``loss`` set."""
+        return attrs.evolve(self, loss=value)
+
+    def with_error(self, value: float | None) -> EvaluationDataPoint:
+        """A copy with ``error`` set."""
+        return attrs.evolve(self, error=value)
+
+    def with_extra(self, name: str, value: float) -> EvaluationDataPoint:
+        """A copy with the custom metric ``extra[name] = value`` added (or replaced)."""
+        return attrs.evolve(self, extra={**self.extra, name: float(value)})
+
+    @classmethod
+    def of(
+        cls,
+        Y: Any,
+        Y_hat: Any,
+        average: str = "macro",
+        extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None,
+    ) -> EvaluationDataPoint:
+        """Score class labels ``Y_hat`` against ``Y``: accuracy, and f1/precision/recall averaged
+        as ``average`` says (``macro`` default, ``micro``, ``weighted``, ``binary``; zero
+        division gives 0), as scikit-learn computes them (``nnx_core.scores``). ``Y`` and
+        ``Y_hat`` are 1-d sequences of labels (lists, NumPy arrays, tensors). Each
+        ``extra_metrics[name](Y, Y_hat)`` is called on the arguments as given and stored in
+        ``extra``. ``loss`` and ``error`` are left unset (``with_loss`` / ``with_error``).
+
+        >>> EvaluationDataPoint.of([0, 1, 1, 2], [0, 1, 2, 2]).accuracy
+        0.75
+        """
+        targets, predictions = _labels(Y, "Y"), _labels(Y_hat, "Y_hat")
+        labels = None
+        if average == "binary":
+            if not set(targets) | set(predictions) <= {0, 1}:
+                raise ParamsError("average", "'binary' needs 0/1 labels; use 'macro', 'micro' or 'weighted'")
+            labels = [0, 1]
+        _, matrix = confusion_of(targets, predictions, labels)
+        scores = label_scores(matrix, average)
+        if not scores:
+            raise ParamsError("Y", "is empty: there is nothing to score")
+        extra = {name: float(fn(Y, Y_hat)) for name, fn in (extra_metrics or {}).items()}
+        return cls(**scores, extra=extra)
+
+    @classmethod
+    def mean_of(cls, edps: Sequence[EvaluationDataPoint]) -> EvaluationDataPoint:
+        """The unweighted mean of each field over the records that carry it (``extra`` and
+        ``metrics`` per key). Every record counts the same whatever its size, so over batches
+        of unequal size this is not the whole-data value: ``NNModel.evaluate`` computes that."""
+        if not edps:
+            raise ParamsError("edps", "mean_of needs at least one record")
+
+        def mean(values: Iterable[float | None]) -> float | None:
+            present = [v for v in values if v is not None]
+            return sum(present) / len(present) if present else None
+
+        def per_key(maps: list[Mapping[str, float]]) -> dict[str, float]:
+            keys = sorted({k for m in maps for k in m})
+            return {k: mean(m.get(k) for m in maps) for k in keys}  # type: ignore[misc]
+
+        fields = {name: mean(getattr(e, name) for e in edps) for name in EDP_FIELDS}
+        return cls(**fields, extra=per_key([e.extra for e in edps]), metrics=per_key([e.metrics for e in edps]))
+
+
+def _labels(values: Any, what: str) -> list[Any]:
+    """Plain labels of a 1-d sequence (NumPy arrays and tensors through ``tolist``)."""
+    listed = values.tolist() if hasattr(values, "tolist") else list(values)
+    if not isinstance(listed, list):
+        raise ParamsError(what, "must be a 1-d sequence of labels, got a scalar")
+    return listed
+
 
 @attrs.frozen(kw_only=True)
 class MonitorRecord(Stateful):
@@ -81,6 +153,15 @@ class IterationDataPoint(Stateful):
     selection: MonitorRecord | None = _unset()
     update_count: int | None = _unset()
 
+    def with_val_edp(self, value: EvaluationDataPoint | None) -> IterationDataPoint:
+        """A copy with the validation record set."""
+        return attrs.evolve(self, val_edp=value)
+
+    def monitored_train_edp(self) -> EvaluationDataPoint:
+        """The training record a monitor reads: the whole-epoch summary when there is one, else
+        the batch record."""
+        return self.train_summary or self.train_edp
+
 
 def first_finite(*values: float | None) -> float | None:
     """The first value that is a finite number, else None."""
@@ -98,7 +179,7 @@ def fallback_signal(idp: IterationDataPoint | None) -> float | None:
     if idp is None:
         return None
     val = idp.val_edp
-    train = idp.train_summary or idp.train_edp
+    train = idp.monitored_train_edp()
     return first_finite(
         val.error if val else None,
         val.loss if val else None,

@@ -22,10 +22,11 @@ import attrs
 import torch
 
 from nnx_core.errors import ParamsError
+from nnx_core.scores import AVERAGES as F1_AVERAGES
+from nnx_core.scores import label_scores
 from nnx_adapters.pytorch.tasks import TaskAdapter
 
 INPUTS = ("labels", "probabilities", "continuous")
-F1_AVERAGES = ("macro", "micro", "weighted", "binary")
 
 
 def _ones(target: torch.Tensor) -> torch.Tensor:
@@ -76,30 +77,12 @@ class Confusion:
             self.matrix = torch.zeros(self.n * self.n, dtype=torch.float64, device=target.device)
         self.matrix.index_add_(0, target * self.n + pred, weights)
 
-    def scores(self) -> dict[str, float]:
-        """accuracy and macro/micro/weighted/binary F1, macro precision and recall (zero_division 0;
-        averages over the labels present in targets or predictions, as scikit-learn does)."""
+    def scores(self, average: str = "macro") -> dict[str, float]:
+        """accuracy, precision, recall and F1 averaged as ``average`` says (macro, micro,
+        weighted, binary: ``nnx_core.scores.label_scores``); ``{}`` before any update."""
         if self.matrix is None:
             return {}
-        m = self.matrix.reshape(self.n, self.n).cpu()
-        tp, support, predicted = m.diag(), m.sum(1), m.sum(0)  # support: true counts per class
-        total = float(m.sum())
-        if total == 0:
-            return {}
-        per_class = class_scores(tp, support, predicted)
-        macro = macro_scores(per_class, support + predicted > 0)
-        micro = float(tp.sum()) / total
-        out = {
-            "accuracy": micro,
-            "precision": float(macro["precision"]),
-            "recall": float(macro["recall"]),
-            "f1": float(macro["f1"]),
-            "f1_micro": micro,
-            "f1_weighted": float((per_class["f1"] * support).sum() / support.sum()),
-        }
-        if self.n == 2:
-            out["f1_binary"] = float(per_class["f1"][1])
-        return out
+        return label_scores(self.matrix.reshape(self.n, self.n).tolist(), average)
 
 
 def class_scores(tp: torch.Tensor, support: torch.Tensor, predicted: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -255,9 +238,9 @@ class F1Metric:
     def result(self) -> float:
         if self.indicator:
             return self.labels.f1(self.average)
-        scores = self.confusion.scores()
-        key = {"macro": "f1", "micro": "f1_micro", "weighted": "f1_weighted", "binary": "f1_binary"}[self.average]
-        return scores.get(key, float("nan"))
+        if self.average == "binary" and self.confusion.n != 2:
+            return float("nan")  # binary F1 needs exactly two classes
+        return self.confusion.scores(self.average).get("f1", float("nan"))
 
 
 def _check_f1(config: Mapping[str, Any]) -> list[str]:

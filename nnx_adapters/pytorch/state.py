@@ -39,15 +39,21 @@ def encoder(payload: Mapping[str, Any]) -> Callable[[Any], None]:
     return produce
 
 
-def decode(data: bytes, *, where: str = "checkpoint") -> dict[str, Any]:
-    """Load a payload safely (never executes code); anything else is CorruptRunError."""
+def safe_load(data: bytes, *, where: str = "checkpoint") -> Any:
+    """``torch.load(weights_only=True)`` of ``data`` onto the CPU: tensors and plain types only,
+    never code; anything the safe loader refuses is CorruptRunError."""
     try:
-        payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, TypeError) as exc:
         raise CorruptRunError(
             f"{where}: payload refused by the safe loader ({type(exc).__name__}: {str(exc)[:200]}); "
             "NNx never executes code from a checkpoint"
         ) from exc
+
+
+def decode(data: bytes, *, where: str = "checkpoint") -> dict[str, Any]:
+    """Load a payload safely (never executes code); anything else is CorruptRunError."""
+    payload = safe_load(data, where=where)
     if not isinstance(payload, dict) or payload.get("nnx_payload_format") != PAYLOAD_FORMAT:
         raise CorruptRunError(f"{where}: not an NNx payload (format {PAYLOAD_FORMAT} expected)")
     return payload

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nnx_core.errors import TrainingInputError
+from nnx_core.errors import TaskValidationError
 
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -40,27 +40,27 @@ class TaskAdapter:
     def check(self, output: torch.Tensor, target: Any) -> None:
         """Refuse a target of the wrong type, dtype or shape with an actionable error."""
         if not isinstance(target, torch.Tensor):
-            raise TrainingInputError(
+            raise TaskValidationError(
                 f"targets must be a torch.Tensor, got {type(target).__name__}; batches are (inputs, targets)"
             )
         if self.categorical:
             if target.dtype.is_floating_point or target.dtype == torch.bool or target.is_complex():
-                raise TrainingInputError(
+                raise TaskValidationError(
                     f"a categorical task needs integer class targets (torch.long), got {target.dtype}; "
                     "convert with targets.long()"
                 )
             if target.shape != output.shape[:-1]:
-                raise TrainingInputError(
+                raise TaskValidationError(
                     f"targets have shape {tuple(target.shape)} but logits {tuple(output.shape)} need "
                     f"{tuple(output.shape[:-1])} (one class index per row)"
                 )
         else:
             if not target.dtype.is_floating_point:
-                raise TrainingInputError(
+                raise TaskValidationError(
                     f"a {self.kind} task needs float targets, got {target.dtype}; convert with targets.float()"
                 )
             if target.shape != output.shape:
-                raise TrainingInputError(
+                raise TaskValidationError(
                     f"targets have shape {tuple(target.shape)} but the outputs {tuple(output.shape)}; they must match"
                 )
 

@@ -73,10 +73,12 @@ class EarlyStopping(Callback):
     NaN/inf never becomes the best and counts as no improvement (warned once). A checkpointed
     component (``early_stopping``, numbered when there are several; ``name=`` names it): a
     stateful resume continues the count, and refuses a checkpoint that tracked another monitor or
-    mode.
+    mode. It is optional, as in NNx: resuming without it ignores its saved state, and adding it on
+    a resume starts it fresh.
     """
 
     distributed = "all"
+    component_required = False
 
     def __init__(
         self,
@@ -300,18 +302,22 @@ class LRMonitor(Callback):
 
 
 class ModelCheckpoint(Callback):
-    """Write the model's weights as tag ``<tag>_e<epoch>`` on the listed epochs, after the epoch
-    commits (a deferred write: it can never name an uncommitted epoch)."""
+    """Write the model's weights as tag ``<tag>_e<epoch>`` on the listed (0-based, global)
+    epochs, after the epoch commits (a deferred write: it can never name an uncommitted epoch).
+    No epochs (None or empty) means nothing is written. Each tag is a weights-only checkpoint of
+    the run: ``NNCheckpoint.from_file("runs/<id>/checkpoints/<tag>_e<epoch>.pt")`` (NNx's file
+    name; the tag's manifest is ``<tag>_e<epoch>.json``), ``NNModel.from_checkpoint(run_id,
+    "<tag>_e<epoch>")``, or ``resume_from_checkpoint="<tag>_e<epoch>"`` for a weights-only start."""
 
     distributed = "writer"
 
     def __init__(self, epochs: Sequence[int] | None = None, tag: str = "custom") -> None:
-        self.epochs = None if epochs is None else {check_int("ModelCheckpoint.epochs", e, minimum=0) for e in epochs}
+        self.epochs = {check_int("ModelCheckpoint.epochs", e, minimum=0) for e in epochs or ()}
         self.tag = validate_tag(tag)
         self.written: list[str] = []
 
     def on_epoch_end(self, ctx: CallbackContext) -> None:
-        if self.epochs is not None and ctx.epoch not in self.epochs:
+        if ctx.epoch not in self.epochs:
             return
         if ctx.save_weights is None:
             warnings.warn("ModelCheckpoint: this run cannot save weights", RuntimeWarning, stacklevel=2)

@@ -1,6 +1,10 @@
 """Enums of the public API. Values are lowercase strings; members that build torch objects are
 factories: ``Losses.CROSS_ENTROPY()`` returns the loss module, ``Devices.CPU()`` the device.
 
+Calling a member builds its torch object: ``Nets.FEED_FWD(params=...)`` the net,
+``Optims.ADAM(net, lr_start=...)`` the optimizer, ``Schedulers.STEP(optimizer, params, n_epochs)``
+the LR scheduler, ``Activations.RELU()`` the activation, ``Losses.CROSS_ENTROPY()`` the loss.
+
 Every enum accepts its member, its value or its name in any case (``Optims("ADAM")``,
 ``"Adam"``, ``Optims.ADAM``); ``parse`` turns anything else into a ``ParamsError`` that names the
 field and lists the allowed values. Devices are named as PyTorch users name them: a ``Devices``
@@ -12,12 +16,18 @@ from __future__ import annotations
 
 import difflib
 import enum
+import types
 from typing import Any
 
 import torch
 from torch import nn
 
+from nnx_core.commit import phase_tags
 from nnx_core.errors import ParamsError
+from nnx_adapters.pytorch.nets import ConvNN, FeedFwdNN
+from nnx_adapters.pytorch.optim import build_optimizer, build_scheduler
+from nnx_api.scope import GRAPH, LM, MOE, refuse
+from nnx_api.training.optimizers import param_groups as param_groups_of
 
 
 class ValueEnum(str, enum.Enum):
@@ -48,9 +58,40 @@ class ValueEnum(str, enum.Enum):
 
 
 class Nets(ValueEnum):
-    """Built-in networks. ``FEED_FWD`` is an MLP built from :class:`NNParams`."""
+    """Built-in networks; calling a member builds the net: ``Nets.FEED_FWD(params=NNParams(...))``
+    is a :class:`FeedFwdNN`, ``Nets.CONV(params=NNConvParams(...))`` a :class:`ConvNN`.
 
+    The graph, transformer, vision-transformer and mixture-of-experts members exist so that
+    configurations naming them parse, but building one raises :class:`OutOfScopeError`: those
+    nets are outside this implementation's scope (``docs/nnx-compat.md``); build such a module
+    yourself and pass it as ``NNModel(params=..., module=...)``."""
+
+    CONV = "conv"
     FEED_FWD = "feed_fwd"
+    FEED_FWD_MOE = "feed_fwd_moe"
+    GRAPH_ATT = "graph_att"
+    GRAPH_CONV = "graph_conv"
+    GRAPH_SAGE = "graph_sage"
+    TRANSFORMER = "transformer"
+    VIT = "vit"
+
+    @property
+    def out_of_scope(self) -> str | None:
+        """The scope a member falls outside of, None for the nets built here."""
+        return {"feed_fwd_moe": MOE, "graph_att": GRAPH, "graph_conv": GRAPH, "graph_sage": GRAPH, "transformer": LM,
+                "vit": LM}.get(self.value)
+
+    def __call__(self, params: Any) -> nn.Module:
+        scope = self.out_of_scope
+        if scope is not None:
+            refuse(f"Nets.{self.name}", scope)
+        if params is None:
+            raise ParamsError(f"Nets.{self.name}", "needs params=NNParams(...)")
+        conv = getattr(params, "conv_channels", None) is not None
+        if (self is Nets.CONV) != conv:
+            expected = "NNConvParams" if self is Nets.CONV else "NNParams (NNConvParams belong to Nets.CONV)"
+            raise ParamsError(f"Nets.{self.name}", f"needs {expected}, got {type(params).__name__}")
+        return ConvNN(params) if conv else FeedFwdNN(params)
 
 
 class Activations(ValueEnum):
@@ -63,9 +104,12 @@ class Activations(ValueEnum):
     TANH = "tanh"
     SIGMOID = "sigmoid"
     SOFTPLUS = "softplus"
+    SOFTMAX = "softmax"
     GELU = "gelu"
 
     def __call__(self) -> nn.Module:
+        if self is Activations.SOFTMAX:
+            return nn.Softmax(dim=-1)
         return {
             "relu": nn.ReLU,
             "leaky_relu": nn.LeakyReLU,
@@ -195,6 +239,29 @@ class Optims(ValueEnum):
         """Whether momentum is a (beta1, beta2) pair."""
         return self.value.startswith("adam")
 
+    def __call__(
+        self,
+        net: nn.Module,
+        lr_start: float,
+        weight_decay: float = 0.0,
+        momentum: Any = None,
+        param_groups: Any = None,
+        strict_param_groups: bool = False,
+        eps: float = 1e-8,
+    ) -> torch.optim.Optimizer:
+        """The torch optimizer over ``net``'s trainable parameters; ``param_groups``
+        (``NNParamGroupSpec``s) give matching parameters their own lr / decay, the rest form a
+        default group (``strict_param_groups=True``: the rest are left out). ``momentum``: a
+        float for SGD, ``(beta1, beta2)`` for Adam (default 0.0 / (0.9, 0.999))."""
+        if momentum is None:
+            momentum = (0.9, 0.999) if self.is_adam else 0.0
+        spec = types.SimpleNamespace(param_groups=param_groups, max_lr=lr_start)
+        groups, _ = param_groups_of(net, self.value, spec, strict=strict_param_groups, required=False)
+        return build_optimizer(
+            self.value, groups, lr=lr_start, momentum=tuple(momentum) if self.is_adam else momentum,
+            weight_decay=weight_decay, eps=eps,
+        )
+
 
 class Schedulers(ValueEnum):
     """Learning-rate schedules (REFERENCE §7)."""
@@ -204,6 +271,16 @@ class Schedulers(ValueEnum):
     COSINE_ANNEALING = "cosine_annealing"
     ONE_CYCLE = "one_cycle"
     LINEAR_WARMUP_DECAY = "linear_warmup_decay"
+
+    def __call__(self, optimizer: torch.optim.Optimizer, params: Any, n_epochs: int) -> Any:
+        """The torch LR scheduler of this kind over ``optimizer``, from ``NNSchedulerParams``,
+        for a run of ``n_epochs`` (one step per epoch; REFERENCE §7.1 defaults)."""
+        return build_scheduler(
+            optimizer, self.value, clock="epoch", horizon=n_epochs, min_lr=params.min_lr, factor=params.factor,
+            patience=params.patience, cooldown=params.cooldown, threshold=params.threshold,
+            step_size=params.step_size, T_max=params.T_max, max_lr=params.max_lr, total_steps=params.total_steps,
+            warmup_steps=params.warmup_steps,
+        ).scheduler
 
 
 class Checkpoints(ValueEnum):
@@ -215,3 +292,10 @@ class Checkpoints(ValueEnum):
     Q3 = "q3"
     LAST = "last"
     BEST = "best"
+
+
+def phase_tag(local_epoch: int, n_epochs: int) -> Checkpoints | None:
+    """The phase tag (FIRST, Q1..Q3) epoch ``local_epoch`` of a ``train()`` call of ``n_epochs``
+    commits, or None (``nnx_core.commit.phase_tags``: for short runs a colliding quarter is skipped)."""
+    tags = phase_tags(local_epoch, n_epochs)
+    return Checkpoints(tags[0]) if tags else None

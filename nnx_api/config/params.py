@@ -18,7 +18,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nnx_core.convert import OMIT, RUNTIME
+from nnx_core.convert import OMIT, RUNTIME, as_given
 from nnx_core.errors import InvalidRunIdError, ParamsError
 from nnx_core.identity import validate_tag
 from nnx_core.monitor import MonitorSpec
@@ -26,7 +26,7 @@ from nnx_api.config.base import (
     Params, count, flag, instance, items, member, one_of, optional, param, real, text, typed_init,
 )
 from nnx_api.config.builders import NNOptimParamsBuilder, NNSchedulerParamsBuilder, NNTrainerParamsBuilder
-from nnx_api.config.convert import Momentum
+from nnx_api.config.convert import Momentum, converter
 from nnx_api.config.enums import Activations, Device, Devices, Losses, Nets, Optims, Schedulers, device_of
 from nnx_api.config.metrics import MetricSpec
 
@@ -39,20 +39,65 @@ def _positional_params(cls: type) -> Any:
     return typed_init(dataclasses.dataclass(frozen=True, slots=True)(cls))
 
 
+_PROB = real(minimum=0.0, maximum=1.0)
+_NET_VARIANTS: dict[str, type[NNParams]] = {}
+
+
 @_params
 class NNParams(Params):
-    """Shape of the built-in feed-forward net: ``input_dim → hidden_dims... → output_dim``."""
+    """Shape of the built-in nets: ``input_dim → hidden_dims... → output_dim``.
+
+    ``activation`` / ``dropout_prob`` apply to every hidden layer; ``activations`` /
+    ``dropout_probs`` (one per hidden layer) override them layer by layer. A per-layer list
+    equal to the scalar everywhere is stored as None, so it never changes the run id."""
 
     input_dim: int = param(check=count(1))
     output_dim: int = param(check=count(1))
     hidden_dims: tuple[int, ...] = param((), check=items(count(1)))
-    dropout_prob: float = param(0.0, check=real(minimum=0.0, maximum=1.0))
+    dropout_prob: float = param(0.0, check=_PROB)
     activation: Activations = param(Activations.RELU, check=member(Activations))
+    activations: tuple[Activations, ...] | None = param(None, check=optional(items(member(Activations))), state=OMIT)
+    dropout_probs: tuple[float, ...] | None = param(None, check=optional(items(_PROB)), state=OMIT)
+
+    def _check(self) -> None:
+        for name, scalar in (("activations", self.activation), ("dropout_probs", self.dropout_prob)):
+            values = getattr(self, name)
+            if values is None:
+                continue
+            if len(values) != len(self.hidden_dims):
+                raise ParamsError(
+                    f"{type(self).__name__}.{name}",
+                    f"needs one entry per hidden layer ({len(self.hidden_dims)}), got {len(values)}",
+                )
+            if all(v == scalar for v in values):
+                object.__setattr__(self, name, None)
 
     @property
     def dims(self) -> list[int]:
         """``[input_dim, *hidden_dims, output_dim]``."""
         return [self.input_dim, *self.hidden_dims, self.output_dim]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super(NNParams, cls).__init_subclass__(**kwargs)  # zero-argument super() fails in a slotted dataclass
+        _NET_VARIANTS[cls.__qualname__] = cls  # the slotted class replaces the one the decorator started from
+
+    @classmethod
+    def resolve_from_state(cls, state: Mapping[str, Any]) -> NNParams:
+        """The params a saved net state describes, read back as the subclass that wrote it (a state
+        with ``conv_channels`` is an ``NNConvParams``): the subclass whose own fields it names."""
+        own = {f.name for f in dataclasses.fields(cls)}
+        for sub in _NET_VARIANTS.values():
+            if sub.__base__ is cls and set(state) & ({f.name for f in dataclasses.fields(sub)} - own):
+                return sub.resolve_from_state(state)
+        return cls.from_state(state)
+
+    def activation_for(self, layer: int) -> Activations:
+        """The activation of hidden layer ``layer``."""
+        return self.activations[layer] if self.activations is not None else self.activation
+
+    def dropout_for(self, layer: int) -> float:
+        """The dropout probability of hidden layer ``layer``."""
+        return self.dropout_probs[layer] if self.dropout_probs is not None else self.dropout_prob
 
 
 TASK_KINDS = ("categorical", "multilabel", "regression")
@@ -105,15 +150,54 @@ class PrecisionPolicy(Params):
     fallback: str = param("error", check=one_of("error", "fp32"))
 
 
+def _json_like(path: str, value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {text()(f"{path} key", k): _json_like(f"{path}[{k!r}]", v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_like(f"{path}[{i}]", v) for i, v in enumerate(value)]
+    raise ParamsError(path, f"must hold only JSON-like values (numbers, strings, lists, mappings), got {value!r}")
+
+
+@_positional_params
+class ModelSpec(Params):
+    """A network built by a registered factory: ``ModelSpec("my-mlp", 1, {"width": 64}, seed=0)``
+    as ``NNModelParams(net=...)``. ``register_model_factory(id, version, factory)`` registers
+    ``factory(config) -> nn.Module``; the module is built under ``seed`` with every RNG stream
+    restored afterwards, so the same spec always gives the same initial weights. The spec holds
+    no code: a run naming it loads without the factory, only rebuilding the module needs it."""
+
+    id: str = param(check=text())
+    version: int = param(1, check=count(1))
+    config: Mapping[str, Any] = param(factory=dict, check=_json_like)
+    _: dataclasses.KW_ONLY
+    seed: int = param(0, check=count(0))
+
+
+converter.register_structure_hook(Nets | ModelSpec, as_given)  # the field's check reads a spec's state
+
+
+def _net(path: str, value: Any) -> Nets | ModelSpec:
+    if isinstance(value, ModelSpec):
+        return value
+    if isinstance(value, Mapping):
+        return ModelSpec.from_state(value)
+    return Nets.parse(path, value)
+
+
 @_params
 class NNModelParams(Params):
-    """The model's net kind, device, loss, and (optional) task and precision policy.
+    """The model's net (a ``Nets`` member, or a registered ``ModelSpec``), device, loss, and
+    (optional) task and precision policy. ``mixed_precision=True`` is NNx's legacy flag: fp16
+    autocast and loss scaling on CUDA, full precision elsewhere (no error), left out of the state
+    (and the run id) while False; with a ``precision`` policy it must agree (fp16).
 
     ``device`` is a ``Devices`` member, ``"auto"`` (CUDA, then MPS, then CPU, resolved when the
     model is built), an indexed device (``"cuda:1"``) or a ``torch.device``; ``params.device()``
     is the ``torch.device`` it names on this machine."""
 
-    net: Nets = param(Nets.FEED_FWD, check=member(Nets))
+    net: Nets | ModelSpec = param(Nets.FEED_FWD, check=_net)
     device: Devices | Device = param(Devices.CPU, check=device_of)
     loss: Losses = param(Losses.CROSS_ENTROPY, check=member(Losses))
     task: TaskSpec | None = param(
@@ -122,6 +206,14 @@ class NNModelParams(Params):
     precision: PrecisionPolicy | None = param(
         None, check=optional(instance(PrecisionPolicy, lambda v: f"PrecisionPolicy({v!r})")), state=OMIT
     )
+    mixed_precision: bool = param(False, check=flag(), state=OMIT)
+
+    def _check(self) -> None:
+        if self.mixed_precision and self.precision is not None and self.precision.mode != "fp16":
+            raise ParamsError(
+                "NNModelParams.mixed_precision",
+                f"is NNx's fp16 flag and contradicts precision={self.precision!r}; give one of them",
+            )
 
     @property
     def resolved_task(self) -> TaskSpec:
@@ -188,6 +280,11 @@ class NNOptimParams(Params):
             real(minimum=0.0)(path, self.momentum)
             if self.eps != 1e-8:
                 raise ParamsError("NNOptimParams.eps", f"only Adam-family optimizers take eps, not {self.name.value}")
+
+    def is_valid(self) -> bool:
+        """NNx's shape check of ``momentum`` (a float for SGD, a pair for Adam). Here it always
+        holds: the same rule refuses an invalid ``NNOptimParams`` at construction."""
+        return isinstance(self.momentum, tuple) == self.name.is_adam
 
     @classmethod
     def builder(cls) -> NNOptimParamsBuilder:

@@ -224,8 +224,9 @@ def scope_problems(entry: Any, collective: Any) -> list[str]:
         if getattr(entry, key) is not None:
             problems.append(f"{what} ({key}=) are out of scope for distributed runs; use the default step")
     policy = model.params.precision
-    if policy is not None and policy.mode != "fp32":
-        problems.append(f"mixed precision ({policy.mode}) is out of scope for distributed runs; use fp32")
+    mode = policy.mode if policy is not None and policy.mode != "fp32" else model.precision  # NNx's mixed_precision flag too
+    if mode != "fp32":
+        problems.append(f"mixed precision ({mode}) is out of scope for distributed runs; use fp32")
     norms = sorted({type(m).__name__ for m in model.net.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)})
     if norms:
         problems.append(

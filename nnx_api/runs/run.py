@@ -21,10 +21,12 @@ from nnx_core.history import EagerHistory, epoch_rows, parse_history
 from nnx_core.identity import run_id as content_address
 from nnx_core.identity import ID_HEX_DIGITS, validate_run_id, validate_tag
 from nnx_core.journal import JournalReader
+from nnx_core.precision import ResolvedPrecision
 from nnx_core.records import IterationDataPoint
 from nnx_core.resume import ResumeStatus
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
+from nnx_api.config.params import NNModelParams, NNParams, NNTrainerParams, NNTrainParams
 from nnx_api.runs.html import run_html
 from nnx_api.runs.plots import plot_run
 
@@ -140,6 +142,7 @@ class NNRun:
     root: Path = attrs.field(converter=Path)
     idps: tuple[IterationDataPoint, ...] = attrs.field(default=(), converter=tuple, repr=False)
     resume_status: ResumeStatus | None = attrs.field(default=None, converter=ResumeStatus.coerce)
+    precision: ResolvedPrecision | None = attrs.field(default=None, converter=ResolvedPrecision.coerce, eq=False)
     storage: Any = attrs.field(default=None, eq=False, repr=False)
     data_fingerprint: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
     id: str = attrs.field(init=False)
@@ -176,6 +179,8 @@ class NNRun:
             meta["resume"] = self.resume_status.state()
         if self.data_fingerprint:
             meta["data"] = dict(self.data_fingerprint)
+        if self.precision is not None:
+            meta["precision"] = self.precision.state()
         return meta
 
     @classmethod
@@ -211,7 +216,8 @@ class NNRun:
         if files.storage.exists(files.metadata_yaml):
             meta = load_yaml(files.storage.read(files.metadata_yaml), where=f"run {run_id} metadata.yaml")
         return attrs.evolve(
-            run, idps=truncate_to_last(history, last), resume_status=meta.get("resume"), data_fingerprint=meta.get("data")
+            run, idps=truncate_to_last(history, last), resume_status=meta.get("resume"), data_fingerprint=meta.get("data"),
+            precision=meta.get("precision"),
         )
 
     @classmethod
@@ -261,15 +267,46 @@ class NNRun:
         """Each committed epoch's last record (validation, summary and decision live there)."""
         return epoch_rows(self.idps)
 
+    # NNx's fields of a run, read back from the configuration its id addresses
+    @property
+    def model(self) -> NNModelParams:
+        """The run's ``NNModelParams``."""
+        return NNModelParams.from_state(self.config["model"])
+
+    @property
+    def net(self) -> NNParams | None:
+        """The run's net shape (``NNParams`` or a subclass such as ``NNConvParams``); None for a
+        custom module or a registered ``ModelSpec``."""
+        net = self.config.get("net")
+        return None if net is None else NNParams.resolve_from_state(net)
+
+    @property
+    def train(self) -> NNTrainParams:
+        """The run's ``NNTrainParams`` (for a ``Trainer`` run: the representative ones)."""
+        return NNTrainParams.from_state(self.config["train"])
+
+    @property
+    def trainer(self) -> NNTrainerParams | None:
+        """A ``Trainer`` run's ``NNTrainerParams``, else None."""
+        trainer = self.config.get("trainer")
+        return None if trainer is None else NNTrainerParams.from_state(trainer)
+
+    @property
+    def salt(self) -> str | None:
+        """The run's salt, if any."""
+        return self.config.get("salt")
+
     def best(self) -> IterationDataPoint | None:
         """The record of the epoch BEST holds, if any."""
         manifest = self.files().read_tag("best")
-        if manifest is None:
-            return None
-        found = self.epochs.get(manifest.epoch)
+        return None if manifest is None else self.epoch_record(manifest.epoch)
+
+    def epoch_record(self, epoch: int) -> IterationDataPoint | None:
+        """The last record of a committed ``epoch`` (a journal run reads it from its journal)."""
+        found = self.epochs.get(epoch)
         if found is None:  # a journal run holds only its last records in memory
-            journal = JournalReader.open(self.files().storage, self.id, manifest.epoch)
-            found = journal.epoch_record(manifest.epoch) if journal is not None else None
+            journal = JournalReader.open(self.files().storage, self.id, epoch)
+            found = journal.epoch_record(epoch) if journal is not None else None
         return found
 
     def _repr_html_(self) -> str:

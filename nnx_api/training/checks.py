@@ -31,7 +31,7 @@ from nnx_api.callbacks import Callback, EarlyStopping
 from nnx_api.config.metrics import monitor_problems
 from nnx_api.training.fingerprint import structure, untouched_rng
 from nnx_api.training.objectives import check_update_owner
-from nnx_api.training.steps import forward, restored_modes, split_batch, to_device
+from nnx_api.training.steps import forward, net_output, restored_modes, split_batch, to_device
 
 
 def check_run(
@@ -144,7 +144,12 @@ def check_first_batches(model: Any, firsts: Mapping[str, Any], *, train_step: bo
 
 
 def _check_batch(model: Any, batch: Any, where: str) -> None:
-    inputs, target = _split(batch, where)
+    adapter = getattr(model, "batch_adapter", None)
+    if adapter is not None:  # the adapter says what the net takes
+        args, kwargs, target = adapter.split(batch)
+        inputs: Any = [*args, *kwargs.values()]
+    else:
+        inputs, target = _split(batch, where)
     for name, value in (("inputs", inputs), ("targets", target)):
         if _holds(value, np.ndarray):
             raise TrainingInputError(
@@ -166,7 +171,13 @@ def _check_batch(model: Any, batch: Any, where: str) -> None:
                 f"{where} yields inputs of shape {list(inputs.shape)} ({width} features per row) but "
                 f"NNParams.input_dim is {net.input_dim}; set input_dim={width} or fix the data"
             )
-    output = _probe(model, inputs, where)
+
+    def call(net: Any) -> Any:
+        if adapter is not None:
+            return net_output(model, net, to_device(tuple(args), model.device), to_device(dict(kwargs), model.device))
+        return forward(net, to_device(inputs, model.device))
+
+    output = _probe(model, call, inputs, where)
     head = model.head
     if output.dim() == 0 or output.shape[-1] != head.width:
         raise TrainingInputError(
@@ -203,14 +214,14 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _probe(model: Any, inputs: Any, where: str) -> torch.Tensor:
+def _probe(model: Any, call: Any, inputs: Any, where: str) -> torch.Tensor:
     """One forward of the first batch, changing nothing: no autograd, eval mode (every module's
     mode restored), every RNG stream put back."""
     net = model.net
     try:
         with untouched_rng(()), restored_modes(net), torch.no_grad(), model.autocast_context()():
             net.eval()
-            output = forward(net, to_device(inputs, model.device))
+            output = call(net)
     except (RuntimeError, TypeError, ValueError, IndexError) as exc:
         raise TrainingInputError(
             f"the model's forward failed on {where}'s first batch (inputs {structure(inputs)}): "

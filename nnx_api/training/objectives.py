@@ -90,8 +90,8 @@ class LossTerm:
     name: str = attrs.field(validator=_check_name)
     numerator: Any = attrs.field(validator=_check_numerator, repr=False)
     denominator: Any = attrs.field(default=None, validator=_check_denominator)
-    reduction: str = attrs.field(default=MEAN, validator=_check_reduction, kw_only=True)
-    weight: float = attrs.field(default=1.0, validator=_check_weight, kw_only=True)
+    reduction: str = attrs.field(default=MEAN, validator=_check_reduction)
+    weight: float = attrs.field(default=1.0, validator=_check_weight)
 
     @property
     def value(self) -> float | None:

@@ -35,7 +35,7 @@ from nnx_adapters.pytorch.gradients import TorchGradientSlots
 from nnx_adapters.pytorch.scaling import ScaledLoss, ScaledTorchOptimizer, TorchLossScale, make_grad_scaler
 from nnx_api.training.objectives import ObjectiveContext, ObjectiveResult, ObjectiveSummary, microbatch_loss, read_terms
 from nnx_api.training.steps import (
-    GradientAccumulationState, TrainerStepContext, TrainStepContext, forward, split_batch, to_device,
+    GradientAccumulationState, TrainerStepContext, TrainStepContext, batch_parts, net_output, to_device,
 )
 
 
@@ -70,11 +70,10 @@ class DefaultStep:
         Returns what the batch's statistics are made of, on the device: the detached loss sum,
         the valid count, the detached output and the target (``EpochStats.add_output``).
         """
-        inputs, target = split_batch(batch)
-        device = session.device
-        inputs, target = to_device(inputs, device), to_device(target, device)
+        model = session.model
+        args, kwargs, target = to_device(batch_parts(model, batch), session.device)
         with session.autocast():
-            output = forward(session.model.net, inputs)
+            output = net_output(model, model.net, args, kwargs)
         task = session.task
         task.check(output, target)
         loss_sum, count = task.loss_terms(output, target)

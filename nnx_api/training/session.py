@@ -129,18 +129,26 @@ def restore_problems(
             problems.append(f"optimizer {name!r}: scheduler kind differs from the checkpoint's")
         elif isinstance(sched, TorchClock) and saved_sched["type"] != sched.state()["type"]:
             problems.append(f"optimizer {name!r}: scheduler type {saved_sched['type']} != {sched.state()['type']}")
-    saved = payload["components"]
+    saved, optional = payload["components"], set(payload.get("optional_components", ()))
     for name, obj in components.items():
         if name not in saved:
-            problems.append(f"component {name!r} has no saved state in the checkpoint")
+            if component_required(obj):  # an optional one simply starts fresh
+                problems.append(f"component {name!r} has no saved state in the checkpoint")
         elif hasattr(obj, "check_component_state"):
             problems.extend(obj.check_component_state(saved[name]))
     problems += [
         f"the checkpoint holds state of component {name!r}, which this run does not register"
         for name in saved
-        if name not in components
+        if name not in components and name not in optional
     ]
     return problems
+
+
+def component_required(obj: Any) -> bool:
+    """Whether a resume must restore ``obj``'s saved state (``component_required = False``: an
+    optional component such as ``EarlyStopping`` starts fresh when the checkpoint has none, and
+    its saved state is ignored by a run that does not register it)."""
+    return bool(getattr(obj, "component_required", True))
 
 
 def collect_components(objects: Sequence[Any]) -> dict[str, Any]:
@@ -454,6 +462,7 @@ class TrainingSession:
             **self._training_state(),
             "rng": rng,
             "components": {name: obj.component_state() for name, obj in self.components.items()},
+            "optional_components": sorted(n for n, obj in self.components.items() if not component_required(obj)),
             "update_count": self.update_count,
             "transforms": [dict(t) for cb in reversed(self.callbacks) for t in cb.checkpoint_transforms()],
             **self.group.extras(),
@@ -558,7 +567,8 @@ class TrainingSession:
             self.update_count = int(view["update_count"])
             self.update_counts = {n: int(c) for n, c in counts.items()} if counts else {self.primary: self.update_count}
             for name, obj in self.components.items():
-                obj.load_component_state(view["components"][name])
+                if name in view["components"]:  # an optional component without saved state starts fresh
+                    obj.load_component_state(view["components"][name])
             self.ctx.update_count = self.update_count
             torch_state.restore_rng(view["rng"], self.loaders)
         except BaseException:

@@ -65,12 +65,31 @@ def split_batch(batch: Any) -> tuple[Any, Any]:
 
 
 def to_device(value: Any, device: torch.device) -> Any:
-    """Move a tensor (or tuple/list of tensors) to ``device``."""
+    """Move a tensor (or a tuple/list/mapping of tensors) to ``device``."""
     if isinstance(value, torch.Tensor):
         return value.to(device, non_blocking=True) if value.device != device else value
     if isinstance(value, (tuple, list)):
         return type(value)(to_device(v, device) for v in value)
+    if isinstance(value, Mapping):
+        return {k: to_device(v, device) for k, v in value.items()}
     return value
+
+
+def batch_parts(model: Any, batch: Any) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+    """``(positional inputs, keyword inputs, target)`` of one batch: the model's
+    ``batch_adapter`` splits it when it has one, else it is an ``(inputs, targets)`` pair."""
+    adapter = getattr(model, "batch_adapter", None)
+    if adapter is not None:
+        return adapter.split(batch)
+    inputs, target = split_batch(batch)
+    return (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), {}, target
+
+
+def net_output(model: Any, net: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> torch.Tensor:
+    """``net(*args, **kwargs)``, its logits picked by the model's ``batch_adapter`` if any."""
+    out = net(*args, **kwargs)
+    adapter = getattr(model, "batch_adapter", None)
+    return out if adapter is None else adapter.output(out)
 
 
 def forward(net: Any, inputs: Any) -> torch.Tensor:
@@ -97,9 +116,8 @@ def score(model: Any, loader: Any, accumulator: Any, extras: Any = None) -> int:
     with restored_modes(net), torch.inference_mode(), model.autocast_context()():
         net.eval()
         for batch in loader:
-            inputs, target = split_batch(batch)
-            inputs, target = to_device(inputs, device), to_device(target, device)
-            out = forward(net, inputs)
+            args, kwargs, target = to_device(batch_parts(model, batch), device)
+            out = net_output(model, net, args, kwargs)
             task.check(out, target)
             loss_sum, count = task.loss_terms(out, target)
             accumulator.add_loss(loss_sum, count)

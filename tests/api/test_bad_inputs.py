@@ -122,7 +122,7 @@ CASES: list[Case] = [
     ("model", "params not NNModelParams", lambda r: nnx.NNModel(nnx.NNParams(**NET), {"loss": "mse"}), E, "NNModelParams"),
     ("model", "net params not NNParams", lambda r: nnx.NNModel({"input_dim": 4}), E, "NNParams"),
     ("model", "module not a Module", lambda r: nnx.NNModel(module=lambda x: x), E, "nn.Module"),
-    ("model", "net params and module", lambda r: nnx.NNModel(nnx.NNParams(**NET), module=Wide()), E, "not both"),
+    ("model", "net params and module", lambda r: nnx.NNModel(nnx.NNParams(**NET), module=Wide()), E, "leave them out"),
     ("model", "fp16 on cpu", lambda r: nnx.NNModel(nnx.NNParams(**NET), nnx.NNModelParams(precision=nnx.PrecisionPolicy("fp16"))),
      nnx.PrecisionUnsupportedError, "fp16|fallback"),
     ("model", "task n disagrees with output_dim", lambda r: fit(r, model={"task": nnx.TaskSpec.categorical(n=5)}), E,

@@ -542,7 +542,7 @@ def test_nnmodel_with_an_overridden_predict_proba_is_asked_through_it() -> None:
 def test_nnmodel_failures_and_modes() -> None:
     model = nn_model()
     model.net.train()
-    model.net[2].eval()  # the Dropout: mixed per-module flags must come back exactly
+    model.net.layers[0].eval()  # mixed per-module flags must come back exactly
     flags = [m.training for m in model.net.modules()]
     provider = FixedHeadProvider(model)
     with pytest.raises(ProviderFailure):

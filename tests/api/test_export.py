@@ -56,7 +56,7 @@ def test_onnx_conformance_profile(tmp_path, dynamo):
     an input of width 5 is refused."""
     nnx.set_seed(0)
     model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=2, hidden_dims=(8,)), nnx.NNModelParams())
-    assert isinstance(model.net[1], torch.nn.ReLU) and next(model.net.parameters()).dtype == torch.float32
+    assert model.net.params.activation is nnx.Activations.RELU and next(model.net.parameters()).dtype == torch.float32
     path = model.to_onnx(tmp_path / "ffn.onnx", torch.randn(1, 4), opset=17, dynamo=dynamo)
     import onnx
 

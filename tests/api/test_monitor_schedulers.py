@@ -579,6 +579,20 @@ def test_a_refused_resume_auto_writes_nothing(tmp_path):
     before = files_under(folder)
     p = params(12, monitor=nnx.MonitorSpec(min_delta=0.01), scheduler=nnx.NNSchedulerParams(patience=1, cooldown=1, factor=0.5),
                train_loader=loader(2), resume="auto", seed=3)
-    with pytest.raises(ComponentRestoreError, match="early_stopping"):  # the same run id, no EarlyStopping now
-        model(seed=1).train(p, callbacks=[nnx.LRMonitor()], eval_step_fn=scripted(PLATEAU_VALUES), root=tmp_path)
+    with pytest.raises(ComponentRestoreError, match="tally"):  # the same run id, a required component unsaved
+        model(seed=1).train(p, callbacks=[nnx.LRMonitor()], eval_step_fn=scripted(PLATEAU_VALUES), components=[Tally()],
+                            root=tmp_path)
     assert files_under(folder) == before
+
+
+class Tally:
+    """A required checkpointed component (``component_required`` not declared)."""
+
+    def component_spec(self):
+        return ("tally", 1)
+
+    def component_state(self):
+        return {"n": 0}
+
+    def load_component_state(self, state, *, version=None):
+        pass

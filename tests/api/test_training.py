@@ -112,7 +112,7 @@ def test_predict_proba_restores_modes_and_decodes():
     result = model.predict_proba(torch.randn(7, 4))
     assert model.net.training and all(m.training for m in model.net.modules())
     torch.testing.assert_close(result.probabilities.sum(-1), torch.ones(7))
-    assert torch.equal(result.decoded, result.logits.argmax(-1)) and result.sample_ids == list(range(7))
+    assert torch.equal(result.decoded, result.logits.argmax(-1)) and result.sample_ids.tolist() == list(range(7))
 
 
 def test_evaluate_uses_whole_pass_sums(runs):
@@ -252,7 +252,7 @@ def test_last_is_refreshed_after_on_train_end_with_transforms(runs):
     class Prune(nnx.Callback):
         def on_train_end(self, ctx):
             with torch.no_grad():
-                ctx.model.net[0].bias.zero_()
+                ctx.model.net.layers[0].bias.zero_()
 
         def checkpoint_transforms(self):
             return ({"name": "zero_first_bias", "version": 1},)
@@ -262,9 +262,9 @@ def test_last_is_refreshed_after_on_train_end_with_transforms(runs):
     last = run.checkpoint("last")
     payload = last.payload()
     assert last.epoch == 1
-    assert torch.count_nonzero(payload["weights"]["0.bias"]) == 0
+    assert torch.count_nonzero(payload["weights"]["layers.0.bias"]) == 0
     assert payload["transforms"] == [{"name": "zero_first_bias", "version": 1}]
-    assert torch.equal(nnx.NNModel.from_checkpoint(run.id, root=runs).net[0].bias, model.net[0].bias)
+    assert torch.equal(nnx.NNModel.from_checkpoint(run.id, root=runs).net.layers[0].bias, model.net.layers[0].bias)
 
 
 def test_param_groups_get_their_own_lr_and_decay(runs):
@@ -276,7 +276,7 @@ def test_param_groups_get_their_own_lr_and_decay(runs):
             seen["groups"] = [(len(g["params"]), g["lr"], g["weight_decay"]) for g in ctx.optimizer.param_groups]
 
     optim = nnx.NNOptimParams(max_lr=0.01, weight_decay=1e-4, param_groups=[
-        nnx.NNParamGroupSpec(name_pattern="0.*", lr_multiplier=0.1, weight_decay=0.0),
+        nnx.NNParamGroupSpec(name_pattern="layers.0.*", lr_multiplier=0.1, weight_decay=0.0),
         nnx.NNParamGroupSpec(name_pattern="*.bias", lr=0.5),
     ])
     model_for().train(nnx.NNTrainParams(n_epochs=1, optim=optim, train_loader=batches(x, y, 16)),

@@ -28,6 +28,16 @@ def test_specs_take_their_first_fields_positionally():
     assert nnx.MetricSpec("nll", config=None).state() == {"id": "nll", "version": 1}
 
 
+def test_loss_term_takes_name_numerator_denominator_reduction_weight_positionally():
+    """REFERENCE §4.5: ``LossTerm(name, numerator, denominator=None, reduction="mean", weight=1.0)``."""
+    term = nnx.LossTerm("ce", torch.tensor(8.0), 2, "mean", 0.5)
+    assert (term.name, term.denominator, term.reduction, term.weight) == ("ce", 2, "mean", 0.5)
+    assert term.value == 4.0
+    assert nnx.LossTerm("sq", torch.tensor(9.0), None, "sum").value == 9.0
+    with pytest.raises(nnx.ParamsError):
+        nnx.LossTerm("sq", torch.tensor(9.0), 3, "sum")  # a sum term takes no denominator
+
+
 def test_dataclasses_replace_on_params():
     train = nnx.NNTrainParams(n_epochs=3, optim=nnx.NNOptimParams(max_lr=1e-3))
     longer = dataclasses.replace(train, n_epochs=10)
@@ -162,3 +172,46 @@ def test_from_params_round_trip_property(optim, scheduler, names):
                             (trainer, nnx.NNTrainerParamsBuilder)):
         rebuilt = builder.from_params(params).build()
         assert rebuilt == params and rebuilt.state() == params.state()
+
+
+# ------------------------------------------------------------------------------ legacy mixed_precision
+def test_mixed_precision_is_the_legacy_cuda_fp16_flag():
+    """REFERENCE §2.2 / §8.5: ``mixed_precision`` (default False, in ``state()`` only when set) means
+    CUDA fp16 autocast, silently full precision on CPU/MPS; with a non-fp16 policy it is refused."""
+    plain, legacy = nnx.NNModelParams(), nnx.NNModelParams(mixed_precision=True)
+    assert "mixed_precision" not in plain.state() and legacy.state()["mixed_precision"] is True
+    assert nnx.NNModelParams.from_state(legacy.state()) == legacy != plain
+    model = nnx.NNModel(nnx.NNParams(input_dim=2, output_dim=2), legacy)
+    assert model.precision == "fp32"  # on the CPU: full precision, no error
+    resolved = model.resolved_precision
+    assert (resolved.requested, resolved.effective, resolved.source) == ("fp16", "fp32", "mixed_precision")
+    assert resolved.fell_back and "CUDA" in resolved.fallback_reason
+    assert nnx.NNModelParams(mixed_precision=True, precision=nnx.PrecisionPolicy("fp16")).mixed_precision
+    with pytest.raises(nnx.ParamsError, match="mixed_precision"):
+        nnx.NNModelParams(mixed_precision=True, precision=nnx.PrecisionPolicy("bf16"))
+    with pytest.raises(nnx.ParamsError):
+        nnx.NNModelParams(mixed_precision="yes")
+
+
+def test_optim_is_valid_checks_the_momentum_shape_which_construction_already_enforces():
+    """REFERENCE §2.3: momentum is a float for SGD variants, a (b1, b2) pair for Adam variants."""
+    assert nnx.NNOptimParams(name=nnx.Optims.ADAM, momentum=(0.8, 0.9)).is_valid()
+    assert nnx.NNOptimParams(name=nnx.Optims.SGD_NESTEROV, momentum=0.9).is_valid()
+    with pytest.raises(nnx.ParamsError):
+        nnx.NNOptimParams(name=nnx.Optims.ADAM, momentum=0.9)
+    with pytest.raises(nnx.ParamsError):
+        nnx.NNOptimParams(name=nnx.Optims.SGD, momentum=(0.9, 0.99))
+
+
+def test_resolved_precision_records_the_request_and_what_the_device_made_of_it():
+    """REFERENCE §8.5: ``ResolvedPrecision(requested, effective, device_type, source, fallback_reason)``."""
+    net = nnx.NNParams(input_dim=2, output_dim=2)
+    default = nnx.NNModel(net, nnx.NNModelParams()).resolved_precision
+    assert (default.requested, default.effective, default.source, default.fallback_reason) == ("fp32", "fp32", "default", None)
+    bf16 = nnx.NNModel(net, nnx.NNModelParams(precision=nnx.PrecisionPolicy("bf16"))).resolved_precision
+    assert (bf16.effective, bf16.device_type, bf16.fell_back) == ("bf16", "cpu", False)
+    fallback = nnx.NNModel(net, nnx.NNModelParams(precision=nnx.PrecisionPolicy("fp16", "fp32"))).resolved_precision
+    assert (fallback.requested, fallback.effective) == ("fp16", "fp32") and fallback.fallback_reason
+    assert nnx.ResolvedPrecision.from_state(fallback.state()) == fallback
+    with pytest.raises(nnx.PrecisionUnsupportedError):
+        nnx.NNModel(net, nnx.NNModelParams(precision=nnx.PrecisionPolicy("fp16")))  # CPU, no fallback

@@ -354,3 +354,35 @@ def test_validate_response_keeps_the_provider_and_a_scores_vendor_score():
         decisions.validate_response(choice, result, vendor_score=1.0)
     with pytest.raises(decisions.InvalidDecisionResponse, match="vendor_score"):
         decisions.validate_response(score, graded, vendor_score=float("inf"))
+
+
+def test_early_stopping_is_an_optional_component_on_resume(runs):
+    """REFERENCE §6.3/§6.5: EarlyStopping is an *optional* checkpointed component — a resume
+    refuses only missing or unknown *required* ones. Resuming without it ignores its saved state;
+    adding it on a resume starts it fresh (and ResumeStatus says so)."""
+
+    class Tally:  # required: its saved state must be restored
+        def component_spec(self):
+            return ("tally", 1)
+
+        def component_state(self):
+            return {"n": 1}
+
+        def load_component_state(self, state, *, version=None):
+            self.loaded = state
+
+    x, y = tiny_data(n=8)
+    base = nnx.NNTrainParams(n_epochs=2, optim=sgd(), train_loader=[(x, y)], val_loader=[(x, y)])
+    with_es = model_for().train(base, callbacks=[nnx.EarlyStopping()], components=[Tally()], root=runs)
+    without = model_for().train(base.replace(n_epochs=1, resume_from_run_id=with_es.id), components=[Tally()], root=runs)
+    assert without.resume_status.mode == "stateful" and "early_stopping" not in without.resume_status.restored_components
+    assert "tally" in without.resume_status.restored_components
+    plain = model_for().train(base.replace(data_id="plain"), root=runs)
+    added = model_for().train(base.replace(n_epochs=1, resume_from_run_id=plain.id), callbacks=[nnx.EarlyStopping()],
+                              root=runs)
+    assert "early_stopping" in added.resume_status.fresh_components and added.resume_status.mode == "stateful"
+    with pytest.raises(nnx.ComponentRestoreError, match="tally"):  # a required one is still refused when unsaved
+        model_for().train(base.replace(n_epochs=1, resume_from_run_id=plain.id, data_id="t"), components=[Tally()],
+                          root=runs)
+    with pytest.raises(nnx.ComponentRestoreError, match="tally"):  # and when saved but not registered
+        model_for().train(base.replace(n_epochs=1, resume_from_run_id=with_es.id, data_id="u"), root=runs)

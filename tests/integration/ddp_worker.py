@@ -232,14 +232,16 @@ def launch_hooks(rank: int, out: Path, root: Path) -> dict[str, Any]:
         distributed=distributed.DDP()))
     result: dict[str, Any] = {"error": error, "log": log}
     # a refused resume="auto" writes nothing: epoch 0 committed with an EarlyStopping's state, then
-    # the same run continued without it (its checkpointed component) is refused on every rank
+    # the same run continued with an EarlyStopping of another monitor is refused on every rank
     params = common.crash_params(n_epochs=3, resume="auto")
     crashed = error_of(lambda: common.model().train(
         params, callbacks=[nnx.EarlyStopping(patience=5), common.CrashAt(1)], root=root / "refused",
         distributed=distributed.DDP()))
     folder = root / "refused" / nnx.NNRun(config=common.model().run_config(params, None), root=".").id
     before = common.files_under(folder) if rank == 0 else None
-    refused = error_of(lambda: common.model().train(params, root=root / "refused", distributed=distributed.DDP()))
+    refused = error_of(lambda: common.model().train(
+        params, callbacks=[nnx.EarlyStopping(monitor="val_edp.loss", patience=5)], root=root / "refused",
+        distributed=distributed.DDP()))
     result["refused_resume"] = {
         "crashed": crashed, "error": refused, "unchanged": None if rank else common.files_under(folder) == before,
     }

@@ -250,7 +250,7 @@ def test_a_corrupted_resume_point_is_refused_on_every_rank_with_the_same_reason(
 
 
 def test_a_nonfinite_loss_or_bad_target_on_one_rank_stops_every_rank_before_backward(main):
-    for key, kind in (("nonfinite", "NonFiniteLossError"), ("bad_target", "TrainingInputError")):
+    for key, kind in (("nonfinite", "NonFiniteLossError"), ("bad_target", "TaskValidationError")):
         errors = [r[key] for r in main]
         assert errors[0] == errors[1] and errors[0]["type"] == kind, errors
     assert "1 of 2 ranks" in main[0]["nonfinite"]["message"]

@@ -1,0 +1,257 @@
+"""Probability-aware prediction and streaming prediction.
+
+* ``ProbabilitySpec(kind, class_axis=-1, labels=None)`` declares how logits become
+  probabilities — never inferred from a shape: ``"categorical"`` (softmax over ``class_axis``,
+  argmax decoding) or ``"bernoulli"`` (element-wise sigmoid, ``logit >= 0`` decoding into 0/1
+  indicators). ``labels`` name the classes / outputs in order.
+* ``prediction_from_logits(logits, spec, sample_ids=None)`` builds a ``PredictionResult``;
+  ``NNModel.predict_proba(X, spec)`` does so from the model's outputs. A spec that does not fit
+  the logits (class axis out of range or the sample axis, wrong label count, fewer than two
+  categorical classes) or non-finite logits raise ``PredictionValidationError``.
+* ``NNModel.iter_predict(loader, spec=None, rich=False)`` returns a ``PredictionStream``: a
+  context manager yielding one ``PredictionBatch`` (logits, classes, sample ids) — or with a
+  spec / ``rich=True`` one ``PredictionResult`` — per loader batch. Concatenated, the batches
+  equal the eager result; a closed stream raises ``StreamClosedError``.
+
+Results hold ``torch`` tensors (on the model's device); ``sample_ids`` is an ``int64`` CPU
+tensor of row indices (the row's position in the input, or in the loader's iteration order).
+
+>>> spec = ProbabilitySpec("categorical", labels=("no", "yes"))
+>>> prediction_from_logits(torch.tensor([[0.0, 2.0]]), spec).decoded_labels()
+['yes']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+import torch
+
+from nnx_core.errors import NNxError, ParamsError
+
+KINDS = ("categorical", "bernoulli")
+
+
+class PredictionValidationError(NNxError, ValueError):
+    """A ``ProbabilitySpec`` that is invalid or does not fit the logits, or non-finite logits."""
+
+
+class StreamClosedError(NNxError, RuntimeError):
+    """A ``PredictionStream`` was used after it was closed or consumed."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProbabilitySpec:
+    """How logits become probabilities: ``kind`` (``"categorical"`` / ``"bernoulli"``), the
+    ``class_axis`` (negative counts from the end; never axis 0, the samples) and optional class
+    ``labels`` (unique non-empty strings, one per entry along the class axis)."""
+
+    kind: str
+    class_axis: int = -1
+    labels: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        kind, labels = self.kind, self.labels
+        if kind not in KINDS:
+            raise PredictionValidationError(f"ProbabilitySpec kind must be one of {KINDS}, got {kind!r}")
+        if isinstance(self.class_axis, bool) or not isinstance(self.class_axis, int):
+            raise PredictionValidationError(f"ProbabilitySpec class_axis must be an integer, got {self.class_axis!r}")
+        if labels is None:
+            return
+        if isinstance(labels, (str, bytes)):
+            raise PredictionValidationError(f"ProbabilitySpec labels must be a sequence of strings, got {labels!r}")
+        labels = tuple(labels)
+        if not all(isinstance(x, str) and x for x in labels) or len(set(labels)) != len(labels):
+            raise PredictionValidationError(f"ProbabilitySpec labels must be unique non-empty strings, got {labels!r}")
+        if len(labels) < (2 if kind == "categorical" else 1):
+            raise PredictionValidationError(f"a {kind} ProbabilitySpec needs more labels, got {len(labels)}")
+        object.__setattr__(self, "labels", labels)
+
+    def axis(self, ndim: int) -> int:
+        """The non-negative class axis of ``ndim``-d logits."""
+        if ndim < 2:
+            raise PredictionValidationError(f"logits need a sample axis and a class axis (at least 2-D), got {ndim}-D")
+        axis = self.class_axis + ndim if self.class_axis < 0 else self.class_axis
+        if not 0 <= axis < ndim:
+            raise PredictionValidationError(
+                f"class_axis {self.class_axis} is out of range for {ndim}-D logits ({-ndim}..{ndim - 1})"
+            )
+        if axis == 0:
+            raise PredictionValidationError("class_axis is axis 0, the sample axis; declare the class axis")
+        return axis
+
+    def state(self) -> dict[str, Any]:
+        """Plain mapping (labels in order)."""
+        out: dict[str, Any] = {"kind": self.kind, "class_axis": self.class_axis}
+        if self.labels is not None:
+            out["labels"] = list(self.labels)
+        return out
+
+    @classmethod
+    def from_state(cls, state: Any) -> ProbabilitySpec:
+        """Rebuild from :meth:`state`."""
+        return cls(state["kind"], state.get("class_axis", -1), state.get("labels"))
+
+
+class PredictionResult(NamedTuple):
+    """``predict_proba`` output: raw ``logits``, ``probabilities`` (None for regression),
+    ``decoded`` predictions (class indices, 0/1 indicators or values), the row index of each
+    sample, and the ``spec`` that produced them (None when the model's task decided)."""
+
+    logits: torch.Tensor
+    probabilities: torch.Tensor | None
+    decoded: torch.Tensor
+    sample_ids: torch.Tensor
+    spec: ProbabilitySpec | None = None
+
+    @property
+    def kind(self) -> str:
+        """``"categorical"``, ``"bernoulli"`` or ``"continuous"`` (no probabilities)."""
+        if self.spec is not None:
+            return self.spec.kind
+        return "continuous" if self.probabilities is None else "categorical" if self.decoded.dim() < self.logits.dim() else "bernoulli"
+
+    @property
+    def class_axis(self) -> int:
+        """The non-negative class axis of ``logits`` (probabilistic results only)."""
+        if self.spec is None:
+            raise TypeError("class_axis is defined for probabilistic results; this one is continuous")
+        return self.spec.axis(self.logits.dim())
+
+    @property
+    def labels(self) -> tuple[str, ...] | None:
+        """The spec's class labels."""
+        return None if self.spec is None else self.spec.labels
+
+    @property
+    def class_indices(self) -> torch.Tensor:
+        """Decoded class indices; bernoulli indicators are not classes and are refused."""
+        if self.kind != "categorical":
+            raise TypeError(f"class_indices is defined for categorical predictions only, this one is {self.kind}")
+        return self.decoded
+
+    def decoded_labels(self) -> list[str]:
+        """The decoded classes as their labels (needs ``spec.labels``)."""
+        if self.labels is None:
+            raise PredictionValidationError("decoded_labels() needs ProbabilitySpec(labels=...)")
+        return [self.labels[i] for i in self.class_indices.reshape(-1).tolist()]
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictionBatch:
+    """One streamed batch: raw ``logits``, decoded ``classes`` and the ``sample_ids`` of its rows;
+    ``len(batch)`` is its row count."""
+
+    logits: torch.Tensor
+    classes: torch.Tensor
+    sample_ids: torch.Tensor
+
+    def __len__(self) -> int:  # rows, not fields
+        return len(self.sample_ids)
+
+
+def check_fits(logits: torch.Tensor, spec: ProbabilitySpec) -> int:
+    """Check ``spec`` against the logits' shape; the class axis."""
+    axis = spec.axis(logits.dim())
+    width = logits.shape[axis]
+    if spec.labels is not None and len(spec.labels) != width:
+        raise PredictionValidationError(
+            f"ProbabilitySpec has {len(spec.labels)} labels but the logits have {width} entries along axis {axis}"
+        )
+    if spec.kind == "categorical" and width < 2:
+        raise PredictionValidationError(f"categorical predictions need at least 2 classes along axis {axis}, got {width}")
+    return axis
+
+
+def row_ids(start: int, count: int) -> torch.Tensor:
+    """``int64`` ids ``start .. start + count - 1``."""
+    return torch.arange(start, start + count, dtype=torch.int64)
+
+
+def prediction_from_logits(logits: Any, spec: ProbabilitySpec, *, sample_ids: Any = None) -> PredictionResult:
+    """The ``PredictionResult`` of ``logits`` under ``spec`` (probabilities computed in at least
+    float32; ``sample_ids`` default to the row indices)."""
+    if not isinstance(spec, ProbabilitySpec):
+        raise ParamsError("spec", f"must be a ProbabilitySpec, got {type(spec).__name__}")
+    logits = torch.as_tensor(logits)
+    axis = check_fits(logits, spec)
+    if not bool(torch.isfinite(logits).all()):
+        raise PredictionValidationError(
+            "logits hold non-finite values (NaN or ±inf), so probabilities would be undefined; "
+            "mask with a large finite negative value instead"
+        )
+    work = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
+    if spec.kind == "categorical":
+        probabilities, decoded = torch.softmax(work, dim=axis), logits.argmax(dim=axis)
+    else:
+        probabilities, decoded = torch.sigmoid(work), (logits >= 0).long()
+    ids = row_ids(0, logits.shape[0]) if sample_ids is None else torch.as_tensor(sample_ids)
+    if ids.dim() != 1 or len(ids) != logits.shape[0] or ids.dtype.is_floating_point or ids.dtype == torch.bool:
+        raise PredictionValidationError(
+            f"sample_ids must be one integer id per sample ({logits.shape[0]} samples), got shape {tuple(ids.shape)}"
+        )
+    return PredictionResult(logits, probabilities, decoded, ids.to(torch.int64), spec)
+
+
+def concatenate_predictions(parts: Sequence[Any]) -> Any:
+    """One ``PredictionBatch`` / ``PredictionResult`` of streamed parts, as the eager call returns it."""
+    if not parts:
+        raise ParamsError("concatenate_predictions", "needs at least one streamed batch")
+    first = parts[0]
+    if isinstance(first, PredictionBatch):
+        return PredictionBatch(*(concatenate([getattr(p, f) for p in parts]) for f in ("logits", "classes", "sample_ids")))
+    merged = [None if getattr(first, f) is None else concatenate([getattr(p, f) for p in parts]) for f in first._fields[:4]]
+    return PredictionResult(*merged, first.spec)
+
+
+class PredictionStream:
+    """Per-batch predictions of a loader, as a context manager and an iterator. It holds only the
+    batch in flight; ``close()`` (or leaving the ``with`` block) releases the loader and the
+    model, and iterating a closed or consumed stream raises ``StreamClosedError``."""
+
+    def __init__(self, batches: Iterator[Any]) -> None:
+        self._batches: Iterator[Any] | None = batches
+        self._done = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether the stream was closed or consumed."""
+        return self._batches is None
+
+    def __enter__(self) -> PredictionStream:
+        self._check()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __iter__(self) -> PredictionStream:
+        self._check()
+        return self
+
+    def __next__(self) -> Any:
+        self._check()
+        assert self._batches is not None
+        try:
+            return next(self._batches)
+        except StopIteration:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stop and release the loader's iterator (idempotent)."""
+        batches, self._batches = self._batches, None
+        close: Callable[[], None] | None = getattr(batches, "close", None)
+        if close is not None:
+            close()
+
+    def _check(self) -> None:
+        if self._batches is None:
+            raise StreamClosedError("this PredictionStream is closed (or consumed); call iter_predict again")
+
+
+def concatenate(parts: Sequence[torch.Tensor]) -> torch.Tensor:
+    """One tensor of per-batch tensors (no copy for a single batch)."""
+    return parts[0] if len(parts) == 1 else torch.cat(list(parts))

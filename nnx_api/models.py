@@ -1,0 +1,141 @@
+"""Networks from registered factories, and batch adapters.
+
+* ``register_model_factory(id, version, factory)``: ``factory(config) -> nn.Module`` builds the
+  net of ``NNModelParams(net=ModelSpec(id, version, config, seed=...))``. ``build_module(spec)``
+  calls it under ``torch.manual_seed(spec.seed)`` with every RNG stream restored afterwards, so
+  the same spec gives the same initial weights and the caller's random state is untouched.
+* Batch adapters say how a batch reaches the net — in the default training step, validation,
+  ``evaluate`` and prediction: ``split(batch) -> (args, kwargs, target)`` and
+  ``output(raw) -> logits``. Custom steps and objectives unpack ``ctx.batch`` themselves. ``PositionalInputs(n)`` takes the first ``n`` items of a tuple batch
+  as positional inputs and the last as the target; ``KeywordInputs(names, target="labels")``
+  reads a mapping batch. Without an adapter a batch is an ``(inputs, targets)`` pair.
+
+>>> PositionalInputs(2).split((1, 2, 3))
+((1, 2), {}, 3)
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from nnx_core.errors import NNxError, ParamsError, TrainingInputError
+from nnx_api.config.params import ModelSpec
+
+ModelFactory = Callable[[Mapping[str, Any]], nn.Module]
+_REGISTRY: dict[tuple[str, int], ModelFactory] = {}
+
+
+class MissingModelFactoryError(NNxError, LookupError):
+    """A ``ModelSpec`` names a factory this process has not registered."""
+
+
+def register_model_factory(id: str, version: int, factory: ModelFactory, *, replace: bool = False) -> None:
+    """Register ``factory(config) -> nn.Module`` as ``(id, version)`` for this process. An
+    existing registration is kept unless ``replace=True``: bump ``version`` when the architecture
+    changes, so saved weights never load into another topology."""
+    key = ModelSpec(id, version)
+    if not callable(factory):
+        raise ParamsError("register_model_factory.factory", f"must be callable config -> nn.Module, got {factory!r}")
+    if (key.id, key.version) in _REGISTRY and not replace:
+        raise ParamsError(
+            "register_model_factory", f"{key.id}@v{key.version} is registered already; pass replace=True or a new version"
+        )
+    _REGISTRY[(key.id, key.version)] = factory
+
+
+def unregister_model_factory(id: str, version: int) -> bool:
+    """Forget ``(id, version)``; whether it was registered."""
+    return _REGISTRY.pop((id, version), None) is not None
+
+
+def registered_model_factories() -> tuple[tuple[str, int], ...]:
+    """The registered ``(id, version)`` pairs, sorted."""
+    return tuple(sorted(_REGISTRY))
+
+
+def build_module(spec: ModelSpec) -> nn.Module:
+    """The module of ``spec``, built by its factory under ``spec.seed`` (RNG streams restored)."""
+    factory = _REGISTRY.get((spec.id, spec.version))
+    if factory is None:
+        raise MissingModelFactoryError(
+            f"no model factory {spec.id}@v{spec.version} is registered in this process "
+            f"(registered: {list(registered_model_factories()) or 'none'}); call "
+            f"nnx.register_model_factory({spec.id!r}, {spec.version}, factory) first"
+        )
+    py_state, np_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        random.seed(spec.seed)
+        np.random.seed(spec.seed % 2**32)
+        try:
+            module = factory(dict(spec.config))
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+    if not isinstance(module, nn.Module):
+        raise ParamsError(f"model factory {spec.id}@v{spec.version}", f"returned {type(module).__name__}, not an nn.Module")
+    return module
+
+
+class BatchAdapter:
+    """How a batch reaches the net. Subclass and implement ``split``; ``output`` may pick the
+    logits out of a richer return value (default: the value itself)."""
+
+    def split(self, batch: Any) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+        """``(positional inputs, keyword inputs, target)`` of one batch (target None if absent)."""
+        raise NotImplementedError
+
+    def output(self, raw: Any) -> torch.Tensor:
+        """The logits in the net's return value."""
+        return raw
+
+
+class PositionalInputs(BatchAdapter):
+    """A tuple batch of ``n_inputs`` positional inputs followed by the target (optional: a batch
+    of exactly ``n_inputs`` items has no target)."""
+
+    def __init__(self, n_inputs: int = 1) -> None:
+        if isinstance(n_inputs, bool) or not isinstance(n_inputs, int) or n_inputs < 1:
+            raise ParamsError("PositionalInputs.n_inputs", f"must be an integer ≥ 1, got {n_inputs!r}")
+        self.n_inputs = n_inputs
+
+    def __repr__(self) -> str:
+        return f"PositionalInputs({self.n_inputs})"
+
+    def split(self, batch: Any) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+        items = tuple(batch) if isinstance(batch, (list, tuple)) else (batch,)
+        if len(items) not in (self.n_inputs, self.n_inputs + 1):
+            raise TrainingInputError(
+                f"{self!r} expects {self.n_inputs} inputs (+ an optional target) per batch, got {len(items)} items"
+            )
+        target = items[self.n_inputs] if len(items) > self.n_inputs else None
+        return items[: self.n_inputs], {}, target
+
+
+class KeywordInputs(BatchAdapter):
+    """A mapping batch: the ``inputs`` keys are passed as keyword arguments, ``target`` (a key,
+    or None) is the target."""
+
+    def __init__(self, inputs: Sequence[str], target: str | None = "labels") -> None:
+        names = (inputs,) if isinstance(inputs, str) else tuple(inputs)
+        if not names or not all(isinstance(n, str) and n for n in names):
+            raise ParamsError("KeywordInputs.inputs", f"must name at least one input key, got {inputs!r}")
+        self.inputs, self.target = names, target
+
+    def __repr__(self) -> str:
+        return f"KeywordInputs({list(self.inputs)!r}, target={self.target!r})"
+
+    def split(self, batch: Any) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+        if not isinstance(batch, Mapping):
+            raise TrainingInputError(f"{self!r} expects mapping batches, got {type(batch).__name__}")
+        missing = [n for n in self.inputs if n not in batch]
+        if missing:
+            raise TrainingInputError(f"{self!r}: the batch has no key(s) {missing} (keys: {sorted(batch)})")
+        target = batch.get(self.target) if self.target is not None else None
+        return (), {n: batch[n] for n in self.inputs}, target

@@ -1,0 +1,5 @@
+"""``nnx.nn.net.transformer_layers``: out of scope here — every name raises ``OutOfScopeError`` (``nnx_api.scope``)."""
+
+from nnx_api.scope import LM, refusing_module
+
+__getattr__ = refusing_module("nnx.nn.net.transformer_layers", LM)

@@ -1,0 +1,5 @@
+"""``nnx.nn.params.nn_run``: ``NNRun``."""
+
+from nnx_api.runs.run import NNRun
+
+__all__ = ["NNRun"]
