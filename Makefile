@@ -10,7 +10,9 @@ CORE_VENV := .venv-core
 CORE_TESTS := tests/core tests/adapters/test_storage.py tests/adapters/test_storage_blob.py \
 	tests/adapters/test_storage_contract.py tests/adapters/test_storage_fsspec.py tests/adapters/test_commit_ops.py \
 	tests/property/test_commit_machine.py tests/property/test_journal_machine.py
-CORE_DEPS := attrs cattrs portalocker fsspec pytest pytest-timeout pytest-randomly hypothesis
+CORE_DEPS := attrs cattrs portalocker fsspec pytest pytest-timeout pytest-randomly pytest-xdist hypothesis
+# Test processes (pytest-xdist): one per core by default; TEST_WORKERS=0 runs in this process.
+TEST_WORKERS ?= auto
 
 .PHONY: demo test test-gpu core-check mutate bench bench-peers clean
 
@@ -23,8 +25,8 @@ $(STAMP): pyproject.toml constraints-dev.txt
 demo: $(STAMP)  ## train the bundled digits demo and print where its run lives
 	$(BIN)/python examples/quickstart.py
 
-test: $(STAMP)  ## run the whole suite, in random order (the seed is printed in the header)
-	$(BIN)/python -m pytest
+test: $(STAMP)  ## run the whole suite, in random order (the seed is printed in the header), one process per core
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 test-gpu: $(STAMP)  ## the GPU checks only (tests/gpu, marked gpu; they skip without CUDA): docs/gpu.md
 	$(BIN)/python -m pytest -m gpu tests/gpu
@@ -36,7 +38,7 @@ $(CORE_VENV)/.installed: constraints-dev.txt
 
 core-check: $(CORE_VENV)/.installed  ## the core's suite in a venv with only the core's dependencies (no torch)
 	$(CORE_VENV)/bin/python -c "import importlib.util as u, sys; sys.exit('torch is installed' if u.find_spec('torch') else 0)"
-	$(CORE_VENV)/bin/python -m pytest $(CORE_TESTS)
+	$(CORE_VENV)/bin/python -m pytest -n $(TEST_WORKERS) $(CORE_TESTS)
 
 mutate: $(STAMP)  ## mutation testing of nnx_core and nnx_adapters/storage (slow; not part of make test)
 	$(BIN)/python -m pip install -q -c constraints-dev.txt -e ".[test,dev]"
