@@ -38,12 +38,13 @@ from typing import Any
 os.environ.setdefault("NNX_PROGRESS", "0")
 
 import torch  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
 
 import nnx_api as nnx  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2] / "examples")]
+import gan_trainer  # noqa: E402  (examples/: the drivers train what the examples train)
+from ddp_supervised import digits  # noqa: E402
 from digest import committed_runs, final_checkpoint, state_digest, summary  # noqa: E402
 
 torch.set_num_threads(1)
@@ -61,16 +62,6 @@ class FirstEpoch(nnx.Callback):
     def on_epoch_begin(self, ctx: nnx.CallbackContext) -> None:
         if self.epoch is None:
             self.epoch = ctx.epoch
-
-
-def digits(seed: int = 0) -> tuple[TensorDataset, TensorDataset]:
-    """scikit-learn's bundled digits (no download), 80/20, inputs scaled to [0, 1]."""
-    x, y = load_digits(return_X_y=True)
-    x = torch.tensor(x / 16.0, dtype=torch.float32)
-    y = torch.tensor(y, dtype=torch.long)
-    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
-    cut = int(0.8 * len(x))
-    return TensorDataset(x[order[:cut]], y[order[:cut]]), TensorDataset(x[order[cut:]], y[order[cut:]])
 
 
 def mlp() -> nnx.NNModel:
@@ -143,54 +134,11 @@ def ddp(writer_rank: int) -> Any:
     return driver
 
 
-NOISE = 4
-
-
-class GAN(torch.nn.Module):
-    """Generator and discriminator as two submodules of one network."""
-    def __init__(self) -> None:
-        super().__init__()
-        self.gen = torch.nn.Sequential(torch.nn.Linear(NOISE, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
-        self.disc = torch.nn.Sequential(torch.nn.Linear(2, 16), torch.nn.LeakyReLU(0.2), torch.nn.Linear(16, 1))
-
-    def forward(self, points: torch.Tensor) -> torch.Tensor:
-        return self.disc(points)
-
-
-def gan_step(ctx: nnx.TrainerStepContext) -> nnx.EvaluationDataPoint:
-    """One discriminator update, then one generator update; the noise comes from torch's global RNG."""
-    bce = torch.nn.functional.binary_cross_entropy_with_logits
-    (real,) = ctx.batch
-    gan = ctx.model.net
-    fake = gan.gen(torch.randn(real.shape[0], NOISE))
-    ctx.optimizers["disc"].zero_grad()
-    real_logits, fake_logits = gan.disc(real), gan.disc(fake.detach())
-    d_loss = bce(real_logits, torch.ones_like(real_logits)) + bce(fake_logits, torch.zeros_like(fake_logits))
-    d = nnx.finalize_step(d_loss, ctx, paradigm="gan", optimizer="disc")
-    ctx.optimizers["gen"].zero_grad()
-    judged = gan.disc(fake)
-    g = nnx.finalize_step(bce(judged, torch.ones_like(judged)), ctx, paradigm="gan", optimizer="gen")
-    return nnx.EvaluationDataPoint(loss=d + g, extra={"d_loss": d, "g_loss": g})
-
-
 def trainer_gan(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
-    """A GAN on points of a noisy ring: ``Trainer``, one optimizer per submodule."""
-    nnx.set_seed(0)
-    model = nnx.NNModel(module=GAN())
-    g = torch.Generator().manual_seed(0)
-    angle = torch.rand(256, generator=g) * 2 * torch.pi
-    ring = torch.stack([angle.cos(), angle.sin()], dim=1) * (1.0 + 0.05 * torch.randn(256, 1, generator=g))
-    adam = {"name": nnx.Optims.ADAM, "max_lr": 2e-3, "momentum": (0.5, 0.999)}
-    params = nnx.NNTrainerParams(
-        n_epochs=epochs,
-        optims={
-            "gen": nnx.NNOptimParams(**adam, param_groups=[nnx.NNParamGroupSpec(name_pattern="gen.*")]),
-            "disc": nnx.NNOptimParams(**adam, param_groups=[nnx.NNParamGroupSpec(name_pattern="disc.*")]),
-        },
-        seed=0, train_loader=[(chunk,) for chunk in ring.split(64)], resume="auto", progress=False,
-    )
-    nnx.Trainer(model).train(params, trainer_step_fn=gan_step, callbacks=[first], root=root)
-    return model
+    """examples/gan_trainer.py's GAN on points of a noisy ring: ``Trainer``, one optimizer per submodule."""
+    trainer, params = gan_trainer.build(epochs, progress=False)
+    trainer.train(params, trainer_step_fn=gan_trainer.gan_step, callbacks=[first], root=root)
+    return trainer.model
 
 
 def journal(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:

@@ -1,0 +1,1 @@
+"""Runs on disk: ``NNRun`` and checkpoints, history readers, curves, plots, export."""
