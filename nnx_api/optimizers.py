@@ -1,4 +1,22 @@
-"""``nnx.optimizers``: building the optimizer an ``NNOptimParams`` describes."""
+"""``nnx.optimizers``: building the optimizer an ``NNOptimParams`` (or a registered
+``NNOptimFactoryParams``) describes, and registering optimizer factories.
+
+An optimizer this project does not ship is registered once per process under ``(id, version)``
+and named by a spec that holds no code, so the run's configuration (and id) records which
+optimizer it is and reloads without it::
+
+    >>> import torch, nnx_api as nnx
+    >>> nnx.register_optimizer_factory(
+    ...     "demo.rmsprop", 1, lambda groups, config: torch.optim.RMSprop(groups, alpha=config["alpha"]))
+    >>> optim = nnx.NNOptimFactoryParams(factory=nnx.OptimizerFactorySpec("demo.rmsprop", 1, {"alpha": 0.9}),
+    ...                                  max_lr=1e-3)
+    >>> nnx.NNTrainParams(n_epochs=1, optim=optim).state()["optim"]["factory"]
+    {'id': 'demo.rmsprop', 'version': 1, 'config': {'alpha': 0.9}}
+    >>> type(nnx.build_optimizer(torch.nn.Linear(4, 2), optim)).__name__
+    'RMSprop'
+    >>> nnx.unregister_optimizer_factory("demo.rmsprop", 1)
+    True
+"""
 
 from __future__ import annotations
 
@@ -6,19 +24,35 @@ import torch
 from torch import nn
 
 from nnx_core.errors import ParamsError
-from nnx_api.config.params import NNOptimParams
+from nnx_adapters.pytorch.optim_factories import (
+    MissingOptimizerFactoryError, OptimizerFactory, register_optimizer_factory, registered_optimizer_factories,
+    unregister_optimizer_factory,
+)
+from nnx_api.config.params import NNOptimFactoryParams, NNOptimParams, OptimizerFactorySpec
+from nnx_api.training.optimizers import param_groups, torch_optimizer
 
 
-def build_optimizer(net: nn.Module, params: NNOptimParams, *, strict_param_groups: bool = False) -> torch.optim.Optimizer:
-    """The torch optimizer ``params`` describes over ``net`` (``params.name(...)``): its
-    ``param_groups`` give matching parameters their own lr / decay; unmatched trainable ones join
-    a default group, or with ``strict_param_groups=True`` (a ``Trainer``) are left out."""
+def build_optimizer(
+    net: nn.Module, params: NNOptimParams | NNOptimFactoryParams, *, strict_param_groups: bool = False,
+) -> torch.optim.Optimizer:
+    """The torch optimizer ``params`` describes over ``net`` (``params.name(...)``, or the
+    registered factory of an ``NNOptimFactoryParams``): its ``param_groups`` give matching
+    parameters their own lr / decay; unmatched trainable ones join a default group, or with
+    ``strict_param_groups=True`` (a ``Trainer``) are left out."""
+    if isinstance(params, NNOptimFactoryParams):
+        groups, _ = param_groups(net, "default", params, strict=strict_param_groups, required=False)
+        return torch_optimizer(params, groups)
     if not isinstance(params, NNOptimParams):
-        raise ParamsError("build_optimizer.params", f"must be NNOptimParams, got {type(params).__name__}")
+        raise ParamsError(
+            "build_optimizer.params", f"must be NNOptimParams or NNOptimFactoryParams, got {type(params).__name__}"
+        )
     return params.name(
         net, lr_start=params.max_lr, weight_decay=params.weight_decay, momentum=params.momentum,
         param_groups=params.param_groups, strict_param_groups=strict_param_groups, eps=params.eps,
     )
 
 
-__all__ = ["build_optimizer"]
+__all__ = [
+    "MissingOptimizerFactoryError", "NNOptimFactoryParams", "OptimizerFactory", "OptimizerFactorySpec", "build_optimizer",
+    "register_optimizer_factory", "registered_optimizer_factories", "unregister_optimizer_factory",
+]

@@ -292,6 +292,46 @@ class NNOptimParams(Params):
         return NNOptimParamsBuilder(cls)
 
 
+@_positional_params
+class OptimizerFactorySpec(Params):
+    """An optimizer built by a registered factory: ``OptimizerFactorySpec("lion", 1, {"betas": [0.9,
+    0.99]})``, named by ``NNOptimFactoryParams(factory=...)``. The spec holds no code (a run naming
+    it loads without the factory); ``register_optimizer_factory(id, version, factory)`` provides it
+    to the processes that train. ``config`` holds JSON-like values and is part of the run id."""
+
+    id: str = param(check=text())
+    version: int = param(1, check=count(1))
+    config: Mapping[str, Any] = param(factory=dict, check=_json_like)
+
+
+@_params
+class NNOptimFactoryParams(Params):
+    """A user-registered optimizer (``OptimizerFactorySpec``) with the settings the update loop
+    owns: learning rate, weight decay, clipping, gradient accumulation and parameter groups. It
+    goes wherever an ``NNOptimParams`` does (``NNTrainParams(optim=...)``,
+    ``NNTrainerParams(optims=...)``); its state's ``factory`` entry is what tells the two apart."""
+
+    factory: OptimizerFactorySpec = param(
+        check=instance(OptimizerFactorySpec, lambda v: "OptimizerFactorySpec(id, version, config)")
+    )
+    max_lr: float = param(check=real(minimum=0.0, exclusive_min=True))
+    weight_decay: float = param(0.0, check=real(minimum=0.0))
+    grad_clip_norm: float | None = param(None, check=optional(real(minimum=0.0, exclusive_min=True)), state=OMIT)
+    accumulate_grad_batches: int = param(1, check=count(1), state=OMIT)
+    param_groups: tuple[NNParamGroupSpec, ...] | None = param(
+        None, check=optional(items(instance(NNParamGroupSpec, lambda v: f"NNParamGroupSpec({v!r})"))), state=OMIT
+    )
+
+    def is_valid(self) -> bool:
+        """Always True: every field is checked at construction (whether the factory is registered
+        is checked when training starts, before any run is reserved)."""
+        return True
+
+
+AnyOptimParams = NNOptimParams | NNOptimFactoryParams
+converter.register_structure_hook(AnyOptimParams, as_given)  # the field's check reads either state
+
+
 CLOCKS = ("epoch", "optimizer_update")
 
 
@@ -376,6 +416,18 @@ def _optim_hint(value: Any) -> str:
     return f"NNOptimParams(name={value!r}, max_lr=...)" if isinstance(value, str) else "NNOptimParams(...)"
 
 
+def _optim(path: str, value: Any) -> AnyOptimParams:
+    """An ``NNOptimParams`` or ``NNOptimFactoryParams``; a saved state is read back as the one its
+    keys name (a ``factory`` entry marks a registered optimizer)."""
+    if isinstance(value, (NNOptimParams, NNOptimFactoryParams)):
+        return value
+    if isinstance(value, Mapping):
+        return (NNOptimFactoryParams if "factory" in value else NNOptimParams).from_state(value)
+    raise ParamsError(
+        path, f"expects NNOptimParams or NNOptimFactoryParams, got {type(value).__name__} {value!r}; write {_optim_hint(value)}"
+    )
+
+
 def _scheduler_hint(value: Any) -> str:
     return f"NNSchedulerParams(kind={value!r}, ...)" if isinstance(value, str) else "NNSchedulerParams(...)"
 
@@ -435,7 +487,7 @@ class NNTrainParams(_Training):
     another; ``resume="auto"`` continues this configuration's own newest commit.
     """
 
-    optim: NNOptimParams = param(factory=NNOptimParams, check=instance(NNOptimParams, _optim_hint))
+    optim: AnyOptimParams = param(factory=NNOptimParams, check=_optim)
     scheduler: NNSchedulerParams = param(factory=NNSchedulerParams, check=instance(NNSchedulerParams, _scheduler_hint))
 
 
@@ -446,13 +498,12 @@ def _optimizer_name(path: str, name: Any) -> str:
         raise ParamsError(path, f"optimizer name {name!r} must be a slug (letters, digits, '.', '_', '-')") from exc
 
 
-def _named(cls: type, hint: Callable[[Any], str]) -> Any:
-    """A read-only ``{slug name: cls}`` sorted by name, from ``cls`` instances or their states."""
-    check = instance(cls, hint)
+def _named(what: str, check: Callable[[str, Any], Any]) -> Any:
+    """A read-only ``{slug name: value}`` sorted by name, each value ``check``ed (``what`` names it)."""
 
     def run(path: str, value: Any) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
-            raise ParamsError(path, f"must be a mapping name → {cls.__name__}, got {type(value).__name__}")
+            raise ParamsError(path, f"must be a mapping name → {what}, got {type(value).__name__}")
         named = {_optimizer_name(path, name): check(f"{path}[{name!r}]", v) for name, v in value.items()}
         return types.MappingProxyType(dict(sorted(named.items())))
 
@@ -471,9 +522,9 @@ class NNTrainerParams(_Training):
     schedule to the step function. Loaders, extra metrics and resume settings are not part of the
     run id."""
 
-    optims: Mapping[str, NNOptimParams] = param(check=_named(NNOptimParams, _optim_hint))
+    optims: Mapping[str, AnyOptimParams] = param(check=_named("NNOptimParams", _optim))
     schedulers: Mapping[str, NNSchedulerParams] = param(
-        factory=_no_schedulers, check=_named(NNSchedulerParams, _scheduler_hint), state=OMIT
+        factory=_no_schedulers, check=_named("NNSchedulerParams", instance(NNSchedulerParams, _scheduler_hint)), state=OMIT
     )
     auto_step_schedulers: bool = param(True, check=flag(), state=OMIT)
 

@@ -5,8 +5,10 @@ give matching parameters their own lr / decay; the rest form a default group). A
 has named optimizers with *strict* groups: each trainable parameter goes to the first spec that
 matches it, unmatched parameters are not that optimizer's, a pattern matching nothing is refused,
 and with several optimizers every one must declare its groups and no parameter may belong to two.
-Each optimizer has one schedule (a ``PlateauRule`` for reduce-on-plateau, else a ``TorchClock``)
-whose horizon is the run's length on its clock (``nnx_core.schedules.horizon``).
+An ``NNOptimFactoryParams`` optimizer is built by its registered factory
+(``nnx_adapters.pytorch.optim_factories``) over the same groups. Each optimizer has one schedule
+(a ``PlateauRule`` for reduce-on-plateau, else a ``TorchClock``) whose horizon is the run's length
+on its clock (``nnx_core.schedules.horizon``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import torch
 from nnx_core.errors import ParamsError
 from nnx_core.schedules import Budget, PlateauRule, check_budgets, horizon, ticks_per_epoch
 from nnx_adapters.pytorch.optim import TorchOptimizer, build_optimizer, build_scheduler, named_params
+from nnx_adapters.pytorch.optim_factories import build_registered_optimizer
 
 
 def param_groups(net: torch.nn.Module, name: str, optim: Any, *, strict: bool, required: bool) -> tuple[list[dict], list[str]]:
@@ -68,12 +71,22 @@ def build_optimizers(net: torch.nn.Module, optims: Mapping[str, Any], *, strict:
                     "to one optimizer (make the patterns disjoint)",
                 )
             owner[pname] = name
-        torch_opt = build_optimizer(
+        out[name] = TorchOptimizer(torch_optimizer(optim, groups), names)
+    return out
+
+
+def torch_optimizer(optim: Any, groups: list[dict]) -> torch.optim.Optimizer:
+    """The torch optimizer ``optim`` describes over ``groups``: a built-in ``NNOptimParams``, or
+    an ``NNOptimFactoryParams`` whose registered factory gets every group with its ``lr`` and
+    ``weight_decay`` filled in."""
+    spec = getattr(optim, "factory", None)
+    if spec is None:
+        return build_optimizer(
             optim.name.value, groups, lr=optim.max_lr, momentum=optim.momentum, weight_decay=optim.weight_decay,
             eps=optim.eps,
         )
-        out[name] = TorchOptimizer(torch_opt, names)
-    return out
+    filled = [{"lr": optim.max_lr, "weight_decay": optim.weight_decay, **g} for g in groups]
+    return build_registered_optimizer(spec.id, spec.version, spec.config, filled)
 
 
 def loader_length(loader: Any) -> int | None:
