@@ -1,7 +1,59 @@
-"""``nnx.precision``: the precision policy."""
+"""``nnx.precision``: the precision policy, and the precision matrix this host can run.
+
+``precision_support()`` reports, per device type and mode, what this machine can claim::
+
+    >>> import nnx_api as nnx
+    >>> nnx.precision.precision_support("cpu")
+    {'cpu': {'fp32': 'verified', 'fp16': 'unsupported', 'bf16': 'verified'}}
+"""
+
+from __future__ import annotations
+
+import torch
 
 from nnx_core.errors import PrecisionUnsupportedError
 from nnx_core.precision import ResolvedPrecision
+from nnx_adapters.pytorch.devices import precision_problem
 from nnx_api.config.params import PrecisionPolicy
 
-__all__ = ["PrecisionPolicy", "PrecisionUnsupportedError", "ResolvedPrecision"]
+SUPPORT_MODES = ("fp32", "fp16", "bf16")
+VERIFIED = frozenset({("cpu", "fp32"), ("cpu", "bf16")})  # held to the reference tolerances by the numerics tests
+
+
+def _present() -> dict[str, bool]:
+    mps = getattr(torch.backends, "mps", None)
+    return {"cpu": True, "cuda": torch.cuda.is_available(), "mps": bool(mps is not None and mps.is_available())}
+
+
+def precision_support(device: str | torch.device | None = None) -> dict[str, dict[str, str]]:
+    """The precision matrix as this host sees it: ``{device_type: {mode: status}}`` for
+    ``"cpu"``, ``"cuda"`` and ``"mps"`` (or only ``device``'s type; a CUDA index picks the GPU
+    whose bf16 support is read). Each status is one of
+
+    * ``"verified"`` — CPU fp32 and CPU bf16, the cells the reference-tolerance tests hold;
+    * ``"supported"`` — the hardware is here and the mode resolves on it, nothing more claimed;
+    * ``"unverified"`` — the hardware is not on this machine, so nothing is claimed;
+    * ``"unsupported"`` — the device type cannot run the mode (fp16 off CUDA, bf16 on MPS or on
+      a CUDA device below compute capability 8.0)."""
+    present = _present()
+    if device is None:
+        targets = [torch.device(kind) for kind in present]
+    else:
+        targets = [device if isinstance(device, torch.device) else torch.device(str(device))]
+    matrix: dict[str, dict[str, str]] = {}
+    for target in targets:
+        row = {}
+        for mode in SUPPORT_MODES:
+            if (target.type, mode) in VERIFIED:
+                row[mode] = "verified"
+            elif mode != "fp32" and target.type != "cuda":
+                row[mode] = "unsupported"  # only the CPU (bf16, above) and CUDA run a reduced mode
+            elif not present.get(target.type, False):
+                row[mode] = "unverified"
+            else:
+                row[mode] = "supported" if precision_problem(mode, target) is None else "unsupported"
+        matrix[target.type] = row
+    return matrix
+
+
+__all__ = ["PrecisionPolicy", "PrecisionUnsupportedError", "ResolvedPrecision", "precision_support"]
