@@ -145,6 +145,9 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
         step_fn=step_fn, step_name=step_name, objective=entry.objective, needs_owner=entry.kind == "trainer",
     )
     group.check(entry)
+    eval_check = getattr(entry.eval_step_fn, "check_run", None)  # a built-in eval step's own refusals
+    if eval_check is not None:
+        eval_check(entry.train)
     journal = history.check_history(entry.history, declared)
     train = entry.train
     loaders = {"train_loader": train.train_loader, "val_loader": train.val_loader}

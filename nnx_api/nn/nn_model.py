@@ -8,6 +8,8 @@ from nnx_api.model import NNModel, PredictResult
 from nnx_api.models import BatchAdapter, MissingModelFactoryError
 from nnx_api.runs.checkpoint import NNCheckpoint, NNCheckpointTransform
 from nnx_api.runs.run import NNRun
-from nnx_api.training.steps import EvalStepContext, EvalStepFn, TrainStepContext, TrainStepFn, default_train_step
+from nnx_api.training.steps import (
+    EvalStepContext, EvalStepFn, TrainStepContext, TrainStepFn, default_train_step, streaming_eval_step,
+)
 
-__all__ = ["BatchAdapter", "Checkpoints", "Devices", "EvalStepContext", "EvalStepFn", "MissingModelFactoryError", "ModelSpec", "NNCheckpoint", "NNCheckpointTransform", "NNEvaluationDataPoint", "NNIterationDataPoint", "NNModel", "NNModelParams", "NNParams", "NNRun", "NNTrainParams", "Nets", "PredictResult", "TrainStepContext", "TrainStepFn", "default_train_step"]
+__all__ = ["BatchAdapter", "Checkpoints", "Devices", "EvalStepContext", "EvalStepFn", "MissingModelFactoryError", "ModelSpec", "NNCheckpoint", "NNCheckpointTransform", "NNEvaluationDataPoint", "NNIterationDataPoint", "NNModel", "NNModelParams", "NNParams", "NNRun", "NNTrainParams", "Nets", "PredictResult", "TrainStepContext", "TrainStepFn", "default_train_step", "streaming_eval_step"]

@@ -295,6 +295,34 @@ class EvalStepContext:
     metrics: tuple[Any, ...] = ()
 
 
+def _streaming_check(params: Any) -> None:
+    """Refuse, before a run is reserved, what a streaming validation cannot compute."""
+    if params.extra_metrics:
+        raise ParamsError(
+            f"{type(params).__name__}.extra_metrics",
+            "streaming_eval_step keeps counts and sums only, and extra_metrics are functions of every stored "
+            "target and prediction; declare them as metrics=(MetricSpec(...),) or leave eval_step_fn unset",
+        )
+
+
+def streaming_eval_step(ctx: EvalStepContext) -> EvaluationDataPoint:
+    """An ``eval_step_fn`` whose validation memory does not grow with the validation set.
+
+    Its record is the one ``evaluate(loader, metrics=...)`` returns — loss (every batch's
+    numerator over the summed valid-target counts), error, accuracy, F1 / precision / recall from
+    one confusion matrix, count, status and the declared ``metrics`` — built from per-batch counts
+    and sums, never from stored targets or predictions. ``extra_metrics`` need those arrays, so a
+    run that declares them is refused before anything is written::
+
+        model.train(params, eval_step_fn=nnx.streaming_eval_step)
+    """
+    _streaming_check(ctx)
+    return ctx.model.evaluate(ctx.val_loader, metrics=ctx.metrics)
+
+
+streaming_eval_step.check_run = _streaming_check  # type: ignore[attr-defined]  # read by the pre-run checks
+
+
 def default_train_step(ctx: TrainStepContext) -> EvaluationDataPoint:
     """The built-in supervised step, callable from a custom ``train_step_fn``.
 
