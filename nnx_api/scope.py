@@ -44,7 +44,7 @@ SCOPES: dict[str, str] = {
                      "diffusion_train_step_factory", "sample", "diffusion", "jepa_objective", "jepa_train_step_factory",
                      "JEPAObjective", "JEPAPredictor", "JEPATrainStep", "build_target_encoder", "update_ema",
                      "random_block_mask", "dpo_train_step_factory", "simclr_train_step_factory", "nt_xent_loss",
-                     "text_contrastive_train_step_factory", "embeddings"], PARADIGMS),
+                     "text_contrastive_train_step_factory", "embeddings", "NNPreferenceDataset"], PARADIGMS),
     **dict.fromkeys(["widen", "deepen", "drop_layer", "low_rank_factorize", "expand_embedding", "surgery", "prune"],
                     SURGERY),
     **dict.fromkeys(["calibration", "abstention", "bundles", "provenance"], EXTRAS),

@@ -1,0 +1,5 @@
+"""``nnx.nn.dataset.nn_dataset``: ``NNDataset`` (vision dataset classes)."""
+
+from nnx_api.datasets import NNDataset
+
+__all__ = ["NNDataset"]
