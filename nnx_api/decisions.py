@@ -9,6 +9,9 @@ this module adds ``FixedHeadProvider``, which answers them from a trained NNx cl
     question = Choice("Which digit?", [(str(d), f"the digit {d}") for d in range(10)])
     results = provider.decide(question, X)          # one ChoiceResult per row of X
     results[0].top, results[0].distribution
+
+Deferred jobs (``DecisionJob``, ``Limits``, ``JobResult``: ``nnx_core.decision_jobs``) batch
+independent questions into few provider calls and chain dependent ones.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ import torch
 
 from nnx_api.model import NNModel
 from nnx_api.scope import PROVIDERS, placeholder
+from nnx_core.decision_jobs import (
+    DecisionJob, Follow, InvalidJob, JobError, JobFailed, JobLimitExceeded, JobResult, JobTimeout, Limits,
+    QuestionOutcome, RowOutcome,
+)
 from nnx_core.decisions import (
     PRIMITIVES,
     PROBABILITY_TOLERANCE,
@@ -68,14 +75,25 @@ __all__ = [
     "Choice",
     "ChoiceResult",
     "DecisionError",
+    "DecisionJob",
     "DecisionProvider",
     "DecisionResult",
     "FixedHeadProvider",
+    "Follow",
     "InvalidDecisionRequest",
     "InvalidDecisionResponse",
+    "InvalidJob",
+    "JobError",
+    "JobFailed",
+    "JobLimitExceeded",
+    "JobResult",
+    "JobTimeout",
+    "Limits",
     "Option",
     "ProviderFailure",
     "Question",
+    "QuestionOutcome",
+    "RowOutcome",
     "Score",
     "ScoreResult",
     "UnsupportedCapability",
