@@ -49,6 +49,7 @@ from nnx_api.config.params import (
 from nnx_api.runs.run import Checkpoint, NNRun
 from nnx_api.training.steps import (
     EvalStepContext, GradientAccumulationState, TrainStepContext, TrainerStepContext, default_train_step, finalize_step,
+    streaming_eval_step,
 )
 from nnx_api.training.paradigms import kd_train_step_factory
 from nnx_api import decisions
@@ -63,7 +64,8 @@ from nnx_core.records import EvaluationDataPoint as NNEvaluationDataPoint
 from nnx_core.records import IterationDataPoint as NNIterationDataPoint
 from nnx_adapters.pytorch.nets import ConvNN, FeedFwdNN
 from nnx_api.config.nets import NNConvParams
-from nnx_api.config.params import ModelSpec
+from nnx_api.config.params import ModelSpec, NNOptimFactoryParams, OptimizerFactorySpec
+from nnx_api.datasets import NNDataset, NNDatasetBase, NNTabularDataset
 from nnx_api.finetune import LoadPretrainedResult, build_param_groups, freeze, frozen, load_pretrained, unfreeze
 from nnx_api.inference import (
     PredictionBatch, PredictionStream, PredictionValidationError, ProbabilitySpec, StreamClosedError, prediction_from_logits,
@@ -72,7 +74,11 @@ from nnx_api.models import (
     BatchAdapter, KeywordInputs, MissingModelFactoryError, PositionalInputs, register_model_factory,
     registered_model_factories, unregister_model_factory,
 )
-from nnx_api.optimizers import build_optimizer
+from nnx_api.optimizers import (
+    MissingOptimizerFactoryError, build_optimizer, register_optimizer_factory, registered_optimizer_factories,
+    unregister_optimizer_factory,
+)
+from nnx_api.precision import precision_support
 from nnx_api.runs.checkpoint import NNCheckpoint, NNCheckpointTransform
 from nnx_api.training.steps import EvalStepFn, TrainerStepFn, TrainStepFn
 from nnx_api import finetune, history, models, monitors, optimizers, precision, prediction, seeding, streaming, tasks
