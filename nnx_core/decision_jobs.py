@@ -349,8 +349,8 @@ class _Runner:
                 raise JobLimitExceeded(f"the job needs more than Limits.max_requests={self.limits.max_requests} calls",
                                        outcomes=self.outcomes)
             self.calls += len(group)
-            done = await asyncio.gather(*(self._call(b, state) for b in group), return_exceptions=True) \
-                if self.asynchronous else [await self._call(group[0], state)]
+            done = await asyncio.gather(*(self._attempt(b, state) for b in group)) \
+                if self.asynchronous else [await self._attempt(group[0], state)]
             failure = next(((b, r) for b, r in zip(group, done, strict=True) if isinstance(r, BaseException)), None)
             for batch, results in zip(group, done, strict=True):
                 if isinstance(results, BaseException):
@@ -366,6 +366,13 @@ class _Runner:
                 raise JobFailed(f"the provider call for {failed} failed: {failure[1]}", outcomes=self.outcomes,
                                 failed=failed, skipped=[a.id for a in skipped]) from failure[1]
         return answers
+
+    async def _attempt(self, batch: list[_Ask], state: Any) -> list[list[Any]] | Exception:
+        """One call's checked answers, or the error it raised (fail-fast decides what follows)."""
+        try:
+            return await self._call(batch, state)
+        except Exception as exc:  # noqa: BLE001 - any provider error fails the job, with its cause
+            return exc
 
     async def _call(self, batch: list[_Ask], state: Any) -> list[list[Any]]:
         questions = [a.question for a in batch]

@@ -30,7 +30,7 @@ from nnx_core.errors import NonFiniteLossError, ParamsError, PrecisionUnsupporte
 from nnx_core.records import EvaluationDataPoint
 from nnx_core.update import COMMITTED, commit_window
 from nnx_adapters.pytorch.extras import ExtraMetrics
-from nnx_adapters.pytorch.metrics import BatchScores
+from nnx_adapters.pytorch.metrics import BatchScores, EpochAccumulator
 
 TrainStepFn = Callable[["TrainStepContext"], EvaluationDataPoint]
 """``train_step_fn(ctx) -> EvaluationDataPoint``: a custom NNModel step."""
@@ -308,16 +308,21 @@ def _streaming_check(params: Any) -> None:
 def streaming_eval_step(ctx: EvalStepContext) -> EvaluationDataPoint:
     """An ``eval_step_fn`` whose validation memory does not grow with the validation set.
 
-    Its record is the one ``evaluate(loader, metrics=...)`` returns — loss (every batch's
+    Its record is the one ``NNModel.evaluate(loader, metrics=...)`` returns — loss (every batch's
     numerator over the summed valid-target counts), error, accuracy, F1 / precision / recall from
     one confusion matrix, count, status and the declared ``metrics`` — built from per-batch counts
-    and sums, never from stored targets or predictions. ``extra_metrics`` need those arrays, so a
-    run that declares them is refused before anything is written::
+    and sums, never from stored targets or predictions (a subclass's ``evaluate`` override is not
+    called, as in NNx). ``extra_metrics`` need those arrays, so a run that declares them is
+    refused before anything is written::
 
         model.train(params, eval_step_fn=nnx.streaming_eval_step)
     """
     _streaming_check(ctx)
-    return ctx.model.evaluate(ctx.val_loader, metrics=ctx.metrics)
+    model = ctx.model
+    acc = EpochAccumulator(model.task_adapter, model.head.width, tuple(ctx.metrics), full_scores=True)
+    if score(model, ctx.val_loader, acc) == 0:
+        raise TrainingInputError("the validation loader yielded no batches")
+    return EvaluationDataPoint(**acc.result())
 
 
 streaming_eval_step.check_run = _streaming_check  # type: ignore[attr-defined]  # read by the pre-run checks
