@@ -329,7 +329,17 @@ class NNOptimFactoryParams(Params):
 
 
 AnyOptimParams = NNOptimParams | NNOptimFactoryParams
-converter.register_structure_hook(AnyOptimParams, as_given)  # the field's check reads either state
+
+
+def _structure_optim(value: Any, _type: Any) -> Any:
+    """A saved optimizer state as the class its keys name (a ``factory`` entry marks a registered
+    one), structured by the converter so a nested error keeps its path."""
+    if isinstance(value, Mapping):
+        return converter.structure(value, NNOptimFactoryParams if "factory" in value else NNOptimParams)
+    return value
+
+
+converter.register_structure_hook(AnyOptimParams, _structure_optim)
 
 
 CLOCKS = ("epoch", "optimizer_update")

@@ -127,9 +127,19 @@ def test_streaming_eval_step_does_not_call_an_evaluate_override(runs):
 def test_streaming_eval_step_refuses_extra_metrics_before_anything_is_written(runs):
     """Functions of the full arrays cannot be computed from counts and sums: refused when
     training starts, before a run is reserved."""
-    params = _params(extra_metrics={"first": lambda y_true, y_pred: float(y_true[0])})
+    x, y = tiny_data(n=16)
+    iterated = []
+
+    class Loader:
+        def __iter__(self):
+            iterated.append(True)
+            return iter(batches(x, y, 8))
+
+    params = _params(extra_metrics={"first": lambda y_true, y_pred: float(y_true[0])}, train_loader=Loader())
+    iterated.clear()  # constructing the params tells a re-iterable from a one-shot iterator
     with pytest.raises(nnx.ParamsError, match="extra_metrics"):
         _model().train(params, eval_step_fn=nnx.streaming_eval_step, root=runs)
+    assert iterated == []  # refused before the data was read, let alone trained on
     assert not runs.exists() or not [p for p in runs.iterdir() if not p.name.startswith(".")]
     with pytest.raises(ValueError):  # NNx code catching ValueError keeps working
         _model().train(params, eval_step_fn=nnx.streaming_eval_step, root=runs)
@@ -194,6 +204,12 @@ def test_factory_spec_is_in_the_run_id_and_reloads_without_the_factory(runs, fac
     assert nnx.NNTrainParams(n_epochs=2, optim=other).state() != state  # the config is part of the identity
     trainer = nnx.NNTrainerParams(n_epochs=1, optims={"main": optim})
     assert nnx.NNTrainerParams.from_state(trainer.state()) == trainer
+
+
+def test_a_bad_saved_factory_state_names_its_path():
+    with pytest.raises(nnx.ParamsError, match=r"OptimizerFactorySpec\.version") as caught:
+        nnx.NNTrainParams.from_state({"n_epochs": 1, "optim": {"factory": {"id": "x", "version": 0}, "max_lr": 0.1}})
+    assert caught.value.path.startswith("NNTrainParams.optim")
 
 
 def test_an_unregistered_factory_is_refused_before_anything_is_written(runs):
