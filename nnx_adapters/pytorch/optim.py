@@ -40,10 +40,14 @@ def qualname(obj: object) -> str:
 class TorchOptimizer:
     """The ``Optimizer`` port over a ``torch.optim.Optimizer``."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, names: Mapping[int, str] | None = None) -> None:
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, names: Mapping[int, str] | None = None,
+        factory: Mapping[str, Any] | None = None,
+    ) -> None:
         self.optimizer = optimizer
         self.params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
         self._names = names or {}
+        self.factory = factory  # a registered factory's spec state (id, version, config), else None
 
     def zero_grad(self) -> None:
         """Drop every gradient (set to None)."""
@@ -79,8 +83,12 @@ class TorchOptimizer:
         return True
 
     def state(self) -> dict[str, Any]:
-        """The torch state dict plus type and topology for resume validation."""
-        return {"state_dict": self.optimizer.state_dict(), "type": qualname(self.optimizer), "topology": self.topology()}
+        """The torch state dict plus type, topology and (for a registered factory's optimizer) the
+        factory's spec, for resume validation."""
+        out = {"state_dict": self.optimizer.state_dict(), "type": qualname(self.optimizer), "topology": self.topology()}
+        if self.factory is not None:
+            out["factory"] = dict(self.factory)
+        return out
 
     def topology(self) -> list[list[list[Any]]]:
         """Per group, ``[name, shape]`` of each parameter (names when known, else index)."""

@@ -43,7 +43,9 @@ class ScaledTorchOptimizer(TorchOptimizer):
     @classmethod
     def wrap(cls, opt: TorchOptimizer, scaler: Any, *, auto_update: bool = True) -> ScaledTorchOptimizer:
         """The same torch optimizer behind a scaled port."""
-        return cls(opt.optimizer, opt._names, scaler, auto_update=auto_update)
+        wrapped = cls(opt.optimizer, opt._names, scaler, auto_update=auto_update)
+        wrapped.factory = opt.factory
+        return wrapped
 
     def unscale(self) -> None:
         """Divide the gradients by the loss scale (records overflow for ``step``)."""

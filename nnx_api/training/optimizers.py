@@ -71,7 +71,8 @@ def build_optimizers(net: torch.nn.Module, optims: Mapping[str, Any], *, strict:
                     "to one optimizer (make the patterns disjoint)",
                 )
             owner[pname] = name
-        out[name] = TorchOptimizer(torch_optimizer(optim, groups), names)
+        spec = getattr(optim, "factory", None)
+        out[name] = TorchOptimizer(torch_optimizer(optim, groups), names, None if spec is None else spec.state())
     return out
 
 

@@ -122,6 +122,8 @@ def restore_problems(
         mine, saved = opt.state(), saved_opts[name]
         if saved["type"] != mine["type"]:
             problems.append(f"optimizer {name!r}: type {saved['type']} != {mine['type']}")
+        if saved.get("factory") != mine.get("factory"):  # a registered factory: same id, version and config
+            problems.append(f"optimizer {name!r}: factory {saved.get('factory')} != {mine.get('factory')}")
         if saved["topology"] != opt.topology():
             problems.append(f"optimizer {name!r}: parameter topology differs (names/shapes of its groups)")
         sched, saved_sched = schedules[name], saved_scheds[name]

@@ -212,6 +212,23 @@ def test_a_bad_saved_factory_state_names_its_path():
     assert caught.value.path.startswith("NNTrainParams.optim")
 
 
+def test_a_stateful_resume_needs_the_same_factory_identity(runs, factory_calls):
+    """NNx: warm resume requires the same factory id / version / config as the checkpoint."""
+    x, y = tiny_data(n=24)
+    _, source = _fit(_factory_optim(), runs)
+    changed = nnx.NNOptimFactoryParams(factory=nnx.OptimizerFactorySpec("test.sgd", 1, {"momentum": 0.5}), max_lr=0.1)
+
+    def resume(optim):
+        params = nnx.NNTrainParams(n_epochs=1, optim=optim, train_loader=batches(x, y, 8),
+                                   resume_from_run_id=source.id, resume_mode="stateful")
+        return _model().train(params, root=runs)
+
+    with pytest.raises(nnx.NNxError, match="factory"):
+        resume(changed)
+    resumed = resume(_factory_optim())
+    assert resumed.resume_status.mode == "stateful" and resumed.id != source.id
+
+
 def test_an_unregistered_factory_is_refused_before_anything_is_written(runs):
     spec = nnx.OptimizerFactorySpec("test.nowhere", 3, {})
     with pytest.raises(nnx.MissingOptimizerFactoryError, match="register_optimizer_factory") as caught:
