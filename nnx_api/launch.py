@@ -13,19 +13,17 @@ never committed an epoch is removed when its attempt fails, so the same call can
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import uuid
 import warnings
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 import attrs
 
 from nnx_core import admission as adm
 from nnx_core.agreement import agreed, share
-from nnx_core.commit import LAST, RunFiles
+from nnx_core.commit import RunFiles
 from nnx_core.errors import ComponentRestoreError
 from nnx_core.lifecycle import run_lifecycle
 from nnx_core.monitor import Monitor
@@ -69,24 +67,13 @@ class TrainingEntry:
     trainer: Any = None
 
 
-WRITE_ERRNOS = frozenset(
-    getattr(errno, name) for name in ("EIO", "EACCES", "EPERM", "EFBIG", "ENOSPC", "EROFS", "EDQUOT") if hasattr(errno, name)
-)
-"""The errno values of a failed write: a full disk or quota, a read-only or unwritable root, EIO."""
-
-
-def now() -> str:
-    """UTC timestamp for attempt records."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 def launch(entry: TrainingEntry) -> NNRun:
     """Run one training entry through the pipeline; every rank returns the same ``NNRun``."""
     group = entry.distributed.group() if entry.distributed is not None else SingleProcess()
     try:
         return _launch(entry, group)
     except OSError as exc:  # a full disk, a read-only root: say what is committed and how to go on
-        _note_write_failure(entry, exc)
+        resume.note_write_failure(entry, exc)
         raise
     finally:
         group.close()
@@ -187,7 +174,7 @@ def _train(
     if payload is not None and plan.stateful:
         problems = restore_problems(payload, owned.optimizers, schedules, components)
         agreed(c, "restore", lambda: _raise(ComponentRestoreError(problems) if problems else None))
-    attempt = adm.AttemptRecord(attempt_id=uuid.uuid4().hex, run_id=run.id, started_at=now())
+    attempt = adm.AttemptRecord(attempt_id=uuid.uuid4().hex, run_id=run.id, started_at=resume.now())
     try:
         share(c, group.writer_rank, "admission", lambda: resume.write_admitted(files, run, journal, fresh, attempt))
         opened = history.open_history(files, journal, fresh=fresh, idps=run.idps)
@@ -208,10 +195,10 @@ def _train(
         run_lifecycle(session, shown, session.ctx, base=Callback, agree=session.agree)
         # 8. finish
         status = adm.STOPPED if session.stopped_at_update() else adm.COMPLETED
-        share(c, group.writer_rank, "finish", lambda: attempt.finish(files, status, now()))
+        share(c, group.writer_rank, "finish", lambda: attempt.finish(files, status, resume.now()))
     except BaseException as exc:
         if is_writer:
-            _on_failure(files, attempt, exc, fresh)
+            resume.on_failure(files, attempt, exc, fresh)
         raise
     result = attrs.evolve(run, idps=tuple(session.history.idps))
     if is_writer:
@@ -234,30 +221,6 @@ def _restore(session: TrainingSession, payload: Mapping[str, Any] | None, statef
             )
     if seed is not None and not stateful:
         torch_state.set_seed(seed + rank)  # each rank draws its own stream (e.g. dropout); rank 0 = the seed
-
-
-def _on_failure(files: RunFiles, attempt: adm.AttemptRecord, exc: BaseException, fresh: bool) -> None:
-    """A fresh run that never committed is removed (so the same call can be retried); otherwise the
-    attempt is recorded as failed. A crash or kill (not an ``Exception``) leaves everything as it is."""
-    if not isinstance(exc, Exception):
-        return
-    with contextlib.suppress(Exception):  # the training error is the one to report
-        if not (fresh and adm.discard_uncommitted(files)) and files.exists():
-            attempt.finish(files, adm.FAILED, now(), error=exc)
-
-
-def _note_write_failure(entry: TrainingEntry, exc: OSError) -> None:
-    """A failed write of the run (see ``nnx_core.admission.write_failure_note``) names what is
-    committed; an ``OSError`` of the user's own files (a data file) is left as it is."""
-    storage = entry.storage if entry.storage is not None else FileStorage(runs_root(entry.root))
-    root = getattr(storage, "root", None)
-    inside = exc.filename is None or root is None or os.path.abspath(str(exc.filename)).startswith(os.path.abspath(str(root)))
-    if exc.errno not in WRITE_ERRNOS or not inside or getattr(exc, "__notes__", None):
-        return
-    run_id = NNRun(config=entry.config, root=runs_root(entry.root)).id
-    with contextlib.suppress(Exception):
-        last = RunFiles(storage, run_id).read_tag(LAST)
-        exc.add_note(adm.write_failure_note(run_id, last.epoch if last is not None else None))
 
 
 def _say(message: str, train: Any) -> None:

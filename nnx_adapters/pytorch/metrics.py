@@ -156,10 +156,13 @@ class BatchScores:
         self._counts.append(flat.view(3, k, n))
         self._preds, self._targets, self._sizes, self._pending = [], [], [], 0
 
-    def table(self) -> torch.Tensor:
-        """``(batches, 5)``: correct, valid rows, macro F1, precision, recall of every batch so far."""
+    def table(self, total: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+        """``(batches, 5)``: correct, valid rows, macro F1, precision, recall of every batch so far.
+        ``total`` turns this process's per-batch class counts into the whole batch's (under data
+        parallelism: the sum over ranks) before anything is scored."""
         self._flush()
-        tp, support, predicted = torch.cat(self._counts, dim=1)
+        counts = torch.cat(self._counts, dim=1)
+        tp, support, predicted = total(counts) if total is not None else counts
         macro = macro_scores(class_scores(tp, support, predicted), support + predicted > 0)
         return torch.stack([tp.sum(-1), support.sum(-1), macro["f1"], macro["precision"], macro["recall"]], dim=1)
 

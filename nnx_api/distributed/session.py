@@ -69,14 +69,21 @@ class DistributedStep(DefaultStep):
         self.world = session.collective.world_size
 
     def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
-        numbers = self._numbers(session, batch, epoch, batch_idx, is_last)
-        correct = torch.tensor(numbers.correct, dtype=torch.float64) if session.task.kind != "regression" else None
-        rows = int(numbers.rows) if session.task.kind == "multilabel" else None
-        session.stats.add_batch(torch.tensor(numbers.loss, dtype=torch.float64), int(numbers.count), correct, rows)
+        numbers, output, target = self._numbers(session, batch, epoch, batch_idx, is_last)
+        loss = torch.tensor(numbers.loss, dtype=torch.float64)
+        if session.task.categorical:  # scored at the epoch's end over every rank's counts (DataParallel.total)
+            session.stats.add_output(loss, int(numbers.count), output, target, session.task)
+        else:
+            correct = torch.tensor(numbers.correct, dtype=torch.float64) if session.task.kind != "regression" else None
+            rows = int(numbers.rows) if session.task.kind == "multilabel" else None
+            session.stats.add_batch(loss, int(numbers.count), correct, rows)
         session.mark_batch()
 
-    def _numbers(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> MicrobatchNumbers:
-        """One microbatch: forward through DDP, agree before backward, backward, maybe the update."""
+    def _numbers(
+        self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool
+    ) -> tuple[MicrobatchNumbers, torch.Tensor, torch.Tensor]:
+        """One microbatch: forward through DDP, agree before backward, backward, maybe the update.
+        Returns the agreed numbers and this rank's detached outputs and targets."""
         window, task, ddp = self.window, session.task, self.ddp
         assert ddp is not None
         error: BaseException | None = None
@@ -117,7 +124,7 @@ class DistributedStep(DefaultStep):
             session.summary.update(output, target)
         if window.ends(is_last):
             self.close(session, epoch, batch_idx, finite=lambda: True)  # finiteness was agreed before every backward
-        return numbers
+        return numbers, output.detach(), target
 
     def window_weight(self, weight: float | None) -> float | None:
         """W is global (0 skips the update on every rank); DDP averaged the gradients, so the
@@ -192,6 +199,13 @@ class DataParallel:
         reduced = agreement.agreed_sum(self.collective, [float(batches), *stats.values()], error, where)
         stats.load(reduced[1:])
         return int(reduced[0])
+
+    def total(self, counts: torch.Tensor) -> torch.Tensor:
+        """Per-batch class counts summed over the ranks (one all-reduce for the epoch, in rank
+        order: every rank gets the same bits), so each batch is scored as the union of the ranks'
+        microbatches, as one process scores its batch."""
+        summed = self.collective.all_reduce_sum(counts.flatten().tolist())
+        return torch.tensor(summed, dtype=counts.dtype, device=counts.device).view_as(counts)
 
     def rng(self, loaders: Sequence[Any]) -> Any:
         """Every rank's RNG streams, to every rank (one gather)."""

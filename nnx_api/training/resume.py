@@ -4,14 +4,19 @@
 refuses a stateful resume of another entry point, world size or partition — before anything is
 written. ``admit`` takes the run lease and applies ``nnx_core.admission``'s rules (fresh,
 continue from LAST, finished); ``write_admitted`` makes the run's first writes once every check
-has passed. The answers travel to every rank as a ``Plan``.
+has passed. The answers travel to every rank as a ``Plan``. ``on_failure`` undoes admission when
+a fresh run never committed (the never-committed cleanup), and ``note_write_failure`` tells a
+user whose disk filled up which epoch is committed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import warnings
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 import attrs
@@ -21,7 +26,8 @@ from nnx_core.commit import LAST, RunFiles
 from nnx_core.errors import ComponentRestoreError, CorruptRunError, ResumeMismatchError, ResumePointError, RunNotFoundError
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_adapters.pytorch import state as torch_state
-from nnx_api.runs.run import NNRun, dump_yaml
+from nnx_adapters.storage.fs import FileStorage
+from nnx_api.runs.run import NNRun, dump_yaml, runs_root
 from nnx_api.training import history
 from nnx_api.training.session import named_state
 
@@ -127,3 +133,38 @@ def write_admitted(files: RunFiles, run: NNRun, journal: Any, fresh: bool, attem
     else:
         files.storage.write(files.metadata_yaml, dump_yaml(run.metadata()))
     attempt.save(files)
+
+
+def now() -> str:
+    """UTC timestamp for attempt records."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def on_failure(files: RunFiles, attempt: adm.AttemptRecord, exc: BaseException, fresh: bool) -> None:
+    """A fresh run that never committed is removed (so the same call can be retried); otherwise the
+    attempt is recorded as failed. A crash or kill (not an ``Exception``) leaves everything as it is."""
+    if not isinstance(exc, Exception):
+        return
+    with contextlib.suppress(Exception):  # the training error is the one to report
+        if not (fresh and adm.discard_uncommitted(files)) and files.exists():
+            attempt.finish(files, adm.FAILED, now(), error=exc)
+
+
+WRITE_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("EIO", "EACCES", "EPERM", "EFBIG", "ENOSPC", "EROFS", "EDQUOT") if hasattr(errno, name)
+)
+"""The errno values of a failed write: a full disk or quota, a read-only or unwritable root, EIO."""
+
+
+def note_write_failure(entry: Any, exc: OSError) -> None:
+    """A failed write of the run (see ``nnx_core.admission.write_failure_note``) names what is
+    committed; an ``OSError`` of the user's own files (a data file) is left as it is."""
+    storage = entry.storage if entry.storage is not None else FileStorage(runs_root(entry.root))
+    root = getattr(storage, "root", None)
+    inside = exc.filename is None or root is None or os.path.abspath(str(exc.filename)).startswith(os.path.abspath(str(root)))
+    if exc.errno not in WRITE_ERRNOS or not inside or getattr(exc, "__notes__", None):
+        return
+    run_id = NNRun(config=entry.config, root=runs_root(entry.root)).id
+    with contextlib.suppress(Exception):
+        last = RunFiles(storage, run_id).read_tag(LAST)
+        exc.add_note(adm.write_failure_note(run_id, last.epoch if last is not None else None))

@@ -84,6 +84,10 @@ class SingleProcess:
             raise error
         return batches
 
+    def total(self, counts: torch.Tensor) -> torch.Tensor:
+        """A group of one's per-batch counts are already the whole batch's."""
+        return counts
+
     def rng(self, loaders: Sequence[Any]) -> Any:
         """This process's RNG streams."""
         return torch_state.capture_rng(loaders)
@@ -411,7 +415,7 @@ class TrainingSession:
 
     def _record_epoch(self, epoch: int, val: EvaluationDataPoint | None, summary: EvaluationDataPoint | None) -> None:
         """The epoch's iteration records; validation, summary and update count on the last one."""
-        edps = self.stats.edps()
+        edps = self.stats.edps(self.group.total)
         if self.train_extras is not None:
             scored = [self.train_extras.values(rows) for rows in gathered_batches(self.train_extras, self.collective)]
             edps = [attrs.evolve(edp, extra=extra) if extra else edp for edp, extra in zip(edps, scored, strict=True)]

@@ -168,13 +168,14 @@ class EpochStats:
         self.counts.append(count)
         self.rows.append(None)
 
-    def edps(self) -> list[EvaluationDataPoint]:
-        """One training record per batch (one host sync for the whole epoch)."""
+    def edps(self, total: Any = None) -> list[EvaluationDataPoint]:
+        """One training record per batch (one host sync for the whole epoch); ``total`` sums the
+        per-batch class counts over the ranks (``BatchScores.table``)."""
         if self.records:
             return self.records
         losses = torch.stack(self.losses).double()
         if self.labels is not None:
-            table = torch.cat([losses.unsqueeze(1), self.labels.table()], dim=1).tolist()
+            table = torch.cat([losses.unsqueeze(1), self.labels.table(total)], dim=1).tolist()
             return [
                 batch_record(loss, count, correct, None, f1=f1, precision=precision, recall=recall)
                 for (loss, correct, _valid, f1, precision, recall), count in zip(table, self.counts, strict=True)
