@@ -10,7 +10,7 @@ this module adds ``FixedHeadProvider``, which answers them from a trained NNx cl
     results = provider.decide(question, X)          # one ChoiceResult per row of X
     results[0].top, results[0].distribution
 
-Deferred jobs (``DecisionJob``, ``Limits``, ``JobResult``: ``nnx_core.decision_jobs``) batch
+Deferred jobs (``DecisionJob``, ``Limits``, ``JobResult``: ``nnx_api.decision_jobs``) batch
 independent questions into few provider calls and chain dependent ones.
 """
 
@@ -26,7 +26,7 @@ import torch
 
 from nnx_api.model import NNModel
 from nnx_api.scope import PROVIDERS, placeholder
-from nnx_core.decision_jobs import (
+from nnx_api.decision_jobs import (
     DecisionJob, Follow, InvalidJob, JobError, JobFailed, JobLimitExceeded, JobResult, JobTimeout, Limits,
     QuestionOutcome, RowOutcome,
 )

@@ -16,7 +16,7 @@ import pytest
 
 import nnx_api as nnx
 from nnx_api import decisions as d
-from nnx_core import decision_jobs
+from nnx_api import decision_jobs
 from nnx_api.decisions import Boolean, Choice, DecisionJob, Follow, Limits
 
 STATE = ["row one", "row two", "row three"]
