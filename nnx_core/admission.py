@@ -47,7 +47,7 @@ import attrs
 from nnx_core.commit import LAST, RunFiles, TagManifest, write_json
 from nnx_core.errors import CorruptRunError, DataChangedError, RunExistsError
 from nnx_core.history import coverage_problems, parse_history
-from nnx_core.journal import has_journal
+from nnx_core.journal import JournalReader, has_journal
 
 FRESH, CONTINUE, FINISHED = "fresh", "continue", "finished"
 RUNNING, COMPLETED, STOPPED, FAILED, INTERRUPTED = "running", "completed", "stopped", "failed", "interrupted"
@@ -112,13 +112,22 @@ def _refuse_history_gap(files: RunFiles, last_epoch: int) -> None:
 
 def _refuse_vanished(files: RunFiles) -> None:
     """No LAST, yet the run committed before: its checkpoints were removed. Restarting would write
-    a new history over the old one, so it is refused (commit order: the history of epoch e+1 is
-    written only after LAST named epoch e, so a history of two epochs proves a commit)."""
+    a new history over the old one, so it is refused. Commit order: the history of epoch e+1 is
+    written only after LAST named epoch e, so a history of two epochs proves a commit — in
+    ``idps.csv`` or in the journal's manifest alike; one epoch's history is what a kill inside
+    the first commit leaves (before its LAST), which is restarted."""
     epochs = sorted(set(_eager_epochs(files) or ()))
+    journal = JournalReader.open(files.storage, files.run_id, None)
+    journal_epochs = journal.manifest.epochs if journal is not None else 0
     committed = (read_attempt(files) or {}).get("last_committed_epoch")
-    if len(epochs) < 2 and committed is None and not has_journal(files.storage, files.run_id):
+    if len(epochs) < 2 and committed is None and journal_epochs < 2:
         return
-    seen = f"history for epochs {epochs[0]}..{epochs[-1]}" if len(epochs) >= 2 else "a record of committed epochs"
+    if len(epochs) >= 2:
+        seen = f"history for epochs {epochs[0]}..{epochs[-1]}"
+    elif journal_epochs >= 2:
+        seen = f"a journal of {journal_epochs} epochs"
+    else:
+        seen = "a record of committed epochs"
     raise CorruptRunError(
         f"run {files.run_id} holds {seen} but no committed checkpoint (its checkpoints/ folder is missing or "
         "emptied); refusing to train over its history. Put checkpoints/ back, or pass overwrite_existing=True "

@@ -10,6 +10,7 @@ from nnx_core import admission as adm
 from nnx_core.commit import LAST, BlobRef, RunFiles, TagManifest
 from nnx_core.errors import CorruptRunError, DataChangedError, RunExistsError
 from nnx_core.history import EagerHistory, continuity_problems
+from nnx_core.journal import HistoryJournal, JournalWriter
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_adapters.storage.memory import MemoryStorage
 
@@ -71,6 +72,34 @@ def test_a_killed_first_attempt_is_still_cleaned_and_restarted():
     files = run_on_disk(epochs_in_history=1, last_epoch=None)  # killed inside epoch 0's commit
     assert adm.admit(files, resume=True, overwrite=False, n_epochs=5).action == adm.FRESH
     assert not files.exists()
+
+
+def journal_run(epochs: int) -> RunFiles:
+    """A journal run whose journal committed ``epochs`` epochs and whose LAST is missing."""
+    files = RunFiles(MemoryStorage(), RID)
+    files.storage.write(files.run_yaml, b"id: x\n")
+    writer = JournalWriter(files.storage, RID, HistoryJournal(retention=8, chunk_size=4), last_epoch=None)
+    for epoch in range(epochs):
+        writer.extend(r for r in records(epochs) if r.epoch_idx == epoch)
+        writer.commit()
+    adm.AttemptRecord(attempt_id="a", run_id=RID, started_at="2026-01-01T00:00:00+00:00").save(files)
+    return files
+
+
+def test_a_journal_run_killed_inside_its_first_commit_is_restarted():
+    """The journal of epoch 0 is durable before epoch 0's LAST: a kill between them (ckpt-chaos
+    found it) leaves a journal of one epoch and no LAST — nothing was committed."""
+    files = journal_run(1)
+    assert adm.admit(files, resume=True, overwrite=False, n_epochs=5).action == adm.FRESH
+    assert not files.exists()
+
+
+def test_a_journal_of_two_epochs_without_last_is_refused():
+    files = journal_run(2)
+    before = files.storage.snapshot()
+    with pytest.raises(CorruptRunError, match="a journal of 2 epochs.*checkpoints/"):
+        adm.admit(files, resume=True, overwrite=False, n_epochs=5)
+    assert files.storage.snapshot() == before
 
 
 def test_overwrite_discards_even_a_run_whose_checkpoints_vanished():
