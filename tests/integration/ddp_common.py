@@ -9,6 +9,7 @@ words (``spec_partition``), never through the product's ``partition_indices`` or
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,13 @@ BATCH, ACCUMULATE, WORLD = 4, 2, 2
 LOADER_SEED = 11
 MAIN_EPOCHS = 10
 CRASH_EPOCHS = 4
+
+
+def free_port() -> int:
+    """A TCP port free right now on 127.0.0.1 (each launch takes its own, so tests run in parallel)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def dataset() -> TensorDataset:

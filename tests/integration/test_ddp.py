@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -47,12 +46,6 @@ pytestmark = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def rank_env(rank: int, world: int, port: int) -> dict[str, str]:
     return {
         **os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
@@ -72,7 +65,7 @@ def launch(world: int, name: str, base: Path, *extra: str) -> Launch:
     """Start one worker per rank; wait (bounded) for all of them; load what each rank saved."""
     out, root = base / "out", base / "runs"
     out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = common.free_port()
     logs = [out / f"{name}_{world}_rank{r}.log" for r in range(world)]
     procs = []
     for rank in range(world):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 import torch
+from ddp_common import free_port
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "behaviour_worker.py"
@@ -28,12 +28,6 @@ pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(), reason="no gloo"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(mode: str, scenario: str, base: Path) -> list[dict[str, Any]]:

@@ -28,7 +28,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from typing import Any
 
 import pytest
 import torch
+from ddp_common import free_port
 
 HERE = Path(__file__).resolve()
 LAUNCH_TIMEOUT = 120  # seconds for a whole launch
@@ -150,12 +150,6 @@ def worker(scenario: str, out: Path) -> None:
 
 
 # ------------------------------------------------------------------------------- the launcher
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(scenario: str, world: int, out: Path) -> tuple[list[int], list[dict[str, Any] | None], list[str]]:
     """One process per rank; wait for them in rank order (a dead rank stays a zombie meanwhile)."""
     out.mkdir(parents=True, exist_ok=True)
