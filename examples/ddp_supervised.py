@@ -14,7 +14,6 @@ import os
 import sys
 
 import torch
-from sklearn.datasets import load_digits
 from torch.utils.data import TensorDataset
 
 import nnx_api as nnx
@@ -22,7 +21,13 @@ import nnx_api as nnx
 
 def digits(seed: int = 0) -> tuple[TensorDataset, TensorDataset]:
     """Train/validation datasets over the digits set (80/20 split, inputs scaled to [0, 1])."""
-    x, y = load_digits(return_X_y=True)
+    from sklearn.datasets import load_digits
+
+    return split(*load_digits(return_X_y=True), seed=seed)
+
+
+def split(x: object, y: object, seed: int = 0) -> tuple[TensorDataset, TensorDataset]:
+    """``digits``' split of arrays ``x`` (pixel values 0-16) and ``y`` (labels)."""
     x = torch.tensor(x / 16.0, dtype=torch.float32)
     y = torch.tensor(y, dtype=torch.long)
     order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))

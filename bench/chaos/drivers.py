@@ -29,6 +29,7 @@ sets the job's length.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -37,6 +38,7 @@ from typing import Any
 
 os.environ.setdefault("NNX_PROGRESS", "0")
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
@@ -44,7 +46,7 @@ import nnx_api as nnx  # noqa: E402
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2] / "examples")]
 import gan_trainer  # noqa: E402  (examples/: the drivers train what the examples train)
-from ddp_supervised import digits  # noqa: E402
+import ddp_supervised  # noqa: E402
 from digest import committed_runs, final_checkpoint, state_digest, summary  # noqa: E402
 
 torch.set_num_threads(1)
@@ -62,6 +64,15 @@ class FirstEpoch(nnx.Callback):
     def on_epoch_begin(self, ctx: nnx.CallbackContext) -> None:
         if self.epoch is None:
             self.epoch = ctx.epoch
+
+
+def digits() -> tuple[Any, Any]:
+    """``examples/ddp_supervised.digits()``, read from scikit-learn's bundled file without importing
+    scikit-learn: that import is 1.5 s of each of the matrix's ~2,000 interpreter starts."""
+    sklearn = importlib.util.find_spec("sklearn")  # finds the package without importing it
+    assert sklearn is not None and sklearn.submodule_search_locations
+    data = np.loadtxt(Path(sklearn.submodule_search_locations[0]) / "datasets/data/digits.csv.gz", delimiter=",")
+    return ddp_supervised.split(data[:, :-1], data[:, -1].astype(int))
 
 
 def mlp() -> nnx.NNModel:
