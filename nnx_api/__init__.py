@@ -46,7 +46,7 @@ from nnx_api.config.params import (
     PrecisionPolicy,
     TaskSpec,
 )
-from nnx_api.runs.run import Checkpoint, NNRun
+from nnx_api.runs.run import Checkpoint, NNCheckpoint, NNRun
 from nnx_api.training.steps import (
     EvalStepContext, GradientAccumulationState, TrainStepContext, TrainerStepContext, default_train_step, finalize_step,
     streaming_eval_step,
@@ -79,7 +79,7 @@ from nnx_api.optimizers import (
     unregister_optimizer_factory,
 )
 from nnx_api.precision import precision_support
-from nnx_api.runs.checkpoint import NNCheckpoint, NNCheckpointTransform
+from nnx_api.runs.checkpoint import NNCheckpointTransform
 from nnx_api.training.steps import EvalStepFn, TrainerStepFn, TrainStepFn
 from nnx_api import finetune, history, models, monitors, optimizers, precision, prediction, seeding, streaming, tasks
 from nnx_api.scope import SCOPES as _OUT_OF_SCOPE

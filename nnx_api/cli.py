@@ -35,7 +35,8 @@ from nnx_adapters.pytorch import state as torch_state
 from nnx_api.cli_extra import register, store
 from nnx_api.runs.curves import flatten_config, monitor_name
 from nnx_api.runs.journal import check_journal, epoch_summaries, has_journal
-from nnx_api.runs.run import NNRun, dump_yaml
+from nnx_api.runs.run import NNRun
+from nnx_api.runs.store import dump_yaml
 
 COMMANDS = ("list", "show ID", "verify ID", "plot ID", "compare ID ID...", "export ID OUT")
 SORT_KEYS = ("started", "duration", "epochs", "monitor", "status", "id")

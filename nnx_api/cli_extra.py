@@ -26,7 +26,8 @@ from nnx_api.model import NNModel
 from nnx_api.runs.curves import committed_records, epoch_scalars, flatten_config, iter_epochs, monitor_name
 from nnx_api.runs.export import default_example_input, export_safetensors
 from nnx_api.runs.plots import image_formats
-from nnx_api.runs.run import NNRun, runs_root
+from nnx_api.runs.run import NNRun
+from nnx_api.runs.store import runs_root
 
 
 def register(commands: Any, root_help: str) -> None:

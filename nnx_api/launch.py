@@ -34,7 +34,8 @@ from nnx_adapters.pytorch.optim import TorchClock
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.callbacks import Callback, normalize_callbacks
 from nnx_api.callbacks.progress import ProgressBar, message_stream, progress_enabled
-from nnx_api.runs.run import NNRun, runs_root
+from nnx_api.runs.run import NNRun
+from nnx_api.runs.store import runs_root
 from nnx_api.training import checks, fingerprint, history, optimizers, resume
 from nnx_api.training.owners import owner_for
 from nnx_api.training.session import SessionSetup, SingleProcess, TrainingSession, collect_components, restore_problems

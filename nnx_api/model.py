@@ -46,9 +46,8 @@ from nnx_api.inference import (
 )
 from nnx_api.launch import TrainingEntry, launch
 from nnx_api.models import BatchAdapter, build_module
-from nnx_api.runs.checkpoint import NNCheckpoint
 from nnx_api.runs.export import to_onnx
-from nnx_api.runs.run import NNRun
+from nnx_api.runs.run import NNCheckpoint, NNRun
 from nnx_api.scope import EXTRAS, HUB, refuse, refusing_method
 from nnx_api.training.steps import net_output, restored_modes, score, to_device
 

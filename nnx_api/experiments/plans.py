@@ -44,7 +44,8 @@ from nnx_api.model import NNModel
 from nnx_api.config.metrics import MetricSpec
 from nnx_api.config.params import RESUME_MODES, NNModelParams, NNOptimParams, NNParams, NNSchedulerParams, NNTrainParams
 from nnx_api.distributed.group import refuse_process_group
-from nnx_api.runs.run import NNRun, runs_root
+from nnx_api.runs.run import NNRun
+from nnx_api.runs.store import runs_root
 from nnx_api.training.steps import split_batch, to_device
 
 SALT_PREFIX = "plan-attempt:"

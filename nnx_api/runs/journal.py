@@ -33,7 +33,8 @@ from nnx_core.journal import (
 )
 from nnx_core.records import IterationDataPoint
 from nnx_adapters.storage.fs import FileStorage
-from nnx_api.runs.run import NNRun, runs_root
+from nnx_api.runs.run import NNRun
+from nnx_api.runs.store import runs_root
 
 
 

@@ -27,7 +27,8 @@ from nnx_core.errors import ComponentRestoreError, CorruptRunError, ResumeMismat
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
-from nnx_api.runs.run import NNRun, dump_yaml, runs_root
+from nnx_api.runs.run import NNRun
+from nnx_api.runs.store import dump_yaml, runs_root
 from nnx_api.training import history
 from nnx_api.training.session import named_state
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nnx_api as nnx
-from nnx_api.runs.run import dump_yaml, load_yaml
+from nnx_api.runs.store import dump_yaml, load_yaml
 
 EXAMPLES = 500 if os.environ.get("NNX_DEEP") == "1" else 40
 

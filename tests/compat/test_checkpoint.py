@@ -65,6 +65,34 @@ def test_load_gives_nnx_fields_of_the_committed_checkpoint(trained):
     assert NNCheckpoint.load(run=nnx.NNRun.load(run.id, root), type=Checkpoints.LAST).epoch == ckpt.epoch
 
 
+def test_run_checkpoints_are_the_five_phase_handles_best_excluded(trained, tmp_path):
+    """REFERENCE §9.7: ``checkpoints(root)``: [FIRST, Q1, Q2, Q3, LAST] (None where absent; BEST
+    excluded). Four epochs commit every phase tag; a run trained with
+    ``save_phase_checkpoints=False`` has LAST alone."""
+    root, run, model = trained
+    handles = nnx.NNRun.load(run.id, root).checkpoints()
+    phases = ["first", "q1", "q2", "q3", "last"]
+    assert len(handles) == 5
+    for tag, handle in zip(phases, handles):
+        if tag not in run.tags():
+            assert handle is None
+            continue
+        assert isinstance(handle, NNCheckpoint) and handle.tag == tag and handle.epoch == run.checkpoint(tag).epoch
+        assert all(torch.equal(handle.net_state[k], v) for k, v in run.checkpoint(tag).weights().items())
+    assert handles[0].epoch == 0 and handles[-1].epoch == N_EPOCHS - 1 and "best" in run.tags()
+    present = [h.epoch for h in handles if h is not None]
+    assert present == sorted(present) and len(present) >= 3
+    assert [h and h.tag for h in run.checkpoints(root)] == [h and h.tag for h in handles]  # read through a root
+
+    x, y = data(1)
+    lean = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(6,))).train(
+        nnx.NNTrainParams(n_epochs=2, train_loader=[(x, y)], save_phase_checkpoints=False, progress=False),
+        root=tmp_path / "runs",
+    )
+    first, q1, q2, q3, last = lean.checkpoints()
+    assert (first, q1, q2, q3) == (None, None, None, None) and last.tag == "last" and last.epoch == 1
+
+
 def test_a_loaded_run_has_nnx_fields_net_train_model_trainer_salt(trained):
     """REFERENCE §9.1/§9.7: ``NNRun(net, train, model, trainer=None, salt=None)``; ``load`` rebuilds
     the params (``resolve_from_state`` for the net)."""

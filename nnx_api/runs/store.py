@@ -1,0 +1,88 @@
+"""The runs root and the small file formats of a run folder: YAML (safe, sorted keys), the
+environment record of metadata.yaml, and run-id prefixes."""
+
+from __future__ import annotations
+
+import io
+import os
+import platform
+import sys
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import torch
+from ruamel.yaml import YAML
+
+from nnx_core.errors import CorruptRunError, InvalidRunIdError
+from nnx_core.identity import ID_HEX_DIGITS, validate_run_id
+
+ENV_ROOT = "NNX_RUNS"
+
+
+def runs_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """The runs root: ``root``, else ``$NNX_RUNS``, else ``./runs``."""
+    return Path(root if root is not None else os.environ.get(ENV_ROOT, "runs"))
+
+
+def dump_yaml(doc: Mapping[str, Any]) -> bytes:
+    """YAML bytes (ruamel.yaml, safe dumper, sorted keys)."""
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    buffer = io.StringIO()
+    yaml.dump(_sorted(doc), buffer)
+    return buffer.getvalue().encode("utf-8")
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, (list, tuple)):
+        return [_sorted(v) for v in value]
+    return value
+
+
+def load_yaml(data: bytes, *, where: str) -> dict[str, Any]:
+    """Parse YAML with the safe loader; a non-mapping document is CorruptRunError."""
+    try:
+        doc = YAML(typ="safe", pure=True).load(data.decode("utf-8"))
+    except Exception as exc:
+        raise CorruptRunError(f"{where} is not valid YAML: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise CorruptRunError(f"{where} must hold a mapping")
+    return doc
+
+
+def environment() -> dict[str, Any]:
+    """The environment record written to metadata.yaml (never part of the run id)."""
+    try:
+        nnx_version = version("nnx")
+    except PackageNotFoundError:  # running from a source tree
+        nnx_version = None
+    return {
+        "nnx": nnx_version,
+        "python": sys.version.split()[0],
+        "torch": str(torch.__version__),
+        "platform": platform.platform(),
+        "cuda_available": torch.cuda.is_available(),
+        "cuda_device_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+    }
+
+
+def resolve_run_id(run_id: str, storage: Any, *, where: str = "the runs root") -> str:
+    """The full run id ``run_id`` names: itself when such a run exists (or it is a whole id),
+    else the one run whose id starts with it. An ambiguous prefix is ``InvalidRunIdError``,
+    listing the candidates; no match is returned as is (the caller reports it missing)."""
+    run_id = validate_run_id(run_id)
+    if len(run_id) >= ID_HEX_DIGITS or storage.exists(f"{run_id}/run.yaml"):
+        return run_id
+    try:
+        names = storage.list("")
+    except FileNotFoundError:
+        return run_id
+    matches = sorted(n for n in names if n.startswith(run_id) and not n.startswith("."))
+    if len(matches) > 1:
+        shown = ", ".join(m[:12] for m in matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise InvalidRunIdError(f"run id prefix {run_id!r} matches {len(matches)} runs under {where} ({shown}); give more characters")
+    return matches[0] if matches else run_id
