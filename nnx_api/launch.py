@@ -35,7 +35,7 @@ from nnx_adapters.storage.fs import FileStorage
 from nnx_api.callbacks import Callback, normalize_callbacks
 from nnx_api.callbacks.progress import ProgressBar, message_stream, progress_enabled
 from nnx_api.runs.run import NNRun, runs_root
-from nnx_api.training import checks, fingerprint, history, optimizers, resume
+from nnx_api.training import checks, compilation, fingerprint, history, optimizers, resume
 from nnx_api.training.owners import owner_for
 from nnx_api.training.session import SessionSetup, SingleProcess, TrainingSession, collect_components, restore_problems
 
@@ -65,6 +65,7 @@ class TrainingEntry:
     storage: Any = None
     distributed: Any = None  # nnx_api.distributed.DDP | None
     trainer: Any = None
+    compile: Any = None  # nnx_api.config.compilation.CompileSpec | None
 
 
 def launch(entry: TrainingEntry) -> NNRun:
@@ -121,6 +122,7 @@ class Ready:
     optimizers: Mapping[str, Any]
     schedules: Mapping[str, Any]
     data: Mapping[str, Any] | None = None  # the writer's data fingerprint (nnx_api.training.fingerprint)
+    compiled: Any = None  # the compiled forward (nnx_adapters.pytorch.compilation), None without compile=
 
 
 def _checks(entry: TrainingEntry, group: Any) -> Ready:
@@ -142,9 +144,10 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
     checks.check_first_batches(entry.model, firsts, train_step=entry.kind == "nnmodel" and entry.train_step_fn is None
                                and entry.objective is None, eval_step=entry.kind == "nnmodel" and entry.eval_step_fn is None)
     data = fingerprint.data_fingerprint(loaders, firsts) if group.collective.rank == group.writer_rank else None
+    compiled = compilation.prepare(entry, declared)
     opts = optimizers.build_optimizers(entry.model.net, entry.optims, strict=entry.strict_groups)
     schedules = optimizers.build_schedules(opts, entry.schedulers, entry.optims, n_epochs=train.n_epochs, train_loader=train.train_loader)
-    return Ready(callbacks=here, journal=journal, optimizers=opts, schedules=schedules, data=data)
+    return Ready(callbacks=here, journal=journal, optimizers=opts, schedules=schedules, data=data, compiled=compiled)
 
 
 def _train(
@@ -175,6 +178,8 @@ def _train(
         problems = restore_problems(payload, owned.optimizers, schedules, components)
         agreed(c, "restore", lambda: _raise(ComponentRestoreError(problems) if problems else None))
     attempt = adm.AttemptRecord(attempt_id=uuid.uuid4().hex, run_id=run.id, started_at=resume.now())
+    compiled = ready.compiled
+    run = compilation.noted(run, attempt, compiled)
     try:
         share(c, group.writer_rank, "admission", lambda: resume.write_admitted(files, run, journal, fresh, attempt))
         opened = history.open_history(files, journal, fresh=fresh, idps=run.idps)
@@ -188,16 +193,18 @@ def _train(
             schedules=schedules, primary=entry.primary, optim_params=entry.optims, auto_step=entry.auto_step,
             owner=owned.owner, task=owned.task, monitor=monitor, callbacks=shown, components=components,
             eval_step_fn=entry.eval_step_fn, history=opened, group=group,
-            start_epoch=start, phase_offset=offset, trainer=entry.trainer,
+            start_epoch=start, phase_offset=offset, trainer=entry.trainer, compiled=compiled,
         ))
         agreed(c, "restore", lambda: _restore(session, payload, plan.stateful, train.seed, c.rank))
         # 7. the lifecycle, in the seed's order
         run_lifecycle(session, shown, session.ctx, base=Callback, agree=session.agree)
         # 8. finish
         status = adm.STOPPED if session.stopped_at_update() else adm.COMPLETED
-        share(c, group.writer_rank, "finish", lambda: attempt.finish(files, status, resume.now()))
+        run = compilation.noted(run, attempt, compiled)
+        share(c, group.writer_rank, "finish", lambda: resume.finish(files, run, attempt, status))
     except BaseException as exc:
         if is_writer:
+            compilation.noted(run, attempt, compiled)
             resume.on_failure(files, attempt, exc, fresh)
         raise
     result = attrs.evolve(run, idps=tuple(session.history.idps))

@@ -135,6 +135,13 @@ def write_admitted(files: RunFiles, run: NNRun, journal: Any, fresh: bool, attem
     attempt.save(files)
 
 
+def finish(files: RunFiles, run: NNRun, attempt: adm.AttemptRecord, status: str) -> None:
+    """The attempt's end; a compiled run first rewrites metadata.yaml with its final ``CompileRecord``."""
+    if run.compile is not None:
+        files.storage.write(files.metadata_yaml, dump_yaml(run.metadata()))
+    attempt.finish(files, status, now())
+
+
 def now() -> str:
     """UTC timestamp for attempt records."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
