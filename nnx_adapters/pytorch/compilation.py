@@ -71,7 +71,7 @@ class CompiledForward:
         return sum(self._dynamo.utils.counters["graph_break"].values())
 
     def _fail(self, exc: BaseException, what: str) -> None:
-        reason = f"{what}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+        reason = f"{what}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         self._compiled = None
         if self.on_failure == "eager":
             self.record = attrs.evolve(self.record, status=EAGER, reason=reason)
