@@ -178,7 +178,7 @@ def _train(
         problems = restore_problems(payload, owned.optimizers, schedules, components)
         agreed(c, "restore", lambda: _raise(ComponentRestoreError(problems) if problems else None))
     attempt = adm.AttemptRecord(attempt_id=uuid.uuid4().hex, run_id=run.id, started_at=resume.now())
-    compiled = ready.compiled
+    compiled = ready.compiled  # with compile=: its record goes on the run and the attempt, now and at the end
     run = compilation.noted(run, attempt, compiled)
     try:
         share(c, group.writer_rank, "admission", lambda: resume.write_admitted(files, run, journal, fresh, attempt))
@@ -204,7 +204,7 @@ def _train(
         share(c, group.writer_rank, "finish", lambda: resume.finish(files, run, attempt, status))
     except BaseException as exc:
         if is_writer:
-            compilation.noted(run, attempt, compiled)
+            compilation.noted(run, attempt, compiled)  # a kept attempt.json says how compilation ended
             resume.on_failure(files, attempt, exc, fresh)
         raise
     result = attrs.evolve(run, idps=tuple(session.history.idps))

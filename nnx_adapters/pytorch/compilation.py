@@ -12,6 +12,11 @@ call, ends compilation: with ``on_failure="error"`` as a ``CompileError`` (recor
 then on (status ``eager``; the failed call is run again eagerly). Any other exception of a call
 is the forward's own and passes through unchanged. ``torch._dynamo`` (two seconds to import) is
 loaded only when a run asks for compilation.
+
+Dynamo caches compiled code per code object for the whole process, up to a recompile limit (8)
+past which it silently runs that code eagerly. ``wrap`` drops the cache of the net class's
+``forward``, so every run compiles afresh: its record counts its own graph breaks, and many runs
+in one process (a search) never exhaust the limit and run eagerly while recorded as compiled.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class CompiledForward:
         made = cls(net, CompileRecord(PENDING, backend, tuple(capture), 0, mode, fullgraph, dynamic), on_failure)
         try:
             made._dynamo = importlib.import_module("torch._dynamo")
+            made._dynamo.reset_code(type(net).forward.__code__)  # this run compiles afresh (see the module docstring)
             made._compiled = torch.compile(net, backend=backend, mode=mode, fullgraph=fullgraph, dynamic=dynamic)
         except Exception as exc:  # an unknown backend, options it refuses, no compiler support here
             made._fail(exc, f"torch.compile(backend={backend!r}) raised")

@@ -238,3 +238,18 @@ def test_inductor_makes_one_sgd_step_within_the_float32_rounding_bound(tmp_path)
     assert moved > 100 * tol  # the step is far above the rounding it is compared within
     for a, b in zip(compiled.net.parameters(), eager.net.parameters()):
         torch.testing.assert_close(a, b, atol=tol, rtol=0)
+
+
+def test_every_run_compiles_afresh_so_many_runs_in_one_process_stay_compiled(tmp_path):
+    """Dynamo compiles one code object at most 8 times per process and then runs it eagerly
+    without a word; runs of nine differently shaped nets must each still compile their forward."""
+    from torch._dynamo.utils import counters
+
+    x, y = tiny_data(n=16)
+    for width in range(1, 10):
+        torch.manual_seed(0)
+        model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(width,)))
+        compiled_before = counters["stats"]["unique_graphs"]
+        run = model.train(nnx.NNTrainParams(n_epochs=1, train_loader=[(x, y)]), root=tmp_path / str(width), compile=EAGER)
+        assert run.compile.status == "compiled"
+        assert counters["stats"]["unique_graphs"] > compiled_before, f"width {width}: the forward ran uncompiled"
