@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import nnx_api as nnx
 from nnx_adapters.storage.fs import FileStorage
-from tests.api.tiny import sgd_step_tolerance, tiny_data
+from tests.api.tiny import batches, sgd_step_tolerance, tiny_data
 
 EAGER = nnx.CompileSpec(backend="eager")
 BROKEN = "nnx_test_broken_backend"
@@ -253,3 +253,20 @@ def test_every_run_compiles_afresh_so_many_runs_in_one_process_stay_compiled(tmp
         run = model.train(nnx.NNTrainParams(n_epochs=1, train_loader=[(x, y)]), root=tmp_path / str(width), compile=EAGER)
         assert run.compile.status == "compiled"
         assert counters["stats"]["unique_graphs"] > compiled_before, f"width {width}: the forward ran uncompiled"
+
+
+def test_the_conv_net_compiles_too_and_trains_bit_for_bit_with_the_eager_backend(tmp_path):
+    x, y = torch.randn(24, 64, generator=torch.Generator().manual_seed(0)), torch.arange(24) % 3
+
+    def fit(root, compile=None):
+        torch.manual_seed(0)
+        net = nnx.NNConvParams(input_dim=64, output_dim=3, conv_channels=(2,), kernel_size=3, hidden_dims=(8,))
+        model = nnx.NNModel(net, nnx.NNModelParams(net=nnx.Nets.CONV))
+        run = model.train(nnx.NNTrainParams(n_epochs=2, seed=0, train_loader=batches(x, y, 8), val_loader=[(x, y)]),
+                          root=root, compile=compile)
+        return model, run
+
+    plain, _ = fit(tmp_path / "plain")
+    compiled, run = fit(tmp_path / "compiled", EAGER)
+    assert run.compile.status == "compiled" and type(compiled.net).__name__ == "ConvNN"
+    assert same_state(compiled.net.state_dict(), plain.net.state_dict())
