@@ -101,7 +101,7 @@ def _launch(entry: TrainingEntry, group: Any) -> NNRun:
         # 4–5. the lease and admission, on the writer
         plan = share(c, writer, "admission", lambda: resume.admit(entry, group, files, lease, source, ready.data))
         payload = torch_state.decode(plan.data, where=f"run {run.id} resume point") if plan.data is not None else None
-        run = attrs.evolve(run, idps=plan.idps, resume_status=plan.status, data_fingerprint=ready.data)
+        run = attrs.evolve(run, idps=plan.idps, resume_status=plan.status, data_fingerprint=ready.data, compile=plan.compile)
         if plan.action == adm.FINISHED:
             entry.model.net.load_state_dict(payload["weights"])  # type: ignore[index]  # the caller's model is the finished one
             epochs = len({r.epoch_idx for r in run.idps})

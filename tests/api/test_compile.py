@@ -270,3 +270,40 @@ def test_the_conv_net_compiles_too_and_trains_bit_for_bit_with_the_eager_backend
     compiled, run = fit(tmp_path / "compiled", EAGER)
     assert run.compile.status == "compiled" and type(compiled.net).__name__ == "ConvNN"
     assert same_state(compiled.net.state_dict(), plain.net.state_dict())
+
+
+def test_the_record_is_pending_on_disk_until_the_attempt_ends(runs):
+    """Admission writes the record as it is before the first compiled call (pending); each
+    checkpoint holds it as it is at that commit; metadata.yaml and attempt.json get the final one."""
+    seen = {}
+
+    class Look(nnx.Callback):
+        def on_epoch_begin(self, ctx):
+            if ctx.epoch == 0:
+                seen["meta"] = (ctx.run.path / "metadata.yaml").read_text()
+                seen["attempt"] = json.loads((ctx.run.path / "attempt.json").read_text())["compile"]["status"]
+
+    model, params = job(n_epochs=2)
+    run = model.train(params, root=runs, callbacks=[Look()], compile=EAGER)
+    assert "status: pending" in seen["meta"] and seen["attempt"] == "pending"
+    assert run.checkpoint("first").payload()["compile"]["status"] == "compiled"
+    assert "status: compiled" in (run.path / "metadata.yaml").read_text()
+
+
+def test_compile_under_ddp_is_refused_by_the_checks():
+    from nnx_api.launch import TrainingEntry
+    from nnx_api.training import compilation
+
+    model, params = job()
+    entry = TrainingEntry(kind="nnmodel", model=model, params=params, train=params, config={}, optims={}, schedulers={},
+                          primary="default", distributed=nnx.distributed.DDP(), compile=EAGER)
+    with pytest.raises(nnx.ParamsError, match="compile: .*DDP"):
+        compilation.prepare(entry, [])
+
+
+def test_a_finished_run_is_returned_with_its_recorded_compile_record(runs):
+    model, params = job(n_epochs=1)
+    first = model.train(params, root=runs, compile=EAGER)
+    model, params = job(n_epochs=1)
+    again = model.train(params, root=runs, compile=EAGER)  # resume="auto": already finished, nothing trained
+    assert again.id == first.id and again.compile == first.compile == nnx.NNRun.load(first.id, runs).compile

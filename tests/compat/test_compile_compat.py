@@ -107,10 +107,10 @@ class Surgery(nnx.Callback):
 
 
 @pytest.mark.parametrize(("build", "call"), [
-    pytest.param(dict(), CUSTOM_STEP, id="custom step"),
-    pytest.param(dict(), {"objective": nnx.supervised_objective()}, id="objective"),
-    pytest.param(dict(precision=nnx.PrecisionPolicy("bf16")), {}, id="reduced precision"),
-    pytest.param(dict(), {"callbacks": [Surgery()]}, id="topology-changing callback"),
+    pytest.param({}, CUSTOM_STEP, id="custom step"),
+    pytest.param({}, {"objective": nnx.supervised_objective()}, id="objective"),
+    pytest.param({"precision": nnx.PrecisionPolicy("bf16")}, {}, id="reduced precision"),
+    pytest.param({}, {"callbacks": [Surgery()]}, id="topology-changing callback"),
 ])
 def test_compile_is_refused_before_anything_is_written(runs, build, call):
     with pytest.raises(nnx.NNxError, match="compile"):
