@@ -4,6 +4,7 @@ Users write ``import nnx_api as nnx``. The public names are re-exported here.
 """
 
 from nnx_core.errors import (
+    CompileError,
     ComponentRestoreError,
     CorruptRunError,
     DataChangedError,
@@ -27,6 +28,7 @@ from nnx_core.errors import (
 from nnx_core.monitor import MonitorDecision, MonitorSpec
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
 from nnx_core.precision import ResolvedPrecision
+from nnx_core.compilation import CompileRecord
 from nnx_core.resume import ResumeStatus
 from nnx_adapters.pytorch.metrics import register_metric
 from nnx_adapters.pytorch.state import dataloader_worker_init_fn, set_seed
@@ -34,6 +36,7 @@ from nnx_api.callbacks import Callback, CallbackContext, EarlyStopping, LRMonito
 from nnx_api.config.builders import NNOptimParamsBuilder, NNSchedulerParamsBuilder, NNTrainerParamsBuilder
 from nnx_api.config.enums import Activations, Checkpoints, Device, Devices, Losses, Nets, Optims, Schedulers
 from nnx_api.config.metrics import MetricSpec
+from nnx_api.config.compilation import CompileSpec
 from nnx_api.model import NNModel, PredictionResult, PredictResult
 from nnx_api.config.params import (
     NNModelParams,

@@ -36,7 +36,7 @@ from nnx_api.callbacks import Callback, normalize_callbacks
 from nnx_api.callbacks.progress import ProgressBar, message_stream, progress_enabled
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
-from nnx_api.training import checks, fingerprint, history, optimizers, resume
+from nnx_api.training import checks, compilation, fingerprint, history, optimizers, resume
 from nnx_api.training.owners import owner_for
 from nnx_api.training.session import SessionSetup, SingleProcess, TrainingSession, collect_components, restore_problems
 
@@ -66,6 +66,7 @@ class TrainingEntry:
     storage: Any = None
     distributed: Any = None  # nnx_api.distributed.DDP | None
     trainer: Any = None
+    compile: Any = None  # nnx_api.config.compilation.CompileSpec | None
 
 
 def launch(entry: TrainingEntry) -> NNRun:
@@ -101,7 +102,7 @@ def _launch(entry: TrainingEntry, group: Any) -> NNRun:
         # 4–5. the lease and admission, on the writer
         plan = share(c, writer, "admission", lambda: resume.admit(entry, group, files, lease, source, ready.data))
         payload = torch_state.decode(plan.data, where=f"run {run.id} resume point") if plan.data is not None else None
-        run = attrs.evolve(run, idps=plan.idps, resume_status=plan.status, data_fingerprint=ready.data)
+        run = attrs.evolve(run, idps=plan.idps, resume_status=plan.status, data_fingerprint=ready.data, compile=plan.compile)
         if plan.action == adm.FINISHED:
             entry.model.net.load_state_dict(payload["weights"])  # type: ignore[index]  # the caller's model is the finished one
             epochs = len({r.epoch_idx for r in run.idps})
@@ -122,6 +123,7 @@ class Ready:
     optimizers: Mapping[str, Any]
     schedules: Mapping[str, Any]
     data: Mapping[str, Any] | None = None  # the writer's data fingerprint (nnx_api.training.fingerprint)
+    compiled: Any = None  # the compiled forward (nnx_adapters.pytorch.compilation), None without compile=
 
 
 def _checks(entry: TrainingEntry, group: Any) -> Ready:
@@ -143,9 +145,10 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
     checks.check_first_batches(entry.model, firsts, train_step=entry.kind == "nnmodel" and entry.train_step_fn is None
                                and entry.objective is None, eval_step=entry.kind == "nnmodel" and entry.eval_step_fn is None)
     data = fingerprint.data_fingerprint(loaders, firsts) if group.collective.rank == group.writer_rank else None
+    compiled = compilation.prepare(entry, declared)
     opts = optimizers.build_optimizers(entry.model.net, entry.optims, strict=entry.strict_groups)
     schedules = optimizers.build_schedules(opts, entry.schedulers, entry.optims, n_epochs=train.n_epochs, train_loader=train.train_loader)
-    return Ready(callbacks=here, journal=journal, optimizers=opts, schedules=schedules, data=data)
+    return Ready(callbacks=here, journal=journal, optimizers=opts, schedules=schedules, data=data, compiled=compiled)
 
 
 def _train(
@@ -176,6 +179,8 @@ def _train(
         problems = restore_problems(payload, owned.optimizers, schedules, components)
         agreed(c, "restore", lambda: _raise(ComponentRestoreError(problems) if problems else None))
     attempt = adm.AttemptRecord(attempt_id=uuid.uuid4().hex, run_id=run.id, started_at=resume.now())
+    compiled = ready.compiled  # with compile=: its record goes on the run and the attempt, now and at the end
+    run = compilation.noted(run, attempt, compiled)
     try:
         share(c, group.writer_rank, "admission", lambda: resume.write_admitted(files, run, journal, fresh, attempt))
         opened = history.open_history(files, journal, fresh=fresh, idps=run.idps)
@@ -189,16 +194,18 @@ def _train(
             schedules=schedules, primary=entry.primary, optim_params=entry.optims, auto_step=entry.auto_step,
             owner=owned.owner, task=owned.task, monitor=monitor, callbacks=shown, components=components,
             eval_step_fn=entry.eval_step_fn, history=opened, group=group,
-            start_epoch=start, phase_offset=offset, trainer=entry.trainer,
+            start_epoch=start, phase_offset=offset, trainer=entry.trainer, compiled=compiled,
         ))
         agreed(c, "restore", lambda: _restore(session, payload, plan.stateful, train.seed, c.rank))
         # 7. the lifecycle, in the seed's order
         run_lifecycle(session, shown, session.ctx, base=Callback, agree=session.agree)
         # 8. finish
         status = adm.STOPPED if session.stopped_at_update() else adm.COMPLETED
-        share(c, group.writer_rank, "finish", lambda: attempt.finish(files, status, resume.now()))
+        run = compilation.noted(run, attempt, compiled)
+        share(c, group.writer_rank, "finish", lambda: resume.finish(files, run, attempt, status))
     except BaseException as exc:
         if is_writer:
+            compilation.noted(run, attempt, compiled)  # a kept attempt.json says how compilation ended
             resume.on_failure(files, attempt, exc, fresh)
         raise
     result = attrs.evolve(run, idps=tuple(session.history.idps))

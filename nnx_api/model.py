@@ -401,6 +401,7 @@ class NNModel:
         distributed: Any = None,
         storage: Any = None,
         provenance: Any = None,
+        compile: Any = None,  # noqa: A002 - NNx's keyword
     ) -> NNRun:
         """Train into ``<root>/<run id>/`` and return the committed :class:`NNRun`.
 
@@ -411,6 +412,9 @@ class NNModel:
         rank calls ``train``; the writer writes); ``storage=`` a ``Storage`` adapter to keep the
         run in (default: the file system under ``root``, ``$NNX_RUNS`` or ``./runs``).
         NNx's ``provenance=`` is out of scope (``OutOfScopeError``): the attempt record is kept.
+        ``compile=CompileSpec(...)`` compiles the built-in FP32 default step's forward and the
+        built-in validation's forward of a built-in net (``nnx_api.training.compilation``; what
+        happened is ``run.compile``, a ``CompileRecord``); never part of the run id.
         """
         if provenance is not None:
             refuse("NNModel.train(provenance=...)", EXTRAS)
@@ -426,7 +430,7 @@ class NNModel:
                 config=self.run_config(params, salt), optims={"default": params.optim},
                 schedulers={"default": params.scheduler}, primary="default", train_step_fn=train_step_fn,
                 objective=objective, eval_step_fn=eval_step_fn, callbacks=callbacks or (), components=components or (),
-                history=history, root=root, storage=storage, distributed=distributed,
+                history=history, root=root, storage=storage, distributed=distributed, compile=compile,
             )
         )
 

@@ -61,10 +61,13 @@ class Trainer:
         history: Any = None,
         storage: Any = None,
         provenance: Any = None,
+        compile: Any = None,  # noqa: A002 - NNx's keyword
     ) -> NNRun:
         """Train into ``<root>/<run id>/`` and return the committed :class:`NNRun` (as NNModel.train;
         ``storage=`` a ``Storage`` adapter, default the file system under ``root``; NNx's
-        ``provenance=`` is out of scope: ``OutOfScopeError``)."""
+        ``provenance=`` is out of scope: ``OutOfScopeError``). ``compile=`` is refused before
+        anything is written: it compiles NNModel's built-in default step, and a Trainer run's
+        forwards are in its ``trainer_step_fn`` or objective."""
         if provenance is not None:
             refuse("Trainer.train(provenance=...)", EXTRAS)
         refuse_process_group("Trainer.train")  # data parallelism covers NNModel.train(distributed=DDP()) only
@@ -77,7 +80,7 @@ class Trainer:
                 schedulers={name: params.scheduler_for(name) for name in params.optims}, primary=params.primary,
                 strict_groups=True, auto_step=params.auto_step_schedulers, trainer_step_fn=trainer_step_fn,
                 objective=objective, eval_step_fn=eval_step_fn, callbacks=callbacks or (), components=components or (),
-                history=history, root=root, storage=storage, trainer=self,
+                history=history, root=root, storage=storage, trainer=self, compile=compile,
             )
         )
 

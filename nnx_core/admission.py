@@ -206,10 +206,11 @@ class AttemptRecord:
     last_committed_epoch: int | None = None
     last_committed_tag: str | None = None
     error: str | None = None
+    compile: Mapping[str, Any] | None = None  # the CompileRecord's state, only when compilation was asked for
 
     def save(self, files: RunFiles) -> None:
-        """Atomically replace attempt.json."""
-        write_json(files.storage, files.attempt, attrs.asdict(self))
+        """Atomically replace attempt.json (``compile`` only when there is a record)."""
+        write_json(files.storage, files.attempt, attrs.asdict(self, filter=lambda a, v: a.name != "compile" or v is not None))
 
     def finish(self, files: RunFiles, status: str, at: str, *, error: BaseException | None = None) -> None:
         """Record the attempt's end: its status, when, the committed epoch (LAST's) and any error."""

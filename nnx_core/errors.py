@@ -97,3 +97,13 @@ class OutOfScopeError(NNxError, NotImplementedError):
     """A feature NNx documents that this implementation leaves out of its scope (graph nets,
     transformers and language-model helpers, LoRA / quantisation / GGUF, NLI and Jev decision
     providers); the message names the scope and ``docs/nnx-compat.md`` lists them."""
+
+
+class CompileError(NNxError, RuntimeError):
+    """``train(compile=CompileSpec(...))`` could not compile the forward and its ``on_failure`` is
+    ``"error"``; ``record`` is the run's ``CompileRecord`` (status ``"failed"``, the reason).
+    Fix the backend or its options, or pass ``on_failure="eager"`` to fall back to the eager forward."""
+
+    def __init__(self, message: str, record: object = None) -> None:
+        self.record = record
+        super().__init__(message)

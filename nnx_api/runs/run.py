@@ -29,6 +29,7 @@ import attrs
 import torch
 
 from nnx_core.commit import LAST, RunFiles, TagManifest, truncate_to_last
+from nnx_core.compilation import CompileRecord
 from nnx_core.errors import CorruptRunError, ParamsError, RunNotFoundError
 from nnx_core.history import EagerHistory, epoch_rows, parse_history
 from nnx_core.identity import run_id as content_address
@@ -84,6 +85,8 @@ class NNRun:
     ``storage`` is the store the run lives in (default: the file system under ``root``).
     ``data_fingerprint`` is what its loaders yielded when it was last admitted (metadata.yaml's
     ``data``; ``nnx_api.training.fingerprint``), None for a run that predates fingerprints.
+    ``compile`` is the ``CompileRecord`` of its latest attempt when that attempt asked for
+    ``train(compile=...)`` (metadata.yaml's ``compile``), else None; never part of the id.
     """
 
     config: Mapping[str, Any]
@@ -93,6 +96,7 @@ class NNRun:
     precision: ResolvedPrecision | None = attrs.field(default=None, converter=ResolvedPrecision.coerce, eq=False)
     storage: Any = attrs.field(default=None, eq=False, repr=False)
     data_fingerprint: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
+    compile: CompileRecord | None = attrs.field(default=None, converter=CompileRecord.coerce, eq=False)
     id: str = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -121,7 +125,8 @@ class NNRun:
             files.storage.write(files.history, EagerHistory(self.idps).render())
 
     def metadata(self) -> dict[str, Any]:
-        """The environment record, plus the resume outcome and the data fingerprint when there are."""
+        """The environment record, plus the resume outcome, the data fingerprint, the precision and
+        the compile record when there are."""
         meta = environment()
         if self.resume_status:
             meta["resume"] = self.resume_status.state()
@@ -129,6 +134,8 @@ class NNRun:
             meta["data"] = dict(self.data_fingerprint)
         if self.precision is not None:
             meta["precision"] = self.precision.state()
+        if self.compile is not None:
+            meta["compile"] = self.compile.state()
         return meta
 
     @classmethod
@@ -165,7 +172,7 @@ class NNRun:
             meta = load_yaml(files.storage.read(files.metadata_yaml), where=f"run {run_id} metadata.yaml")
         return attrs.evolve(
             run, idps=truncate_to_last(history, last), resume_status=meta.get("resume"), data_fingerprint=meta.get("data"),
-            precision=meta.get("precision"),
+            precision=meta.get("precision"), compile=meta.get("compile"),
         )
 
     @classmethod

@@ -73,7 +73,7 @@ class DefaultStep:
         model = session.model
         args, kwargs, target = to_device(batch_parts(model, batch), session.device)
         with session.autocast():
-            output = net_output(model, model.net, args, kwargs)
+            output = net_output(model, model.net if session.forward is None else session.forward, args, kwargs)
         task = session.task
         task.check(output, target)
         loss_sum, count = task.loss_terms(output, target)

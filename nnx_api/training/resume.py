@@ -45,6 +45,7 @@ class Plan:
     status: Mapping[str, Any] | None = None
     idps: tuple[Any, ...] = ()
     schedules: Mapping[str, Any] | None = None  # a stateful resume point's schedule states (budgets)
+    compile: Any = None  # a finished run's recorded CompileRecord (metadata.yaml), returned as it is
 
 
 def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
@@ -119,7 +120,7 @@ def admit(
         raise refused
     data, payload = verified(files, decided.last, f"run {files.run_id} LAST")
     if decided.action == adm.FINISHED:
-        return Plan(action=adm.FINISHED, data=data, status=loaded.resume_status, idps=loaded.idps)
+        return Plan(action=adm.FINISHED, data=data, status=loaded.resume_status, idps=loaded.idps, compile=loaded.compile)
     refuse(entry, group, payload, True)
     history.check_continuation(files, entry.history)
     status = {"mode": "stateful", "source_run_id": files.run_id, "source_checkpoint": LAST, "source_epoch": decided.last.epoch}  # type: ignore[union-attr]
@@ -134,6 +135,13 @@ def write_admitted(files: RunFiles, run: NNRun, journal: Any, fresh: bool, attem
     else:
         files.storage.write(files.metadata_yaml, dump_yaml(run.metadata()))
     attempt.save(files)
+
+
+def finish(files: RunFiles, run: NNRun, attempt: adm.AttemptRecord, status: str) -> None:
+    """The attempt's end; a compiled run first rewrites metadata.yaml with its final ``CompileRecord``."""
+    if run.compile is not None:
+        files.storage.write(files.metadata_yaml, dump_yaml(run.metadata()))
+    attempt.finish(files, status, now())
 
 
 def now() -> str:

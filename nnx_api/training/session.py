@@ -196,6 +196,7 @@ class SessionSetup:
     start_epoch: int
     phase_offset: int
     trainer: Any = None
+    compiled: Any = None  # the compiled forward of the default step and validation (train(compile=...))
 
 
 class TrainingSession:
@@ -228,6 +229,7 @@ class TrainingSession:
         self._prev_history = self.history.render() if isinstance(self.history, EagerHistory) and self.history.idps else None
         self._builtin: Any = None
         self.table = dispatch_table(self.callbacks, Callback)
+        self.forward = setup.compiled  # None: model.net (the default step's and validation's forward)
         primary = self.optimizers[self.primary].optimizer
         self.ctx = CallbackContext(model=self.model, run=self.run, optimizer=primary, save_weights=self._save_weights)
         if self.kind == "trainer":
@@ -398,7 +400,7 @@ class TrainingSession:
         batches = 0
         if val_acc is not None:
             try:
-                batches = score(self.model, val_loader, val_acc, val_extras)
+                batches = score(self.model, val_loader, val_acc, val_extras, forward=self.forward)
             except Exception as exc:  # agreed in reduce: every rank raises it
                 error = exc
         summaries = [a for a in (val_acc, self.summary) if isinstance(a, EpochAccumulator)]
@@ -472,6 +474,7 @@ class TrainingSession:
             "update_count": self.update_count,
             "transforms": [dict(t) for cb in reversed(self.callbacks) for t in cb.checkpoint_transforms()],
             **self.group.extras(),
+            **({"compile": self.forward.record.state()} if self.forward is not None else {}),
         }
 
     def _training_state(self) -> dict[str, Any]:

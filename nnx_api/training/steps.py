@@ -108,16 +108,18 @@ def restored_modes(net: torch.nn.Module) -> Iterator[None]:
             module.training = flag
 
 
-def score(model: Any, loader: Any, accumulator: Any, extras: Any = None) -> int:
+def score(model: Any, loader: Any, accumulator: Any, extras: Any = None, *, forward: Any = None) -> int:
     """One pass of ``loader`` through ``model.net`` in eval mode (each submodule's mode restored),
     under inference mode and the run's autocast, into ``accumulator`` (and the ``extra_metrics``
-    collector ``extras``, if any); return the batch count."""
+    collector ``extras``, if any); return the batch count. ``forward``: what computes the
+    outputs instead of ``model.net`` (a run's compiled forward)."""
     net, task, device, batches = model.net, model.task_adapter, model.device, 0
+    call = net if forward is None else forward
     with restored_modes(net), torch.inference_mode(), model.autocast_context()():
         net.eval()
         for batch in loader:
             args, kwargs, target = to_device(batch_parts(model, batch), device)
-            out = net_output(model, net, args, kwargs)
+            out = net_output(model, call, args, kwargs)
             task.check(out, target)
             loss_sum, count = task.loss_terms(out, target)
             accumulator.add_loss(loss_sum, count)

@@ -81,6 +81,16 @@ def _gen():
     yield X, Y
 
 
+class _Surgery(nnx.Callback):
+    """A topology-changing callback (it declares the transform it makes at the end)."""
+
+    def checkpoint_transforms(self):
+        return ({"name": "prune", "version": 1},)
+
+
+SPEC = nnx.CompileSpec(backend="eager")
+
+
 # (category, name, call(root), error type, a pattern the message must match)
 Case = tuple[str, str, Callable[[Path], Any], type, str]
 CASES: list[Case] = [
@@ -229,6 +239,26 @@ CASES: list[Case] = [
         n_epochs=1, optims={"g": nnx.NNOptimParams()}, schedulers={"d": nnx.NNSchedulerParams()}), E, "schedulers"),
     ("owner", "trainer optimizer name unsafe", lambda r: nnx.NNTrainerParams(n_epochs=1, optims={"a/b": nnx.NNOptimParams()}),
      E, "slug"),
+    # -- compilation (CompileSpec, train(compile=...)) -------------------------------------------
+    ("compile", "backend blank", lambda r: nnx.CompileSpec(backend=" "), E, "CompileSpec.backend"),
+    ("compile", "mode unknown", lambda r: nnx.CompileSpec(mode="fast"), E, "reduce-overhead"),
+    ("compile", "fullgraph as text", lambda r: nnx.CompileSpec(fullgraph="yes"), E, "CompileSpec.fullgraph"),
+    ("compile", "on_failure unknown", lambda r: nnx.CompileSpec(on_failure="ignore"), E, "CompileSpec.on_failure.*eager"),
+    ("compile", "compile as text", lambda r: fit(r, call={"compile": "inductor"}), E, "compile: must be CompileSpec"),
+    ("compile", "with a custom step", lambda r: fit(r, call={"compile": SPEC, "train_step_fn": nnx.default_train_step}), E,
+     "compile: .*train_step_fn"),
+    ("compile", "with an objective", lambda r: fit(r, call={"compile": SPEC, "objective": nnx.supervised_objective()}), E,
+     "compile: .*objective"),
+    ("compile", "at reduced precision", lambda r: fit(r, model={"precision": nnx.PrecisionPolicy("bf16")}, call={"compile": SPEC}),
+     E, "compile: .*PrecisionPolicy\\('fp32'\\)"),
+    ("compile", "a custom module", lambda r: fit(r, module=Wide(), call={"compile": SPEC}), E, "compile: .*built-in nets"),
+    ("compile", "a topology-changing callback", lambda r: fit(r, call={"compile": SPEC, "callbacks": [_Surgery()]}), E,
+     "compile: callbacks\\[0\\].*topology"),
+    ("compile", "in a Trainer", lambda r: nnx.Trainer(nnx.NNModel(nnx.NNParams(**NET))).train(
+        nnx.NNTrainerParams(n_epochs=1, optims={"main": nnx.NNOptimParams()}, train_loader=loader(), progress=False),
+        objective=nnx.supervised_objective(), root=r, compile=SPEC), E, "compile: a Trainer run"),
+    ("compile", "an unknown backend", lambda r: fit(r, call={"compile": nnx.CompileSpec(backend="nope")}), nnx.CompileError,
+     "nope.*on_failure='eager'"),
     # -- loaders ------------------------------------------------------------------------------------
     ("loader", "no train_loader", lambda r: fit(r, train_loader=None), T, "train_loader"),
     ("loader", "a tensor as loader", lambda r: fit(r, data=X), T, "train_loader.*\\(inputs, targets\\)"),
@@ -464,7 +494,8 @@ LABELS = {
     "net": "net shape (`NNParams`)", "model": "model, task, precision (`NNModelParams`, `TaskSpec`, `PrecisionPolicy`)",
     "optim": "optimizer (`NNOptimParams`)", "sched": "scheduler (`NNSchedulerParams`)",
     "train": "training parameters (`NNTrainParams`, `train()` arguments)", "metrics": "metrics and monitor",
-    "callbacks": "callbacks", "owner": "update owners, `Trainer`, history", "loader": "loaders",
+    "callbacks": "callbacks", "owner": "update owners, `Trainer`, history",
+    "compile": "compilation (`CompileSpec`, `train(compile=...)`)", "loader": "loaders",
     "batch": "the first batch", "ids": "ids, loading, distributed loaders",
     "run": "over an existing run (resume, changed data, damage, leases)", "cli": "the command line",
 }
