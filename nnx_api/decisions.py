@@ -1,6 +1,7 @@
 """Typed decisions (the seed's ``nnx.decisions``): ask a trained model a typed question.
 
-Questions, results, validation, capabilities and errors come from ``nnx_core.decisions``;
+Questions and errors come from ``nnx_core.decision_questions``, results and validation from
+``nnx_core.decisions``, capabilities from ``nnx_core.decision_capabilities``;
 this module adds ``FixedHeadProvider``, which answers them from a trained NNx classifier::
 
     from nnx_api.decisions import Choice, FixedHeadProvider
@@ -30,28 +31,29 @@ from nnx_api.decision_jobs import (
     DecisionJob, Follow, InvalidJob, JobError, JobFailed, JobLimitExceeded, JobResult, JobTimeout, Limits,
     QuestionOutcome, RowOutcome,
 )
-from nnx_core.decisions import (
+from nnx_core.decision_capabilities import Capabilities, DecisionProvider
+from nnx_core.decision_questions import (
     PRIMITIVES,
-    PROBABILITY_TOLERANCE,
-    RESULT_TYPES,
     Boolean,
-    BooleanResult,
-    Capabilities,
     Choice,
-    ChoiceResult,
     DecisionError,
-    DecisionProvider,
-    DecisionResult,
     InvalidDecisionRequest,
     InvalidDecisionResponse,
     Option,
     ProviderFailure,
     Question,
     Score,
-    ScoreResult,
     UnsupportedCapability,
-    deferred_results,
     question_from_state,
+)
+from nnx_core.decisions import (
+    PROBABILITY_TOLERANCE,
+    RESULT_TYPES,
+    BooleanResult,
+    ChoiceResult,
+    DecisionResult,
+    ScoreResult,
+    deferred_results,
     validate_response,
 )
 

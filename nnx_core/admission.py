@@ -47,7 +47,7 @@ import attrs
 from nnx_core.commit import LAST, RunFiles, TagManifest, write_json
 from nnx_core.errors import CorruptRunError, DataChangedError, RunExistsError
 from nnx_core.history import coverage_problems, parse_history
-from nnx_core.journal import JournalReader, has_journal
+from nnx_core.journal_reader import JournalReader, has_journal
 
 FRESH, CONTINUE, FINISHED = "fresh", "continue", "finished"
 RUNNING, COMPLETED, STOPPED, FAILED, INTERRUPTED = "running", "completed", "stopped", "failed", "interrupted"

@@ -1,246 +1,41 @@
-"""Typed decisions: questions, validated answers, provider capabilities and their errors.
+"""Typed-decision results: the validated answers to questions, and the validation itself.
 
-A *question* (``Choice``, ``Boolean``, ``Score``) is asked of a *provider* about a batch of
-inputs; the provider returns one *result* per input (``ChoiceResult``, ``BooleanResult``,
-``ScoreResult``). Rules this module owns, once:
+A provider returns one *result* per input (``ChoiceResult``, ``BooleanResult``, ``ScoreResult``),
+keyed by the question's option ids in question order and carrying the ``digest`` of the question
+it answers. Rules this module owns, once:
 
-* Option ids are bookkeeping: they are never shown to a model (``model_view``) but every result is
-  keyed by them, in the question's order, and records the ``digest`` of the question it answers.
 * A result is valid when every probability is finite and in [0, 1], a distribution names exactly
   the question's options and sums to 1 within ``PROBABILITY_TOLERANCE``. Invalid answers are
-  refused (``InvalidDecisionResponse``), never renormalised.
-* A provider refuses what it cannot answer (``UnsupportedCapability``) before any model call.
+  refused (``InvalidDecisionResponse``), never renormalised (``validate_response``).
+* ``deferred_results`` builds a batch's results over rows the provider already validated; their
+  fields are filled on first read, indistinguishable from results built by their constructors.
 
-Pure Python (stdlib + attrs): no torch, no numpy, no I/O.
+The questions and the errors are ``nnx_core.decision_questions``; what a provider can answer
+(checked before any model call) is ``nnx_core.decision_capabilities``. Pure Python (stdlib +
+attrs): no torch, no numpy, no I/O.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import math
 import numbers
 import types
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from itertools import repeat
-from typing import Any, ClassVar, Protocol, Union, runtime_checkable
+from typing import Any, ClassVar, Protocol, Union
 
 import attrs
 
-from nnx_core.errors import NNxError
+from nnx_core.decision_questions import (
+    InvalidDecisionResponse,
+    Question,
+    check_question,
+)
 
 PROBABILITY_TOLERANCE = 1e-6
 """How far a distribution's sum may be from 1 and still be valid."""
-
-PRIMITIVES = ("choice", "boolean", "score")
-"""The question kinds, as ``Question.kind`` and ``Capabilities.primitives`` spell them."""
-
-
-# --------------------------------------------------------------------------------------- errors
-
-
-class DecisionError(NNxError):
-    """Base class of every typed-decision error."""
-
-
-class InvalidDecisionRequest(DecisionError, ValueError):
-    """A question, option, inputs or provider setting is malformed; fix the request."""
-
-
-class InvalidDecisionResponse(DecisionError, ValueError):
-    """An answer does not fit its question (ids, range, sum); it is refused, never repaired."""
-
-
-class UnsupportedCapability(DecisionError):
-    """The provider cannot answer this request (kind, labels, modality); nothing was run."""
-
-
-class ProviderFailure(DecisionError, RuntimeError):
-    """The model or service behind a provider failed; the original error is the ``__cause__``."""
-
-
-# ------------------------------------------------------------------------------------ questions
-
-
-def _text(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidDecisionRequest(f"{what} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _check_text(what: str):
-    def check(_instance: Any, _attribute: Any, value: Any) -> None:
-        _text(value, what)
-
-    return check
-
-
-@attrs.frozen
-class Option:
-    """One answer a question offers: ``id`` keys results, ``description`` is shown to models."""
-
-    id: str = attrs.field(validator=_check_text("option id"))
-    description: str = attrs.field(validator=_check_text("option description"))
-
-
-def _to_options(value: Any) -> tuple[Option, ...]:
-    """Options as ``Option`` objects or ``(id, description)`` pairs; at least two, unique ids."""
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise InvalidDecisionRequest(
-            f"options must be a sequence of Option or (id, description) pairs, got {value!r}"
-        )
-    options = []
-    for item in value:
-        if isinstance(item, Option):
-            options.append(item)
-        elif isinstance(item, (tuple, list)) and len(item) == 2:
-            options.append(Option(item[0], item[1]))
-        else:
-            raise InvalidDecisionRequest(
-                f"an option must be an Option or an (id, description) pair, got {item!r}"
-            )
-    if len(options) < 2:
-        raise InvalidDecisionRequest(f"a question needs at least two options, got {len(options)}")
-    ids = [option.id for option in options]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
-    if duplicates:
-        raise InvalidDecisionRequest(f"option ids must be unique; repeated: {duplicates}")
-    return tuple(options)
-
-
-def _digest(kind: str, prompt: str, options: Sequence[Option]) -> str:
-    canonical = json.dumps(
-        {"kind": kind, "prompt": prompt, "options": [[o.id, o.description] for o in options]},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=True,
-    )
-    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
-
-
-class _QuestionMethods:
-    """What every question offers; subclasses provide ``kind``, ``prompt`` and ``options``."""
-
-    __slots__ = ()
-    kind: ClassVar[str]
-
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "_digest", _digest(self.kind, self.prompt, self.options))
-
-    @property
-    def option_ids(self) -> tuple[str, ...]:
-        """The option ids in question order (empty for a Boolean)."""
-        return tuple(option.id for option in self.options)
-
-    def digest(self) -> str:
-        """SHA-256 (hex) of the canonical JSON of kind, prompt and every option id and text, in
-        order: rewording or reordering anything gives a different digest."""
-        return self._digest
-
-    def model_view(self) -> dict[str, Any]:
-        """What a model may see: the kind, the prompt and the option texts in order, no ids."""
-        return {
-            "kind": self.kind,
-            "prompt": self.prompt,
-            "options": [option.description for option in self.options],
-        }
-
-
-def _options_state(options: Sequence[Option]) -> list[dict[str, str]]:
-    return [{"id": o.id, "description": o.description} for o in options]
-
-
-@attrs.frozen
-class Choice(_QuestionMethods):
-    """Pick one of at least two options; answered by a distribution over the options."""
-
-    kind: ClassVar[str] = "choice"
-    prompt: str = attrs.field(validator=_check_text("prompt"))
-    options: tuple[Option, ...] = attrs.field(converter=_to_options)
-    _digest: str = attrs.field(init=False, eq=False, repr=False)
-
-    def state(self) -> dict[str, Any]:
-        """A plain, JSON/YAML-safe dict; ``question_from_state`` rebuilds an equal question."""
-        return {"kind": self.kind, "prompt": self.prompt, "options": _options_state(self.options)}
-
-
-@attrs.frozen
-class Score(_QuestionMethods):
-    """Rate on at least two ordered levels, lowest first; answered by a distribution over them."""
-
-    kind: ClassVar[str] = "score"
-    prompt: str = attrs.field(validator=_check_text("prompt"))
-    levels: tuple[Option, ...] = attrs.field(converter=_to_options)
-    _digest: str = attrs.field(init=False, eq=False, repr=False)
-
-    @property
-    def options(self) -> tuple[Option, ...]:
-        """The levels, lowest first (so every question kind has ``options``)."""
-        return self.levels
-
-    def state(self) -> dict[str, Any]:
-        """A plain, JSON/YAML-safe dict; ``question_from_state`` rebuilds an equal question."""
-        return {"kind": self.kind, "prompt": self.prompt, "levels": _options_state(self.levels)}
-
-
-@attrs.frozen
-class Boolean(_QuestionMethods):
-    """A yes/no question; answered by one probability ``p_true``."""
-
-    kind: ClassVar[str] = "boolean"
-    prompt: str = attrs.field(validator=_check_text("prompt"))
-    _digest: str = attrs.field(init=False, eq=False, repr=False)
-
-    @property
-    def options(self) -> tuple[Option, ...]:
-        """Always empty: a Boolean has no options."""
-        return ()
-
-    def state(self) -> dict[str, Any]:
-        """A plain, JSON/YAML-safe dict; ``question_from_state`` rebuilds an equal question."""
-        return {"kind": self.kind, "prompt": self.prompt}
-
-
-Question = Union[Choice, Boolean, Score]
-"""Any question."""
-
-_QUESTION_TYPES: dict[str, type] = {"choice": Choice, "boolean": Boolean, "score": Score}
-_STATE_KEYS = {"choice": {"kind", "prompt", "options"}, "boolean": {"kind", "prompt"},
-               "score": {"kind", "prompt", "levels"}}
-
-
-def _state_options(value: Any) -> list[Option]:
-    if not isinstance(value, (list, tuple)):
-        raise InvalidDecisionRequest(f"options in a question state must be a list, got {value!r}")
-    options = []
-    for item in value:
-        if not isinstance(item, Mapping) or set(item) != {"id", "description"}:
-            raise InvalidDecisionRequest(f"an option state needs exactly id and description: {item!r}")
-        options.append(Option(item["id"], item["description"]))
-    return options
-
-
-def question_from_state(state: Mapping[str, Any]) -> Question:
-    """Rebuild a question from ``question.state()``; malformed state → ``InvalidDecisionRequest``."""
-    if not isinstance(state, Mapping):
-        raise InvalidDecisionRequest(f"a question state must be a mapping, got {state!r}")
-    kind = state.get("kind")
-    if kind not in _QUESTION_TYPES:
-        raise InvalidDecisionRequest(f"unknown question kind {kind!r}; expected one of {PRIMITIVES}")
-    if set(state) != _STATE_KEYS[kind]:
-        raise InvalidDecisionRequest(
-            f"a {kind} state has exactly the keys {sorted(_STATE_KEYS[kind])}, got {sorted(state)}"
-        )
-    if kind == "boolean":
-        return Boolean(state["prompt"])
-    if kind == "choice":
-        return Choice(state["prompt"], _state_options(state["options"]))
-    return Score(state["prompt"], _state_options(state["levels"]))
-
-
-# -------------------------------------------------------------------------------------- results
 
 
 def _probability(value: Any, what: str) -> float:
@@ -461,13 +256,6 @@ DecisionResult = Union[ChoiceResult, BooleanResult, ScoreResult]
 RESULT_TYPES: dict[str, type] = {"choice": ChoiceResult, "boolean": BooleanResult, "score": ScoreResult}
 """The result type answering each question kind."""
 
-
-def _check_question(question: Any) -> Question:
-    if not isinstance(question, (Choice, Boolean, Score)):
-        raise InvalidDecisionRequest(f"expected a Choice, Boolean or Score, got {question!r}")
-    return question
-
-
 def _response_pairs(response: Any) -> list[tuple[Any, Any]]:
     if isinstance(response, Mapping):
         return list(response.items())
@@ -495,7 +283,7 @@ def validate_response(
     * Boolean: ``p_true`` as a number, or ``{"true": p, "false": 1 - p}``.
     * A result object is accepted too when it answers this very question (same kind and digest).
     """
-    _check_question(question)
+    check_question(question)
     digest = question.digest()
     result_type = RESULT_TYPES[question.kind]
     if isinstance(response, (ChoiceResult, ScoreResult, BooleanResult)):
@@ -562,109 +350,3 @@ def _finite_score(value: Any) -> float:
         raise InvalidDecisionResponse(f"vendor_score must be a finite number, got {value!r}")
     return score
 
-
-# --------------------------------------------------------------------------------- capabilities
-
-
-def _frozen_strings(value: Iterable[str]) -> frozenset[str]:
-    return frozenset(value)
-
-
-def _optional_labels(value: Iterable[str] | None) -> tuple[str, ...] | None:
-    return None if value is None else tuple(value)
-
-
-def _optional_digests(value: Iterable[str] | None) -> frozenset[str] | None:
-    return None if value is None else frozenset(value)
-
-
-def _check_primitives(_instance: Any, _attribute: Any, value: frozenset[str]) -> None:
-    unknown = sorted(value - set(PRIMITIVES))
-    if unknown:
-        raise InvalidDecisionRequest(f"unknown primitives {unknown}; expected a subset of {PRIMITIVES}")
-
-
-@attrs.frozen
-class Capabilities:
-    """What a provider can answer, checked before any model call.
-
-    * ``primitives``: the question kinds it answers ("choice", "boolean", "score").
-    * ``modalities``: the input kinds it takes ("tensor", "text", …).
-    * ``labels``: a fixed label set the options must resolve to (``None``: no fixed set);
-      ``dynamic_labels``: whether any option texts can be asked (zero-shot providers).
-    * ``questions``: when set, the digests of the only questions it answers (a Bernoulli head
-      answers only the Boolean it was trained for).
-    * ``max_batch``: the most inputs one model call takes; larger batches are split, not refused.
-    * ``inference`` / ``training`` / ``export``: what else the provider supports.
-    """
-
-    primitives: frozenset[str] = attrs.field(converter=_frozen_strings, validator=_check_primitives)
-    modalities: frozenset[str] = attrs.field(default=frozenset({"tensor"}), converter=_frozen_strings)
-    labels: tuple[str, ...] | None = attrs.field(default=None, converter=_optional_labels)
-    dynamic_labels: bool = False
-    questions: frozenset[str] | None = attrs.field(default=None, converter=_optional_digests)
-    max_batch: int | None = None
-    inference: bool = True
-    training: bool = False
-    export: bool = False
-
-    def check(self, question: Question, *, modality: str, batch_size: int,
-              label_ids: Sequence[str] | None = None) -> None:
-        """Raise ``UnsupportedCapability`` (or ``InvalidDecisionRequest`` for a malformed request)
-        unless this provider can answer ``question`` for ``batch_size`` inputs of ``modality``.
-
-        ``label_ids`` are the labels the question's options resolve to, in question order (after
-        a provider's option map); by default the option ids themselves. With fixed ``labels`` a
-        Choice must name each label exactly once, in any order; a Score must name them in label
-        (class) order, lowest level first.
-        """
-        _check_question(question)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 0:
-            raise InvalidDecisionRequest(f"batch_size must be a non-negative integer, got {batch_size!r}")
-        if question.kind not in self.primitives:
-            raise UnsupportedCapability(
-                f"this provider answers {sorted(self.primitives)}, not {question.kind!r} questions"
-            )
-        if self.questions is not None and question.digest() not in self.questions:
-            raise UnsupportedCapability(
-                f"this provider answers only the {question.kind} question(s) it was built for; "
-                f"{question.prompt!r} (digest {question.digest()[:12]}…) is not one of them"
-            )
-        if modality not in self.modalities:
-            raise UnsupportedCapability(f"modality {modality!r} is not one of {sorted(self.modalities)}")
-        if question.kind == "boolean" or self.labels is None or self.dynamic_labels:
-            return
-        resolved = question.option_ids if label_ids is None else tuple(label_ids)
-        if len(resolved) != len(question.options):
-            raise InvalidDecisionRequest(
-                f"label_ids has {len(resolved)} entries for {len(question.options)} options"
-            )
-        if question.kind == "score":
-            if resolved != self.labels:
-                raise UnsupportedCapability(
-                    f"a Score's levels must map to the labels in class order {list(self.labels)}, "
-                    f"lowest first; got {list(resolved)}"
-                )
-            return
-        if len(set(resolved)) != len(resolved) or set(resolved) != set(self.labels):
-            missing = [label for label in self.labels if label not in resolved]
-            unknown = [label for label in resolved if label not in self.labels]
-            raise UnsupportedCapability(
-                f"the options must map one-to-one onto the labels {list(self.labels)}; "
-                f"missing {missing}, unknown {unknown}, given {list(resolved)}"
-            )
-
-
-@runtime_checkable
-class DecisionProvider(Protocol):
-    """Anything that answers typed questions about a batch of inputs.
-
-    ``decide`` returns one result per input, in input order, each validated against the question.
-    Providers may also offer ``check(question, inputs)`` to refuse a request without running it.
-    """
-
-    def capabilities(self) -> Capabilities:
-        """What this provider can answer."""
-
-    def decide(self, question: Question, inputs: Any) -> list[DecisionResult]:
-        """Answer ``question`` for every input."""

@@ -2,19 +2,9 @@
 
 An eager history (``nnx_core.history``) keeps every record in memory and rewrites ``idps.csv``
 whole at every epoch. With ``history=HistoryJournal(...)`` the run keeps only a window of the last
-``retention`` records in memory and the "run history" step of the epoch commit only adds files.
-
-Layout (``<run id>/history/``)::
-
-    chunk-%08d.jsonl  immutable; at most ``chunk`` records, one compact JSON ``idp.state()`` a line.
-                      Written once (atomically); an epoch never shares a chunk with another epoch.
-    index.jsonl       one line per chunk, appended: sorted-key compact JSON
-                      ``{seq, file, records, first_iter, last_iter, first_epoch, last_epoch, sha256}``.
-                      Lines are hash-chained: ``chain = sha256(prev_chain + line)``, genesis 64 zeros.
-    epochs.jsonl      one summary row per epoch, appended (losses, errors, monitor value, improved).
-    journal.json      the manifest: how many chunks/records/epoch rows are committed, the byte
-                      lengths of index.jsonl and epochs.jsonl they occupy, and the index chain.
-                      Replaced atomically; it is the only file a reader trusts for lengths.
+``retention`` records in memory and the "run history" step of the epoch commit only adds files
+(the layout under ``<run id>/history/``: ``nnx_core.journal_format``; reading it up to LAST:
+``nnx_core.journal_reader``).
 
 One history step (``JournalWriter.commit``), before LAST is written:
 
@@ -24,43 +14,42 @@ One history step (``JournalWriter.commit``), before LAST is written:
     4. the manifest naming the new lengths and chain → published atomically
     (then LAST, the commit marker; if LAST fails, ``rollback`` republishes the previous manifest)
 
-Read rules (``JournalReader``): only the manifest's byte prefix of index.jsonl / epochs.jsonl
-exists (bytes appended but never published are ignored); records of epochs after LAST's epoch are
-invisible (a crash between the manifest and LAST leaves such a tail); a missing chunk, a chunk whose
-SHA-256 or record count disagrees with its index line, a broken chain or a manifest that does not
-match its files raises ``HistoryCorruptionError``.
-
 A writer that opens an existing journal (a resumed run) discards an uncommitted tail first: it
 republishes the manifest cut at LAST's epoch, then cuts index.jsonl / epochs.jsonl to the lengths
 that manifest names (a crash in between leaves a manifest describing a prefix of both files), and
 removes chunk files no manifest names. Committed chunks are never rewritten.
 
 Memory: the writer holds the window (``retention`` records), the current epoch's records until
-they commit, and a few counters; a reader streams chunks one at a time.
+they commit, and a few counters. Callbacks see the window (``HistoryWindow``) or, when they ask
+for it, the lazy full history (``FullHistory``).
 """
 
 from __future__ import annotations
 
 import collections
 import hashlib
-import json
-import math
-import numbers
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
 import attrs
 
 from nnx_core.errors import HistoryCorruptionError, ParamsError
-from nnx_core.identity import validate_run_id
+from nnx_core.journal_format import (
+    GENESIS,
+    ChunkEntry,
+    JournalFiles,
+    JournalManifest,
+    chain_next,
+    compact_json,
+    encode_record,
+    epoch_summary,
+    read_chunk,
+)
+from nnx_core.journal_reader import JournalReader, count_upto
 from nnx_core.ports import Storage
 from nnx_core.records import IterationDataPoint
 from nnx_core.validate import check_int
 
-JOURNAL_FORMAT = "nnx.history-journal"
-JOURNAL_VERSION = 1
-GENESIS = "0" * 64
-HISTORY_FOLDER = "history"
 DEFAULT_CHUNK = 250
 
 
@@ -92,323 +81,6 @@ class HistoryJournal:
     def chunk(self) -> int:
         """Records per chunk file at most."""
         return self.chunk_size or min(DEFAULT_CHUNK, self.retention)
-
-
-# -- files and their formats ----------------------------------------------------------------------
-
-
-class JournalFiles:
-    """Paths of one run's journal."""
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = validate_run_id(run_id)
-        self.folder = f"{run_id}/{HISTORY_FOLDER}"
-        self.manifest = f"{self.folder}/journal.json"
-        self.index = f"{self.folder}/index.jsonl"
-        self.epochs = f"{self.folder}/epochs.jsonl"
-
-    @staticmethod
-    def chunk_name(seq: int) -> str:
-        """File name of chunk ``seq``."""
-        return f"chunk-{seq:08d}.jsonl"
-
-    def chunk(self, seq: int) -> str:
-        """Path of chunk ``seq``."""
-        return f"{self.folder}/{self.chunk_name(seq)}"
-
-
-def has_journal(storage: Storage, run_id: str) -> bool:
-    """Whether the run keeps its history as a journal (its manifest exists)."""
-    return storage.exists(JournalFiles(run_id).manifest)
-
-
-@attrs.frozen(kw_only=True)
-class JournalManifest:
-    """What is committed: counts, the byte lengths of the appended files, and the index chain."""
-
-    run_id: str
-    retention: int
-    chunk_size: int
-    chunks: int = 0
-    records: int = 0
-    index_bytes: int = 0
-    index_chain: str = GENESIS
-    epochs: int = 0
-    epochs_bytes: int = 0
-    last_epoch: int | None = None
-    last_iter: int | None = None
-
-    def to_bytes(self) -> bytes:
-        """Canonical JSON (sorted keys, indent 1)."""
-        doc = {"format": JOURNAL_FORMAT, "version": JOURNAL_VERSION, **attrs.asdict(self)}
-        return json.dumps(doc, sort_keys=True, indent=1).encode("utf-8")
-
-    @classmethod
-    def from_bytes(cls, data: bytes, *, run_id: str) -> JournalManifest:
-        """Parse and check a manifest; anything else is HistoryCorruptionError."""
-        where = f"run {run_id}: history/journal.json"
-        try:
-            doc = json.loads(data.decode("utf-8"))
-            if not isinstance(doc, dict) or doc.get("format") != JOURNAL_FORMAT:
-                raise ValueError(f"not a history journal manifest (format {doc.get('format')!r})")
-            if doc.get("version") != JOURNAL_VERSION:
-                raise ValueError(f"unsupported journal version {doc.get('version')!r}; upgrade NNx to read it")
-            fields = {f.name for f in attrs.fields(cls)}
-            manifest = cls(**{k: v for k, v in doc.items() if k in fields})
-            ints = (manifest.retention, manifest.chunk_size, manifest.chunks, manifest.records,
-                    manifest.index_bytes, manifest.epochs, manifest.epochs_bytes)
-            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
-                raise ValueError("counts and lengths must be non-negative integers")
-        except (ValueError, TypeError, UnicodeDecodeError) as exc:
-            raise HistoryCorruptionError(f"{where} is unreadable ({exc}); nothing was erased") from exc
-        if manifest.run_id != run_id:
-            raise HistoryCorruptionError(f"{where} belongs to run {manifest.run_id} (copied or mixed files)")
-        return manifest
-
-
-@attrs.frozen(kw_only=True)
-class ChunkEntry:
-    """One index line: a chunk file, what it holds and its SHA-256."""
-
-    seq: int
-    file: str
-    records: int
-    first_iter: int
-    last_iter: int
-    first_epoch: int
-    last_epoch: int
-    sha256: str
-
-    def line(self) -> bytes:
-        """The index line (without its newline): sorted-key compact JSON."""
-        return _compact(attrs.asdict(self)).encode("utf-8")
-
-
-def chain_next(previous: str, line: bytes) -> str:
-    """The index chain after ``line``: ``sha256(previous_chain_ascii + line_bytes)``."""
-    return hashlib.sha256(previous.encode("ascii") + line).hexdigest()
-
-
-def _compact(doc: Any) -> str:
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=True, default=_plain)
-
-
-def _plain(value: Any) -> Any:
-    """NumPy / 0-d tensor scalars (anything with ``.item()``) and other numbers as plain numbers."""
-    if hasattr(value, "item"):
-        return value.item()
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    raise TypeError(f"cannot store {type(value).__name__} in a history record")
-
-
-def encode_record(idp: IterationDataPoint) -> bytes:
-    """One chunk line (with its newline)."""
-    return _compact(idp.state()).encode("utf-8") + b"\n"
-
-
-def _finite(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else float(value)
-
-
-def _mean(pairs: list[tuple[float, int]]) -> float | None:
-    if not pairs:
-        return None
-    total = sum(w for _, w in pairs)
-    return sum(v * w for v, w in pairs) / total if total else None
-
-
-def epoch_summary(records: Sequence[IterationDataPoint]) -> dict[str, Any]:
-    """The epochs.jsonl row of one epoch's records (train means weighted by batch size; NaN → null)."""
-    last = records[-1]
-    losses = [(r.train_edp.loss, r.train_edp.count or 1) for r in records if r.train_edp.loss is not None]
-    errors = [(r.train_edp.error, r.train_edp.count or 1) for r in records if r.train_edp.error is not None]
-    val, sel = last.val_edp, last.selection
-    return {
-        "epoch": last.epoch_idx,
-        "records": len(records),
-        "train_loss": _finite(_mean(losses)),  # type: ignore[arg-type]
-        "train_err": _finite(_mean(errors)),  # type: ignore[arg-type]
-        "val_loss": _finite(val.loss) if val else None,
-        "val_err": _finite(val.error) if val else None,
-        "val_acc": _finite(val.accuracy) if val else None,
-        "monitor": _finite(sel.value) if sel else None,
-        "improved": sel.improved if sel else None,
-    }
-
-
-# -- reading --------------------------------------------------------------------------------------
-
-
-def parse_index(data: bytes, manifest: JournalManifest, files: JournalFiles) -> list[ChunkEntry]:
-    """The committed index entries: the manifest's byte prefix of index.jsonl, chain-verified."""
-    where = f"run {files.run_id}: history/index.jsonl"
-    if len(data) < manifest.index_bytes:
-        raise HistoryCorruptionError(
-            f"{where} holds {len(data)} bytes, the manifest commits {manifest.index_bytes} (truncated file)"
-        )
-    prefix = data[: manifest.index_bytes]
-    if prefix and not prefix.endswith(b"\n"):
-        raise HistoryCorruptionError(f"{where}: the committed bytes do not end a line (index mismatch)")
-    entries: list[ChunkEntry] = []
-    chain, records, last_epoch = GENESIS, 0, None
-    for number, line in enumerate(prefix.split(b"\n")[:-1] if prefix else []):
-        try:
-            entry = ChunkEntry(**json.loads(line.decode("utf-8")))
-        except (ValueError, TypeError, UnicodeDecodeError) as exc:
-            raise HistoryCorruptionError(f"{where} line {number + 1} is unreadable: {exc}") from exc
-        if entry.line() != line or entry.seq != number or entry.file != files.chunk_name(number):
-            raise HistoryCorruptionError(f"{where} line {number + 1} does not name chunk {number} (index mismatch)")
-        if entry.records < 1 or entry.first_iter > entry.last_iter or entry.first_epoch != entry.last_epoch:
-            raise HistoryCorruptionError(f"{where} line {number + 1} is inconsistent (index mismatch)")
-        if last_epoch is not None and entry.first_epoch < last_epoch:
-            raise HistoryCorruptionError(f"{where} line {number + 1}: epochs go backwards (index mismatch)")
-        chain = chain_next(chain, line)
-        records += entry.records
-        last_epoch = entry.last_epoch
-        entries.append(entry)
-    if chain != manifest.index_chain or len(entries) != manifest.chunks or records != manifest.records:
-        raise HistoryCorruptionError(
-            f"{where} does not match the manifest (hash chain, {len(entries)} chunks / {records} records vs "
-            f"{manifest.chunks} / {manifest.records}); the history was altered or mixed"
-        )
-    return entries
-
-
-def read_chunk(storage: Storage, files: JournalFiles, entry: ChunkEntry) -> list[IterationDataPoint]:
-    """A chunk's records, verified against its index line."""
-    where = f"run {files.run_id}: history/{entry.file}"
-    try:
-        data = storage.read(files.chunk(entry.seq))
-    except FileNotFoundError as exc:
-        raise HistoryCorruptionError(f"{where} is missing; the committed history cannot be read") from exc
-    if hashlib.sha256(data).hexdigest() != entry.sha256:
-        raise HistoryCorruptionError(f"{where} does not match its SHA-256 in the index (corrupted on disk)")
-    try:
-        records = [IterationDataPoint.from_state(json.loads(line)) for line in data.decode("utf-8").splitlines()]
-    except (ValueError, TypeError, UnicodeDecodeError) as exc:
-        raise HistoryCorruptionError(f"{where} holds an unreadable record: {exc}") from exc
-    if (
-        len(records) != entry.records
-        or records[0].iter_idx != entry.first_iter
-        or records[-1].iter_idx != entry.last_iter
-        or any(r.epoch_idx != entry.first_epoch for r in records)
-    ):
-        raise HistoryCorruptionError(f"{where} does not hold what its index line says (index mismatch)")
-    return records
-
-
-class JournalReader:
-    """The committed history of one run's journal as readers see it: epochs ≤ ``last_epoch``.
-
-    ``last_epoch`` is LAST's epoch; ``None`` (nothing committed) shows nothing. Index entries are
-    parsed and chain-verified once; chunks are read (and SHA-256-verified) on demand.
-    """
-
-    def __init__(self, storage: Storage, run_id: str, last_epoch: int | None, manifest: JournalManifest) -> None:
-        self.storage = storage
-        self.files = JournalFiles(run_id)
-        self.last_epoch = last_epoch
-        self.manifest = manifest
-        self._entries: list[ChunkEntry] | None = None
-
-    @classmethod
-    def open(cls, storage: Storage, run_id: str, last_epoch: int | None) -> JournalReader | None:
-        """The run's journal reader, or None when the run has no journal (an eager history)."""
-        files = JournalFiles(run_id)
-        try:
-            data = storage.read(files.manifest)
-        except FileNotFoundError:
-            return None
-        return cls(storage, run_id, last_epoch, JournalManifest.from_bytes(data, run_id=run_id))
-
-    def all_entries(self) -> list[ChunkEntry]:
-        """Every entry the manifest commits (also those after ``last_epoch``)."""
-        if self._entries is None:
-            try:
-                data = self.storage.read(self.files.index) if self.manifest.index_bytes else b""
-            except FileNotFoundError as exc:
-                raise HistoryCorruptionError(f"run {self.files.run_id}: history/index.jsonl is missing") from exc
-            self._entries = parse_index(data, self.manifest, self.files)
-        return self._entries
-
-    def entries(self) -> list[ChunkEntry]:
-        """Entries of the visible epochs (≤ ``last_epoch``)."""
-        if self.last_epoch is None:
-            return []
-        entries = self.all_entries()
-        return entries[: _count_upto(entries, self.last_epoch)]
-
-    def __len__(self) -> int:
-        return sum(e.records for e in self.entries())
-
-    def __iter__(self) -> Iterator[IterationDataPoint]:
-        for entry in self.entries():
-            yield from read_chunk(self.storage, self.files, entry)
-
-    def tail(self, n: int | None = None) -> list[IterationDataPoint]:
-        """The last ``n`` visible records (default: the manifest's retention)."""
-        n = self.manifest.retention if n is None else n
-        picked: list[ChunkEntry] = []
-        held = 0
-        for entry in reversed(self.entries()):
-            if held >= n:
-                break
-            picked.append(entry)
-            held += entry.records
-        out: list[IterationDataPoint] = []
-        for entry in reversed(picked):
-            out.extend(read_chunk(self.storage, self.files, entry))
-        return out[len(out) - n :] if n < len(out) else out
-
-    def epoch_record(self, epoch: int) -> IterationDataPoint | None:
-        """The last record of a visible ``epoch`` (where validation and the decision live)."""
-        for entry in reversed(self.entries()):
-            if entry.last_epoch == epoch:
-                return read_chunk(self.storage, self.files, entry)[-1]
-            if entry.last_epoch < epoch:
-                return None
-        return None
-
-    def epoch_lines(self) -> list[tuple[dict[str, Any], int]]:
-        """Every summary row the manifest commits, with its size in bytes (newline included)."""
-        where = f"run {self.files.run_id}: history/epochs.jsonl"
-        size = self.manifest.epochs_bytes
-        try:
-            data = self.storage.read(self.files.epochs) if size else b""
-        except FileNotFoundError as exc:
-            raise HistoryCorruptionError(f"{where} is missing") from exc
-        if len(data) < size or (size and data[size - 1 : size] != b"\n"):
-            raise HistoryCorruptionError(f"{where} does not hold the {size} bytes the manifest commits")
-        try:
-            lines = data[:size].split(b"\n")[:-1] if size else []
-            rows = [(json.loads(line.decode("utf-8")), len(line) + 1) for line in lines]
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise HistoryCorruptionError(f"{where} holds an unreadable row: {exc}") from exc
-        if len(rows) != self.manifest.epochs or not all(isinstance(r, dict) and "epoch" in r for r, _ in rows):
-            raise HistoryCorruptionError(f"{where} does not hold the {self.manifest.epochs} rows the manifest commits")
-        return rows
-
-    def epoch_rows(self) -> list[dict[str, Any]]:
-        """Summary rows of the visible epochs."""
-        if self.last_epoch is None:
-            return []
-        return [row for row, _ in self.epoch_lines() if row["epoch"] <= self.last_epoch]
-
-
-def _count_upto(entries: Sequence[ChunkEntry], epoch: int) -> int:
-    """How many leading entries hold epochs ≤ ``epoch`` (entries are in epoch order)."""
-    lo, hi = 0, len(entries)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if entries[mid].last_epoch <= epoch:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
 
 # -- what callbacks see ---------------------------------------------------------------------------
 
@@ -609,7 +281,7 @@ class JournalWriter:
                     lines.append(line + b"\n")
                     new_entries.append(entry)
                     seq += 1
-                rows.append(_compact(epoch_summary(epoch_records)).encode("utf-8") + b"\n")
+                rows.append(compact_json(epoch_summary(epoch_records)).encode("utf-8") + b"\n")
             index_data, rows_data = b"".join(lines), b"".join(rows)
             self._clean = False  # from here on the files may hold bytes no manifest names
             self.storage.append(self.files.index, index_data)
@@ -681,7 +353,7 @@ class JournalWriter:
                     f"epoch {last_epoch}; the journal lost committed epochs"
                 )
             entries = reader.all_entries()
-            keep = 0 if last_epoch is None else _count_upto(entries, last_epoch)
+            keep = 0 if last_epoch is None else count_upto(entries, last_epoch)
             if keep < len(entries):  # an uncommitted tail (a crash between the manifest and LAST)
                 manifest = _cut_manifest(manifest, entries[:keep], reader.epoch_lines(), last_epoch)
                 self._publish(manifest.to_bytes())  # first: it names a prefix of both files

@@ -54,7 +54,9 @@ from nnx_adapters.testing.model import copy_visible, visible_tree
 from nnx_core.commit import BEST, LAST, EpochCommit, RunFiles, TagManifest, commit_epoch, phase_tags
 from nnx_core.commit import truncate_to_last
 from nnx_core.history import EagerHistory, parse_history
-from nnx_core.journal import HistoryJournal, JournalFiles, JournalReader, JournalWriter, encode_record, epoch_summary
+from nnx_core.journal import HistoryJournal, JournalWriter
+from nnx_core.journal_format import JournalFiles, encode_record, epoch_summary
+from nnx_core.journal_reader import JournalReader
 from nnx_core.ports import Storage
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
 

@@ -5,8 +5,9 @@
     nnx.export_history_csv(run_id, "history.csv")                      # the eager idps.csv layout
     nnx.migrate_history(run_id)                                        # an eager run → a journal
 
-The format and the commit step live in ``nnx_core.journal``; what training checks and opens
-lives in ``nnx_api.training.history``. Here: the readers over both history formats (journal runs
+The format lives in ``nnx_core.journal_format``, the reader in ``nnx_core.journal_reader`` and the
+commit step in ``nnx_core.journal``; what training checks and opens lives in
+``nnx_api.training.history``. Here: the readers over both history formats (journal runs
 and eager ``idps.csv`` runs), the CSV export and the migration.
 """
 
@@ -23,14 +24,9 @@ from nnx_core.commit import LAST, RunFiles, truncate_to_last
 from nnx_core.errors import HistoryCorruptionError, ParamsError, RunNotFoundError
 from nnx_core.history import coverage_problems, flatten, parse_history
 from nnx_core.identity import validate_run_id
-from nnx_core.journal import (
-    HistoryJournal,
-    JournalFiles,
-    JournalReader,
-    JournalWriter,
-    has_journal,
-    read_chunk,
-)
+from nnx_core.journal import HistoryJournal, JournalWriter
+from nnx_core.journal_format import JournalFiles, read_chunk
+from nnx_core.journal_reader import JournalReader, has_journal
 from nnx_core.records import IterationDataPoint
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.runs.run import NNRun

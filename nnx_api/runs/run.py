@@ -34,7 +34,7 @@ from nnx_core.errors import CorruptRunError, ParamsError, RunNotFoundError
 from nnx_core.history import EagerHistory, epoch_rows, parse_history
 from nnx_core.identity import run_id as content_address
 from nnx_core.identity import validate_run_id, validate_tag
-from nnx_core.journal import JournalReader
+from nnx_core.journal_reader import JournalReader
 from nnx_core.precision import ResolvedPrecision
 from nnx_core.records import IterationDataPoint
 from nnx_core.resume import ResumeStatus

@@ -16,7 +16,8 @@ from typing import Any
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.errors import ParamsError
 from nnx_core.history import EagerHistory
-from nnx_core.journal import FullHistory, HistoryJournal, JournalWriter, has_journal
+from nnx_core.journal import FullHistory, HistoryJournal, JournalWriter
+from nnx_core.journal_reader import has_journal
 from nnx_core.lifecycle import HOOKS, overrides
 from nnx_api.callbacks import Callback, LegacyCallback
 

@@ -21,7 +21,9 @@ from nnx_adapters.storage.memory import MemoryStorage
 from nnx_api.cli import main as cli
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.history import EagerHistory
-from nnx_core.journal import JournalFiles, JournalReader, JournalWriter, encode_record
+from nnx_core.journal import JournalWriter
+from nnx_core.journal_format import JournalFiles, encode_record
+from nnx_core.journal_reader import JournalReader
 from nnx_core.records import IterationDataPoint
 
 from tests.api.tiny import batches, tiny_data

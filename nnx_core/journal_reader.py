@@ -1,0 +1,143 @@
+"""Reading a history journal: the committed history of one run as readers see it, up to LAST.
+
+Read rules (``JournalReader``): only the manifest's byte prefix of index.jsonl / epochs.jsonl
+exists (bytes appended but never published are ignored); records of epochs after LAST's epoch are
+invisible (a crash between the manifest and LAST leaves such a tail); a missing chunk, a chunk whose
+SHA-256 or record count disagrees with its index line, a broken chain or a manifest that does not
+match its files raises ``HistoryCorruptionError``. A reader streams chunks one at a time.
+
+The files and their formats are ``nnx_core.journal_format``; the writer is ``nnx_core.journal``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from nnx_core.errors import HistoryCorruptionError
+from nnx_core.journal_format import (
+    ChunkEntry,
+    JournalFiles,
+    JournalManifest,
+    parse_index,
+    read_chunk,
+)
+from nnx_core.ports import Storage
+from nnx_core.records import IterationDataPoint
+
+
+def has_journal(storage: Storage, run_id: str) -> bool:
+    """Whether the run keeps its history as a journal (its manifest exists)."""
+    return storage.exists(JournalFiles(run_id).manifest)
+
+
+class JournalReader:
+    """The committed history of one run's journal as readers see it: epochs ≤ ``last_epoch``.
+
+    ``last_epoch`` is LAST's epoch; ``None`` (nothing committed) shows nothing. Index entries are
+    parsed and chain-verified once; chunks are read (and SHA-256-verified) on demand.
+    """
+
+    def __init__(self, storage: Storage, run_id: str, last_epoch: int | None, manifest: JournalManifest) -> None:
+        self.storage = storage
+        self.files = JournalFiles(run_id)
+        self.last_epoch = last_epoch
+        self.manifest = manifest
+        self._entries: list[ChunkEntry] | None = None
+
+    @classmethod
+    def open(cls, storage: Storage, run_id: str, last_epoch: int | None) -> JournalReader | None:
+        """The run's journal reader, or None when the run has no journal (an eager history)."""
+        files = JournalFiles(run_id)
+        try:
+            data = storage.read(files.manifest)
+        except FileNotFoundError:
+            return None
+        return cls(storage, run_id, last_epoch, JournalManifest.from_bytes(data, run_id=run_id))
+
+    def all_entries(self) -> list[ChunkEntry]:
+        """Every entry the manifest commits (also those after ``last_epoch``)."""
+        if self._entries is None:
+            try:
+                data = self.storage.read(self.files.index) if self.manifest.index_bytes else b""
+            except FileNotFoundError as exc:
+                raise HistoryCorruptionError(f"run {self.files.run_id}: history/index.jsonl is missing") from exc
+            self._entries = parse_index(data, self.manifest, self.files)
+        return self._entries
+
+    def entries(self) -> list[ChunkEntry]:
+        """Entries of the visible epochs (≤ ``last_epoch``)."""
+        if self.last_epoch is None:
+            return []
+        entries = self.all_entries()
+        return entries[: count_upto(entries, self.last_epoch)]
+
+    def __len__(self) -> int:
+        return sum(e.records for e in self.entries())
+
+    def __iter__(self) -> Iterator[IterationDataPoint]:
+        for entry in self.entries():
+            yield from read_chunk(self.storage, self.files, entry)
+
+    def tail(self, n: int | None = None) -> list[IterationDataPoint]:
+        """The last ``n`` visible records (default: the manifest's retention)."""
+        n = self.manifest.retention if n is None else n
+        picked: list[ChunkEntry] = []
+        held = 0
+        for entry in reversed(self.entries()):
+            if held >= n:
+                break
+            picked.append(entry)
+            held += entry.records
+        out: list[IterationDataPoint] = []
+        for entry in reversed(picked):
+            out.extend(read_chunk(self.storage, self.files, entry))
+        return out[len(out) - n :] if n < len(out) else out
+
+    def epoch_record(self, epoch: int) -> IterationDataPoint | None:
+        """The last record of a visible ``epoch`` (where validation and the decision live)."""
+        for entry in reversed(self.entries()):
+            if entry.last_epoch == epoch:
+                return read_chunk(self.storage, self.files, entry)[-1]
+            if entry.last_epoch < epoch:
+                return None
+        return None
+
+    def epoch_lines(self) -> list[tuple[dict[str, Any], int]]:
+        """Every summary row the manifest commits, with its size in bytes (newline included)."""
+        where = f"run {self.files.run_id}: history/epochs.jsonl"
+        size = self.manifest.epochs_bytes
+        try:
+            data = self.storage.read(self.files.epochs) if size else b""
+        except FileNotFoundError as exc:
+            raise HistoryCorruptionError(f"{where} is missing") from exc
+        if len(data) < size or (size and data[size - 1 : size] != b"\n"):
+            raise HistoryCorruptionError(f"{where} does not hold the {size} bytes the manifest commits")
+        try:
+            lines = data[:size].split(b"\n")[:-1] if size else []
+            rows = [(json.loads(line.decode("utf-8")), len(line) + 1) for line in lines]
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise HistoryCorruptionError(f"{where} holds an unreadable row: {exc}") from exc
+        if len(rows) != self.manifest.epochs or not all(isinstance(r, dict) and "epoch" in r for r, _ in rows):
+            raise HistoryCorruptionError(f"{where} does not hold the {self.manifest.epochs} rows the manifest commits")
+        return rows
+
+    def epoch_rows(self) -> list[dict[str, Any]]:
+        """Summary rows of the visible epochs."""
+        if self.last_epoch is None:
+            return []
+        return [row for row, _ in self.epoch_lines() if row["epoch"] <= self.last_epoch]
+
+
+def count_upto(entries: Sequence[ChunkEntry], epoch: int) -> int:
+    """How many leading entries hold epochs ≤ ``epoch`` (entries are in epoch order)."""
+    lo, hi = 0, len(entries)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if entries[mid].last_epoch <= epoch:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
