@@ -94,7 +94,14 @@ def test_without_a_named_monitor_the_signal_is_the_first_finite_fallback(val, tr
     monitor = Monitor(None)
     decided = monitor.decide(0, idp(0, val=val, train=train))
     assert decided.value == expected and monitor.label == "fallback" and monitor.mode == "min"
-    assert decided.improved is (expected is not None)
+    assert decided.improved is (expected is not None) and decided.epoch == 0
+
+
+def test_the_fallback_monitor_has_no_min_delta():
+    monitor = Monitor(None)
+    assert [monitor.decide(e, idp(e, val=EvaluationDataPoint(error=v))).improved for e, v in enumerate([0.5, 0.45, 0.45])] == [
+        True, True, False]
+    assert monitor.component_state()["min_delta"] == 0.0
 
 
 def test_the_fallback_prefers_the_whole_epoch_summary_to_the_last_batch():
@@ -127,11 +134,13 @@ def test_the_best_value_survives_a_stateful_resume_as_component_nnx_monitor():
     values = [0.8, 0.7, 0.695, 0.71, 0.6, 0.65]
     whole = decisions(Monitor(MonitorSpec("nll", min_delta=0.01)), values)
     first = Monitor(MonitorSpec("nll", min_delta=0.01))
+    assert first.component_state() == {"label": "val.nll", "mode": "min", "min_delta": 0.01, "best": None, "best_epoch": None}
     head = decisions(first, values[:3])
     assert first.component_spec() == ("nnx.monitor", 1)
     resumed = Monitor(MonitorSpec("nll", min_delta=0.01))
     assert resumed.check_component_state(first.component_state()) == []
     resumed.load_component_state(first.component_state())
+    assert (resumed.best, resumed.best_epoch) == (0.7, 1)
     tail = [resumed.decide(e, idp(e, val=EvaluationDataPoint(metrics={"nll": v}))).improved for e, v in enumerate(values) if e >= 3]
     assert head + tail == whole == [True, True, False, False, True, False]
     assert (resumed.best, resumed.best_epoch) == (0.6, 4)
@@ -148,6 +157,14 @@ def test_a_resume_with_another_monitor_is_refused_with_the_way_out(other):
     decisions(saved, [0.5])
     problems = Monitor(other).check_component_state(saved.component_state())
     assert len(problems) == 1 and "nnx.monitor" in problems[0] and "weights_only" in problems[0]
+    assert "monitor is val.nll (min, min_delta=0.01)" in problems[0]  # what the checkpoint was monitoring
+
+
+def test_a_saved_state_without_min_delta_is_read_as_this_runs_min_delta():
+    """A state from before ``min_delta`` was recorded restores into a monitor of the same metric."""
+    state = Monitor(MonitorSpec("nll", min_delta=0.01)).component_state()
+    del state["min_delta"]
+    assert Monitor(MonitorSpec("nll", min_delta=0.01)).check_component_state(state) == []
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -156,4 +173,4 @@ def test_a_resume_with_another_monitor_is_refused_with_the_way_out(other):
 def test_a_bad_spec_is_refused_naming_the_field(kwargs):
     with pytest.raises(ParamsError) as info:
         MonitorSpec(**kwargs)
-    assert f"MonitorSpec.{next(iter(kwargs))}" in str(info.value)
+    assert info.value.path == f"MonitorSpec.{next(iter(kwargs))}"
