@@ -116,6 +116,19 @@ def test_agree_same_refuses_unequal_step_counts_on_every_rank():
     assert run_ranks(2, lambda c: agreement.agree_same(c, 7, "steps")) == [None, None]
 
 
+@pytest.mark.parametrize("counts", [(3, 4), (10**6, 10**6 + 1), (0, 1), (2_000_000, 2_000_000, 1_999_999)])
+def test_agree_same_refuses_counts_that_differ_by_one_step_at_any_size(counts):
+    """One step more on one rank is a mismatch whatever the epoch's length (a tolerance relative to
+    the counts' size would wave 10⁶ against 10⁶ + 1 through)."""
+    results = run_ranks(len(counts), lambda c: agreement.agree_same(c, counts[c.rank], "the number of train batches"))
+    assert all(isinstance(r, TrainingInputError) for r in results)
+
+
+@pytest.mark.parametrize("count", [0, 1, 10**6, 3 * 10**7, 10**9])
+def test_agree_same_accepts_equal_counts_of_any_size(count):
+    assert run_ranks(3, lambda c: agreement.agree_same(c, count, "steps")) == [None, None, None]
+
+
 def test_a_missing_rank_makes_the_barrier_raise_instead_of_blocking():
     def body(c):
         if c.rank == 1:
