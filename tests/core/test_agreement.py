@@ -12,6 +12,7 @@ from nnx_adapters.collective.threads import ThreadHub, run_ranks
 from nnx_core import agreement
 from nnx_core.agreement import AgreedError, CallbackDeclaration, MicrobatchNumbers
 from nnx_core.errors import (
+    ComponentRestoreError,
     CorruptRunError,
     NonFiniteLossError,
     ParamsError,
@@ -214,3 +215,34 @@ def test_a_stateful_resume_needs_the_same_world_and_partition():
 def test_the_update_weight_divides_by_the_world_and_skips_an_empty_window():
     assert agreement.update_weight(0, 2) == 0.0
     assert agreement.update_weight(1, 2) == 0.5 and agreement.update_weight(6.0, 3) == 2.0
+
+
+def test_every_rank_raises_the_lowest_failing_ranks_error_and_only_that_rank_chains_its_own():
+    """Two ranks fail: every rank raises rank 0's error; rank 0 chains its original as ``__cause__``,
+    rank 1 (whose own failure was not the one agreed) does not."""
+    originals = {0: KeyError("rank 0's bad key"), 1: LookupError("rank 1's other failure")}
+
+    def body(c):
+        agreement.raise_if_failed(c, originals[c.rank], "epoch 3")
+
+    results = run_ranks(2, body)
+    assert all(isinstance(r, AgreedError) for r in results)
+    assert {str(r) for r in results} == {"epoch 3 failed on rank 0: KeyError: \"rank 0's bad key\""}
+    assert all((r.where, r.failure.rank, r.failure.error_type) == ("epoch 3", 0, "KeyError") for r in results)
+    assert results[0].__cause__ is originals[0] and results[1].__cause__ is None
+
+
+def test_a_typed_errors_problems_travel_to_every_rank():
+    problems = ["nnx.monitor: another metric", "nnx.scheduler_clock: missing"]
+
+    def body(c):
+        agreement.raise_if_failed(c, ComponentRestoreError(problems) if c.rank == 1 else None, "restore")
+
+    results = run_ranks(2, body)
+    assert all(type(r) is ComponentRestoreError and r.problems == problems for r in results)
+    assert str(results[0]) == str(results[1])
+
+
+def test_no_failure_among_the_gathered_is_none():
+    assert agreement.first_failure([None, None, None]) is None
+    assert agreement.first_failure([]) is None
