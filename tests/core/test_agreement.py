@@ -246,3 +246,9 @@ def test_a_typed_errors_problems_travel_to_every_rank():
 def test_no_failure_among_the_gathered_is_none():
     assert agreement.first_failure([None, None, None]) is None
     assert agreement.first_failure([]) is None
+
+
+def test_a_group_of_one_sums_nothing_and_raises_its_own_failure():
+    assert run_ranks(1, lambda c: agreement.agreed_sum(c, [2.5, 3.0], None, "batch 0")) == [[2.5, 3.0]]
+    own = TrainingInputError("targets must be long")
+    assert run_ranks(1, lambda c: agreement.agreed_sum(c, [1.0], own, "batch 0")) == [own]
