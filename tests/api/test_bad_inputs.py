@@ -9,14 +9,12 @@ holding a run: the same files with the same bytes). The table is in docs/reliabi
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
