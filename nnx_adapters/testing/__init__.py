@@ -23,7 +23,9 @@ inside the adapter's calls. That is what proves ``write`` atomic and durable und
 adapter without the hooks is checked only at its port boundary, and the kit says so in
 ``EXERCISED`` (no ``power cuts`` entries for it).
 
-``contract_settings()`` gives the example counts NNx's CI uses (``NNX_DEEP=1``: many more).
+``contract_settings()`` gives the example counts NNx's CI uses (``NNX_DEEP=1``: many more;
+``NNX_MAX_EXAMPLES=N`` caps them, for a second run of the same machines that only has to show they
+run somewhere else, as CI's torch-free ``make core-check``).
 """
 
 from __future__ import annotations
@@ -39,10 +41,13 @@ from nnx_adapters.testing.storage import StorageContract
 
 
 def contract_settings(*, examples: int = 25, steps: int = 5, deep_examples: int = 300, deep_steps: int = 8) -> settings:
-    """Hypothesis settings for a contract machine: bounded by default, larger with ``NNX_DEEP=1``."""
+    """Hypothesis settings for a contract machine: bounded by default, larger with ``NNX_DEEP=1``,
+    at most ``NNX_MAX_EXAMPLES`` examples where that is set."""
     deep = os.environ.get("NNX_DEEP") == "1"
+    cap = int(os.environ.get("NNX_MAX_EXAMPLES") or 0)
+    count = deep_examples if deep else examples
     return settings(
-        max_examples=deep_examples if deep else examples,
+        max_examples=min(count, cap) if cap > 0 else count,
         stateful_step_count=deep_steps if deep else steps,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],

@@ -16,7 +16,7 @@ import tempfile
 
 import fsspec
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 from hypothesis.stateful import invariant, run_state_machine_as_test
 
 from nnx_adapters.storage.fs import FileStorage
@@ -69,7 +69,11 @@ def test_every_built_in_store_keeps_the_contract_side_by_side():
 
 # -- deliberately broken adapters fail the kit ---------------------------------------------------
 
-QUICK = settings(SIDE_BY_SIDE, max_examples=200, database=None, print_blob=False)
+# The kit's failure message names the broken rule whether or not hypothesis shrinks the steps that
+# led there, and shrinking a stateful counterexample is most of such a run's time (seconds to a
+# minute), so these runs stop at the first failure.
+QUICK = settings(SIDE_BY_SIDE, max_examples=200, database=None, print_blob=False,
+                 phases=(Phase.explicit, Phase.generate))
 
 
 class ShowsTemporaries(MemoryStorage):
@@ -135,5 +139,16 @@ def test_an_adapter_whose_write_is_not_atomic_fails_the_crash_kit():
         def make_storage(self):
             return WritesInPlace()
 
-    message = kit_failure(Contract, contract_settings(examples=50, steps=3))
+    message = kit_failure(Contract, settings(contract_settings(steps=3), max_examples=50))  # NNX_MAX_EXAMPLES aside
     assert "power cut after op" in message and "readers cannot load a committed state" in message, message
+
+
+def test_contract_settings_follow_the_environment(monkeypatch):
+    monkeypatch.delenv("NNX_DEEP", raising=False)
+    monkeypatch.delenv("NNX_MAX_EXAMPLES", raising=False)
+    assert contract_settings(examples=25).max_examples == 25
+    monkeypatch.setenv("NNX_DEEP", "1")
+    assert contract_settings(examples=25, deep_examples=300).max_examples == 300
+    monkeypatch.setenv("NNX_MAX_EXAMPLES", "5")  # a cap, never a raise
+    assert contract_settings(examples=25, deep_examples=300).max_examples == 5
+    assert contract_settings(examples=3, deep_examples=4).max_examples == 4

@@ -1,5 +1,5 @@
 """``history=HistoryJournal(...)``: layout, what callbacks see, resume and lineage, readers, export,
-migration, corruption, and bounded memory over a 5,000-epoch run (tracemalloc, not timings)."""
+migration, corruption, and bounded memory over a 2,500-epoch run (tracemalloc, not timings)."""
 
 from __future__ import annotations
 
@@ -346,10 +346,10 @@ PLATEAU = 3 * RETENTION  # epochs traced around each checkpoint of the run
 class MemoryProbe(nnx.Callback):
     """Measures, with tracemalloc, what the run keeps alive (one record per epoch).
 
-    Tracing everything for 5,000 epochs would be slow, so memory is traced in windows of
-    ``PLATEAU`` epochs ending at epoch 1,000 and at 5,000: in each window the traced memory still
+    Tracing everything for 2,500 epochs would be slow, so memory is traced in windows of
+    ``PLATEAU`` epochs ending at epoch 1,000 and at 2,500: in each window the traced memory still
     held from NNx's own code (``nnx_core`` / ``nnx_api``: records, the window, the writer) is read
-    every ``RETENTION`` epochs. A bounded history holds at epoch 5,000 what it held at epoch 1,000,
+    every ``RETENTION`` epochs. A bounded history holds at epoch 2,500 what it held at epoch 1,000,
     point for point; an unbounded one grows by the same step every ``RETENTION`` epochs. ``len(ctx.idps)`` is checked at every epoch, and the live
     ``IterationDataPoint`` objects (``gc``) are counted at the end of each window.
     """
@@ -388,38 +388,38 @@ def tiny_run(root, n_epochs, history, probe):
     return model.train(params, root=root, history=history, callbacks=[probe])
 
 
-def test_memory_stays_bounded_over_5000_epochs(monkeypatch):
+def test_memory_stays_bounded_over_2500_epochs(monkeypatch):
     """Bytes are the allocator's, so every bound is in units of what one retained record costs
     here, measured as a slope over two window sizes (retention 25 and 50, at epoch ~1,000)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    store = MemoryStorage()  # the crash model's store: no disk renames in the way of 5,000 commits
+    store = MemoryStorage()  # the crash model's store: no disk renames in the way of 2,500 commits
     monkeypatch.setattr(nnx_api.launch, "FileStorage", lambda root: store)
     monkeypatch.setattr(nnx_api.runs.run, "FileStorage", lambda root: store)
     try:
-        probe = MemoryProbe(store, ends=(999, 4999))
-        run = tiny_run("runs", 5000, nnx.HistoryJournal(retention=RETENTION), probe)
+        probe = MemoryProbe(store, ends=(999, 2499))
+        run = tiny_run("runs", 2500, nnx.HistoryJournal(retention=RETENTION), probe)
         wider = MemoryProbe(store, ends=(999,))
         tiny_run("runs-wider", 1000, nnx.HistoryJournal(retention=2 * RETENTION), wider)
     finally:
         torch.set_num_threads(threads)
     assert probe.longest == RETENTION and wider.longest == 2 * RETENTION
-    early, late = probe.samples[999], probe.samples[4999]
+    early, late = probe.samples[999], probe.samples[2499]
     record = (wider.samples[999][-1] - early[-1]) / RETENTION  # bytes per retained record: the slope
     assert record > 0, (early, wider.samples)
-    # 4,000 epochs on, at each point of the window traced (tracing starts mid-run, so what the run
+    # 1,500 epochs on, at each point of the window traced (tracing starts mid-run, so what the run
     # allocated before shows only once replaced): not one record's worth more
     assert all(abs(b - a) < record for a, b in zip(early, late, strict=True)), (early, late, record)
-    assert abs(probe.live_records[4999] - probe.live_records[999]) <= 2, probe.live_records  # records alive
-    manifest = JournalReader.open(store, run.id, 4999).manifest
-    assert manifest.records == 5000 and len(run.idps) == RETENTION
+    assert abs(probe.live_records[2499] - probe.live_records[999]) <= 2, probe.live_records  # records alive
+    manifest = JournalReader.open(store, run.id, 2499).manifest
+    assert manifest.records == 2500 and len(run.idps) == RETENTION
 
     # the same probe on an eager history sees what the journal avoids: a record more per epoch
     eager = MemoryProbe(store, ends=(PLATEAU,))
     tiny_run("runs", PLATEAU + 1, None, eager)
     grown = eager.samples[PLATEAU]
     if os.environ.get("NNX_REPORT") == "1":  # the numbers docs/history-journal.md quotes (pytest -s)
-        print(f"\njournal traced bytes every {RETENTION} epochs: epoch ~1000 {early}, epoch ~5000 {late}; "
+        print(f"\njournal traced bytes every {RETENTION} epochs: epoch ~1000 {early}, epoch ~2500 {late}; "
               f"retention {2 * RETENTION}: {wider.samples[999]}; {record:.0f} B per record; "
               f"live records {probe.live_records}; eager: {grown}")
     steps = [b - a for a, b in zip(grown, grown[1:])]
