@@ -126,12 +126,12 @@ def test_a_manifest_with_unknown_keys_still_reads():
     [
         (b"\xff\xfe", "utf-8"),
         (b"{not json", "Expecting property name"),
-        (manifest_doc(format="something-else"), "not a history journal manifest .format 'something-else'"),
-        (manifest_doc(version=2), "unsupported journal version 2; upgrade NNx to read it"),
+        (manifest_doc(format="something-else"), r"\(not a history journal manifest \(format 'something-else'\)\)"),
+        (manifest_doc(version=2), r"\(unsupported journal version 2; upgrade NNx to read it\); nothing"),
         (manifest_doc(version=None), "unsupported journal version None"),
-        (manifest_doc(chunks=-1), "counts and lengths must be non-negative integers"),
-        (manifest_doc(records=1.0), "counts and lengths must be non-negative integers"),
-        (manifest_doc(index_bytes=True), "counts and lengths must be non-negative integers"),
+        (manifest_doc(chunks=-1), r"\(counts and lengths must be non-negative integers\); nothing"),
+        (manifest_doc(records=1.0), r"\(counts and lengths must be non-negative integers\); nothing"),
+        (manifest_doc(index_bytes=True), r"\(counts and lengths must be non-negative integers\); nothing"),
         (manifest_doc(retention="4"), "counts and lengths"),
         (manifest_doc(chunk_size=-1), "counts and lengths"),
         (manifest_doc(epochs=-2), "counts and lengths"),
@@ -240,6 +240,12 @@ def test_an_epoch_row_counts_a_batch_without_a_size_once_and_stores_non_finite_a
     row = epoch_summary(records)
     assert row["train_loss"] == 3.0 and type(row["train_loss"]) is float
     assert row["train_err"] is None
+    records = [
+        idp(0, 0, train_edp=EvaluationDataPoint(loss=2.0, error=1.0)),
+        idp(1, 0, train_edp=EvaluationDataPoint(loss=4.0, error=3.0, count=3)),
+    ]
+    row = epoch_summary(records)
+    assert (row["train_loss"], row["train_err"]) == ((2.0 + 4.0 * 3) / 4, (1.0 + 3.0 * 3) / 4)
     assert (row["val_loss"], row["val_err"], row["val_acc"], row["monitor"], row["improved"]) == (None,) * 5
 
 
