@@ -122,7 +122,7 @@ def test_the_full_history_is_every_record_disk_window_and_pending():
         assert full[i] == everything[i], i
     assert full[2:9:3] == everything[2:9:3] and full[-3:] == everything[-3:]
     for i in (len(everything), -len(everything) - 1):
-        with pytest.raises(IndexError, match="history index out of range"):
+        with pytest.raises(IndexError, match="^history index out of range$"):
             full[i]
 
 
@@ -153,8 +153,39 @@ def test_the_full_history_when_the_window_holds_everything():
     w.extend(epoch(1, 3, 2))
     records = [r for rows in epochs([2, 3]) for r in rows]
     storage.delete(FILES.chunk(0))  # never needed: the window has every record
+    storage.delete(FILES.index)  # nor the index
     assert list(w.full_view()) == records
     assert [w.full_view()[i] for i in range(5)] == records
+
+
+class Counting(MemoryStorage):
+    """Counts the reads of each path."""
+
+    def __init__(self):
+        super().__init__()
+        self.reads: dict[str, int] = {}
+
+    def read(self, path):
+        self.reads[path] = self.reads.get(path, 0) + 1
+        return super().read(path)
+
+
+def test_the_full_history_reads_from_disk_only_the_records_that_left_the_window():
+    storage, w = writer_of([2, 2, 2], retention=4, chunk=2)  # chunks [0,1] [2,3] [4,5]; window 2..5
+    records = [r for rows in epochs([2, 2, 2]) for r in rows]
+    storage.delete(FILES.chunk(1))
+    storage.delete(FILES.chunk(2))
+    assert list(w.full_view()) == records
+
+
+def test_the_full_history_caches_the_chunk_it_read_last():
+    storage = Counting()
+    _, w = writer_of([3, 3, 3], storage=storage, retention=3, chunk=3)  # chunks 0 and 1 left the window
+    records = [r for rows in epochs([3, 3, 3]) for r in rows]
+    full = w.full_view()
+    assert [full[i] for i in (0, 1, 2, 3, 4)] == records[:5]
+    assert full[0] == records[0]
+    assert (storage.reads[FILES.chunk(0)], storage.reads[FILES.chunk(1)]) == (2, 1)
 
 
 def test_the_full_history_when_pending_records_overflow_the_window():
@@ -195,6 +226,29 @@ def test_a_commit_writes_chunks_index_rows_then_the_manifest():
     )
     assert w.committed_records == 6 and w.pending == []
     assert visible(storage, 2) == records
+
+
+def test_committing_several_epochs_at_once_writes_what_committing_them_one_by_one_does():
+    sizes = [3, 1, 2]
+    storage = MemoryStorage()
+    w = JournalWriter(storage, RID, HistoryJournal(retention=4, chunk_size=2), last_epoch=None)
+    for rows in epochs(sizes):
+        w.extend(rows)
+    w.commit()
+    one_by_one, fresh = writer_of(sizes)
+    assert files_of(storage) == files_of(one_by_one)
+    assert w.manifest == fresh.manifest
+
+
+def test_a_clean_commit_only_adds_files():
+    """Constant-cost commits: after a clean commit the next one reads neither index.jsonl nor
+    epochs.jsonl (it appends to them)."""
+    storage = Counting()
+    _, w = writer_of([2, 2], storage=storage)
+    storage.reads.clear()
+    w.extend(epoch(2, 2, 4))
+    w.commit()
+    assert storage.reads == {}
 
 
 def test_a_commit_with_nothing_pending_writes_nothing():
@@ -269,6 +323,19 @@ def test_a_failed_history_step_is_cut_away_before_the_next_commit(method, skip):
     assert storage.read(FILES.epochs) == fresh.storage.read(FILES.epochs)
 
 
+def test_a_failure_while_retrying_a_failed_step_leaves_the_committed_manifest():
+    storage = Failing()
+    _, w = writer_of([2, 1], storage=storage)
+    committed = storage.read(FILES.manifest)
+    w.extend(epoch(2, 3, 3))
+    for _ in range(2):
+        storage.fail = "append"
+        with pytest.raises(OSError, match="injected"):
+            w.commit()
+        assert storage.read(FILES.manifest) == committed
+        assert visible(storage, 1) == [r for rs in epochs([2, 1]) for r in rs]
+
+
 def test_rollback_republishes_the_previous_manifest():
     storage, w = writer_of([2, 3], retention=3)
     full = w.full_view()
@@ -299,6 +366,45 @@ def test_rolling_back_the_first_commit_removes_the_manifest():
     assert w.manifest == JournalManifest(run_id=RID, retention=4, chunk_size=2)
     assert list(w.idps) == [] and w.committed_records == 0
     assert JournalReader.open(storage, RID, None) is None
+
+
+def test_rolling_back_a_fresh_writer_that_committed_nothing_leaves_no_journal():
+    storage, w = writer_of([])
+    w.rollback()
+    assert storage.list(FILES.folder) == [] and w.manifest == JournalManifest(run_id=RID, retention=4, chunk_size=2)
+
+
+def test_a_resumed_writers_first_rollback_republishes_the_manifest_it_opened():
+    storage, _ = writer_of([2, 1])
+    opened = storage.read(FILES.manifest)
+    w = JournalWriter(storage, RID, HistoryJournal(retention=4, chunk_size=2), last_epoch=1)
+    w.extend(epoch(2, 1, 3))
+    w.commit()
+    w.rollback()
+    assert storage.read(FILES.manifest) == opened
+    assert visible(storage, 1) == [r for rs in epochs([2, 1]) for r in rs]
+
+
+def test_a_rollback_after_opening_cut_a_tail_republishes_the_cut_manifest():
+    storage, _ = writer_of([2, 1, 2])
+    w = JournalWriter(storage, RID, HistoryJournal(retention=4, chunk_size=2), last_epoch=1)
+    cut = storage.read(FILES.manifest)
+    w.extend(epoch(2, 1, 3))
+    w.commit()
+    w.rollback()
+    assert storage.read(FILES.manifest) == cut
+    assert visible(storage, 1) == [r for rs in epochs([2, 1]) for r in rs]
+
+
+def test_a_larger_retention_on_reopening_and_after_rollback_fills_the_larger_window():
+    storage, _ = writer_of([3, 3], retention=2, chunk=2)
+    records = [r for rs in epochs([3, 3]) for r in rs]
+    w = JournalWriter(storage, RID, HistoryJournal(retention=5, chunk_size=2), last_epoch=1)
+    assert list(w.idps) == records[-5:]
+    w.extend(epoch(2, 1, 6))
+    w.commit()
+    w.rollback()  # back to the manifest written with retention 2
+    assert list(w.idps) == records[-5:]
 
 
 # -- opening: the uncommitted tail ----------------------------------------------------------------
@@ -345,10 +451,12 @@ def test_opening_cuts_bytes_and_chunks_no_manifest_names():
     storage.write(f"{FILES.folder}/chunk-notes.jsonl", b"kept")
     storage.write(f"{FILES.folder}/chunk-00000009.json", b"kept")
     storage.write(f"{FILES.folder}/xchunk-00000009.jsonl", b"kept")
-    storage.write(f"{FILES.folder}/chunk--0000001.jsonl", b"kept")
+    storage.write(f"{FILES.folder}/chunk-x0000009.jsonl", b"kept")
+    storage.write(f"{FILES.folder}/chunk-0000009x.jsonl", b"kept")
+    storage.write(f"{FILES.folder}/chunk-10000001.jsonl", b"stray")  # seq 10000001: never committed
     w = JournalWriter(storage, RID, HistoryJournal(retention=4, chunk_size=2), last_epoch=1)
     extra = {n: b"kept" for n in ("chunk-notes.jsonl", "chunk-00000009.json", "xchunk-00000009.jsonl",
-                                  "chunk--0000001.jsonl")}
+                                  "chunk-x0000009.jsonl", "chunk-0000009x.jsonl")}
     assert files_of(storage) == {**expected, **extra}
     w.extend(epoch(2, 1, 3))
     w.commit()
@@ -361,6 +469,9 @@ def test_opening_an_empty_journal_removes_stale_files():
     storage.write(FILES.index, b"stale\n")
     storage.write(FILES.epochs, b"stale\n")
     storage.write(FILES.chunk(0), b"stale")
+    JournalWriter(storage, RID, HistoryJournal(retention=4, chunk_size=2), last_epoch=None)
+    assert storage.list(FILES.folder) == ["journal.json"]
+    storage.write(FILES.epochs, b"stale\n")  # without an index file
     JournalWriter(storage, RID, HistoryJournal(retention=4, chunk_size=2), last_epoch=None)
     assert storage.list(FILES.folder) == ["journal.json"]
 
