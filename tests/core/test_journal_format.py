@@ -149,6 +149,13 @@ def test_a_damaged_manifest_is_a_corruption_error_that_erases_nothing(data, word
         JournalManifest.from_bytes(data, run_id=RID)
 
 
+@pytest.mark.parametrize("data", [b"[]", b"null", b'"nnx.history-journal"', b"3"])
+def test_a_manifest_that_is_not_a_json_object_is_a_corruption_error(data):
+    with pytest.raises(HistoryCorruptionError, match=rf"run {RID}: history/journal.json is unreadable "
+                                                      r"\(not a history journal manifest"):
+        JournalManifest.from_bytes(data, run_id=RID)
+
+
 def test_a_manifest_without_its_fields_is_a_corruption_error():
     data = json.dumps({"format": "nnx.history-journal", "version": 1}).encode()
     with pytest.raises(HistoryCorruptionError, match="is unreadable"):
