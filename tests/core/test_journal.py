@@ -407,6 +407,19 @@ def test_a_larger_retention_on_reopening_and_after_rollback_fills_the_larger_win
     assert list(w.idps) == records[-5:]
 
 
+def test_a_resumed_commit_publishes_the_writers_own_sizes():
+    """Readers load a run's last ``retention`` records (``JournalReader.tail()``'s default is the
+    manifest's): after a resume with other sizes, the manifest names the writer's."""
+    storage, _ = writer_of([3, 3], retention=2, chunk=2)
+    w = JournalWriter(storage, RID, HistoryJournal(retention=5, chunk_size=3), last_epoch=1)
+    w.extend(epoch(2, 1, 6))
+    w.commit()
+    m = JournalManifest.from_bytes(storage.read(FILES.manifest), run_id=RID)
+    assert (m.retention, m.chunk_size) == (5, 3)
+    records = [r for rs in epochs([3, 3, 1]) for r in rs]
+    assert JournalReader.open(storage, RID, 2).tail() == records[-5:]
+
+
 # -- opening: the uncommitted tail ----------------------------------------------------------------
 
 

@@ -152,7 +152,7 @@ def test_a_damaged_manifest_is_a_corruption_error_that_erases_nothing(data, word
 @pytest.mark.parametrize("data", [b"[]", b"null", b'"nnx.history-journal"', b"3"])
 def test_a_manifest_that_is_not_a_json_object_is_a_corruption_error(data):
     with pytest.raises(HistoryCorruptionError, match=rf"run {RID}: history/journal.json is unreadable "
-                                                      r"\(not a history journal manifest"):
+                                                      r"\(not a history journal manifest \(not a JSON object\)\)"):
         JournalManifest.from_bytes(data, run_id=RID)
 
 
