@@ -374,25 +374,15 @@ def test_rolling_back_a_fresh_writer_that_committed_nothing_leaves_no_journal():
     assert storage.list(FILES.folder) == [] and w.manifest == JournalManifest(run_id=RID, retention=4, chunk_size=2)
 
 
-def test_a_resumed_writers_first_rollback_republishes_the_manifest_it_opened():
-    storage, _ = writer_of([2, 1])
-    opened = storage.read(FILES.manifest)
+@pytest.mark.parametrize("sizes", [[2, 1], [2, 1, 2]])  # without a tail; with one cut on opening
+def test_a_resumed_writers_first_rollback_republishes_the_manifest_it_opened(sizes):
+    storage, _ = writer_of(sizes)
     w = JournalWriter(storage, RID, HistoryJournal(retention=4, chunk_size=2), last_epoch=1)
+    opened = storage.read(FILES.manifest)
     w.extend(epoch(2, 1, 3))
     w.commit()
     w.rollback()
     assert storage.read(FILES.manifest) == opened
-    assert visible(storage, 1) == [r for rs in epochs([2, 1]) for r in rs]
-
-
-def test_a_rollback_after_opening_cut_a_tail_republishes_the_cut_manifest():
-    storage, _ = writer_of([2, 1, 2])
-    w = JournalWriter(storage, RID, HistoryJournal(retention=4, chunk_size=2), last_epoch=1)
-    cut = storage.read(FILES.manifest)
-    w.extend(epoch(2, 1, 3))
-    w.commit()
-    w.rollback()
-    assert storage.read(FILES.manifest) == cut
     assert visible(storage, 1) == [r for rs in epochs([2, 1]) for r in rs]
 
 
