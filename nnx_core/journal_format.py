@@ -91,7 +91,7 @@ class JournalManifest:
         try:
             doc = json.loads(data.decode("utf-8"))
             if not isinstance(doc, dict):
-                raise ValueError("not a history journal manifest (not a JSON object)")
+                raise TypeError("not a history journal manifest (not a JSON object)")
             if doc.get("format") != JOURNAL_FORMAT:
                 raise ValueError(f"not a history journal manifest (format {doc.get('format')!r})")
             if doc.get("version") != JOURNAL_VERSION:

@@ -9,7 +9,13 @@ import pytest
 from nnx_adapters.storage.memory import MemoryStorage
 from nnx_core.errors import HistoryCorruptionError, ParamsError
 from nnx_core.journal import FullHistory, HistoryJournal, HistoryWindow, JournalWriter
-from nnx_core.journal_format import GENESIS, JournalFiles, JournalManifest, chain_next, encode_record
+from nnx_core.journal_format import (
+    GENESIS,
+    JournalFiles,
+    JournalManifest,
+    chain_next,
+    encode_record,
+)
 from nnx_core.journal_reader import JournalReader
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 
@@ -79,7 +85,7 @@ def test_history_journal_refuses_bad_sizes(kw, path, words):
 
 
 def test_the_window_is_a_live_read_only_view_of_the_last_records():
-    storage, w = writer_of([3, 2], retention=4)
+    _, w = writer_of([3, 2], retention=4)
     records = [r for rows in epochs([3, 2]) for r in rows]
     window = w.idps
     assert isinstance(window, HistoryWindow)
@@ -105,7 +111,7 @@ def test_a_reopened_writer_starts_with_the_last_retention_records():
 
 def test_the_full_history_is_every_record_disk_window_and_pending():
     sizes = [3, 1, 4, 2]
-    storage, w = writer_of(sizes, retention=3, chunk=2)
+    _, w = writer_of(sizes, retention=3, chunk=2)
     records = [r for rows in epochs(sizes) for r in rows]
     more = epoch(4, 2, len(records))
     w.extend(more)
@@ -137,7 +143,7 @@ def test_the_full_history_reads_committed_records_that_left_the_window_from_disk
 
 
 def test_the_full_history_follows_the_writers_commits():
-    storage, w = writer_of([3], retention=2, chunk=2)
+    _, w = writer_of([3], retention=2, chunk=2)
     full = w.full_view()
     assert list(full) == epochs([3])[0]  # the index is loaded now
     for rows in epochs([3, 2, 3])[1:]:
@@ -189,7 +195,7 @@ def test_the_full_history_caches_the_chunk_it_read_last():
 
 
 def test_the_full_history_when_pending_records_overflow_the_window():
-    storage, w = writer_of([3], retention=2, chunk=2)
+    _, w = writer_of([3], retention=2, chunk=2)
     w.extend(epoch(1, 3, 3))
     records = [r for rows in epochs([3, 3]) for r in rows]
     assert list(w.full_view()) == records
@@ -271,7 +277,7 @@ def test_ensure_published_makes_a_journal_run_once():
 
 @pytest.mark.parametrize("rows", [epoch(2, 1, 9) + epoch(1, 1, 10), epoch(1, 1, 9), epoch(0, 1, 9)])
 def test_records_must_come_in_epoch_order_after_the_last_committed_epoch(rows):
-    storage, w = writer_of([2, 2])
+    _, w = writer_of([2, 2])
     w.extend(rows)
     with pytest.raises(ValueError, match=f"run {RID}: journal records must come in epoch order after epoch 1"):
         w.commit()

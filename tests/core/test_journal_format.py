@@ -64,8 +64,8 @@ def index_of(entries: list[ChunkEntry], **manifest_kw) -> tuple[bytes, JournalMa
         chain = hashlib.sha256(chain.encode() + line).hexdigest()
         lines.append(line + b"\n")
     data = b"".join(lines)
-    fields = dict(run_id=RID, retention=4, chunk_size=2, chunks=len(entries),
-                  records=sum(e.records for e in entries), index_bytes=len(data), index_chain=chain)
+    fields = {"run_id": RID, "retention": 4, "chunk_size": 2, "chunks": len(entries),
+              "records": sum(e.records for e in entries), "index_bytes": len(data), "index_chain": chain}
     fields.update(manifest_kw)
     return data, JournalManifest(**fields)
 

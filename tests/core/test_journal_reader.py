@@ -70,7 +70,7 @@ def test_a_reader_shows_the_records_of_epochs_up_to_last():
 
 
 def test_nothing_committed_shows_nothing():
-    storage, records = journal()
+    storage, _ = journal()
     r = reader(storage, None)
     assert (list(r), len(r), r.entries(), r.epoch_rows(), r.tail(), r.epoch_record(0)) == ([], 0, [], [], [], None)
     assert len(r.all_entries()) == 6  # the manifest still commits them (an uncommitted tail)
