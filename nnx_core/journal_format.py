@@ -90,7 +90,9 @@ class JournalManifest:
         where = f"run {run_id}: history/journal.json"
         try:
             doc = json.loads(data.decode("utf-8"))
-            if not isinstance(doc, dict) or doc.get("format") != JOURNAL_FORMAT:
+            if not isinstance(doc, dict):
+                raise TypeError("not a history journal manifest (not a JSON object)")
+            if doc.get("format") != JOURNAL_FORMAT:
                 raise ValueError(f"not a history journal manifest (format {doc.get('format')!r})")
             if doc.get("version") != JOURNAL_VERSION:
                 raise ValueError(f"unsupported journal version {doc.get('version')!r}; upgrade NNx to read it")
