@@ -251,7 +251,8 @@ class JournalWriter:
     # the history step -----------------------------------------------------------------------
     def commit(self) -> None:
         """Chunks → index lines → epoch rows → manifest. Nothing is visible before the manifest."""
-        if not self.pending:
+        if not self.pending:  # nothing to publish: a rollback after it keeps what is on disk
+            self._previous = self._on_disk
             return
         m = self.manifest
         epochs = [r.epoch_idx for r in self.pending]

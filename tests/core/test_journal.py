@@ -365,6 +365,17 @@ def test_rollback_republishes_the_previous_manifest():
     assert storage.read(FILES.manifest) == fresh.storage.read(FILES.manifest)
 
 
+def test_rolling_back_a_commit_with_nothing_pending_keeps_every_committed_epoch():
+    """rollback undoes the history step LAST failed after; a step with no records changed nothing."""
+    storage, w = writer_of([2, 3])
+    published = storage.read(FILES.manifest)
+    w.commit()  # nothing pending
+    w.rollback()
+    assert storage.read(FILES.manifest) == published
+    records = [r for rs in epochs([2, 3]) for r in rs]
+    assert visible(storage, 1) == records and w.committed_records == 5
+
+
 def test_rolling_back_the_first_commit_removes_the_manifest():
     storage, w = writer_of([2])
     w.rollback()
