@@ -11,7 +11,9 @@ CORE_TESTS := tests/core tests/adapters/test_storage.py tests/adapters/test_stor
 	tests/adapters/test_storage_contract.py tests/adapters/test_storage_fsspec.py tests/adapters/test_commit_ops.py \
 	tests/property/test_commit_machine.py tests/property/test_journal_machine.py
 CORE_DEPS := attrs cattrs portalocker fsspec pytest pytest-timeout pytest-randomly pytest-xdist hypothesis
-# Test processes (pytest-xdist): one per core by default; TEST_WORKERS=0 runs in this process.
+# Test processes (pytest-xdist): one per core by default, an idle one taking queued tests from a busy
+# one (--dist worksteal: the suite's minute-long tests do not end up queued behind each other);
+# TEST_WORKERS=0 runs in this process.
 TEST_WORKERS ?= auto
 
 .PHONY: demo test test-gpu core-check mutate bench bench-peers clean
@@ -26,7 +28,7 @@ demo: $(STAMP)  ## train the bundled digits demo and print where its run lives
 	$(BIN)/python examples/quickstart.py
 
 test: $(STAMP)  ## run the whole suite, in random order (the seed is printed in the header), one process per core
-	$(BIN)/python -m pytest -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(if $(filter 0,$(TEST_WORKERS)),,--dist worksteal)
 
 test-gpu: $(STAMP)  ## the GPU checks only (tests/gpu, marked gpu; they skip without CUDA): docs/gpu.md
 	$(BIN)/python -m pytest -m gpu tests/gpu
