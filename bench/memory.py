@@ -13,8 +13,9 @@ kernel's peak-RSS mark (``/proc/self/clear_refs``), does the work, and reports t
   the eager history (``idps.csv``, every record in memory); with the history journal
   (``history=HistoryJournal(retention=1000)``: a bounded window in memory). Runs roots on
   ``/dev/shm`` where it exists (fsync takes no time there; files on tmpfs are not in the RSS).
-* ``predict``: ``predict_proba`` over 1,000,000 rows (one tensor) against a plain
-  ``inference_mode`` loop over the same batches (logits concatenated, softmax, argmax).
+* ``predict``: ``predict_proba`` over 1,000,000 rows (one tensor: one forward), and over the same
+  rows as 256-row batches, against a plain ``inference_mode`` loop over those batches (logits
+  concatenated, softmax, argmax).
 
 Numbers are printed, never asserted; exits 0.
 """
@@ -34,7 +35,7 @@ import _common as C
 
 ARMS = {
     "train": ("plain loop + atomic save", "NNx, eager history", "NNx, history journal"),
-    "predict": ("plain inference loop", "NNx predict_proba"),
+    "predict": ("plain inference loop", "NNx predict_proba", "NNx predict_proba, the same batches"),
 }
 
 
@@ -104,7 +105,10 @@ def predict_arm(arm: str, rows: int) -> dict[str, float]:
             logits = torch.cat([net(chunk) for chunk in data.split(256)])
             _probabilities, _classes = torch.softmax(logits, -1), logits.argmax(-1)
 
-    run = plain if arm.startswith("plain") else model.predict_proba
+    def batched(data: torch.Tensor) -> None:  # a loader of the plain loop's batches
+        model.predict_proba(list(data.split(256)))
+
+    run = plain if arm.startswith("plain") else batched if arm.endswith("batches") else model.predict_proba
     run(x[:1000])  # first-call costs before the baseline
     base = start()
     run(x)
