@@ -95,3 +95,50 @@ def test_a_checkpoint_resumes_statefully_only_through_its_own_entry_point():
     assert "not a Trainer" in adm.kind_refusal("nnmodel", "trainer")
     assert "resume it with that entry point" in adm.kind_refusal("trainer", "nnmodel")
     assert adm.kind_refusal("nnmodel", "nnmodel-ddp", accepted=("nnmodel",)) is None
+
+
+def test_the_refusal_names_where_the_run_is_and_every_way_on():
+    files = files_with(last_epoch=1, status=adm.FAILED)
+    with pytest.raises(RunExistsError) as info:
+        decide(files)
+    assert f"run {RUN} already exists under the runs root." in str(info.value)
+    assert str(info.value).endswith(" to replace it, salt='...' or data_id='...' for a distinct run, or resume='auto' "
+                                    "to continue it")
+    with pytest.raises(RunExistsError, match="under /data/runs"):
+        adm.admit(files, resume=False, overwrite=False, n_epochs=5, where="/data/runs")
+
+
+def test_a_run_with_one_epoch_left_continues():
+    assert decide(files_with(last_epoch=3, status=adm.FAILED), resume=True, n_epochs=5).action == adm.CONTINUE
+
+
+def test_the_attempt_record_writes_every_field_and_compile_only_when_there_is_one():
+    files = files_with()
+    adm.AttemptRecord(attempt_id="a", run_id=RUN, started_at="t0").save(files)
+    assert adm.read_attempt(files) == {"attempt_id": "a", "run_id": RUN, "status": adm.RUNNING, "started_at": "t0",
+                                       "finished_at": None, "last_committed_epoch": None, "last_committed_tag": None,
+                                       "error": None}
+    adm.AttemptRecord(attempt_id="a", run_id=RUN, started_at="t0", compile={"status": "eager"}).save(files)
+    assert adm.read_attempt(files)["compile"] == {"status": "eager"} and adm.read_attempt(files)["finished_at"] is None
+
+
+def test_finishing_without_last_records_no_committed_epoch_and_the_error_text():
+    files = files_with()
+    record = adm.AttemptRecord(attempt_id="a", run_id=RUN, started_at="t0")
+    record.finish(files, adm.FAILED, "t1", error=OSError(28, "no space left"))
+    saved = adm.read_attempt(files)
+    assert (saved["last_committed_epoch"], saved["last_committed_tag"]) == (None, None)
+    assert saved["error"] == "OSError: [Errno 28] no space left" and saved["finished_at"] == "t1"
+    record.finish(files, adm.FAILED, "t2", error=ValueError("x" * 600))  # the error text is cut at 500 characters
+    assert adm.read_attempt(files)["error"] == "ValueError: " + "x" * 500
+
+
+def test_an_attempt_record_that_is_not_an_object_reads_as_absent():
+    files = files_with()
+    files.storage.write(files.attempt, b"[1, 2]")
+    assert adm.read_attempt(files) is None
+
+
+def test_the_trainer_refusal_offers_weights_only():
+    assert adm.kind_refusal("nnmodel", "trainer").endswith(
+        "resume it with NNModel.train (or use resume_mode='weights_only' to start from its weights)")

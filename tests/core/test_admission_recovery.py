@@ -145,3 +145,55 @@ def test_continuity_problems_find_a_repeated_or_skipped_iteration_and_a_step_bac
     assert any("goes back from epoch 1 to 0" in p for p in continuity_problems([*good[:4], *good[:2]], "h"))
     gap = [r for r in good if r.iter_idx != 2]  # epoch 1 starts at its second batch
     assert any("batch_idx" in p for p in continuity_problems(gap, "h"))
+
+
+def test_the_history_gap_refusal_names_the_history_and_both_ways_on():
+    files = run_on_disk(epochs_in_history=2, last_epoch=2)
+    with pytest.raises(CorruptRunError) as info:
+        adm.admit(files, resume=True, overwrite=False, n_epochs=5)
+    text = str(info.value)
+    assert "cannot be resumed: its history (idps.csv) has no rows" in text and f"`nnx runs verify {RID[:8]}`;" in text
+    assert text.endswith("pass overwrite_existing=True (without resume='auto')")
+
+
+@pytest.mark.parametrize(("epochs", "seen"), [(2, "history for epochs 0..1"), (3, "history for epochs 0..2")])
+def test_the_vanished_refusal_says_what_proves_a_commit(epochs, seen):
+    files = run_on_disk(epochs_in_history=epochs, last_epoch=None)  # two epochs already prove a commit
+    with pytest.raises(CorruptRunError) as info:
+        adm.admit(files, resume=True, overwrite=False, n_epochs=5)
+    assert f"run {RID} holds {seen} but no committed checkpoint" in str(info.value)
+    assert str(info.value).endswith("Put checkpoints/ back, or pass overwrite_existing=True (without resume='auto') "
+                                    "to discard the run and start over")
+
+
+def test_the_vanished_refusal_names_the_attempt_record_when_only_it_proves_a_commit():
+    files = run_on_disk(epochs_in_history=1, last_epoch=None, status="failed", committed=0)
+    with pytest.raises(CorruptRunError, match=f"run {RID} holds a record of committed epochs but"):
+        adm.admit(files, resume=True, overwrite=False, n_epochs=5)
+
+
+def test_data_refusal_lists_every_loader_and_every_change():
+    second = {"rows": 10, "batches": 1, "batch": ["x"], "sample": "s"}
+    error = adm.data_refusal(RID, {"a_loader": second, **FP},
+                             {"train_loader": {**FP["train_loader"], "rows": 600, "batches": 9, "batch": ["y"]}})
+    text = str(error)
+    assert text.startswith(f"run {RID[:8]} was trained on other data (a_loader was given then, not now; "
+                           "train_loader: rows 512 → 600, batches 8 → 9, first batch ['y'] (was "
+                           "['tensor[64, 8] torch.float32']))")
+    assert text.endswith("so resume='auto' will not continue or return it. For a distinct run on this data pass "
+                         "data_id='<a name for this data>' to NNTrainParams; to replace the old run, drop "
+                         "resume='auto' and pass overwrite_existing=True")
+
+
+def test_data_refusal_names_the_new_sample_or_says_a_sample():
+    resampled = {"train_loader": {**FP["train_loader"], "sample": "bb", "sampled": "rows 3, 9"}}
+    assert "the sampled rows differ (rows 3, 9)" in str(adm.data_refusal(RID, FP, resampled))
+    unnamed = {"train_loader": {k: v for k, v in FP["train_loader"].items() if k != "sampled"} | {"sample": "bb"}}
+    assert "the sampled rows differ (a sample)" in str(adm.data_refusal(RID, FP, unnamed))
+
+
+def test_write_failure_note_names_the_run_by_its_short_id():
+    assert adm.write_failure_note(RID, None) == (
+        f"NNx: run {RID[:8]} has no committed epoch (nothing of it is left half-written). Once the runs root is "
+        "writable and has space, run the same call again.")
+    assert adm.write_failure_note(RID, 3).startswith(f"NNx: run {RID[:8]}: epoch 3 is committed (LAST) and intact.")

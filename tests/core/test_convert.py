@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 import attrs
 import pytest
@@ -114,3 +115,62 @@ def test_monitor_spec_is_positional_and_writes_mode_only_when_set():
     assert dataclasses.replace(spec, split="val").split == "val"
     with pytest.raises(ParamsError, match="MonitorSpec.split"):
         dataclasses.replace(spec, split="test")
+
+
+# ------------------------------------------------------------------------ hooks made afresh
+# The converter makes (and caches) a class's hooks on its first use, so these tests define their
+# classes inside the test: the rules are then applied by this call, not by an earlier test's.
+def fresh_outer() -> type:
+    """A new pair of classes, like ``Outer``/``Inner`` (made with real types: annotations here are strings)."""
+
+    def check_part(self: Any) -> None:
+        if self.size == 13:
+            raise ParamsError("Part.size", "is 13 @ unlucky")
+        check_int("Part.size", self.size, minimum=1)
+
+    options = {"bases": (Stateful,), "frozen": True, "kw_only": True, "slots": True}
+    part = dataclasses.make_dataclass("Part", [
+        ("size", int), ("extra", tuple[int, ...], dataclasses.field(default=(), metadata=OMIT)),
+    ], namespace={"__post_init__": check_part}, **options)
+    return dataclasses.make_dataclass("Whole", [
+        ("name", str), ("part", part),
+        ("shipped_later", int | None, dataclasses.field(default=None, metadata=OMIT)),
+        ("loader", object, dataclasses.field(default=None, metadata=RUNTIME)),
+    ], **options)
+
+
+def test_fresh_hooks_omit_runtime_fields_and_omit_defaults_only_while_default():
+    whole = fresh_outer()
+    obj = whole.from_state({"name": "a", "part": {"size": 2, "extra": [3]}, "shipped_later": 1})
+    assert obj.state() == {"name": "a", "part": {"size": 2, "extra": [3]}, "shipped_later": 1}
+    assert dataclasses.replace(obj, loader=[1], shipped_later=None).state() == {"name": "a", "part": {"size": 2, "extra": [3]}}
+
+
+def test_fresh_hooks_refuse_a_runtime_or_unknown_key_and_list_the_known_fields():
+    whole = fresh_outer()
+    with pytest.raises(ParamsError) as info:
+        whole.from_state({"name": "a", "part": {"size": 2}, "loader": [1], "colour": "red"})
+    assert str(info.value) == ("Whole: unknown field 'colour', 'loader' in saved state "
+                               "(known: name, part, shipped_later)")
+
+
+def test_a_message_holding_the_path_separator_keeps_its_path():
+    with pytest.raises(ParamsError) as info:
+        fresh_outer().from_state({"name": "a", "part": {"size": 13}})
+    assert info.value.path == "Whole.part" and str(info.value) == "Whole.part: Part.size: is 13 @ unlucky"
+
+
+def test_a_wrong_container_names_the_type_it_wants():
+    with pytest.raises(ParamsError, match=r"^Inner\.extra: invalid value for type, expected tuple$"):
+        Inner.from_state({"size": 2, "extra": 5})
+
+
+def test_refusals_name_the_class_as_their_path():
+    with pytest.raises(ParamsError, match=r"^Outer: a saved state must be a mapping, got list \['name', 'a'\]$") as info:
+        Outer.from_state(["name", "a"])  # type: ignore[arg-type]
+    assert info.value.path == "Outer"
+    with pytest.raises(ParamsError) as info:
+        Outer.from_state({"inner": {"size": 2}, "bogus": 1})
+    assert info.value.path == "Outer"
+    assert str(info.value) == ("Outer: Outer.name: required field missing; Outer: unknown field 'bogus' in saved "
+                               "state (known: name, inner, shipped_later, always)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -50,3 +51,18 @@ def test_unsafe_run_ids_are_refused(bad):
 def test_unsafe_tags_are_refused(bad):
     with pytest.raises(InvalidRunIdError):
         validate_tag(bad)
+
+
+def test_canonical_json_is_utf8_text_not_ascii_escapes():
+    # REFERENCE.md: "canonical sorted compact UTF-8 JSON": a non-ASCII character is written as itself
+    assert canonical_json({"name": "café"}) == '{"name":"café"}'
+    assert run_id({"name": "café"}) == hashlib.sha256('{"name":"café"}'.encode()).hexdigest()[:32]
+
+
+def test_refusals_say_what_is_allowed():
+    with pytest.raises(InvalidRunIdError, match="run id must be a non-empty string, got 3"):
+        validate_run_id(3)
+    with pytest.raises(InvalidRunIdError, match="use the id printed by `nnx runs list`$"):
+        validate_run_id("a/b")
+    with pytest.raises(InvalidRunIdError, match=r"starting with a letter or digit \(e\.g\. 'last', 'best', 'q1', 'epoch5'\)$"):
+        validate_tag("-x")
