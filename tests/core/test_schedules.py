@@ -94,6 +94,9 @@ def test_a_change_smaller_than_eps_is_no_reduction_and_a_larger_one_is():
     assert feed(tiny, groups, [False]) == [False] and groups.calls == []
     groups = Groups(1.0 + 5e-8)
     assert feed(tiny, groups, [False]) == [True] and groups.calls == [(0, 1.0)]
+    exact = PlateauRule(factor=0.0, patience=0, cooldown=0, min_lr=0.0)
+    groups = Groups(1e-8)  # a change of exactly eps is no reduction either (torch: old - new > eps)
+    assert feed(exact, groups, [False]) == [False] and groups.calls == []
 
 
 def test_state_round_trips_through_plain_values():
@@ -134,6 +137,10 @@ def test_budgets_that_cover_the_run_or_cannot_be_known_have_no_problem():
     assert _problems(per_epoch=None, total_steps=1) == []  # unknown ticks per epoch
     assert _problems(kind="cosine", total_steps=1) == []  # not a budgeted kind
     assert _problems(kind="step", total_steps=1, epochs_this_call=5) == []
+
+
+def test_a_fresh_run_has_made_no_ticks_yet():
+    assert budget_problems(kind="one_cycle", clock="epoch", total_steps=3, n_epochs=3, epochs_this_call=3, per_epoch=1) == []
 
 
 def test_an_explicit_budget_one_short_is_refused_with_what_to_set():
