@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from nnx_core.engine import TermReading, UpdateEngine
-from nnx_core.update import MASKED, NONFINITE, announce
+from nnx_core.engine import TermReading, UpdateEngine, reading_problems
+from nnx_core.update import COMMITTED, MASKED, NONFINITE, OVERFLOW, announce
 from nnx_core.errors import NonFiniteLossError, TrainingInputError
 
 
@@ -192,3 +192,168 @@ def test_engine_counters_are_a_component():
     other.load_component_state(state)
     assert other.component_state() == state
     assert other.check_component_state({"update_counts": {"gen": 1}})
+
+
+class FakeLossScale:
+    """A loss-scale port that counts its updates."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def update(self):
+        self.log.append("scale.update")
+
+
+def test_reading_problems_refuse_each_bad_field_naming_the_term():
+    assert reading_problems(mean("ok", 1.0, 0)) == [] and reading_problems(total("ok", 1.0)) == []
+    for den in (-1.0, -1e-9, math.inf, math.nan, None):
+        assert reading_problems(mean("m", 1.0, den)) == [
+            f"term 'm': a mean term needs a finite denominator ≥ 0 (its sample count; 0 = fully masked), got {den!r}"
+        ]
+    assert reading_problems(TermReading(name="s", numerator=1.0, denominator=2.0, reduction="sum")) == [
+        "term 's': a sum term takes no denominator, got 2.0"
+    ]
+    both = reading_problems(TermReading(name="r", numerator=1.0, reduction="max", weight=math.inf))
+    assert both == ["term 'r': reduction must be 'mean' or 'sum', got 'max'", "term 'r': weight must be finite, got inf"]
+    eng, _, _ = engine()
+    with pytest.raises(TrainingInputError, match="got 'max'; term 'r': weight must be finite"):
+        eng.add([TermReading(name="r", numerator=1.0, reduction="max", weight=math.inf)], is_last_batch=False)
+
+
+def test_bad_microbatches_are_refused_before_anything_is_accounted():
+    eng, grads, _ = engine()
+    with pytest.raises(TrainingInputError, match="^an objective must return at least one LossTerm$"):
+        eng.add([], is_last_batch=False)
+    with pytest.raises(TrainingInputError, match=r"term names must be unique within a microbatch, got \['a', 'a'\]"):
+        eng.add([mean("a", 1.0, 1), total("a", 1.0)], is_last_batch=False)
+    assert grads.plans == [] and not eng.window_open
+
+
+def test_a_window_keeps_its_reductions_and_weights():
+    for changed, then in ((total("a", 1.0), "['a']"), (mean("a", 1.0, 1, weight=2.0), "['a']"), (mean("b", 1.0, 1), "['b']")):
+        eng, _, _ = engine(accumulate=3)
+        eng.add([mean("a", 1.0, 1)], is_last_batch=False)
+        with pytest.raises(TrainingInputError) as info:
+            eng.add([changed], is_last_batch=False)
+        assert str(info.value) == (
+            f"the loss terms changed inside an update window: ['a'] (reductions ['mean'], weights [1.0]) then {then}; "
+            "keep names, reductions and weights fixed across the microbatches of a window"
+        )
+    eng, _, _ = engine(accumulate=3)
+    eng.add([mean("a", 1.0, 1, weight=2)], is_last_batch=False)
+    assert eng.add([mean("a", 1.0, 1, weight=2.0)], is_last_batch=False) is None  # 2 and 2.0 are one weight
+
+
+def test_the_engine_refuses_a_bad_configuration():
+    log = []
+    opts = {"default": FakeOptimizer("default", log)}
+    with pytest.raises(ValueError, match="^the update engine needs at least one optimizer$"):
+        UpdateEngine({}, FakeGradients())
+    for bad in (0, -1, True, 2.0, "2"):
+        with pytest.raises(ValueError, match=f"accumulate must be an integer ≥ 1, got {bad!r}"):
+            UpdateEngine(opts, FakeGradients(), accumulate=bad)
+    with pytest.raises(ValueError, match="nonfinite must be 'fail' or 'skip', got 'drop'"):
+        UpdateEngine(opts, FakeGradients(), nonfinite="drop")
+    eng = UpdateEngine(opts, FakeGradients())
+    assert (eng.accumulate, eng.max_norms, eng.nonfinite, eng.loss_scale) == (1, {}, "fail", None)
+    assert (eng.commits, eng.skipped, eng.update_counts) == (0, 0, {"default": 0})
+
+
+def test_windows_end_every_accumulate_microbatches_or_at_the_last_batch():
+    eng, _, _ = engine(accumulate=3)
+    closed = [eng.add([mean("loss", 1.0, 1)], is_last_batch=i == 4) for i in range(5)]
+    assert [c is not None for c in closed] == [False, False, True, False, True]
+    assert [c.microbatches for c in closed if c] == [3, 2]
+    assert [c.update_idx for c in closed if c] == [{"default": 1}, {"default": 2}]
+    assert eng.commits == 2 and eng.update_counts == {"default": 2} and not eng.window_open
+    eng.add([mean("loss", 1.0, 1)], is_last_batch=False)
+    assert eng.window_open
+
+
+def test_a_term_masked_over_the_whole_window_is_left_out_and_the_others_commit():
+    eng, grads, _ = engine(accumulate=2)
+    eng.add([mean("a", 0.0, 0), mean("b", 3.0, 1, weight=2.0)], is_last_batch=False)
+    commit = eng.add([mean("a", 0.0, 0), mean("b", 0.0, 0, weight=2.0)], is_last_batch=False)
+    assert commit.committed and commit.microbatches == 2
+    assert commit.losses == {"b": 3.0} and commit.loss == 6.0
+    assert grads.plans == [[(1, [(1, 2.0)])]]  # a has nothing to back-propagate; the all-masked microbatch no call
+    assert grads.factors[0][1] == 1.0  # b: 1 / W_b, W_b = 1
+
+
+def test_a_zero_weight_or_masked_term_is_not_back_propagated_and_the_others_are():
+    eng, grads, _ = engine(accumulate=1)
+    commit = eng.add([mean("b", 4.0, 2, weight=0.0), mean("a", 2.0, 2)], is_last_batch=False)
+    assert grads.plans == [[(0, [(1, 0.5)])]]
+    assert commit.losses == {"a": 1.0, "b": 2.0} and commit.loss == 1.0
+    eng.add([mean("m", 0.0, 0), mean("a", 2.0, 2)], is_last_batch=False)
+    assert grads.plans[-1] == [(0, [(1, 0.5)])]
+
+
+def test_masked_windows_are_counted_as_skipped_with_no_losses():
+    eng, _, log = engine(accumulate=1)
+    for expected in (1, 2):
+        commit = eng.add([mean("loss", 0.0, 0)], is_last_batch=False)
+        assert (commit.status, commit.microbatches, commit.losses, commit.loss) == (MASKED, 1, {}, None)
+        assert eng.skipped == expected
+    assert eng.commits == 0 and "step:default" not in log
+
+
+def test_a_dropped_nonfinite_window_reports_its_microbatches_and_is_counted():
+    eng, grads, log = engine(accumulate=3, nonfinite="skip")
+    eng.add([mean("loss", 1.0, 1)], is_last_batch=False)
+    eng.add([mean("loss", math.nan, 1)], is_last_batch=False)
+    commit = eng.add([mean("loss", 1.0, 1)], is_last_batch=False)
+    assert commit.status == NONFINITE and commit.microbatches == 3 and eng.skipped == 1
+    assert len(grads.plans) == 1 and grads.factors == [] and "step:default" not in log
+    assert "zero_grad:default" in log and grads.discards >= 1  # the first microbatch's gradients are dropped
+
+
+def test_a_nonfinite_loss_under_fail_discards_the_open_window_and_names_the_terms():
+    eng, grads, log = engine(accumulate=2)
+    eng.add([mean("a", 1.0, 1), total("b", 1.0)], is_last_batch=False)
+    with pytest.raises(NonFiniteLossError) as info:
+        eng.add([mean("a", 1.0, 1), total("b", math.inf)], is_last_batch=False)
+    assert str(info.value) == (
+        "loss term(s) ['b'] are not finite; no parameter was updated. Lower the learning rate, check the "
+        "inputs for NaN/inf, or use an Objective with nonfinite='skip' to drop such windows"
+    )
+    assert grads.discards == 1 and log[-1] == "zero_grad:default" and not eng.window_open
+
+
+def test_nonfinite_gradients_under_skip_drop_the_window_with_its_losses():
+    log = []
+    opt = FakeOptimizer("default", log, finite=False)
+    eng, grads, _ = engine(accumulate=1, log=log, optimizers={"default": opt}, nonfinite="skip")
+    for expected in (1, 2):
+        commit = eng.add([mean("loss", 2.0, 1)], is_last_batch=False)
+        assert (commit.status, commit.microbatches, commit.losses, commit.loss) == (NONFINITE, 1, {"loss": 2.0}, 2.0)
+        assert commit.update_idx == {} and eng.skipped == expected
+    assert eng.commits == 0 and eng.update_counts == {"default": 0} and "step:default" not in log
+    opt.finite = True
+    assert eng.add([mean("loss", 2.0, 1)], is_last_batch=False).update_idx == {"default": 1}
+    assert grads.discards == 3  # the side buffers go after every closed window
+
+
+def test_the_loss_scale_is_updated_after_each_window_and_an_overflow_is_skipped():
+    log = []
+    opt = FakeOptimizer("default", log)
+    eng, _, _ = engine(accumulate=2, log=log, optimizers={"default": opt}, loss_scale=FakeLossScale(log))
+    eng.add([mean("loss", 1.0, 1)], is_last_batch=False)
+    commit = eng.add([mean("loss", 3.0, 1)], is_last_batch=False)
+    assert commit.status == COMMITTED and commit.microbatches == 2 and log.count("scale.update") == 1
+    assert log.index("step:default") < log.index("scale.update")
+    opt.finite = False
+    commit = eng.add([mean("loss", 1.0, 1)], is_last_batch=True)
+    assert (commit.status, commit.microbatches, commit.losses, commit.loss) == (OVERFLOW, 1, {"loss": 1.0}, 1.0)
+    assert log.count("scale.update") == 2 and log.count("step:default") == 1
+    assert (eng.commits, eng.skipped, eng.update_counts) == (1, 1, {"default": 1})
+
+
+def test_engine_component_spec_and_refusal_text():
+    eng, _, _ = engine()
+    assert eng.component_spec() == ("nnx.update_engine", 1)
+    assert eng.check_component_state({"update_counts": {"gen": 1, "disc": 2}}) == [
+        "nnx.update_engine: saved optimizers ['disc', 'gen'] != ['default']"
+    ]
+    assert eng.check_component_state({}) == ["nnx.update_engine: saved optimizers [] != ['default']"]
+    assert eng.check_component_state({"update_counts": {"default": 3}}) == []

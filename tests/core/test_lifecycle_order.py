@@ -184,3 +184,77 @@ def test_a_second_failing_cleanup_is_a_cleanup_warning():
     with pytest.warns(CleanupWarning, match="another on_train_end also failed"):
         with pytest.raises(ValueError, match="b cleanup failed"):  # the first one raised (reverse order: b)
             run_lifecycle(FakeDriver(log, n=1), callbacks, Ctx())
+
+
+class StopsAtUpdate(FakeDriver):
+    """``ctx.stop_at_update`` during epoch ``at``'s batches."""
+
+    def __init__(self, log, at, n=3):
+        super().__init__(log, n=n)
+        self.at = at
+
+    def stopped_at_update(self):
+        return f"batches@{self.at}" in self.log
+
+
+def test_an_update_boundary_stop_finalizes_without_refreshing_last():
+    log = []
+    run_lifecycle(StopsAtUpdate(log, at=1), [Recorder("A", log), Recorder("B", log)], Ctx())
+    assert log == [
+        "A.on_train_begin", "B.on_train_begin", *expected_epoch(0),
+        "A.on_epoch_begin@1", "B.on_epoch_begin@1", "batches@1",  # epoch 1 is neither validated nor committed
+        "B.on_train_end", "A.on_train_end",  # LAST stays at epoch 0: no refresh_last
+    ]
+
+
+def test_a_cleanup_error_after_an_update_boundary_stop_is_raised():
+    log = []
+    with pytest.raises(ValueError, match="A cleanup failed"):
+        run_lifecycle(StopsAtUpdate(log, at=0), [Recorder("A", log, fail_end=True)], Ctx())
+    assert log[-1] == "A.on_train_end" and "refresh_last" not in log
+
+
+def test_every_group_of_callback_hooks_is_agreed_under_its_name():
+    wheres = []
+
+    def agree(where, error):
+        wheres.append((where, error))
+        if error is not None:
+            raise error
+
+    run_lifecycle(FakeDriver([], n=2), [Recorder("A", [])], Ctx(), agree=agree)
+    assert wheres == [
+        ("on_train_begin callbacks", None),
+        ("epoch 0 on_epoch_begin callbacks", None), ("epoch 0 on_epoch_end callbacks", None),
+        ("epoch 1 on_epoch_begin callbacks", None), ("epoch 1 on_epoch_end callbacks", None),
+        ("on_train_end callbacks", None),
+    ]
+    wheres.clear()
+    with pytest.raises(ValueError, match="A cleanup failed"):
+        run_lifecycle(FakeDriver([], n=1), [Recorder("A", [], fail_end=True)], Ctx(), agree=agree)
+    assert wheres[-1][0] == "on_train_end callbacks" and isinstance(wheres[-1][1], ValueError)
+
+
+class Narrow:
+    """A base class that declares only some hooks: a callback's own others are still dispatched."""
+
+    def on_epoch_end(self, ctx):
+        Base.calls.append("narrow.on_epoch_end")
+
+
+class BeginsAndEnds(Narrow):
+    def __init__(self, log):
+        self.log = log
+
+    def on_train_begin(self, ctx):
+        self.log.append("on_train_begin")
+
+    def on_train_end(self, ctx):
+        self.log.append("on_train_end")
+
+
+def test_a_hook_the_base_does_not_declare_is_the_callbacks_own():
+    Base.calls = []
+    log = []
+    run_lifecycle(FakeDriver([], n=1), [BeginsAndEnds(log)], Ctx(), base=Narrow)
+    assert log == ["on_train_begin", "on_train_end"] and Base.calls == []
