@@ -30,6 +30,7 @@ def test_a_history_reads_back_as_the_records_it_was_rendered_from():
     history = EagerHistory(EPOCH0)
     assert history.idps == EPOCH0
     assert parse_history(history.render()) == EPOCH0
+    assert type(parse_history(history.render())[1].val_edp.count) is int  # an int column, not 4.0
     history.extend(EPOCH1)  # epoch 1 adds train_summary columns: every row is rendered again
     assert parse_history(history.render()) == EPOCH0 + EPOCH1
     history.extend([idp(4, 2, 0)])  # no new column: only the new row is rendered
