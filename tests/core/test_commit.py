@@ -1,15 +1,37 @@
 """The commit protocol's rules a reader's view cannot show, checked on the bytes in the store.
 
 Readers truncate history to LAST, so a history file left one epoch ahead of LAST looks fine
-through them; these tests read the files themselves (``MemoryStorage``, no torch).
+through them; these tests read the files themselves (``MemoryStorage``, no torch). Below them,
+the module's other rules one by one (its docstring and each function's), each pinned because a
+mutant that broke it survived the suite (docs/testing.md, "Mutation testing").
 """
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from nnx_adapters.storage.memory import MemoryStorage
-from nnx_core.commit import BEST, LAST, EpochCommit, RunFiles, commit_epoch
+from nnx_core.commit import (
+    BEST,
+    FIRST,
+    LAST,
+    Q1,
+    Q2,
+    Q3,
+    BlobRef,
+    EpochCommit,
+    RunFiles,
+    TagManifest,
+    commit_epoch,
+    epoch_tags,
+    phase_tags,
+    refresh_last,
+    truncate_to_last,
+    weights_tag,
+)
+from nnx_core.errors import CorruptRunError
 
 RUN = "c" * 32
 
@@ -71,13 +93,6 @@ def test_a_failure_after_last_keeps_the_new_history_with_the_new_last():
 
 
 # --- the rules of the module docstring and of each function's docstring, one by one -----------------
-
-import hashlib  # noqa: E402
-
-from nnx_core.commit import (  # noqa: E402
-    FIRST, Q1, Q2, Q3, BlobRef, TagManifest, epoch_tags, phase_tags, refresh_last, truncate_to_last, weights_tag,
-)
-from nnx_core.errors import CorruptRunError  # noqa: E402
 
 
 def sha(data: bytes) -> str:
