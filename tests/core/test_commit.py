@@ -254,16 +254,6 @@ class LateFailure(FailingTag):
         return receipt
 
 
-def test_a_last_already_visible_when_its_write_fails_keeps_the_new_history_with_it():
-    store = LateFailure(MemoryStorage(), LAST)
-    files = RunFiles(store, RUN)
-    commit(files, 0)
-    store.armed = True
-    with pytest.raises(OSError, match="fsync of the checkpoints folder failed"):
-        commit(files, 1)
-    assert files.read_tag(LAST).epoch == 1 and store.read(files.history) == history(2)
-
-
 class Unreadable(FailingTag):
     """LAST's write fails and LAST cannot be read back either (the disk went away)."""
 
@@ -282,14 +272,19 @@ class Unreadable(FailingTag):
         return self.store.read(path)
 
 
-def test_a_failed_last_that_cannot_be_read_back_still_rolls_history_back():
-    store = Unreadable(MemoryStorage(), LAST)
+@pytest.mark.parametrize(("store_class", "error", "last_epoch"), [
+    (LateFailure, "fsync of the checkpoints folder failed", 1),  # readers see the new LAST: keep its history
+    (Unreadable, "no space left writing last", 0),  # LAST cannot be read back: roll history back
+])
+def test_a_failed_last_write_leaves_the_history_of_the_last_readers_see(store_class, error, last_epoch):
+    store = store_class(MemoryStorage(), LAST)
     files = RunFiles(store, RUN)
     commit(files, 0)
     store.armed = True
-    with pytest.raises(OSError, match="no space left writing last"):
+    with pytest.raises(OSError, match=error):
         commit(files, 1)
-    assert store.read(files.history) == history(1)
+    assert RunFiles(store.store, RUN).read_tag(LAST).epoch == last_epoch
+    assert store.read(files.history) == history(last_epoch + 1)
 
 
 def test_weights_tag_names_the_committed_epoch_with_a_weights_only_blob():
