@@ -12,7 +12,15 @@ import pytest
 from nnx_adapters.scripted import ScriptedClock, ScriptedOptimizer
 from nnx_core.errors import NonFiniteLossError
 from nnx_core.ports import Clock, Optimizer
-from nnx_core.update import COMMITTED, MASKED, NONFINITE, OVERFLOW, UpdateWindow, announce, commit_window
+from nnx_core.update import (
+    COMMITTED,
+    MASKED,
+    NONFINITE,
+    OVERFLOW,
+    UpdateWindow,
+    announce,
+    commit_window,
+)
 
 
 class Scale:
@@ -106,3 +114,25 @@ def test_a_window_closes_after_accumulate_microbatches_or_the_last_batch():
     assert window.close() == (6.0, 3)
     window.add(None)  # a sum-reduced loss: additive, no normalisation
     assert window.close() == (None, 1)
+
+
+def test_a_window_closes_with_its_accumulate_th_microbatch_not_before():
+    window = UpdateWindow(accumulate=3)
+    closes = []
+    for denominator in (1, 1, 1):
+        closes.append(window.closes(is_last_batch=False))
+        window.add(denominator)
+    assert closes == [False, False, True]
+
+
+def test_a_closed_window_starts_the_next_from_nothing():
+    window = UpdateWindow(accumulate=1)
+    window.add(None)  # additive
+    window.close()
+    window.add(2)
+    assert window.close() == (2.0, 1)  # neither additive nor carrying weight from before
+
+
+def test_a_non_finite_window_says_what_to_do():
+    with pytest.raises(NonFiniteLossError, match="no parameter was updated. Lower the learning rate"):
+        commit_window(opts([], finite=False), 2.0)
