@@ -189,8 +189,9 @@ def test_validate_response_puts_answers_in_question_order() -> None:
         assert r.top == "cat"
         assert r.probability("dog") == 0.3 and r.probabilities() == {"cat": 0.5, "dog": 0.3, "eel": 0.2}
         assert list(r.probabilities()) == ["cat", "dog", "eel"]
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError) as caught:
         r.probability("cow")
+    assert caught.value.args == ("cow",)
     assert validate_response(q, {"cat": 0.5, "dog": 0.3, "eel": 0.2}).provider is None
 
 
@@ -299,6 +300,12 @@ def test_a_vendor_score_must_be_a_finite_number(vendor_score: Any, words: str) -
     with pytest.raises(InvalidDecisionResponse) as caught:
         validate_response(sizes(), {"s": 1.0, "m": 0.0, "l": 0.0}, vendor_score=vendor_score)
     assert "vendor_score must be a finite number" in str(caught.value) and words in str(caught.value)
+
+
+def test_a_vendor_score_too_large_for_a_float_is_refused_saying_so() -> None:
+    with pytest.raises(InvalidDecisionResponse) as caught:
+        validate_response(sizes(), {"s": 1.0, "m": 0.0, "l": 0.0}, vendor_score=10**400)
+    assert str(caught.value) == "vendor_score must be a finite number, got one too large for a float"
 
 
 def test_a_vendor_score_belongs_to_a_score() -> None:
@@ -514,3 +521,36 @@ def test_a_provider_is_anything_with_capabilities_and_decide() -> None:
             return [validate_response(question, 0.5) for _ in inputs]
 
     assert isinstance(Echo(), DecisionProvider) and not isinstance(object(), DecisionProvider)
+
+
+def test_refusals_say_exactly_what_is_wrong() -> None:
+    q = Choice("p", [("a", "x"), ("b", "y")])
+    with pytest.raises(InvalidDecisionResponse) as caught:
+        validate_response(q, {"a": 0.5, "b": 0.25})
+    assert str(caught.value) == ("probabilities sum to 0.75, not 1 within 1e-06; answers are never renormalised")
+    with pytest.raises(InvalidDecisionResponse) as caught:
+        validate_response(Boolean("b"), {"true": 0.5})
+    assert str(caught.value) == "a Boolean answer mapping has exactly the keys 'true' and 'false', got [\"'true'\"]"
+    with pytest.raises(InvalidDecisionResponse) as caught:
+        validate_response(Boolean("b"), {"true": 0.75, "false": 0.5})
+    assert str(caught.value) == "p('true') + p('false') = 1.25, not 1 within 1e-06"
+    only = Capabilities(["boolean"], questions=[Boolean("trained").digest()])
+    with pytest.raises(UnsupportedCapability) as caught:
+        only.check(Boolean("other"), modality="tensor", batch_size=1)
+    assert f"'other' (digest {Boolean('other').digest()[:12]}…) is not one of them" in str(caught.value)
+    with pytest.raises(InvalidDecisionResponse, match="SHA-256 hex digest"):
+        ChoiceResult("X" * 64, (("a", 0.5), ("b", 0.5)))
+
+
+def test_a_score_answer_keeps_its_provider_and_raw() -> None:
+    r = validate_response(sizes(), {"s": 1.0, "m": 0.0, "l": 0.0}, provider="judge", raw=[0.1])
+    assert r.provider == "judge" and r.raw == [0.1]
+
+
+def test_a_private_name_never_reads_the_shared_rows() -> None:
+    rows = Rows([{"question_digest": DIGEST, "p_true": 0.5}])
+    result = deferred_results(BooleanResult, rows, 1)[0]
+    with pytest.raises(AttributeError) as caught:
+        result._no_such_private
+    assert caught.value.args == ("_no_such_private",) and rows.reads == 0
+    assert result.raw is None and rows.reads == 1  # a plain field read first fills the slots

@@ -78,7 +78,8 @@ def test_unknown_average_is_refused_naming_the_choices() -> None:
     with pytest.raises(ParamsError) as caught:
         label_scores([[1]], "samples")
     assert caught.value.path == "average"
-    assert all(repr(a) in str(caught.value) for a in AVERAGES) and "'samples'" in str(caught.value)
+    assert str(caught.value) == "average: must be one of 'macro', 'micro', 'weighted', 'binary', got 'samples'"
+    assert AVERAGES == ("macro", "micro", "weighted", "binary")
 
 
 @pytest.mark.parametrize("average", AVERAGES)
@@ -165,3 +166,21 @@ def test_confusion_of_refuses_labels_outside_the_given_ones() -> None:
         confusion_of([0, 3], [5, 0], labels=[0, 1])
     assert caught.value.path == "targets"
     assert "[3, 5]" in str(caught.value) and "[0, 1]" in str(caught.value)
+    # labels of mixed types outside are still listed (in text order), not a TypeError
+    with pytest.raises(ParamsError) as caught:
+        confusion_of([0, "x"], [3, 0], labels=[0])
+    assert "hold labels [3, 'x'] outside [0]" in str(caught.value)
+
+
+def test_confusion_of_takes_given_labels_that_are_exactly_the_seen_ones() -> None:
+    assert confusion_of([1, 0], [0, 0], labels=[1, 0]) == ([1, 0], [[0, 1], [0, 1]])
+
+
+def test_confusion_of_counts_repeated_pairs() -> None:
+    assert confusion_of([0, 0, 0, 1, 1], [0, 0, 1, 1, 1]) == ([0, 1], [[2, 1], [0, 2]])
+
+
+def test_confusion_of_says_what_a_nested_label_must_be() -> None:
+    with pytest.raises(ParamsError) as caught:
+        confusion_of([[0]], [0])
+    assert str(caught.value) == "targets: must be one class label per sample (a 1-d sequence), got nested values"
