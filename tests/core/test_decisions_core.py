@@ -11,6 +11,7 @@ import math
 import pickle
 from typing import Any
 
+import attrs
 import pytest
 
 from nnx_core.decision_capabilities import Capabilities, DecisionProvider
@@ -34,6 +35,7 @@ from nnx_core.decisions import (
     BooleanResult,
     ChoiceResult,
     ScoreResult,
+    _Deferred,
     deferred_results,
     validate_response,
 )
@@ -429,15 +431,8 @@ def test_deferred_fields_fall_back_to_their_defaults_and_refuse_a_missing_requir
 
 
 def test_deferred_results_of_a_type_without_slots() -> None:
-    class Plain(BooleanResult.__mro__[1]):  # _Deferred, with an instance __dict__
-        _rows = None
-        _row = None
-        question_digest: str
-
-    import attrs
-
     @attrs.define(slots=False)
-    class Loose(Plain):
+    class Loose(_Deferred):
         question_digest: str = ""
         _rows: Any = attrs.field(default=None, init=False)
         _row: Any = attrs.field(default=None, init=False)
