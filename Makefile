@@ -45,7 +45,7 @@ core-check: $(CORE_VENV)/.installed  ## the core's suite in a venv with only the
 mutate: $(STAMP)  ## mutation testing of nnx_core and nnx_adapters/storage (slow; not part of make test)
 	$(BIN)/python -m pip install -q -c constraints-dev.txt -e ".[test,dev]"
 	rm -rf mutants
-	$(BIN)/mutmut run $(MUTATE)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/mutmut run $(MUTATE)  # threads: a forked child otherwise hangs in torch
 	$(BIN)/mutmut results
 
 bench: $(STAMP)  ## run every benchmark but the peers (prints tables; see docs/performance.md)

@@ -252,3 +252,53 @@ def test_a_group_of_one_sums_nothing_and_raises_its_own_failure():
     assert run_ranks(1, lambda c: agreement.agreed_sum(c, [2.5, 3.0], None, "batch 0")) == [[2.5, 3.0]]
     own = TrainingInputError("targets must be long")
     assert run_ranks(1, lambda c: agreement.agreed_sum(c, [1.0], own, "batch 0")) == [own]
+
+
+# -- the exact words of what every rank is told ----------------------------------------------------
+
+
+def test_a_failure_agreed_without_a_reason_gives_an_empty_reason():
+    assert run_ranks(2, lambda c: agreement.agree(c, c.rank != 1)) == [(False, "")] * 2
+
+
+def test_a_microbatch_failure_is_agreed_where_it_happened():
+    def body(c):
+        error = KeyError("no such input") if c.rank == 1 else None
+        return agreement.agree_microbatch(c, MicrobatchNumbers(loss=1.0, count=1), error, "epoch 2, batch 5")
+
+    results = run_ranks(2, body)
+    assert all(isinstance(r, AgreedError) and r.where == "epoch 2, batch 5" for r in results)
+    assert str(results[0]) == "epoch 2, batch 5 failed on rank 1: KeyError: 'no such input'"
+
+
+@pytest.mark.parametrize("where", [None, "the end of epoch 3"])
+def test_agree_same_agrees_a_ranks_failure_where_it_happened_or_under_what_was_counted(where):
+    def body(c):
+        error = KeyError("lost a batch") if c.rank == 1 else None
+        return agreement.agree_same(c, 5, "the number of train batches", error, where=where)
+
+    results = run_ranks(2, body)
+    expected = where or "the number of train batches"
+    assert all(isinstance(r, AgreedError) and r.where == expected for r in results)
+    assert str(results[0]) == f"{expected} failed on rank 1: KeyError: 'lost a batch'"
+
+
+def test_agree_same_names_every_ranks_value():
+    results = run_ranks(2, lambda c: agreement.agree_same(c, 3 + c.rank, "steps"))
+    assert [str(r) for r in results] == [
+        "steps differs between ranks (rank 0: 3, rank 1: 4); every rank must take the same number of steps"] * 2
+
+
+def test_a_partition_that_differs_is_shown_against_rank_0s():
+    problems = agreement.partition_problems([deal(0), deal(1, seed=12), deal(2, seed=13)])
+    rank0 = {k: v for k, v in deal(0).items() if k != "rank"}
+    assert problems[-1] == f"rank 2's partition {dict(rank0, seed=13)} differs from rank 0's {rank0}"
+
+
+def test_the_callback_refusals_say_what_to_do():
+    assert agreement.callback_problems([CallbackDeclaration("Mine", None)]) == [
+        "Mine declares no rank behaviour; set its class attribute distributed = 'all' (runs on every rank, "
+        "must not write) or 'writer' (writer rank only)"]
+    assert agreement.callback_problems([CallbackDeclaration("Counter", "writer", stateful=True)]) == [
+        "Counter runs on the writer only but carries checkpointed component state; make it distributed = 'all' "
+        "so every rank keeps the same state"]

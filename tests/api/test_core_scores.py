@@ -1,6 +1,7 @@
 """``nnx_core.scores`` without torch: the label scores follow scikit-learn's ``accuracy_score`` and
 ``precision/recall/f1_score(zero_division=0)`` (the module's stated rule), and ``confusion_of``
-counts plain labels. scikit-learn is the oracle; the matrices are built here by hand."""
+counts plain labels. scikit-learn is the oracle; the matrices are built here by hand. Torch-free, but
+here rather than in tests/core because the core's venv (`make core-check`) has no scikit-learn."""
 
 from __future__ import annotations
 
