@@ -25,7 +25,6 @@ from nnx_core.journal import JournalWriter
 from nnx_core.journal_format import JournalFiles, encode_record
 from nnx_core.journal_reader import JournalReader
 from nnx_core.records import IterationDataPoint
-
 from tests.api.tiny import batches, tiny_data
 
 N_EPOCHS = 5

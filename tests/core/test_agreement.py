@@ -296,9 +296,9 @@ def test_a_partition_that_differs_is_shown_against_rank_0s():
 
 
 def test_the_callback_refusals_say_what_to_do():
-    assert agreement.callback_problems([CallbackDeclaration("Mine", None)]) == [
+    assert agreement.callback_problems([CallbackDeclaration("Mine", None)]) == [(
         "Mine declares no rank behaviour; set its class attribute distributed = 'all' (runs on every rank, "
-        "must not write) or 'writer' (writer rank only)"]
-    assert agreement.callback_problems([CallbackDeclaration("Counter", "writer", stateful=True)]) == [
+        "must not write) or 'writer' (writer rank only)")]
+    assert agreement.callback_problems([CallbackDeclaration("Counter", "writer", stateful=True)]) == [(
         "Counter runs on the writer only but carries checkpointed component state; make it distributed = 'all' "
-        "so every rank keeps the same state"]
+        "so every rank keeps the same state")]

@@ -414,9 +414,9 @@ def test_deferred_results_read_their_row_once_and_equal_constructed_ones() -> No
     assert pickle.loads(pickle.dumps(results[0])) == results[0]
     assert repr(results[2]).startswith("ChoiceResult(question_digest=")
     with pytest.raises(AttributeError):
-        results[0].no_such_field
+        _ = results[0].no_such_field
     with pytest.raises(AttributeError):
-        results[0]._no_such_private
+        _ = results[0]._no_such_private
     assert deferred_results(ChoiceResult, rows, 0) == []
 
 
@@ -427,7 +427,7 @@ def test_deferred_fields_fall_back_to_their_defaults_and_refuse_a_missing_requir
     assert s[0].vendor_score is None and s[0].expected_index == 0.0
     missing = deferred_results(BooleanResult, Rows([{"question_digest": DIGEST}]), 1)[0]
     with pytest.raises(AttributeError, match="the shared rows gave no 'p_true' for this result"):
-        missing.p_true
+        _ = missing.p_true
 
 
 def test_deferred_results_of_a_type_without_slots() -> None:
@@ -546,6 +546,6 @@ def test_a_private_name_never_reads_the_shared_rows() -> None:
     rows = Rows([{"question_digest": DIGEST, "p_true": 0.5}])
     result = deferred_results(BooleanResult, rows, 1)[0]
     with pytest.raises(AttributeError) as caught:
-        result._no_such_private
+        _ = result._no_such_private
     assert caught.value.args == ("_no_such_private",) and rows.reads == 0
     assert result.raw is None and rows.reads == 1  # a plain field read first fills the slots

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from nnx_core.engine import TermReading, UpdateEngine, reading_problems
-from nnx_core.update import COMMITTED, MASKED, NONFINITE, OVERFLOW, announce
 from nnx_core.errors import NonFiniteLossError, TrainingInputError
+from nnx_core.update import COMMITTED, MASKED, NONFINITE, OVERFLOW, announce
 
 
 class FakeGradients:

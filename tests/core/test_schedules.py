@@ -144,17 +144,17 @@ def test_a_fresh_run_has_made_no_ticks_yet():
 
 
 def test_an_explicit_budget_one_short_is_refused_with_what_to_set():
-    assert _problems(total_steps=7) == [
+    assert _problems(total_steps=7) == [(
         "the one_cycle schedule runs out: total_steps=7 optimizer updates, but the run makes 8; "
         "set NNSchedulerParams(total_steps=...) to at least 8"
-    ]
+    )]
 
 
 def test_the_default_horizon_on_the_epoch_clock_and_a_resume():
-    assert _problems(kind="linear_warmup_decay", clock="epoch", per_epoch=1, n_epochs=3, epochs_this_call=3, done=2) == [
+    assert _problems(kind="linear_warmup_decay", clock="epoch", per_epoch=1, n_epochs=3, epochs_this_call=3, done=2) == [(
         "the linear_warmup_decay schedule runs out: the default horizon of 3 epochs, but the run makes 5 "
         "(2 already made before this resume); set NNSchedulerParams(total_steps=...) to at least 5"
-    ]
+    )]
     # done ticks plus this call's: 3 + 1 × 4 = 7 ≤ 7
     assert _problems(total_steps=7, done=3, epochs_this_call=1) == []
     assert _problems(total_steps=6, done=3, epochs_this_call=1)[0].endswith("to at least 7")
