@@ -8,10 +8,10 @@ from __future__ import annotations
 import random
 
 import pytest
-import sklearn.metrics as skm
 
 from nnx_core.errors import ParamsError
 from nnx_core.scores import AVERAGES, confusion_of, label_scores
+from tests.sklearn_oracle import sklearn_scores
 
 
 def _matrix(y: list[int], p: list[int], n: int) -> list[list[int]]:
@@ -21,14 +21,6 @@ def _matrix(y: list[int], p: list[int], n: int) -> list[list[int]]:
     return m
 
 
-def _sklearn(y: list[int], p: list[int], average: str) -> dict[str, float]:
-    kw = {"average": average, "zero_division": 0}
-    return {
-        "accuracy": skm.accuracy_score(y, p),
-        "precision": skm.precision_score(y, p, **kw),
-        "recall": skm.recall_score(y, p, **kw),
-        "f1": skm.f1_score(y, p, **kw),
-    }
 
 
 def _cases(n_classes: int, count: int, seed: int):
@@ -45,7 +37,7 @@ def _cases(n_classes: int, count: int, seed: int):
 def test_scores_equal_sklearn_over_present_labels(average: str) -> None:
     for y, p in _cases(4, 150, seed=hash(average) % 1000):
         got = label_scores(_matrix(y, p, 4), average)
-        want = _sklearn(y, p, average)
+        want = sklearn_scores(y, p, average)
         assert got.keys() == want.keys()
         for key in want:
             assert got[key] == pytest.approx(want[key], rel=1e-12, abs=1e-12), (y, p, average, key)
@@ -54,7 +46,7 @@ def test_scores_equal_sklearn_over_present_labels(average: str) -> None:
 def test_binary_scores_the_positive_class_of_two() -> None:
     for y, p in _cases(2, 150, seed=7):
         got = label_scores(_matrix(y, p, 2), "binary")
-        want = _sklearn(y, p, "binary")
+        want = sklearn_scores(y, p, "binary")
         for key in want:
             assert got[key] == pytest.approx(want[key], rel=1e-12, abs=1e-12), (y, p, key)
 

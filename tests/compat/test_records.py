@@ -15,12 +15,12 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn import metrics as skm
 
 import nnx_api as nnx
 from nnx_adapters.pytorch.metrics import Confusion
 from nnx_api.nn.params.nn_evaluation_data_point import NNEvaluationDataPoint
 from nnx_api.nn.params.nn_iteration_data_point import NNIterationDataPoint
+from tests.sklearn_oracle import sklearn_scores
 
 EXAMPLES = 300 if os.environ.get("NNX_DEEP") == "1" else 40
 
@@ -31,14 +31,6 @@ labels = st.integers(min_value=1, max_value=60).flatmap(
 )
 
 
-def sklearn_scores(y, y_hat, average):
-    kw = {"average": average, "zero_division": 0}
-    return {
-        "accuracy": skm.accuracy_score(y, y_hat),
-        "f1": skm.f1_score(y, y_hat, **kw),
-        "precision": skm.precision_score(y, y_hat, **kw),
-        "recall": skm.recall_score(y, y_hat, **kw),
-    }
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
