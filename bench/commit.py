@@ -5,7 +5,7 @@
 One "commit" is what the training session's commit does at the end of a LAST-only epoch:
 ``nnx_core.commit.commit_epoch`` through ``FileStorage`` (removal of the blob no tag names any
 more, the payload — weights + RNG streams — streamed by torch.save into a content-addressed blob
-while it is hashed, idps.csv, LAST). "atomic" is the honest minimum of a crash-safe save of the
+while it is hashed, idps.csv appended, LAST). "atomic" is the honest minimum of a crash-safe save of the
 same payload (``_common.atomic_durable_save``: ``torch.save`` into a temporary, fsync, rename,
 folder fsync). Every repetition saves different weights (so the blob is really written), the two
 arms alternate order, and the medians are compared. Targets: ≤ 1.2 × at 10 MB and 100 MB, ≤ 2.5 ×
@@ -84,7 +84,8 @@ class Arms:
         history = self.history.render()
         last = commit_epoch(
             self.files,
-            EpochCommit(epoch=self.epoch, payload=payload, history=history, previous_history=self.previous, tags=tags),
+            EpochCommit(epoch=self.epoch, payload=payload, history=history, previous_history=self.previous,
+                        append_history=self.previous is not None, tags=tags),  # as the session after its own commit
         )
         elapsed = time.perf_counter() - start
         self.blob_bytes = last.blobs["state"].size

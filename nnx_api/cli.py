@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from typing import Any, TextIO
 
 from nnx_core.admission import INTERRUPTED, RUNNING, attempt_status, read_attempt
-from nnx_core.commit import LAST, RunFiles
+from nnx_core.commit import LAST, RunFiles, history_tail, read_history
 from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunLeaseError, RunNotFoundError
 from nnx_core.history import continuity_problems, coverage_problems, parse_history
 from nnx_core.identity import ID_HEX_DIGITS
@@ -351,22 +351,19 @@ def _check_history(files: RunFiles, last: Any, problems: list[str], notes: list[
     if has_journal(files.storage, files.run_id):
         return check_journal(files.storage, files.run_id, last, problems, notes)
     try:
-        raw = parse_history(files.storage.read(files.history))
-    except FileNotFoundError:
-        raw = []
+        if last is None:
+            raw = parse_history(files.storage.read(files.history)) if files.storage.exists(files.history) else []
+            if raw:
+                notes.append(f"{len(raw)} history row(s) without a committed LAST (ignored by readers)")
+            return
+        committed = read_history(files, last)
     except CorruptRunError as exc:
         problems.append(str(exc))
         return
-    if last is None:
-        if raw:
-            notes.append(f"{len(raw)} history row(s) without a committed LAST (ignored by readers)")
-        return
-    tail = [r for r in raw if r.epoch_idx > last.epoch]
-    committed = [r for r in raw if r.epoch_idx <= last.epoch]
     problems.extend(coverage_problems((r.epoch_idx for r in committed), last.epoch, "the history", "rows"))
     problems.extend(continuity_problems(committed, "the history"))
-    if tail:
-        notes.append(f"{len(tail)} history row(s) newer than LAST (an interrupted commit; readers ignore them)")
+    if tail := history_tail(files, last):
+        notes.append(f"{tail} byte(s) of history newer than LAST (an interrupted commit; readers ignore them)")
 
 
 # -- helpers --------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from typing import Any
 
 import attrs
 
-from nnx_core.commit import LAST, RunFiles, TagManifest, write_json
+from nnx_core.commit import LAST, RunFiles, TagManifest, read_history, write_json
 from nnx_core.errors import CorruptRunError, DataChangedError, RunExistsError
 from nnx_core.history import coverage_problems, parse_history
 from nnx_core.journal_reader import JournalReader, has_journal
@@ -73,7 +73,7 @@ def admit(files: RunFiles, *, resume: bool, overwrite: bool, n_epochs: int, wher
         files.storage.remove_tree(files.run_id)  # a killed first attempt: nothing was committed
         return Admission(FRESH)
     if resume and last is not None:
-        _refuse_history_gap(files, last.epoch)
+        _refuse_history_gap(files, last)
         finished = last.epoch + 1 >= n_epochs or (read_attempt(files) or {}).get("status") == COMPLETED
         return Admission(FINISHED if finished else CONTINUE, last)
     if not resume and not overwrite:
@@ -85,23 +85,21 @@ def admit(files: RunFiles, *, resume: bool, overwrite: bool, n_epochs: int, wher
     return Admission(FRESH)
 
 
-def _eager_epochs(files: RunFiles) -> list[int] | None:
-    """The epochs an eager history (idps.csv) holds; None for a journal run or no idps.csv."""
-    if has_journal(files.storage, files.run_id):
+def _eager_epochs(files: RunFiles, last: TagManifest | None) -> list[int] | None:
+    """The epochs an eager history (idps.csv) holds, up to ``last`` (every row without it); None
+    for a journal run or no idps.csv."""
+    if has_journal(files.storage, files.run_id) or not files.storage.exists(files.history):
         return None
-    try:
+    if last is None:
         return [r.epoch_idx for r in parse_history(files.storage.read(files.history))]
-    except FileNotFoundError:
-        return None
+    return [r.epoch_idx for r in read_history(files, last)]
 
 
-def _refuse_history_gap(files: RunFiles, last_epoch: int) -> None:
+def _refuse_history_gap(files: RunFiles, last: TagManifest) -> None:
     """An eager history that lacks an epoch LAST committed would be continued (or returned) with a
     hole in it: refused, as ``nnx runs verify`` reports it."""
-    epochs = _eager_epochs(files)
-    problems = coverage_problems(
-        (e for e in epochs or () if e <= last_epoch), last_epoch, "its history (idps.csv)", "rows"
-    ) if epochs is not None else []
+    epochs = _eager_epochs(files, last)
+    problems = coverage_problems(epochs, last.epoch, "its history (idps.csv)", "rows") if epochs is not None else []
     if problems:
         raise CorruptRunError(
             f"run {files.run_id} cannot be resumed: {problems[0]}; nothing was changed. Inspect it with "
@@ -116,7 +114,7 @@ def _refuse_vanished(files: RunFiles) -> None:
     written only after LAST named epoch e, so a history of two epochs proves a commit — in
     ``idps.csv`` or in the journal's manifest alike; one epoch's history is what a kill inside
     the first commit leaves (before its LAST), which is restarted."""
-    epochs = sorted(set(_eager_epochs(files) or ()))
+    epochs = sorted(set(_eager_epochs(files, None) or ()))
     journal = JournalReader.open(files.storage, files.run_id, None)
     journal_epochs = journal.manifest.epochs if journal is not None else 0
     committed = (read_attempt(files) or {}).get("last_committed_epoch")

@@ -14,7 +14,8 @@ One epoch commits in this order (``commit_epoch``):
                            no tag names any more (the previous commit's) are deleted first
     2. history             idps.csv with the epoch's rows, or a journal step (chunks, index,
                            epoch rows, manifest: ``nnx_core.journal``) given as ``history_step``
-    3. LAST                the commit marker. If it fails, history is rolled back to the
+    3. LAST                the commit marker; an eager history's committed size is in its meta
+                           (``history_bytes``). If it fails, history is rolled back to the
                            previous committed epoch and the error is raised
     4. phase tags, BEST    pointer writes to the same blob
     5. deferred writes     callback artifacts; they can only refer to committed epochs
@@ -22,9 +23,14 @@ One epoch commits in this order (``commit_epoch``):
 Steps 1 and 2 (eager history) are one ``Storage.sync_group``: each file is still replaced on its
 own through an owned temporary, and one folder fsync per folder makes the blob, the removals and
 idps.csv durable together before LAST is written (nothing orders them among themselves: the blob
-is inert, a dead blob is named by nothing, and readers truncate history to LAST). A journal step
-keeps its own order outside the group. The tags of step 4 are one group too, after LAST is
-durable. ``refresh_last`` collects what the final LAST leaves unnamed.
+is inert, a dead blob is named by nothing, and readers truncate history to LAST). When the caller
+knows idps.csv holds exactly the previous commit's bytes and the new bytes extend them
+(``EpochCommit.append_history``), the new rows are appended and fsynced instead (no temporary,
+rename or folder fsync). A crash inside that append can leave a torn or zero-filled tail past
+LAST's ``history_bytes``; readers (``read_history``) cut such a tail off, and the next session's
+first commit replaces the file whole. A journal step keeps its own order outside the group. The
+tags of step 4 are one group too, after LAST is durable. ``refresh_last`` collects what the final
+LAST leaves unnamed.
 
 Which tags an epoch moves is decided here too (``epoch_tags``): the phase tag of its position in
 the call (FIRST, Q1..Q3) and BEST when the epoch's monitor decision improved. A callback's
@@ -35,7 +41,8 @@ committed epoch and its meta, so ``on_train_end`` changes reach the checkpoint.
 A failure after LAST keeps the committed history/LAST pair. Load rules (``load_last`` and
 friends): no LAST means nothing committed; an empty, unparsable or mismatched LAST is refused
 with ``CorruptRunError`` and never read as "erase history"; history newer than LAST's epoch is
-truncated in what readers see; a blob is verified against its SHA-256 before a resume uses it.
+truncated in what readers see (``read_history``); a blob is verified against its SHA-256 before a
+resume uses it.
 """
 
 from __future__ import annotations
@@ -48,10 +55,12 @@ from typing import Any, Protocol
 import attrs
 
 from nnx_core.errors import CorruptRunError
+from nnx_core.history import parse_history
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.ports import BinaryWriter, Storage
 
 TAG_FORMAT = "nnx.tag/1"
+HISTORY_BYTES = "history_bytes"  # LAST meta: the committed length of an eager idps.csv
 LAST, BEST, FIRST, Q1, Q2, Q3 = "last", "best", "first", "q1", "q2", "q3"
 BUILTIN_TAGS = (LAST, BEST, FIRST, Q1, Q2, Q3)
 
@@ -228,6 +237,7 @@ class EpochCommit:
     payload: bytes | Callable[[BinaryWriter], None]
     history: bytes | None = None
     previous_history: bytes | None = None
+    append_history: bool = False  # idps.csv holds exactly previous_history: append the new rows
     tags: Sequence[str] = ()
     meta: Mapping[str, Any] = attrs.field(factory=dict)
     deferred: Sequence[Callable[[], None]] = ()
@@ -244,14 +254,21 @@ class HistoryStep(Protocol):
 
 @attrs.frozen
 class EagerHistoryStep:
-    """The eager history step: idps.csv replaced whole; rolled back to the previous bytes."""
+    """The eager history step: idps.csv replaced whole, or (``append``: the file holds exactly
+    ``previous`` and ``history`` extends it) the new bytes appended; rolled back to ``previous``."""
 
     files: RunFiles
     history: bytes
     previous: bytes | None
+    append: bool = False
 
     def commit(self) -> None:
-        self.files.storage.write(self.files.history, self.history)
+        previous = self.previous
+        if self.append and previous is not None and self.history.startswith(previous):
+            if len(self.history) > len(previous):
+                self.files.storage.append(self.files.history, self.history[len(previous) :])
+        else:  # the first commit of a session, or a header that gained a column
+            self.files.storage.write(self.files.history, self.history)
 
     def rollback(self) -> None:
         _rollback_history(self.files, self.previous)
@@ -264,7 +281,7 @@ def commit_epoch(files: RunFiles, commit: EpochCommit) -> TagManifest:
     if step is None:
         if commit.history is None:
             raise ValueError("EpochCommit needs the eager history bytes or a history_step")
-        step = EagerHistoryStep(files, commit.history, commit.previous_history)
+        step = EagerHistoryStep(files, commit.history, commit.previous_history, commit.append_history)
     with files.storage.sync_group():  # blob, removals and eager history: durable together
         files.collect_garbage()
         ref = files.put_blob(commit.payload)
@@ -272,7 +289,8 @@ def commit_epoch(files: RunFiles, commit: EpochCommit) -> TagManifest:
             step.commit()
     if not eager:
         step.commit()
-    last = TagManifest(tag=LAST, run_id=files.run_id, epoch=commit.epoch, blobs={"state": ref}, meta=commit.meta)
+    meta = {**commit.meta, HISTORY_BYTES: len(commit.history)} if eager else commit.meta  # type: ignore[arg-type]
+    last = TagManifest(tag=LAST, run_id=files.run_id, epoch=commit.epoch, blobs={"state": ref}, meta=meta)
     try:
         files.write_tag(last)
     except BaseException:
@@ -341,3 +359,41 @@ def truncate_to_last(records: Iterable[Any], last: TagManifest | None) -> list[A
     if last is None:
         return []
     return [r for r in records if r.epoch_idx <= last.epoch]
+
+
+def read_history(files: RunFiles, last: TagManifest | None) -> list[Any]:
+    """The committed records of an eager run's idps.csv (epochs up to LAST; [] without the file).
+
+    The file parses whole unless an append was cut by a crash: then the torn or zero-filled tail
+    past LAST's ``history_bytes`` is dropped. That prefix must hold LAST's epoch, or the file is
+    not the one LAST committed (``CorruptRunError``, as for any unreadable history).
+    """
+    try:
+        data = files.storage.read(files.history)
+    except FileNotFoundError:
+        return []
+    try:
+        records = parse_history(data)
+    except CorruptRunError:
+        size = last.meta.get(HISTORY_BYTES) if last is not None else None
+        if not isinstance(size, int) or len(data) <= size:
+            raise
+        records = parse_history(data[:size])
+        if not any(r.epoch_idx == last.epoch for r in records):  # type: ignore[union-attr]
+            raise
+    return truncate_to_last(records, last)
+
+
+def history_tail(files: RunFiles, last: TagManifest | None) -> int:
+    """How many bytes of idps.csv no LAST committed (an interrupted commit): the whole file
+    without LAST, the bytes past LAST's ``history_bytes``, or, for a LAST written without it, the
+    rows of later epochs."""
+    if not files.storage.exists(files.history):
+        return 0
+    size = 0 if last is None else last.meta.get(HISTORY_BYTES)
+    if isinstance(size, int):
+        return max(0, files.storage.digest(files.history).size - size)
+    data = files.storage.read(files.history)
+    newer = sum(1 for r in parse_history(data) if r.epoch_idx > last.epoch)  # type: ignore[union-attr]
+    lines = data.splitlines(keepends=True)
+    return sum(len(line) for line in lines[len(lines) - newer :]) if newer else 0

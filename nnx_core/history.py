@@ -2,8 +2,10 @@
 
 One row per iteration; nested fields are flattened with dots (``train_edp.loss``,
 ``val_edp.accuracy``, ``selection.improved``); validation columns are filled on each epoch's last
-row only. Rows are rendered once and cached, so a commit costs one join plus the file write. The
-file is rewritten whole every epoch (O(run) bytes); long runs should use the history journal.
+row only. Rows are rendered once and cached, so a commit costs one join plus the file write: the
+new rows appended, or the whole file when a column joined the header (``nnx_core.commit``). Every
+record stays in memory and each render joins the whole file (O(run)); long runs should use the
+history journal.
 """
 
 from __future__ import annotations

@@ -352,13 +352,13 @@ class FileStorage:
         folder = self._make_parents(parts[:-1])
         target = self._abs(parts)
         flags = os.O_WRONLY | os.O_APPEND | _O_CLOEXEC
-        try:
+        try:  # the common case first: one open of the existing file
+            fd = os.open(target, flags)
+            created = False
+        except FileNotFoundError:
             fd = os.open(target, flags | os.O_CREAT | os.O_EXCL, 0o644)
             created = True
             self.ops["create"] += 1
-        except FileExistsError:
-            fd = os.open(target, flags)
-            created = False
         self._fill_sync_close(fd, lambda fd: _write_all(fd, view))
         if created:
             self._fsync_dir(folder)

@@ -7,7 +7,7 @@ primitive operations ``FileStorage`` performs (``mkdir``, ``create``, ``write``,
 The model keeps, per inode, a volatile and a durable state: file bytes become durable on
 ``fsync``; a folder's entries (name → inode) become durable on ``fsync_dir`` of that folder.
 ``crash_after(n)`` cuts the power after the n-th primitive operation: everything not durable
-is lost, the store freezes and ``reopen()`` shows what a restarted machine would find.
+is lost (an unsynced append may leave a zero-filled tail), the store freezes and ``reopen()`` shows what a restarted machine would find.
 ``fail_on(n, error)`` makes the n-th operation raise ``error`` instead of happening.
 """
 
@@ -113,9 +113,10 @@ class MemoryStorage:
     def crash_after(self, n: int, *, metadata_flushed: bool = False) -> None:
         """Cut the power right after the n-th primitive operation from now (``0``: now).
 
-        With ``metadata_flushed`` every folder's entries are made durable first (as a journal
-        commit just before the cut would): renames, creates and unlinks survive, file bytes that
-        were never fsynced still do not.
+        With ``metadata_flushed`` every folder's entries and file sizes are made durable first
+        (as a journal commit just before the cut would): renames, creates and unlinks survive,
+        file bytes that were never fsynced still do not — an unsynced append to a synced file
+        keeps its length as zeros (a torn tail, as a ``data=writeback`` file system can leave it).
         """
         if n < 0:
             raise ValueError("crash_after needs n >= 0")
@@ -492,6 +493,8 @@ class MemoryStorage:
             else:
                 if node.durable is None:
                     node.durable = b""  # a torn, never-fsynced file
+                elif metadata_flushed and len(node.data) > len(node.durable) and node.data.startswith(node.durable):  # type: ignore[arg-type,union-attr]
+                    node.durable += b"\0" * (len(node.data) - len(node.durable))  # type: ignore[arg-type,operator]  # an unsynced append: its size, not its bytes
                 node.data = node.durable
         self._collect_garbage()
         self._armed = None

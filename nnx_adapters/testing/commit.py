@@ -2,7 +2,9 @@
 
 The machine plays a writer committing epochs through ``nnx_core.commit.commit_epoch`` (a small
 payload, bytes or streamed through ``write_blob``; phase tags, BEST, a deferred callback tag —
-the attempt record is written only when an attempt starts and ends, not per commit), with an eager ``idps.csv`` history (``CommitContract``) or a history
+the attempt record is written only when an attempt starts and ends, not per commit), with an eager
+``idps.csv`` history (``CommitContract``: replaced whole by a restarted writer's first commit,
+appended after a commit of its own) or a history
 journal with a small random retention and chunk size (``JournalContract``). Before each commit
 becomes the new state, it is replayed from the current state once per failure point:
 
@@ -51,9 +53,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from nnx_adapters.storage.paths import TMP_PREFIX
 from nnx_adapters.testing.faults import CrashInjection, PortFaults, WriterKilled
 from nnx_adapters.testing.model import copy_visible, visible_tree
-from nnx_core.commit import BEST, LAST, EpochCommit, RunFiles, TagManifest, commit_epoch, phase_tags
-from nnx_core.commit import truncate_to_last
-from nnx_core.history import EagerHistory, parse_history
+from nnx_core.commit import BEST, LAST, EpochCommit, RunFiles, TagManifest, commit_epoch, phase_tags, read_history
+from nnx_core.history import EagerHistory
 from nnx_core.journal import HistoryJournal, JournalWriter
 from nnx_core.journal_format import JournalFiles, encode_record, epoch_summary
 from nnx_core.journal_reader import JournalReader
@@ -98,11 +99,7 @@ def observe(storage: Storage, *, journal: bool) -> View:
                 by_epoch.setdefault(r.epoch_idx, []).append(r)
             assert reader.epoch_rows() == [epoch_summary(by_epoch[e]) for e in sorted(by_epoch)], "epoch rows"
     else:
-        try:
-            raw = parse_history(storage.read(files.history))
-        except FileNotFoundError:
-            raw = []
-        rows = tuple(truncate_to_last(raw, last))
+        rows = tuple(read_history(files, last))  # a torn append past LAST's history_bytes is cut off
     tags = {}
     for tag in files.tags():
         manifest = files.read_tag(tag)
@@ -170,6 +167,7 @@ class Plan:
     tags: tuple[str, ...]
     old_records: tuple[IterationDataPoint, ...]
     rows: tuple[IterationDataPoint, ...]
+    append: bool = False  # the writer committed the previous epoch itself: idps.csv is appended
 
     def run(self, storage: Storage, writer: JournalWriter | None) -> None:
         """The writer's commit step: ``commit_epoch``."""
@@ -191,6 +189,7 @@ class Plan:
             history: dict[str, Any] = {
                 "history": EagerHistory(self.old_records + self.rows).render(),
                 "previous_history": EagerHistory(self.old_records).render() if self.old_records else None,
+                "append_history": self.append,
             }
         else:
             writer.storage = storage
@@ -259,6 +258,7 @@ class _CommitMachine(RuleBasedStateMachine):
         self.store: Any = None
         self.view = View(None, (), {})
         self.records: tuple[IterationDataPoint, ...] = ()
+        self.appends = False  # the live writer committed the last epoch (a restarted one has not)
         self.spec = HistoryJournal()
         self.writer: JournalWriter | None = None
 
@@ -426,6 +426,7 @@ class _CommitMachine(RuleBasedStateMachine):
             tags=(*phase_tags(epoch, N_EPOCHS), *((BEST,) if improved else ())),
             old_records=self.records,
             rows=tuple(epoch_rows(epoch, len(self.records), n_rows, improved)),
+            append=self.appends,
         )
         new = plan.expected(old)
         trials = self.trials(plan)
@@ -446,6 +447,7 @@ class _CommitMachine(RuleBasedStateMachine):
             self.view, self.writer = self.check(chosen, old, new)
             self.store = chosen.store
         self.records = plan.old_records + plan.rows if self.view.last == new.last else plan.old_records
+        self.appends = take == "complete"
         self.dispose_storage(previous)
 
     @precondition(lambda self: self.journal)

@@ -20,9 +20,9 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from nnx_core.commit import LAST, RunFiles, truncate_to_last
+from nnx_core.commit import LAST, RunFiles, history_tail, read_history
 from nnx_core.errors import HistoryCorruptionError, ParamsError, RunNotFoundError
-from nnx_core.history import coverage_problems, flatten, parse_history
+from nnx_core.history import coverage_problems, flatten
 from nnx_core.identity import validate_run_id
 from nnx_core.journal import HistoryJournal, JournalWriter
 from nnx_core.journal_format import JournalFiles, read_chunk
@@ -31,8 +31,6 @@ from nnx_core.records import IterationDataPoint
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
-
-
 
 # -- readers over both formats --------------------------------------------------------------------
 
@@ -172,15 +170,11 @@ def migrate_history(
             count = len(JournalReader.open(storage, run_id, None if last is None else last.epoch) or ())
             storage.delete(files.history)
             return count
-        try:
-            raw = parse_history(storage.read(files.history))
-        except FileNotFoundError:
-            raw = []
-        committed = truncate_to_last(raw, last)
-        if len(committed) != len(raw) and not discard_uncommitted:
+        committed = read_history(files, last)
+        if (tail := history_tail(files, last)) and not discard_uncommitted:
             raise ParamsError(
                 "discard_uncommitted",
-                f"run {run_id}'s idps.csv holds {len(raw) - len(committed)} row(s) newer than LAST (an "
+                f"run {run_id}'s idps.csv holds {tail} byte(s) newer than LAST (an "
                 "interrupted commit); pass discard_uncommitted=True to leave them out",
             )
         writer = JournalWriter(storage, run_id, spec or HistoryJournal(), last_epoch=None)

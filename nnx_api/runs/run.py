@@ -28,10 +28,10 @@ from typing import Any
 import attrs
 import torch
 
-from nnx_core.commit import LAST, RunFiles, TagManifest, truncate_to_last
+from nnx_core.commit import LAST, RunFiles, TagManifest, read_history, truncate_to_last
 from nnx_core.compilation import CompileRecord
 from nnx_core.errors import CorruptRunError, ParamsError, RunNotFoundError
-from nnx_core.history import EagerHistory, epoch_rows, parse_history
+from nnx_core.history import EagerHistory, epoch_rows
 from nnx_core.identity import run_id as content_address
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.journal_reader import JournalReader
@@ -163,10 +163,8 @@ class NNRun:
             raise CorruptRunError(f"run folder {run_id} holds run {run.id}")
         last = files.read_tag(LAST)
         journal = JournalReader.open(files.storage, run_id, None if last is None else last.epoch)
-        try:  # a journal run loads its last `retention` committed records; nnx.iter_history streams all
-            history = journal.tail() if journal is not None else parse_history(files.storage.read(files.history))
-        except FileNotFoundError:
-            history = []
+        # a journal run loads its last `retention` committed records; nnx.iter_history streams all
+        history = journal.tail() if journal is not None else read_history(files, last)
         meta = {}
         if files.storage.exists(files.metadata_yaml):
             meta = load_yaml(files.storage.read(files.metadata_yaml), where=f"run {run_id} metadata.yaml")
@@ -218,11 +216,7 @@ class NNRun:
         reader = JournalReader.open(files.storage, self.id, None if last is None else last.epoch)
         if reader is not None:
             return iter(reader)
-        try:
-            raw = parse_history(files.storage.read(files.history))
-        except FileNotFoundError:
-            raw = []
-        return iter(truncate_to_last(raw, last))
+        return iter(read_history(files, last))
 
     @property
     def epochs(self) -> dict[int, IterationDataPoint]:

@@ -227,6 +227,7 @@ class TrainingSession:
         self._iter_idx = len(self.history.idps) if isinstance(self.history, EagerHistory) else self.history.committed_records
         self._epoch_records: list[IterationDataPoint] = []
         self._prev_history = self.history.render() if isinstance(self.history, EagerHistory) and self.history.idps else None
+        self._history_on_disk = False  # idps.csv holds exactly _prev_history (after this session's first commit)
         self._builtin: Any = None
         self.table = dispatch_table(self.callbacks, Callback)
         self.forward = setup.compiled  # None: model.net (the default step's and validation's forward)
@@ -509,6 +510,7 @@ class TrainingSession:
         journal = self.history if isinstance(self.history, JournalWriter) else None  # chunks + manifest
         history = self.history.render() if journal is None else None
         meta = {"update_count": self.update_count, "selection": self.history.idps[-1].selection.state()}  # type: ignore[union-attr]
+        appendable, self._history_on_disk = self._history_on_disk, False
         commit_epoch(
             self.files,
             EpochCommit(
@@ -516,13 +518,14 @@ class TrainingSession:
                 payload=torch_state.encoder(self.payload(epoch, rng)),
                 history=history,
                 previous_history=self._prev_history,
+                append_history=appendable,
                 history_step=journal,
                 tags=tags,
                 meta=meta,
                 deferred=list(self.ctx.deferred_checkpoint_writes),
             ),
         )
-        self._prev_history = history
+        self._prev_history, self._history_on_disk = history, journal is None
 
     def _save_weights(self, tag: str) -> Callable[[], None]:
         """A deferred writer of a weights-only tag holding the model as it is now."""

@@ -82,3 +82,25 @@ def test_the_adapters_doc_example_runs(tmp_path, monkeypatch):
     (snippet,) = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
     exec(compile(snippet, "docs/adapters.md", "exec"), {})  # noqa: S102 - our own docs
     assert not (tmp_path / "runs").exists()
+
+
+def history_appends(store: MemoryStorage) -> int:
+    return sum(1 for _, kind, path in store.log if kind == "append" and path.endswith("/idps.csv"))
+
+
+def test_each_session_replaces_the_history_at_its_first_commit_then_appends(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    x, y = tiny_data()
+    store = MemoryStorage()
+    with pytest.raises(RuntimeError, match="stop here"):
+        model().train(params(x, y), callbacks=[FailAt(1)], storage=store)  # commits epoch 0 only
+    assert history_appends(store) == 0  # a session's first commit replaces the file whole
+    run = model().train(params(x, y, resume="auto"), storage=store)  # epochs 1 (replaced) and 2 (appended)
+    assert history_appends(store) == 1
+    fresh = MemoryStorage()
+    model().train(params(x, y), storage=fresh)
+    assert history_appends(fresh) == 2  # epochs 1 and 2 of one session
+    for s in (store, fresh):
+        data = s.read(f"{run.id}/idps.csv")
+        assert run.checkpoint("last").epoch == 2
+        assert s.read(f"{run.id}/checkpoints/last.json").count(b'"history_bytes": %d' % len(data)) == 1

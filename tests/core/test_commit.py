@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 
+import attrs
 import pytest
 
 from nnx_adapters.storage.memory import MemoryStorage
 from nnx_core.commit import (
     BEST,
     FIRST,
+    HISTORY_BYTES,
     LAST,
     Q1,
     Q2,
@@ -26,12 +28,16 @@ from nnx_core.commit import (
     TagManifest,
     commit_epoch,
     epoch_tags,
+    history_tail,
     phase_tags,
+    read_history,
     refresh_last,
     truncate_to_last,
     weights_tag,
 )
 from nnx_core.errors import CorruptRunError
+from nnx_core.history import EagerHistory
+from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 
 RUN = "c" * 32
 
@@ -207,8 +213,9 @@ def test_last_names_the_payload_as_state_with_the_commit_meta_and_the_tags_repea
     files = RunFiles(MemoryStorage(), RUN)
     commit_epoch(files, EpochCommit(epoch=0, payload=b"w0", history=history(1), tags=(BEST,), meta={"k": 1}))
     last = files.read_tag(LAST)
-    assert (last.epoch, last.blobs, last.meta) == (0, {"state": BlobRef(sha(b"w0"), 2)}, {"k": 1})
-    assert files.read_tag(BEST) == TagManifest(tag=BEST, run_id=RUN, epoch=0, blobs=last.blobs, meta={"k": 1})
+    meta = {"k": 1, "history_bytes": len(history(1))}  # the caller's meta and the committed history's size
+    assert (last.epoch, last.blobs, last.meta) == (0, {"state": BlobRef(sha(b"w0"), 2)}, meta)
+    assert files.read_tag(BEST) == TagManifest(tag=BEST, run_id=RUN, epoch=0, blobs=last.blobs, meta=meta)
 
 
 def test_a_commit_without_history_is_refused_before_anything_is_written():
@@ -301,7 +308,8 @@ def test_refresh_last_keeps_epoch_and_meta_with_a_new_blob_and_collects_the_old(
     commit_epoch(files, EpochCommit(epoch=2, payload=b"w2", history=history(3), meta={"k": 1}))
     refreshed = refresh_last(files, b"final")
     assert files.read_tag(LAST) == refreshed == TagManifest(
-        tag=LAST, run_id=RUN, epoch=2, blobs={"state": BlobRef(sha(b"final"), 5)}, meta={"k": 1})
+        tag=LAST, run_id=RUN, epoch=2, blobs={"state": BlobRef(sha(b"final"), 5)},
+        meta={"k": 1, "history_bytes": len(history(3))})
     assert files.storage.list(files.objects) == [sha(b"final")]
 
 
@@ -315,3 +323,122 @@ def test_readers_see_records_up_to_lasts_epoch_and_none_without_last():
     assert truncate_to_last(rows, None) == []
     last = TagManifest(tag=LAST, run_id=RUN, epoch=1, blobs={})
     assert truncate_to_last(rows, last) == rows[:3]
+
+
+# -- the eager history appended (issue 18): the file, the size in LAST's meta, the readers --------
+
+def rows(epoch: int, *, extra: bool = False) -> list[IterationDataPoint]:
+    """Two records of an epoch; ``extra`` adds a training-summary column the header lacked."""
+    summary = EvaluationDataPoint(loss=0.5, extra={"auc": 0.5}) if extra else None
+    return [IterationDataPoint(iter_idx=2 * epoch + b, epoch_idx=epoch, batch_idx=b, lr=0.1,
+                               train_edp=EvaluationDataPoint(loss=1.0 + epoch), train_summary=summary if b else None)
+            for b in range(2)]
+
+
+class Writer:
+    """Commits epochs as the training session does: the previous bytes known, appends after a
+    commit of its own (``appends``)."""
+
+    def __init__(self, files: RunFiles, records=(), *, appends: bool = True) -> None:
+        self.files, self.history, self.appends = files, EagerHistory(records), appends
+        self.previous = self.history.render() if records else None
+        self.own = False
+
+    def commit(self, epoch: int, *, extra: bool = False) -> bytes:
+        self.history.extend(rows(epoch, extra=extra))
+        data = self.history.render()
+        commit_epoch(self.files, EpochCommit(epoch=epoch, payload=b"w%d" % epoch, history=data,
+                                             previous_history=self.previous, append_history=self.appends and self.own))
+        self.previous, self.own = data, True
+        return data
+
+
+def history_ops(store: MemoryStorage, since: int) -> list[str]:
+    return [kind for _, kind, path in store.log[since:] if path.endswith("idps.csv") or "idps.csv" in path]
+
+
+def test_a_writer_appends_the_new_rows_after_its_own_commit_and_last_records_the_size():
+    store = MemoryStorage()
+    files, writer = RunFiles(store, RUN), Writer(RunFiles(store, RUN))
+    writer.commit(0)  # no file yet: created whole through a temporary
+    assert "rename" in history_ops(store, 0)
+    mark = len(store.log)
+    data = writer.commit(1)
+    assert history_ops(store, mark) == ["append", "fsync"]  # no temporary, rename or folder fsync
+    assert store.read(files.history) == data
+    assert files.read_tag(LAST).meta[HISTORY_BYTES] == len(data)
+    assert read_history(files, files.read_tag(LAST)) == rows(0) + rows(1)
+
+
+def test_a_header_that_gains_a_column_or_a_restarted_writer_replaces_the_file_whole():
+    store = MemoryStorage()
+    files, writer = RunFiles(store, RUN), Writer(RunFiles(store, RUN))
+    writer.commit(0), writer.commit(1)
+    mark = len(store.log)
+    data = writer.commit(2, extra=True)  # every row is rendered again under the new header
+    assert "append" not in history_ops(store, mark) and "rename" in history_ops(store, mark)
+    assert store.read(files.history) == data
+    restarted = Writer(files, read_history(files, files.read_tag(LAST)))  # a new session: the file may hold a tail
+    mark = len(store.log)
+    data = restarted.commit(3)
+    assert "append" not in history_ops(store, mark) and store.read(files.history) == data
+    mark = len(store.log)
+    restarted.commit(4)
+    assert "append" in history_ops(store, mark)
+
+
+def test_a_failed_last_after_an_append_puts_the_previous_bytes_back():
+    store = FailingTag(MemoryStorage(), LAST)
+    files = RunFiles(store, RUN)
+    writer = Writer(files)
+    committed = (writer.commit(0), writer.commit(1))[1]
+    store.armed = True
+    with pytest.raises(OSError, match="no space left writing last"):
+        writer.commit(2)
+    assert store.read(files.history) == committed and files.read_tag(LAST).epoch == 1
+
+
+@pytest.mark.parametrize("tail", [b"\0" * 40, b"4,2,0,0.1,1.", b"4,2", b"\xff\xfe garbage\n"],
+                         ids=["zeros", "torn-row", "torn-cells", "garbage"])
+def test_readers_cut_a_torn_append_at_lasts_history_bytes(tail):
+    store = MemoryStorage()
+    files, writer = RunFiles(store, RUN), Writer(RunFiles(store, RUN))
+    writer.commit(0), writer.commit(1)
+    last = files.read_tag(LAST)
+    store.append(files.history, tail)  # an append no LAST committed, cut by a crash
+    assert read_history(files, last) == rows(0) + rows(1)
+    assert history_tail(files, last) == len(tail)
+
+
+def test_a_torn_tail_is_not_cut_without_lasts_size_nor_when_the_committed_part_is_damaged():
+    store = MemoryStorage()
+    files, writer = RunFiles(store, RUN), Writer(RunFiles(store, RUN))
+    committed = (writer.commit(0), writer.commit(1))[1]
+    last = files.read_tag(LAST)
+    store.append(files.history, b"\0" * 8)
+    legacy = TagManifest(tag=LAST, run_id=RUN, epoch=1, blobs=last.blobs, meta={})  # written before the size was
+    with pytest.raises(CorruptRunError):
+        read_history(files, legacy)
+    store.write(files.history, committed[:20] + b"\0" * 10 + committed[30:] + b"\0" * 8)  # damaged inside LAST's size
+    with pytest.raises(CorruptRunError):
+        read_history(files, last)
+    store.write(files.history, committed + b"\0" * 8)
+    short = attrs.evolve(last, meta={HISTORY_BYTES: len(EagerHistory(rows(0)).render())})  # a prefix without epoch 1
+    with pytest.raises(CorruptRunError):
+        read_history(files, short)  # not the file LAST committed (replaced whole since): refused, not shortened
+
+
+def test_the_uncommitted_tail_is_counted_in_bytes_with_or_without_lasts_size():
+    store = MemoryStorage()
+    files, writer = RunFiles(store, RUN), Writer(RunFiles(store, RUN), appends=False)
+    writer.commit(0)
+    last = files.read_tag(LAST)
+    data = writer.history.render()
+    assert history_tail(files, last) == 0 and history_tail(files, None) == len(data)
+    writer.history.extend(rows(1))
+    whole = writer.history.render()
+    store.write(files.history, whole)  # epoch 1's rows written, its LAST never
+    assert history_tail(files, last) == len(whole) - len(data)
+    legacy = TagManifest(tag=LAST, run_id=RUN, epoch=0, blobs=last.blobs, meta={})
+    assert history_tail(files, legacy) == len(whole) - len(data)  # the rows of later epochs
+    assert read_history(files, legacy) == rows(0)
