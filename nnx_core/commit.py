@@ -366,7 +366,9 @@ def read_history(files: RunFiles, last: TagManifest | None) -> list[Any]:
 
     The file parses whole unless an append was cut by a crash: then the torn or zero-filled tail
     past LAST's ``history_bytes`` is dropped. That prefix must hold LAST's epoch, or the file is
-    not the one LAST committed (``CorruptRunError``, as for any unreadable history).
+    not the one LAST committed (``CorruptRunError``, as for any unreadable history). Whole first,
+    and only then the cut: a reader holding LAST while the next commit replaces the file whole
+    (a header that gained a column) still reads the right records, truncated by epoch.
     """
     try:
         data = files.storage.read(files.history)
