@@ -104,3 +104,20 @@ def test_each_session_replaces_the_history_at_its_first_commit_then_appends(tmp_
         data = s.read(f"{run.id}/idps.csv")
         assert run.checkpoint("last").epoch == 2
         assert s.read(f"{run.id}/checkpoints/last.json").count(b'"history_bytes": %d' % len(data)) == 1
+
+
+def test_a_resume_reads_past_a_torn_history_tail_and_replaces_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    x, y = tiny_data()
+    straight = model().train(params(x, y), storage=MemoryStorage())
+    store = MemoryStorage()
+    with pytest.raises(RuntimeError, match="stop here"):
+        model().train(params(x, y), callbacks=[FailAt(1)], storage=store)
+    path = f"{straight.id}/idps.csv"
+    committed = store.read(path)
+    store.append(path, b"5,1,0,0.01" + b"\0" * 32)  # a crash inside epoch 1's append: a torn, zero-filled tail
+    loaded = nnx.NNRun.load(straight.id, storage=store)  # cut at LAST's history_bytes: epoch 0's records
+    assert list(loaded.idps) == [r for r in straight.idps if r.epoch_idx == 0]
+    run = model().train(params(x, y, resume="auto"), storage=store)
+    assert list(run.idps) == list(straight.idps)
+    assert store.read(path).startswith(committed) and b"\0" not in store.read(path)
