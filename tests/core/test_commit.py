@@ -442,3 +442,21 @@ def test_the_uncommitted_tail_is_counted_in_bytes_with_or_without_lasts_size():
     legacy = TagManifest(tag=LAST, run_id=RUN, epoch=0, blobs=last.blobs, meta={})
     assert history_tail(files, legacy) == len(whole) - len(data)  # the rows of later epochs
     assert read_history(files, legacy) == rows(0)
+
+
+def test_no_uncommitted_tail_without_a_file_nor_when_a_legacy_last_covers_every_row():
+    store = MemoryStorage()
+    files = RunFiles(store, RUN)
+    last = TagManifest(tag=LAST, run_id=RUN, epoch=0, blobs={}, meta={HISTORY_BYTES: 10})
+    assert history_tail(files, None) == 0 and history_tail(files, last) == 0  # no idps.csv: no bytes at all
+    store.write(files.history, EagerHistory(rows(0) + rows(1)).render())
+    legacy = TagManifest(tag=LAST, run_id=RUN, epoch=1, blobs={}, meta={})  # written before the size was
+    assert history_tail(files, legacy) == 0  # every row is of an epoch LAST committed
+
+
+def test_an_unparsable_history_without_last_is_refused_as_corrupt():
+    store = MemoryStorage()
+    files = RunFiles(store, RUN)
+    store.write(files.history, EagerHistory(rows(0)).render() + b"\0" * 8)  # no LAST: no committed size to cut at
+    with pytest.raises(CorruptRunError):
+        read_history(files, None)
