@@ -2,10 +2,10 @@
 
 One row per iteration; nested fields are flattened with dots (``train_edp.loss``,
 ``val_edp.accuracy``, ``selection.improved``); validation columns are filled on each epoch's last
-row only. Rows are rendered once and cached, so a commit costs one join plus the file write: the
-new rows appended, or the whole file when a column joined the header (``nnx_core.commit``). Every
-record stays in memory and each render joins the whole file (O(run)); long runs should use the
-history journal.
+row only. Rows are rendered once and kept as UTF-8 bytes, so a commit costs one copy of them plus
+the file write: the new rows appended, or the whole file when a column joined the header
+(``nnx_core.commit``). Every record stays in memory and each render copies the whole file
+(O(run): docs/performance.md, "History journal"); long runs should use the history journal.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class EagerHistory:
         self.idps: list[IterationDataPoint] = []
         self._columns: list[str] = []
         self._flat: list[dict[str, Any]] = []
-        self._chunks: list[str] = []  # rendered rows, one chunk per extend
+        self._body = bytearray()  # the rendered rows, UTF-8, grown once per render
         self._rendered = 0
         self.extend(idps)
 
@@ -92,14 +92,14 @@ class EagerHistory:
                 if key not in known:
                     known.add(key)
                     self._columns.append(key)
-                    self._chunks.clear()  # header changed: re-render every row once
+                    self._body.clear()  # header changed: re-render every row once
                     self._rendered = 0
 
     def truncate_to_epoch(self, epoch: int | None) -> None:
         """Drop records of epochs after ``epoch`` (None drops everything)."""
         keep = 0 if epoch is None else sum(1 for idp in self.idps if idp.epoch_idx <= epoch)
         del self.idps[keep:], self._flat[keep:]
-        self._chunks.clear()
+        self._body.clear()
         self._rendered = 0
 
     def render(self) -> bytes:
@@ -115,11 +115,11 @@ class EagerHistory:
                 rows.append(row)
             buffer = io.StringIO()
             csv.writer(buffer, lineterminator="\n").writerows(rows)
-            self._chunks.append(buffer.getvalue())
+            self._body += buffer.getvalue().encode("utf-8")
             self._rendered = len(self._flat)
         header = io.StringIO()
         csv.writer(header, lineterminator="\n").writerow(columns)
-        return (header.getvalue() + "".join(self._chunks)).encode("utf-8")
+        return b"".join((header.getvalue().encode("utf-8"), self._body))  # one copy of the rows
 
 
 def parse_history(data: bytes) -> list[IterationDataPoint]:
