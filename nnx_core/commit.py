@@ -17,7 +17,8 @@ One epoch commits in this order (``commit_epoch``):
     3. LAST                the commit marker; an eager history's committed size is in its meta
                            (``history_bytes``). If it fails, history is rolled back to the
                            previous committed epoch and the error is raised
-    4. phase tags, BEST    pointer writes to the same blob
+    4. phase tags, BEST    copies of LAST's manifest (it lists them as aliases): a hard link
+                           and a rename each where the store shares bytes (``copy_file``)
     5. deferred writes     callback artifacts; they can only refer to committed epochs
 
 Steps 1 and 2 (eager history) are one ``Storage.sync_group``: each file is still replaced on its
@@ -57,7 +58,7 @@ import attrs
 from nnx_core.errors import CorruptRunError
 from nnx_core.history import parse_history
 from nnx_core.identity import validate_run_id, validate_tag
-from nnx_core.ports import BinaryWriter, Storage
+from nnx_core.ports import BinaryWriter, Storage, copy_file
 
 TAG_FORMAT = "nnx.tag/1"
 HISTORY_BYTES = "history_bytes"  # LAST meta: the committed length of an eager idps.csv
@@ -96,13 +97,19 @@ class BlobRef:
 
 @attrs.frozen(kw_only=True)
 class TagManifest:
-    """A small tag file: which run and epoch it names and the blobs holding that epoch's state."""
+    """A small tag file: which run and epoch it names and the blobs holding that epoch's state.
+
+    ``aliases``: the other tags the same bytes are written as (the phase tags and BEST of LAST's
+    commit, which the store may then copy without writing them again). A manifest read back is
+    the tag it was read as, without aliases.
+    """
 
     tag: str
     run_id: str
     epoch: int
     blobs: Mapping[str, BlobRef]
     meta: Mapping[str, Any] = attrs.field(factory=dict)
+    aliases: tuple[str, ...] = ()
 
     def to_bytes(self) -> bytes:
         """Canonical JSON bytes of the manifest."""
@@ -114,6 +121,8 @@ class TagManifest:
             "blobs": {k: {"sha256": v.sha256, "size": v.size} for k, v in sorted(self.blobs.items())},
             "meta": dict(self.meta),
         }
+        if self.aliases:
+            doc["aliases"] = list(self.aliases)
         return json.dumps(doc, sort_keys=True, indent=1).encode("utf-8")
 
     @classmethod
@@ -127,12 +136,15 @@ class TagManifest:
             if doc.get("format") != TAG_FORMAT:
                 raise ValueError(f"unknown format {doc.get('format')!r}")
             blobs = {k: BlobRef(str(v["sha256"]), int(v["size"])) for k, v in doc["blobs"].items()}
-            manifest = cls(tag=doc["tag"], run_id=doc["run_id"], epoch=int(doc["epoch"]), blobs=blobs, meta=doc["meta"])
+            written, aliases = doc["tag"], doc.get("aliases", [])
+            if not isinstance(aliases, list) or not all(isinstance(alias, str) for alias in aliases):
+                raise ValueError("aliases is not a list of tag names")
+            manifest = cls(tag=tag, run_id=doc["run_id"], epoch=int(doc["epoch"]), blobs=blobs, meta=doc["meta"])
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CorruptRunError(f"{where}: the tag file is unparsable ({exc}); history was NOT erased") from exc
-        if manifest.tag != tag or manifest.run_id != run_id:
+        if tag not in (written, *aliases) or manifest.run_id != run_id:
             raise CorruptRunError(
-                f"{where}: the tag file names tag {manifest.tag!r} of run {manifest.run_id} (mixed or copied files)"
+                f"{where}: the tag file names tag {written!r} of run {manifest.run_id} (mixed or copied files)"
             )
         return manifest
 
@@ -290,7 +302,9 @@ def commit_epoch(files: RunFiles, commit: EpochCommit) -> TagManifest:
     if not eager:
         step.commit()
     meta = {**commit.meta, HISTORY_BYTES: len(commit.history)} if eager else commit.meta  # type: ignore[arg-type]
-    last = TagManifest(tag=LAST, run_id=files.run_id, epoch=commit.epoch, blobs={"state": ref}, meta=meta)
+    last = TagManifest(
+        tag=LAST, run_id=files.run_id, epoch=commit.epoch, blobs={"state": ref}, meta=meta, aliases=tuple(commit.tags)
+    )
     try:
         files.write_tag(last)
     except BaseException:
@@ -300,9 +314,9 @@ def commit_epoch(files: RunFiles, commit: EpochCommit) -> TagManifest:
             except Exception:  # best effort: the LAST failure is the error to report
                 pass
         raise
-    with files.storage.sync_group():  # phase tags and BEST: after LAST, in one folder fsync
+    with files.storage.sync_group():  # phase tags and BEST: LAST's durable bytes, in one folder fsync
         for tag in commit.tags:
-            files.write_tag(attrs.evolve(last, tag=tag))
+            copy_file(files.storage, files.tag_path(LAST), files.tag_path(tag))
     for write in commit.deferred:
         write()
     return last

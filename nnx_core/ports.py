@@ -54,6 +54,12 @@ class Storage(Protocol):
     only ``remove_tree`` removes one. Writing where a parent is a file raises
     ``NotADirectoryError``, writing onto a folder ``IsADirectoryError``; reading, listing or
     deleting below a file raises ``NotADirectoryError``.
+
+    One optional capability: ``copy(source, destination)`` durably replaces ``destination`` with
+    ``source``'s bytes, as ``write(destination, read(source))`` does (same guarantees, and a
+    deferred folder fsync inside a ``sync_group``), but may share the stored bytes instead of
+    writing them again (``FileStorage``: a hard link, which an ``append`` to either name breaks
+    first). A store without it gets the plain read and write (``copy_file``).
     """
 
     def read(self, path: str) -> bytes:
@@ -126,6 +132,16 @@ class Storage(Protocol):
         where the backend is shared); released when the context exits, also on an exception.
         An invalid run id raises ``InvalidRunIdError``. Leasing does not change what readers see.
         """
+
+
+def copy_file(storage: Storage, source: str, destination: str) -> None:
+    """Durably replace ``destination`` with ``source``'s bytes through the store's optional
+    ``copy`` (``Storage``'s docstring), or by reading and writing them where it has none."""
+    copy = getattr(storage, "copy", None)
+    if copy is not None:
+        copy(source, destination)
+    else:
+        storage.write(destination, storage.read(source))
 
 
 @runtime_checkable

@@ -36,6 +36,8 @@ from nnx_adapters.storage.paths import (
 )
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# link(2) errors that mean "this file system has no hard links here": copy the bytes instead
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK, errno.ENOSYS}
 
 # (resolved root, run id) of every lease held by a FileStorage in this process.
 _HELD: set[tuple[str, str]] = set()
@@ -202,7 +204,7 @@ class FileStorage:
     """A run store rooted at a folder on a local POSIX file system.
 
     ``ops`` counts the file-system operations performed: ``create``, ``write``, ``fsync`` (files
-    and folders), ``rename``, ``unlink``, ``mkdir`` and ``rmdir``. The root folder is created on
+    and folders), ``rename``, ``link``, ``unlink``, ``mkdir`` and ``rmdir``. The root folder is created on
     the first mutation.
     """
 
@@ -346,7 +348,8 @@ class FileStorage:
             raise
 
     def append(self, path: str, data: bytes | bytearray | memoryview) -> None:
-        """Append ``data`` to ``path`` (created, with its folders, if absent) and fsync it."""
+        """Append ``data`` to ``path`` (created, with its folders, if absent) and fsync it. A file
+        sharing its bytes with a :meth:`copy` is replaced instead (:meth:`write`), leaving the copy."""
         parts = split_path(path)
         view = byte_view(data)
         folder = self._make_parents(parts[:-1])
@@ -359,9 +362,52 @@ class FileStorage:
             fd = os.open(target, flags | os.O_CREAT | os.O_EXCL, 0o644)
             created = True
             self.ops["create"] += 1
+        else:
+            if os.fstat(fd).st_nlink > 1:  # shares its bytes with a copy: replaced, the copy kept as it was
+                os.close(fd)
+                self.write(path, self.read(path) + view)
+                return
         self._fill_sync_close(fd, lambda fd: _write_all(fd, view))
         if created:
             self._fsync_dir(folder)
+
+    def copy(self, source: str, destination: str) -> None:
+        """Durably replace ``destination`` with ``source``'s bytes by a hard link (the ``Storage``
+        port's optional ``copy``): link ``source`` to an owned temporary beside ``destination``,
+        rename it over ``destination``, fsync the folder (deferred inside a ``sync_group``). No
+        byte is written again: ``source`` must be durable already, as every ``write`` leaves it.
+        The two names then share one file until either is replaced or appended to (:meth:`append`
+        replaces a shared file). Where the file system has no hard links, the bytes
+        are read and written (:meth:`write`). Errors come in the order of
+        ``write(destination, read(source))``: a missing source raises before anything is touched."""
+        origin = self._abs(split_path(source))
+        found = os.stat(origin)
+        if stat.S_ISDIR(found.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), origin)
+        parts = split_path(destination)
+        folder = self._make_parents(parts[:-1])
+        target = self._abs(parts)
+        with suppress(OSError):
+            if os.path.samestat(found, os.stat(target)):
+                return  # already the same file (a rename between two links of it would do nothing)
+        tmp = os.path.join(folder, temporary_name(parts[-1]))
+        try:
+            os.link(origin, tmp)
+        except OSError as exc:
+            if exc.errno not in _NO_HARD_LINKS:
+                raise
+            self.write(destination, self.read(source))
+            return
+        self.ops["link"] += 1
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(tmp)
+                self.ops["unlink"] += 1
+            raise
+        self.ops["rename"] += 1
+        self._syncs.after_change(folder)
 
     def delete(self, path: str) -> None:
         """Remove a file if it exists, then fsync its folder; a missing file is fine."""

@@ -2,7 +2,7 @@
 
 In the style of SQLite's crash tests, every public call is modelled as the same sequence of
 primitive operations ``FileStorage`` performs (``mkdir``, ``create``, ``write``, ``append``,
-``fsync``, ``rename``, ``fsync_dir``, ``unlink``, ``rmdir``), each logged in ``log``.
+``fsync``, ``rename``, ``link``, ``fsync_dir``, ``unlink``, ``rmdir``), each logged in ``log``.
 
 The model keeps, per inode, a volatile and a durable state: file bytes become durable on
 ``fsync``; a folder's entries (name → inode) become durable on ``fsync_dir`` of that folder.
@@ -286,11 +286,42 @@ class MemoryStorage:
             ino = self._create(parent, parts[-1], path)
         elif self._inodes[ino].is_dir:
             raise _eisdir(path)
+        elif self._links(ino) > 1:  # shares its bytes with a copy: replaced, the copy kept as it was
+            self.write(path, self._inodes[ino].data + payload)  # type: ignore[operator]
+            return
         target = ino
         self._op("append", path, lambda: self._set_bytes(target, self._inodes[target].data + payload))  # type: ignore[operator]
         self._op("fsync", path, lambda: self._fsync(target))
         if created:
             self._op("fsync_dir", _join(parts[:-1]), lambda: self._fsync(parent))
+
+    def copy(self, source: str, destination: str) -> None:
+        """``FileStorage.copy``: a hard link of ``source``'s inode to an owned temporary beside
+        ``destination``, renamed over it; the folder fsync as in ``write`` (deferred in a group)."""
+        source_parts = split_path(source)
+        self._check_alive()
+        origin = self._lookup(source_parts)
+        if origin is None:
+            raise _enoent(source)
+        if self._inodes[origin].is_dir:
+            raise _eisdir(source)
+        parts = split_path(destination)
+        parent = self._make_parents(parts[:-1])
+        if self._dir(parent).get(parts[-1]) == origin:
+            return  # already the same file
+        tmp_name = temporary_name(parts[-1])
+        tmp_path = _join((*parts[:-1], tmp_name))
+        self._op("link", tmp_path, lambda: self._dir(parent).__setitem__(tmp_name, origin))
+        try:
+            self._op("rename", destination, lambda: self._rename(parent, tmp_name, parts[-1], destination))
+        except BaseException:
+            if not self._crashed:
+                try:
+                    self._op("unlink", tmp_path, lambda: self._dir(parent).pop(tmp_name))
+                except Exception:  # best effort, like FileStorage
+                    pass
+            raise
+        self._syncs.after_change((parent, parts[:-1]))
 
     def delete(self, path: str) -> None:
         """Remove a file if it exists, then fsync its folder; a missing file is fine."""
@@ -398,6 +429,10 @@ class MemoryStorage:
 
         self._op("mkdir", path, action)
         return ino
+
+    def _links(self, ino: int) -> int:
+        """How many folder entries name ``ino`` (its link count)."""
+        return sum(1 for node in self._inodes.values() if node.is_dir for child in node.data.values() if child == ino)  # type: ignore[union-attr]
 
     def _set_bytes(self, ino: int, data: bytes) -> None:
         self._inodes[ino].data = data

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
-from nnx_core.ports import Receipt, Storage
+from nnx_core.ports import Receipt, Storage, copy_file
 
 class WriterKilled(BaseException):
     """The writer process died at a port call; a ``BaseException`` so ``except Exception`` can't eat it."""
@@ -100,6 +100,10 @@ class PortFaults:
     def append(self, path: str, data: bytes) -> None:
         self._gate("append")
         self.inner.append(path, data)
+
+    def copy(self, source: str, destination: str) -> None:
+        self._gate("copy")
+        copy_file(self.inner, source, destination)
 
     def delete(self, path: str) -> None:
         self._gate("delete")

@@ -6,7 +6,8 @@ kind (``ValueError`` for a bad path, ``FileNotFoundError`` / ``IsADirectoryError
 ``NotADirectoryError`` as POSIX resolves it, ``RunLeaseError`` for a held lease):
 
 * agreement with the reference model: ``write``, ``append``, ``read``, ``exists``, ``digest``,
-  ``delete``, ``list``, ``remove_tree``, ``temporaries``, ``clean_temporaries``;
+  ``delete``, ``list``, ``remove_tree``, ``temporaries``, ``clean_temporaries``, and the optional
+  ``copy`` (through ``nnx_core.ports.copy_file``, so a store without it is checked too);
 * blob streaming and digests: ``write_blob`` over chunks of every size (1 MiB ones too) names
   the blob by its SHA-256, stores identical content once, and ``digest`` agrees with ``read``;
 * atomicity as readers see it: while a producer is half-way through a blob, a reader walking the
@@ -42,7 +43,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from nnx_adapters.storage.paths import TMP_PREFIX
 from nnx_adapters.testing.model import ReferenceStore, visible_tree
-from nnx_core.ports import Storage
+from nnx_core.ports import Storage, copy_file
 
 NAMES = ("a", "b", "c")
 INVALID_PATHS = ("", "/a", "a//b", "..", "a/../b", "./a", "a/", "a/.tmp-x", ".leases/x", "a\\b", "a\x00b", "x" * 256)
@@ -149,6 +150,16 @@ class StorageContract(RuleBasedStateMachine):
     @rule(path=paths)
     def digest(self, path: str) -> None:
         self.agree(f"digest({path!r})", lambda: self.model.digest(path), lambda s: s.digest(path))
+
+    @rule(source=paths, destination=paths)
+    def copy(self, source: str, destination: str) -> None:
+        """The port's optional ``copy`` (or the read and write standing in for it) acts as
+        ``write(destination, read(source))``; replacing either name later leaves the other."""
+        self.agree(
+            f"copy({source!r}, {destination!r})",
+            lambda: self.model.write(destination, self.model.read(source)) and None,
+            lambda s: copy_file(s, source, destination),
+        )
 
     @rule(path=paths)
     def delete(self, path: str) -> None:

@@ -17,7 +17,7 @@ from nnx_adapters.testing.oscalls import OsTrace
 from nnx_core.commit import BEST, FIRST, LAST, Q1, EpochCommit, RunFiles, commit_epoch
 
 RUN_ID = "opsrun"
-BOUNDS = {"last": 13, "last+best": 18, "last+q1": 18, "last+q1+best": 22}
+BOUNDS = {"last": 13, "last+best": 16, "last+q1": 16, "last+q1+best": 18}
 
 
 class Run:

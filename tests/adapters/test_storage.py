@@ -532,3 +532,89 @@ def test_file_storage_sync_group_defers_folder_fsyncs(tmp_path):
     assert grouped["fsync"] == 3 * (alone["fsync"] - 1) + 2  # one file fsync per write, one per folder
     assert {p: fs.read(p) for p in ("d/a", "d/b", "e/c")} == {"d/a": b"new a", "d/b": b"new b", "e/c": b"new c"}
     assert not fs.exists("d/old")
+
+
+# -- copy (the port's optional capability) ----------------------------------------------------
+
+
+def test_a_copy_has_the_source_bytes_and_stays_apart_from_it(store):
+    store.write("d/src", b"first")
+    store.write("e/dst", b"old")
+    store.copy("d/src", "e/dst")
+    assert (store.read("e/dst"), store.read("d/src")) == (b"first", b"first")
+    store.write("d/src", b"second")  # replacing one name leaves the other
+    assert store.read("e/dst") == b"first"
+    store.copy("d/src", "e/dst")
+    store.append("d/src", b"+")  # an append to one name, too (a shared file is replaced first)
+    store.append("e/dst", b"-")
+    assert (store.read("d/src"), store.read("e/dst")) == (b"second+", b"second-")
+    store.copy("d/src", "d/src")  # onto itself: nothing changes
+    assert store.read("d/src") == b"second+" and store.temporaries("") == []
+
+
+def test_a_copy_of_a_missing_source_or_onto_a_folder_leaves_nothing_behind(store):
+    with pytest.raises(FileNotFoundError):
+        store.copy("x/missing", "y/dst")
+    assert store.list("") == []  # not even the destination's folder
+    store.write("a", b"1")
+    store.write("f/g", b"2")
+    with pytest.raises(IsADirectoryError):
+        store.copy("f", "b")
+    with pytest.raises(IsADirectoryError):
+        store.copy("a", "f")
+    assert store.temporaries("") == [] and store.read("f/g") == b"2"
+
+
+def test_file_storage_copies_by_a_hard_link_without_writing_a_byte(tmp_path):
+    fs = FileStorage(tmp_path / "store")
+    fs.write("d/src", b"x" * 4096)
+    fs.write("d/dst", b"old")
+    before = Counter(fs.ops)
+    fs.copy("d/src", "d/dst")
+    assert Counter(fs.ops) - before == {"link": 1, "rename": 1, "fsync": 1}  # the folder's fsync only
+    src, dst = os.stat(fs.root + "/d/src"), os.stat(fs.root + "/d/dst")
+    assert (src.st_ino, src.st_nlink) == (dst.st_ino, 2)
+    before = Counter(fs.ops)
+    with fs.sync_group():
+        fs.copy("d/src", "d/a")
+        fs.copy("d/src", "d/b")
+    assert Counter(fs.ops) - before == {"link": 2, "rename": 2, "fsync": 1}  # one folder fsync for both
+
+
+def test_file_storage_copies_the_bytes_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch):
+    fs = FileStorage(tmp_path / "store")
+    fs.write("src", b"bytes")
+
+    def refused(*args, **kwargs):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", refused)
+    fs.copy("src", "dst")
+    assert fs.read("dst") == b"bytes" and fs.ops["link"] == 0
+    assert os.stat(fs.root + "/dst").st_ino != os.stat(fs.root + "/src").st_ino
+
+    def broken(*args, **kwargs):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "link", broken)
+    with pytest.raises(OSError, match="Input/output error"):  # any other link error is the caller's
+        fs.copy("src", "other")
+    assert not fs.exists("other") and fs.temporaries("") == []
+
+
+@pytest.mark.parametrize("metadata_flushed", [False, True])
+def test_a_power_cut_inside_a_copy_leaves_the_old_or_the_new_bytes_whole(metadata_flushed):
+    mem = MemoryStorage()
+    mem.write("d/src", b"new")
+    mem.write("d/dst", b"old")
+    found = []
+    for n in (1, 2, 3):  # a cut after the link, the rename, the folder fsync
+        trial = mem.reopen()
+        trial.crash_after(n, metadata_flushed=metadata_flushed)
+        with pytest.raises(SimulatedCrash):
+            trial.copy("d/src", "d/dst")
+        after = trial.reopen()
+        after.clean_temporaries("")  # a cut after the link leaves its temporary
+        found.append(after.snapshot(include_temporaries=True))
+    old, new = {"d/src": b"new", "d/dst": b"old"}, {"d/src": b"new", "d/dst": b"new"}
+    assert found == ([old, old, new] if not metadata_flushed else [old, new, new])

@@ -113,12 +113,13 @@ class FileEvents:
 
     def __init__(self, monkeypatch) -> None:
         self.log: list[tuple[str, str]] = []
-        for name in ("write", "append", "delete"):
+        for name in ("write", "append", "copy", "delete"):
             monkeypatch.setattr(FileStorage, name, self._wrap(name, getattr(FileStorage, name)))
 
     def _wrap(self, name, original):
         def op(storage, path, *args, **kwargs):
-            self.log.append((name, re.sub(r"[0-9a-f]{16,}", "<hash>", path)))
+            where = f"{path} -> {args[0]}" if name == "copy" else path
+            self.log.append((name, re.sub(r"[0-9a-f]{16,}", "<hash>", where)))
             return original(storage, path, *args, **kwargs)
 
         return op

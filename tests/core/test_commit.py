@@ -9,6 +9,7 @@ mutant that broke it survived the suite (docs/testing.md, "Mutation testing").
 from __future__ import annotations
 
 import hashlib
+import json
 
 import attrs
 import pytest
@@ -43,7 +44,7 @@ RUN = "c" * 32
 
 
 class FailingTag:
-    """A store whose write of one tag's manifest fails (before its rename: nothing visible)."""
+    """A store whose write (or copy) of one tag's manifest fails (before its rename: nothing visible)."""
 
     def __init__(self, store: MemoryStorage, tag: str) -> None:
         self.store, self.tag, self.armed = store, tag, False
@@ -55,6 +56,11 @@ class FailingTag:
         if self.armed and path == f"{RUN}/checkpoints/{self.tag}.json":
             raise OSError(28, f"injected: no space left writing {self.tag}")
         return self.store.write(path, data, **kwargs)
+
+    def copy(self, source: str, destination: str) -> None:
+        if self.armed and destination == f"{RUN}/checkpoints/{self.tag}.json":
+            raise OSError(28, f"injected: no space left writing {self.tag}")
+        self.store.copy(source, destination)
 
 
 def history(epochs: int) -> bytes:
@@ -160,6 +166,28 @@ def test_a_tag_file_of_another_tag_or_another_run_is_refused():
     other = "d" * 32
     assert "names tag 'best' of run" in corrupt(TagManifest(tag=BEST, run_id=RUN, epoch=0, blobs={}).to_bytes())
     assert f"of run {other} (mixed or copied files)" in corrupt(TagManifest(tag=LAST, run_id=other, epoch=0, blobs={}).to_bytes())
+
+
+def test_a_manifest_written_with_aliases_reads_as_each_of_them_and_as_no_other_tag():
+    shared = TagManifest(tag=LAST, run_id=RUN, epoch=2, blobs={}, meta={"k": 1}, aliases=(Q1, BEST)).to_bytes()
+    for tag in (LAST, Q1, BEST):  # one file's bytes, copied to each name
+        assert TagManifest.from_bytes(shared, tag=tag, run_id=RUN) == TagManifest(tag=tag, run_id=RUN, epoch=2, blobs={}, meta={"k": 1})
+    assert "names tag 'last' of run" in corrupt(shared, tag=Q2)
+    plain = TagManifest(tag=LAST, run_id=RUN, epoch=0, blobs={}).to_bytes()
+    assert b"aliases" not in plain  # a manifest without aliases keeps its bytes
+    for bad in (b'"aliases": "best",', b'"aliases": [1],'):
+        assert "aliases is not a list of tag names" in corrupt(plain.replace(b'"blobs"', bad + b' "blobs"'), tag=BEST)
+
+
+def test_an_epoch_s_tags_are_copies_of_its_last_which_lists_them():
+    files = RunFiles(MemoryStorage(), RUN)
+    commit(files, 0, tags=(FIRST, BEST))
+    raw = files.storage.read(files.tag_path(LAST))
+    assert json.loads(raw)["aliases"] == [FIRST, BEST]
+    assert files.storage.read(files.tag_path(FIRST)) == files.storage.read(files.tag_path(BEST)) == raw
+    commit(files, 1)
+    assert "aliases" not in json.loads(files.storage.read(files.tag_path(LAST)))  # moved no tag
+    assert [files.read_tag(t).epoch for t in (LAST, FIRST, BEST)] == [1, 0, 0]
 
 
 def test_tags_lists_every_committed_tag_name_and_nothing_else():

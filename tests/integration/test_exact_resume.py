@@ -42,7 +42,7 @@ def one_thread():
 class KillAt:
     """Patch FileStorage so its k-th file operation kills the process (1-based; 0: never)."""
 
-    MUTATIONS = ("write", "append", "delete")
+    MUTATIONS = ("write", "append", "copy", "delete")
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, k: int) -> None:
         self.k, self.calls, self.dead, self.log = k, 0, False, []
@@ -54,23 +54,30 @@ class KillAt:
             if self.dead:
                 raise ProcessKilled("the process is dead")
             self.calls += 1
-            self.log.append((name, path))
+            self.log.append((name, args[0] if name == "copy" else path))  # a copy by its destination
             if self.calls == self.k:
                 self.dead = True
                 if name in ("write", "append") and args:
                     _torn_temporary(storage, path, bytes(args[0]))
+                elif name == "copy":  # killed between the link and the rename
+                    os.link(os.path.join(storage.root, path), _temporary(storage, args[0]))
                 raise ProcessKilled(f"killed at file operation {self.k}: {name} {path}")
             return original(storage, path, *args, **kwargs)
 
         return op
 
 
-def _torn_temporary(storage: FileStorage, path: str, data: bytes) -> None:
-    """What a kill in the middle of a durable replace leaves: half the bytes in an owned temporary."""
+def _temporary(storage: FileStorage, path: str) -> str:
+    """An owned temporary beside ``path``, its folders made (as the write had made them)."""
     parts = split_path(path)
     folder = os.path.join(storage.root, *parts[:-1])
-    os.makedirs(folder, exist_ok=True)  # the write had made its folders before the temporary
-    with open(os.path.join(folder, temporary_name(parts[-1])), "wb") as f:
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, temporary_name(parts[-1]))
+
+
+def _torn_temporary(storage: FileStorage, path: str, data: bytes) -> None:
+    """What a kill in the middle of a durable replace leaves: half the bytes in an owned temporary."""
+    with open(_temporary(storage, path), "wb") as f:
         f.write(data[: len(data) // 2])
 
 

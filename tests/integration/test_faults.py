@@ -38,7 +38,7 @@ pytestmark = pytest.mark.timeout(300)
 
 N_EPOCHS = 2
 DEEP = os.environ.get("NNX_DEEP") == "1"
-STORAGE_OPS = ("write", "write_blob", "append", "delete", "remove_tree", "clean_temporaries")
+STORAGE_OPS = ("write", "write_blob", "append", "copy", "delete", "remove_tree", "clean_temporaries")
 GROUP_SYNC = " (sync_group)"
 
 
@@ -51,30 +51,31 @@ def one_thread():
 
 
 class Injector:
-    """Counts ``os.write`` / ``os.fsync`` calls made inside FileStorage operations; fails one."""
+    """Counts ``os.write`` / ``os.fsync`` / ``os.link`` calls made inside FileStorage operations
+    (a copy's under its destination); fails one."""
 
     def __init__(self, mp: pytest.MonkeyPatch, fail: tuple[str, int, int] | None = None) -> None:
         self.fail = fail  # (function, k, errno)
-        self.calls = {"write": 0, "fsync": 0}
+        self.calls = {"write": 0, "fsync": 0, "link": 0}
         self.inside: str | None = None
         self.last_epoch: int | None = None
         self.trace: list[tuple[str, int, str, int | None, int | None]] = []  # fn, k, path, LAST before/after
         self.injected: OSError | None = None
         for name in STORAGE_OPS:
-            mp.setattr(FileStorage, name, self._storage_op(getattr(FileStorage, name)))
+            mp.setattr(FileStorage, name, self._storage_op(getattr(FileStorage, name), copies=name == "copy"))
         mp.setattr(FileStorage, "_fsync_dir", self._group_sync(FileStorage._fsync_dir))
-        for fn in ("write", "fsync"):
+        for fn in self.calls:
             mp.setattr(os, fn, self._os_call(fn, getattr(os, fn)))
 
-    def _storage_op(self, original):
+    def _storage_op(self, original, copies=False):
         def op(storage, path, *args, **kwargs):
-            outer, self.inside = self.inside, path
+            outer, self.inside = self.inside, args[0] if copies else path
             start = len(self.trace)
             try:
                 result = original(storage, path, *args, **kwargs)
             finally:
                 self.inside = outer
-            if path.endswith("checkpoints/last.json") and args:
+            if path.endswith("checkpoints/last.json") and args and not copies:
                 self.last_epoch = json.loads(bytes(args[0]))["epoch"]
             for i in range(start, len(self.trace)):  # LAST as it stands after this operation
                 self.trace[i] = (*self.trace[i][:4], self.last_epoch)
@@ -192,6 +193,7 @@ def test_a_fault_at_each_write_and_fsync_surfaces_and_keeps_the_committed_state(
         assert tinyrun.same_weights(model.net.state_dict(), reference["weights"]), where
         assert list(run.idps) == reference["idps"], where
     if os.environ.get("NNX_REPORT") == "1":
-        by_fn = {fn: sum(1 for f, _, _ in points if f == fn) for fn in ("write", "fsync")}
-        print(f"\nfaults: {len(points)} injected ({by_fn['write']} at os.write, {by_fn['fsync']} at os.fsync) "
+        by_fn = {fn: sum(1 for f, _, _ in points if f == fn) for fn in reference["calls"]}
+        print(f"\nfaults: {len(points)} injected ({by_fn['write']} at os.write, {by_fn['fsync']} at os.fsync, "
+              f"{by_fn['link']} at os.link) "
               f"over {N_EPOCHS} epochs + admission + finalization; all surfaced, state intact, no temporary")
