@@ -99,7 +99,7 @@ class Arms:
         return time.perf_counter() - start
 
 
-KINDS = ("create", "write", "fsync", "fsync_dir", "rename", "unlink")
+KINDS = ("create", "write", "fsync", "fsync_dir", "rename", "link", "unlink")
 
 
 def traced(fn: Callable[[], object]) -> OsTrace:

@@ -39,9 +39,15 @@ def _hidden(shape: Any, n_hidden: int) -> list[tuple[Any, float]]:
 
 
 def _dense(X: torch.Tensor, layers: nn.ModuleList, hidden: list[tuple[Any, float]], training: bool) -> torch.Tensor:
-    """``Linear`` layers with each hidden layer's activation, then its dropout, between them."""
-    for layer, (activation, dropout) in zip(layers[:-1], hidden):
-        X = F.dropout(activation(layer(X)), p=dropout, training=training)
+    """``Linear`` layers with each hidden layer's activation, then its dropout, between them.
+
+    ``zip`` stops at the last hidden layer without slicing ``layers`` (a slice builds a new
+    ``ModuleList``, ~20 µs a forward); a dropout of 0 is skipped (``F.dropout`` returns its input
+    unchanged then, drawing no random numbers)."""
+    for layer, (activation, dropout) in zip(layers, hidden):
+        X = activation(layer(X))
+        if dropout:
+            X = F.dropout(X, p=dropout, training=training)
     return layers[-1](X)
 
 
