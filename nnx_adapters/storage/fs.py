@@ -362,11 +362,10 @@ class FileStorage:
             fd = os.open(target, flags | os.O_CREAT | os.O_EXCL, 0o644)
             created = True
             self.ops["create"] += 1
-        else:
-            if os.fstat(fd).st_nlink > 1:  # shares its bytes with a copy: replaced, the copy kept as it was
-                os.close(fd)
-                self.write(path, self.read(path) + view)
-                return
+        if not created and os.fstat(fd).st_nlink > 1:  # shares its bytes with a copy: replaced, the copy kept
+            os.close(fd)
+            self.write(path, self.read(path) + view)
+            return
         self._fill_sync_close(fd, lambda fd: _write_all(fd, view))
         if created:
             self._fsync_dir(folder)

@@ -432,7 +432,8 @@ class MemoryStorage:
 
     def _links(self, ino: int) -> int:
         """How many folder entries name ``ino`` (its link count)."""
-        return sum(1 for node in self._inodes.values() if node.is_dir for child in node.data.values() if child == ino)  # type: ignore[union-attr]
+        folders = (node.data for node in self._inodes.values() if node.is_dir)
+        return sum(1 for entries in folders for child in entries.values() if child == ino)  # type: ignore[union-attr]
 
     def _set_bytes(self, ino: int, data: bytes) -> None:
         self._inodes[ino].data = data

@@ -32,7 +32,6 @@ from nnx_adapters.storage.fs import FileStorage
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
 
-
 # -- readers over both formats --------------------------------------------------------------------
 
 
