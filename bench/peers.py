@@ -3,6 +3,7 @@
     make bench-peers                                  # builds .venv-peers once, then runs this (~5 min)
     .venv-peers/bin/python bench/peers.py --quick     # one timed round per row, for a smoke run
     .venv-peers/bin/python bench/peers.py --rows 0,3  # some rows only
+    .venv-peers/bin/python bench/peers.py --rows 4 --reps 15 --arms this,skorch  # a closer look at two arms
 
 Runs in its own virtualenv (``.venv-peers``: torch 2.13.0 CPU, this project, ``lightning``,
 ``skorch`` and ``thekaveh-nnx==0.4.1``, whose import name is ``nnx``), so none of them is a
@@ -25,6 +26,9 @@ round). An arm's *epoch* is its steady-state epoch: from the start of epoch 1 to
 training, divided by the epochs after the first (epoch 0 pays first-call costs), stamped by each
 framework's own epoch-begin and train-end hooks. The ratio of a round is the arm's epoch over the
 durable loop's epoch in that round; the table gives the median over rounds and the min–max.
+Two tables: wall time (the result), and the training thread's CPU time (``time.thread_time``:
+the same epochs without fsync and scheduler waits; when the two agree, the spread is the CPU's
+speed varying between rounds, not the disk).
 Prints the load average and the fsync latency at the start and the end. Timings are printed,
 never asserted; exits 0.
 """
@@ -71,14 +75,16 @@ ARMS = ("plain", "durable", "this", "skorch", "lightning", "nnx-0.4.1")
 BASE = "durable"
 
 
-def now() -> float:
-    return time.perf_counter()
+def now() -> tuple[float, float]:
+    """Wall time and this thread's CPU time (every arm trains on the calling thread)."""
+    return time.perf_counter(), time.thread_time()
 
 
-def steady(stamps: list[float]) -> dict[str, float]:
-    """``stamps``: every epoch start, then the end of training."""
+def steady(stamps: list[tuple[float, float]]) -> dict[str, float]:
+    """``stamps``: every epoch start, then the end of training; the steady-state epoch's wall
+    time (``epoch``) and CPU time of the training thread (``cpu``: no fsync or scheduler waits)."""
     epochs = len(stamps) - 1
-    return {"epoch": (stamps[-1] - stamps[1]) / (epochs - 1)}
+    return {key: (stamps[-1][i] - stamps[1][i]) / (epochs - 1) for i, key in enumerate(("epoch", "cpu"))}
 
 
 # ------------------------------------------------------------------------------- arms
@@ -106,7 +112,7 @@ class Stamps:
     """Every epoch start, then the end of training (a callback of either NNx)."""
 
     def __init__(self) -> None:
-        self.times: list[float] = []
+        self.times: list[tuple[float, float]] = []
 
     def on_epoch_begin(self, ctx: Any) -> None:
         self.times.append(now())
@@ -157,7 +163,7 @@ def nnx041_arm(job: C.Job, epochs: int) -> dict[str, float]:
 
 class SkorchStamps(SkorchCallback):
     def __init__(self) -> None:
-        self.times: list[float] = []
+        self.times: list[tuple[float, float]] = []
 
     def on_epoch_begin(self, net: Any, **kwargs: Any) -> None:
         self.times.append(now())
@@ -207,7 +213,7 @@ class LitModule(L.LightningModule):
 
 class LitStamps(L.Callback):
     def __init__(self) -> None:
-        self.times: list[float] = []
+        self.times: list[tuple[float, float]] = []
 
     def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
         self.times.append(now())
@@ -271,8 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", default=None, help="comma-separated row indices (default: all)")
     parser.add_argument("--reps", type=int, default=3, help="timed rounds per row (default 3)")
     parser.add_argument("--epochs", type=int, default=3, help="epochs per call (default 3: two steady-state)")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated arms (default: all; {BASE} always runs)")
     args = parser.parse_args(argv)
     rows = ROWS if args.rows is None else [ROWS[int(i)] for i in args.rows.split(",")]
+    arms = [a for a in ARMS if a == BASE or a in args.arms.split(",")]
     reps = 1 if args.quick else args.reps
     versions = (
         f"lightning {L.__version__}, skorch {skorch.__version__}, "
@@ -282,21 +290,26 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())}; fsync latency {C.fsync_latency()}")
     print(
         f"\nsteady-state epoch ÷ the durable plain loop's, per round; median (min–max) over {reps} round(s) "
-        f"of {args.epochs} epochs\n"
+        f"of {args.epochs} epochs; wall time, then the training thread's CPU time\n"
     )
-    header = " | ".join(f"{a}" for a in ARMS if a != BASE)
-    print(f"| row | params | rows/epoch | durable ms/epoch | {header} |")
-    print("|---|---:|---:|---:|" + "---:|" * (len(ARMS) - 1))
+    header = " | ".join(f"{a}" for a in arms if a != BASE)
+    tables: dict[str, list[str]] = {"epoch": [], "cpu": []}
     started = time.perf_counter()
     for row in rows:
         job = row["job"]()
-        samples = C.interleaved(arms_of(job, args.epochs), reps)
-        base = samples[BASE]["epoch"]
-        cells = " | ".join(cell(samples[a]["epoch"], base) for a in ARMS if a != BASE)
-        print(
-            f"| {row['name']} | {C.n_params(job.net()):,} | {job.rows:,} | {statistics.median(base) * 1e3:.1f} | {cells} |",
-            flush=True,
-        )
+        every = arms_of(job, args.epochs)
+        samples = C.interleaved({a: every[a] for a in arms}, reps)
+        for key, lines in tables.items():
+            base = samples[BASE][key]
+            cells = " | ".join(cell(samples[a][key], base) for a in arms if a != BASE)
+            lines.append(
+                f"| {row['name']} | {C.n_params(job.net()):,} | {job.rows:,} | {statistics.median(base) * 1e3:.1f} | {cells} |"
+            )
+        print(f"{row['name']}: {tables['epoch'][-1]}", flush=True)
+    for key, title in (("epoch", "wall time"), ("cpu", "CPU time of the training thread")):
+        print(f"\n{title}\n\n| row | params | rows/epoch | durable ms/epoch | {header} |")
+        print("|---|---:|---:|---:|" + "---:|" * (len(arms) - 1))
+        print("\n".join(tables[key]))
     print(
         f"\n{time.perf_counter() - started:.0f} s; load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())} "
         f"at the end; fsync latency {C.fsync_latency()}"
