@@ -130,10 +130,11 @@ class BatchScores:
 
     def add(self, pred: torch.Tensor, target: torch.Tensor) -> None:
         """One batch's predicted classes and targets (any shape, the same number of elements)."""
-        self._preds.append(pred.reshape(-1))
-        self._targets.append(target.reshape(-1))
-        self._sizes.append(pred.numel())
-        self._pending += pred.numel()
+        size = pred.numel()
+        self._preds.append(pred if pred.dim() == 1 else pred.reshape(-1))
+        self._targets.append(target if target.dim() == 1 else target.reshape(-1))
+        self._sizes.append(size)
+        self._pending += size
         if self._pending >= self.FLUSH_ROWS:
             self._flush()
 

@@ -48,6 +48,8 @@ class DefaultStep:
         self.window = UpdateWindow(optim.accumulate_grad_batches)
         self.max_norm = optim.grad_clip_norm
         self._window_loss: torch.Tensor | None = None
+        self._seed: torch.Tensor | None = None  # the last backward seed 1/count (batches repeat their count)
+        self._seed_count = 0
 
     def bind(self, session: Any) -> None:
         """Attach to the session that runs it (nothing to prepare)."""
@@ -80,7 +82,7 @@ class DefaultStep:
         if count and self.window.accumulate == 1:
             # A one-microbatch window divides by its own count: seed the backward with 1/count
             # (the same gradient as dividing afterwards, without a pass over every gradient).
-            loss_sum.backward(torch.full((), 1.0 / count, dtype=loss_sum.dtype, device=loss_sum.device))
+            loss_sum.backward(self._seed_of(loss_sum, count))
             self.window.add(1)
         else:
             loss_sum.backward()
@@ -96,6 +98,15 @@ class DefaultStep:
             window_loss, self._window_loss = self._window_loss, None
             self.close(session, epoch, batch_idx, finite=lambda: math.isfinite(window_loss.item()))  # one read
         return detached, count, output.detach(), target
+
+    def _seed_of(self, loss_sum: torch.Tensor, count: int) -> torch.Tensor:
+        """``1/count`` as a scalar like ``loss_sum``, reused while batches keep their count (one
+        fill less per batch; autograd copies a seed it does not own, so reusing it is safe)."""
+        seed = self._seed
+        if seed is None or seed.dtype != loss_sum.dtype or seed.device != loss_sum.device or self._seed_count != count:
+            seed = self._seed = torch.full((), 1.0 / count, dtype=loss_sum.dtype, device=loss_sum.device)
+            self._seed_count = count
+        return seed
 
     def close(self, session: Any, epoch: int, batch_idx: int, *, finite: Any) -> None:
         """The window's end: the one update tail, then the announcement (or the skip count)."""

@@ -69,7 +69,7 @@ def to_device(value: Any, device: torch.device) -> Any:
     if isinstance(value, torch.Tensor):
         return value.to(device, non_blocking=True) if value.device != device else value
     if isinstance(value, (tuple, list)):
-        return type(value)(to_device(v, device) for v in value)
+        return type(value)([to_device(v, device) for v in value])
     if isinstance(value, Mapping):
         return {k: to_device(v, device) for k, v in value.items()}
     return value
