@@ -23,15 +23,18 @@ _STR_SUFFIXES = (".metric", ".split", ".mode", ".status")
 _BOOL_SUFFIXES = (".improved",)
 
 
+_LEAF_TYPES = frozenset((float, int, str, bool, type(None)))  # a record's cells, told apart without an ABC check
+
+
 def flatten(state: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}}`` → ``{"a.b": 1}``."""
     out: dict[str, Any] = {}
     for key, value in state.items():
         name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten(value, name + "."))
-        else:
+        if type(value) in _LEAF_TYPES or not isinstance(value, Mapping):
             out[name] = value
+        else:
+            out.update(flatten(value, name + "."))
     return out
 
 
