@@ -21,8 +21,6 @@ from nnx_core.records import IterationDataPoint
 _INT_COLUMNS = {"iter_idx", "epoch_idx", "batch_idx", "update_count"}
 _STR_SUFFIXES = (".metric", ".split", ".mode", ".status")
 _BOOL_SUFFIXES = (".improved",)
-
-
 _LEAF_TYPES = frozenset((float, int, str, bool, type(None)))  # a record's cells, told apart without an ABC check
 
 
