@@ -82,11 +82,21 @@ def atomic_durable_save(obj: Any, path: str) -> None:
 def plain_epoch(net: nn.Module, opt: torch.optim.Optimizer, loss_fn: nn.Module, train_loader: Any, val_loader: Any) -> float:
     """One epoch of the plain PyTorch loop every bench compares against: train, then the
     validation accuracy (read to the host, as a user's loop prints it)."""
+    plain_train(net, opt, loss_fn, train_loader)
+    return plain_accuracy(net, val_loader)
+
+
+def plain_train(net: nn.Module, opt: torch.optim.Optimizer, loss_fn: nn.Module, train_loader: Any) -> None:
+    """The plain loop's training batches."""
     net.train()
     for x, y in train_loader:
         opt.zero_grad(set_to_none=True)
         loss_fn(net(x), y).backward()
         opt.step()
+
+
+def plain_accuracy(net: nn.Module, val_loader: Any) -> float:
+    """The plain loop's validation accuracy."""
     net.eval()
     correct = total = 0
     with torch.inference_mode():

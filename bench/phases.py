@@ -71,15 +71,9 @@ def durable_arm(job: C.Job, epochs: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         for epoch in range(epochs):
             t0 = time.thread_time()
-            net.train()
-            for x, y in train_loader:
-                opt.zero_grad(set_to_none=True)
-                loss_fn(net(x), y).backward()
-                opt.step()
+            C.plain_train(net, opt, loss_fn, train_loader)
             t1 = time.thread_time()
-            net.eval()
-            with torch.inference_mode():
-                sum(int((net(x).argmax(-1) == y).sum()) for x, y in val_loader)
+            C.plain_accuracy(net, val_loader)
             t2 = time.thread_time()
             C.atomic_durable_save({"model": net.state_dict(), "optimizer": opt.state_dict()}, os.path.join(tmp, "c.pt"))
             t3 = time.thread_time()
