@@ -78,9 +78,9 @@ class Arms:
         return {"kind": "nnmodel", "epoch": self.epoch, "weights": self.weights, "rng": self.rng}
 
     def commit(self, tags: tuple[str, ...] = ()) -> float:
+        self.history.extend(history_rows(self.epoch))  # the session's decision adds the rows, before its commit
         start = time.perf_counter()
         payload = torch_state.encoder(self.payload())
-        self.history.extend(history_rows(self.epoch))
         history = self.history.render()
         last = commit_epoch(
             self.files,
