@@ -156,6 +156,25 @@ class SQLiteStorage:
                     f"DELETE FROM {table} WHERE path = ? OR substr(path, 1, ?) = ?", (folder, len(inside), inside)
                 )
 
+    def rename_folder(self, source: str, destination: str) -> None:
+        parts, target = split_path(source), split_path(destination)
+        if parts[:-1] != target[:-1]:
+            raise ValueError(f"rename_folder renames within one folder: {source!r}, {destination!r}")
+        with self._tx():  # one transaction: readers find the old name or the new one
+            self._no_file_above(parts, source)
+            if self._is_file(source):
+                raise _error(NotADirectoryError, errno.ENOTDIR, source)
+            if not self._is_folder(source):
+                raise _error(FileNotFoundError, errno.ENOENT, source)
+            if self._is_file(destination) or self._is_folder(destination):
+                raise _error(FileExistsError, errno.EEXIST, destination)
+            inside = f"{source}/"
+            for table in ("files", "folders"):
+                self.db.execute(
+                    f"UPDATE {table} SET path = ? || substr(path, ?) WHERE path = ? OR substr(path, 1, ?) = ?",
+                    (destination, len(source) + 1, source, len(inside), inside),
+                )
+
     def temporaries(self, folder: str) -> list[str]:
         """A transaction leaves no temporaries: always ``[]`` (once ``folder`` is checked)."""
         parts = split_path(folder, root_ok=True)

@@ -3,8 +3,9 @@
     nnx runs list    [--sort KEY] [--status S] [--where K=V] [--full]
                                   every run: id, started, duration, epochs, BEST, monitor, status
     nnx runs show    ID           configuration, committed epochs, tags, BEST and data of one run
-    nnx runs verify  ID           re-hash every blob of every tag, decode it with the safe loader,
-                                  and check the history against LAST and its own continuity
+    nnx runs verify  ID [--repair]  re-hash every blob of every tag, decode it with the safe loader,
+                                  and check the history against LAST and its own continuity;
+                                  --repair settles a replacement whose attempt is gone
     nnx runs plot | compare | export   (``nnx_api.cli_extra``)
     nnx --version
 
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
+from nnx_core import replacement
 from nnx_core.admission import INTERRUPTED, RUNNING, attempt_status, read_attempt
 from nnx_core.commit import LAST, RunFiles, history_tail, read_history
 from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunLeaseError, RunNotFoundError
@@ -36,7 +38,7 @@ from nnx_api.cli_extra import register, store
 from nnx_api.runs.curves import flatten_config, monitor_name
 from nnx_api.runs.journal import check_journal, epoch_summaries, has_journal
 from nnx_api.runs.run import NNRun
-from nnx_api.runs.store import dump_yaml
+from nnx_api.runs.store import dump_yaml, resolve_run_id
 
 COMMANDS = ("list", "show ID", "verify ID", "plot ID", "compare ID ID...", "export ID OUT")
 SORT_KEYS = ("started", "duration", "epochs", "monitor", "status", "id")
@@ -95,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="re-hash every blob and check history against LAST")
     verify.add_argument("id")
     verify.add_argument("--root", help=root_help)
+    verify.add_argument("--repair", action="store_true", help="settle a replacement (overwrite_existing=True) whose "
+                        "attempt is gone: keep the new run if it committed an epoch, else restore the previous run")
     verify.set_defaults(action=_verify)
     register(commands, root_help)  # plot / compare / export
     return parser
@@ -150,6 +154,9 @@ def _summary(run: NNRun) -> dict[str, Any]:
         row["seconds"] = None if end is None else (end - started).total_seconds()
     if best is not None and best.selection is not None and best.selection.value is not None:
         row["monitor"], row["value"] = monitor_name(best), best.selection.value
+    replaced = replacement.describe(files.storage, run.id)
+    if replaced is not None:
+        row["note"] = replaced
     return row
 
 
@@ -233,6 +240,9 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
     if attempt:
         committed = "nothing committed" if last is None else f"LAST epoch {last.epoch}"
         print(f"attempt: {run_status(files, attempt)} since {attempt.get('started_at')} ({committed})", file=out)
+    replaced = replacement.describe(files.storage, run.id, detail=True)
+    if replaced is not None:
+        print(f"replacement: {replaced}", file=out)
     if run.resume_status:
         print(f"resumed from: {dict(run.resume_status)}", file=out)
     for loader, fp in sorted((run.data_fingerprint or {}).items()):
@@ -262,7 +272,7 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
         print("best: -", file=out)
     print("epochs:", file=out)
     rows = [("EPOCH", "TRAIN_LOSS", "VAL_LOSS", "VAL_ACC", "MONITOR", "IMPROVED")]
-    journal_rows = epoch_summaries(files.storage, run.id, last)  # a journal's epochs.jsonl; None: eager
+    journal_rows = epoch_summaries(files.storage, run.id, last, files.root)  # a journal's epochs.jsonl; None: eager
     rows.extend(
         (str(r["epoch"]), _num(r["train_loss"]), _num(r["val_loss"]), _num(r.get("val_acc")), _num(r["monitor"]),
          "-" if r["improved"] is None else ("yes" if r["improved"] else "no"))
@@ -297,6 +307,8 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     problems: list[str] = []
     notes: list[str] = []
     run_id = args.id
+    if args.repair:
+        _repair(run_id, root, storage, out)
     try:
         run = NNRun.load(run_id, root, storage=storage)
     except CorruptRunError as exc:
@@ -334,6 +346,9 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
         notes.append(f"{len(stale)} stale temporary file(s) from an interrupted write (ignored; the next writer removes them)")
     if last is None:
         notes.append("nothing committed yet (no LAST)")
+    replaced = replacement.describe(files.storage, run_id, detail=True)
+    if replaced is not None:
+        notes.append(replaced)
     if run_status(files, read_attempt(files)) == INTERRUPTED:
         resume = "from its start" if last is None else f"from epoch {last.epoch + 1}"
         notes.append(f"its last attempt was interrupted (killed or Ctrl-C); resume='auto' continues it {resume}")
@@ -347,9 +362,18 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     return 1 if problems else 0
 
 
+def _repair(run_id: str, root: Any, storage: Any, out: TextIO) -> None:
+    """``verify --repair``: under the run's lease, settle a replacement its attempt left behind."""
+    run_id = resolve_run_id(run_id, storage, where=str(root))
+    files = RunFiles(storage, run_id)
+    with storage.lease(run_id):  # RunLeaseError while the replacing attempt is alive: nothing to repair
+        settled = replacement.settle(files, at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    print(f"repair: {settled or 'nothing to repair'}", file=out)
+
+
 def _check_history(files: RunFiles, last: Any, problems: list[str], notes: list[str]) -> None:
-    if has_journal(files.storage, files.run_id):
-        return check_journal(files.storage, files.run_id, last, problems, notes)
+    if has_journal(files.storage, files.run_id, files.root):
+        return check_journal(files.storage, files.run_id, last, problems, notes, files.root)
     try:
         if last is None:
             raw = parse_history(files.storage.read(files.history)) if files.storage.exists(files.history) else []

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from nnx_core import admission as adm
+from nnx_core import replacement
 from nnx_core.agreement import agreed, share
 from nnx_core.commit import RunFiles
 from nnx_core.errors import ComponentRestoreError
@@ -182,7 +183,7 @@ def _train(
     compiled = ready.compiled  # with compile=: its record goes on the run and the attempt, now and at the end
     run = compilation.noted(run, attempt, compiled)
     try:
-        share(c, group.writer_rank, "admission", lambda: resume.write_admitted(files, run, journal, fresh, attempt))
+        share(c, group.writer_rank, "admission", lambda: resume.write_admitted(files, run, journal, fresh, attempt, replace=plan.replace))
         opened = history.open_history(files, journal, fresh=fresh, idps=run.idps)
         shown = history.with_history_access(callbacks, opened)
         offset = int(payload["epoch"]) + 1 if payload is not None and fresh else 0  # a lineage run trains n_epochs more
@@ -195,6 +196,7 @@ def _train(
             owner=owned.owner, task=owned.task, monitor=monitor, callbacks=shown, components=components,
             eval_step_fn=entry.eval_step_fn, history=opened, group=group,
             start_epoch=start, phase_offset=offset, trainer=entry.trainer, compiled=compiled,
+            after_first_commit=(lambda: replacement.retire(files)) if plan.replace else None,
         ))
         agreed(c, "restore", lambda: _restore(session, payload, plan.stateful, train.seed, c.rank))
         # 7. the lifecycle, in the seed's order
@@ -206,7 +208,7 @@ def _train(
     except BaseException as exc:
         if is_writer:
             compilation.noted(run, attempt, compiled)  # a kept attempt.json says how compilation ended
-            resume.on_failure(files, attempt, exc, fresh)
+            resume.on_failure(files, attempt, exc, fresh, replace=plan.replace)
         raise
     result = attrs.evolve(run, idps=tuple(session.history.idps))
     if is_writer:

@@ -13,7 +13,10 @@ Decided by the writer under the run lease, before any session starts (``admit``)
     no LAST, but the run committed before (its history spans two epochs, or its
         attempt record names a committed epoch): checkpoints/ vanished   → CorruptRunError
     resume="auto" and no LAST                      → the folder is removed → fresh
-    overwrite_existing=True                        → the folder is removed → fresh
+    overwrite_existing=True, no LAST               → the folder is removed → fresh
+    overwrite_existing=True, LAST exists           → fresh, replacing: the committed run is kept
+                                                     until the new attempt commits its first
+                                                     epoch (``nnx_core.replacement``)
     otherwise                                      → RunExistsError, saying how to proceed
 
 The attempt record (``attempt.json``) is written when an attempt starts ("running") and when it
@@ -60,6 +63,7 @@ class Admission:
 
     action: str
     last: TagManifest | None = None
+    replace: bool = False  # fresh over a committed run: nnx_core.replacement keeps it until the first commit
 
 
 def admit(files: RunFiles, *, resume: bool, overwrite: bool, n_epochs: int, where: str = "the runs root") -> Admission:
@@ -81,6 +85,8 @@ def admit(files: RunFiles, *, resume: bool, overwrite: bool, n_epochs: int, wher
             f"run {files.run_id} already exists under {where}. Pass overwrite_existing=True to replace it, "
             "salt='...' or data_id='...' for a distinct run, or resume='auto' to continue it"
         )
+    if last is not None:
+        return Admission(FRESH, replace=True)
     files.storage.remove_tree(files.run_id)
     return Admission(FRESH)
 

@@ -152,16 +152,18 @@ class TagManifest:
 class RunFiles:
     """Paths and typed reads/writes of one run's files over a ``Storage``."""
 
-    def __init__(self, storage: Storage, run_id: str) -> None:
+    def __init__(self, storage: Storage, run_id: str, folder: str | None = None) -> None:
+        """``folder``: where the run's files live, when not in the folder named by its id (a run
+        kept aside while a replacement of it has not committed: ``nnx_core.replacement``)."""
         self.storage = storage
         self.run_id = validate_run_id(run_id)
-        self.root = run_id
-        self.run_yaml = f"{run_id}/run.yaml"
-        self.metadata_yaml = f"{run_id}/metadata.yaml"
-        self.history = f"{run_id}/idps.csv"
-        self.attempt = f"{run_id}/attempt.json"
-        self.checkpoints = f"{run_id}/checkpoints"
-        self.objects = f"{run_id}/checkpoints/objects"
+        self.root = root = folder if folder is not None else run_id
+        self.run_yaml = f"{root}/run.yaml"
+        self.metadata_yaml = f"{root}/metadata.yaml"
+        self.history = f"{root}/idps.csv"
+        self.attempt = f"{root}/attempt.json"
+        self.checkpoints = f"{root}/checkpoints"
+        self.objects = f"{root}/checkpoints/objects"
 
     def tag_path(self, tag: str) -> str:
         """Where a tag's manifest lives."""

@@ -45,9 +45,10 @@ HISTORY_FOLDER = "history"
 class JournalFiles:
     """Paths of one run's journal."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, root: str | None = None) -> None:
+        """``root``: the run's folder when it is not the one its id names (``RunFiles.root``)."""
         self.run_id = validate_run_id(run_id)
-        self.folder = f"{run_id}/{HISTORY_FOLDER}"
+        self.folder = f"{root if root is not None else run_id}/{HISTORY_FOLDER}"
         self.manifest = f"{self.folder}/journal.json"
         self.index = f"{self.folder}/index.jsonl"
         self.epochs = f"{self.folder}/epochs.jsonl"

@@ -27,9 +27,10 @@ from nnx_core.ports import Storage
 from nnx_core.records import IterationDataPoint
 
 
-def has_journal(storage: Storage, run_id: str) -> bool:
-    """Whether the run keeps its history as a journal (its manifest exists)."""
-    return storage.exists(JournalFiles(run_id).manifest)
+def has_journal(storage: Storage, run_id: str, root: str | None = None) -> bool:
+    """Whether the run keeps its history as a journal (its manifest exists); ``root``: the run's
+    folder when it is not the one its id names."""
+    return storage.exists(JournalFiles(run_id, root).manifest)
 
 
 class JournalReader:
@@ -39,22 +40,25 @@ class JournalReader:
     parsed and chain-verified once; chunks are read (and SHA-256-verified) on demand.
     """
 
-    def __init__(self, storage: Storage, run_id: str, last_epoch: int | None, manifest: JournalManifest) -> None:
+    def __init__(
+        self, storage: Storage, run_id: str, last_epoch: int | None, manifest: JournalManifest, root: str | None = None
+    ) -> None:
         self.storage = storage
-        self.files = JournalFiles(run_id)
+        self.files = JournalFiles(run_id, root)
         self.last_epoch = last_epoch
         self.manifest = manifest
         self._entries: list[ChunkEntry] | None = None
 
     @classmethod
-    def open(cls, storage: Storage, run_id: str, last_epoch: int | None) -> JournalReader | None:
-        """The run's journal reader, or None when the run has no journal (an eager history)."""
-        files = JournalFiles(run_id)
+    def open(cls, storage: Storage, run_id: str, last_epoch: int | None, root: str | None = None) -> JournalReader | None:
+        """The run's journal reader, or None when the run has no journal (an eager history);
+        ``root``: the run's folder when it is not the one its id names."""
+        files = JournalFiles(run_id, root)
         try:
             data = storage.read(files.manifest)
         except FileNotFoundError:
             return None
-        return cls(storage, run_id, last_epoch, JournalManifest.from_bytes(data, run_id=run_id))
+        return cls(storage, run_id, last_epoch, JournalManifest.from_bytes(data, run_id=run_id), root)
 
     def all_entries(self) -> list[ChunkEntry]:
         """Every entry the manifest commits (also those after ``last_epoch``)."""

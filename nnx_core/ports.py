@@ -55,6 +55,10 @@ class Storage(Protocol):
     ``NotADirectoryError``, writing onto a folder ``IsADirectoryError``; reading, listing or
     deleting below a file raises ``NotADirectoryError``.
 
+    ``rename_folder`` is what replacing a whole run uses: the run is moved aside to a new name in
+    the same folder in one durable step, and the folder moved aside keeps every file and its bytes
+    (readers find it under the old name or the new one, never both or neither).
+
     One optional capability: ``copy(source, destination)`` durably replaces ``destination`` with
     ``source``'s bytes, as ``write(destination, read(source))`` does (same guarantees, and a
     deferred folder fsync inside a ``sync_group``), but may share the stored bytes instead of
@@ -116,6 +120,14 @@ class Storage(Protocol):
     def remove_tree(self, folder: str) -> None:
         """Remove a folder and everything under it (admission cleanup/overwrite); missing is fine,
         a file ``NotADirectoryError``, the root ``ValueError``."""
+
+    def rename_folder(self, source: str, destination: str) -> None:
+        """Atomically rename the folder ``source`` to ``destination``, a new name in the same parent
+        folder, and make the rename durable (fsync of that parent) before returning. ``source``
+        missing: FileNotFoundError; ``source`` a file: NotADirectoryError; ``destination`` already
+        existing (file or folder, even an empty folder): FileExistsError; a different parent, the
+        root, or a reserved name: ValueError (paths validated like every other call, before anything
+        is touched). Readers see the folder under the old name or the new one, never both or neither."""
 
     def temporaries(self, folder: str) -> list[str]:
         """Sorted store paths of the ``.tmp-*`` files under ``folder`` (``""``: the root) — the

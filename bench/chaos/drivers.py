@@ -9,7 +9,9 @@ under ``OUT`` and runs the resume command on what the kill left:
 * ``digits-auto``: digits MLP, ``resume="auto"``; resumed by the same command;
 * ``ddp-writer0`` / ``ddp-writer1``: 2 gloo ranks, ``DDP(writer_rank=0 / 1)``, ``resume="auto"``;
 * ``trainer-gan``: ``Trainer`` with optimizers ``gen`` and ``disc``, ``resume="auto"``;
-* ``journal``: digits MLP, ``history=nnx.HistoryJournal(...)``, ``resume="auto"``.
+* ``journal``: digits MLP, ``history=nnx.HistoryJournal(...)``, ``resume="auto"``;
+* ``replace``: a finished digits run (trained beside ``OUT`` and moved in with one rename) is
+  replaced with ``overwrite_existing=True`` by a run on other data (the pixels halved).
 
 ckpt-chaos kills the rank that makes the file events: a DDP run's writer (the other rank
 writes nothing). Every run ends with one line for ``--step-regex`` (``resumed at epoch K``),
@@ -17,6 +19,10 @@ after checking two promises itself, exiting non-zero if either is broken:
 
 * the first epoch this process trained is the one after the newest epoch a reader saw
   committed before it started (a crash never costs a committed epoch): exit 4;
+* ``replace`` only: what a reader sees before training is exactly one of two runs, the finished
+  run it replaces (its LAST, weights and history as they were) or the replacement with at least
+  one committed epoch: exit 5 (``NEITHER``) for anything else. The first check then counts the
+  replacement's epochs;
 * the model in memory holds exactly the weights LAST holds on disk: exit 3.
 
 Then rank 0 writes ``OUT.result`` (``digest.summary``: LAST's epoch, a SHA-256 over its weights and
@@ -30,7 +36,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,7 +58,7 @@ import ddp_supervised  # noqa: E402
 from digest import committed_runs, final_checkpoint, state_digest, summary  # noqa: E402
 
 torch.set_num_threads(1)
-LOST_WORK, WRONG_MODEL = 4, 3
+LOST_WORK, WRONG_MODEL, NEITHER = 4, 3, 5
 
 
 class FirstEpoch(nnx.Callback):
@@ -160,6 +168,57 @@ def journal(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNM
     return model
 
 
+def replace(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+    """What a user does after ``DataChangedError``: train the same configuration on other data with
+    ``overwrite_existing=True``; once the replacement has committed an epoch, ``resume="auto"``."""
+    train, val = digits()
+    other = torch.utils.data.TensorDataset(train.tensors[0] * 0.5, train.tensors[1])
+    replacing = replaced_state(root) is None
+    model = mlp()
+    loader = DataLoader(other, batch_size=256, shuffle=True, generator=torch.Generator().manual_seed(0))
+    params = nnx.NNTrainParams(
+        n_epochs=epochs, optim=nnx.NNOptimParams(name=nnx.Optims.ADAM, max_lr=3e-3), seed=0, train_loader=loader,
+        val_loader=DataLoader(val, batch_size=512), progress=False,
+        **({"overwrite_existing": True} if replacing else {"resume": "auto"}),
+    )
+    model.train(params, callbacks=[first], root=root)
+    return model
+
+
+def seed_replaced(root: Path, epochs: int) -> None:
+    """The finished run ``replace`` replaces, trained beside ``OUT`` (no file event of the matrix)
+    and moved to ``root`` with one rename; what it holds goes to ``OUT.old`` for ``replaced_state``."""
+    seed = root.parent.with_name(root.parent.name + ".seed")
+    shutil.rmtree(seed, ignore_errors=True)
+    run = mlp().train(digits_params(epochs), root=seed / "runs")
+    Path(f"{root.parent}.old").write_text(_held(seed / "runs", run.data_fingerprint))
+    root.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(seed / "runs", root)
+
+
+def _held(root: Path, data: Any) -> str:
+    """A run's committed state (``digest.summary``) and the data it was trained on."""
+    return summary(root) + f"data {json.dumps(data, sort_keys=True)}\n"
+
+
+def replaced_state(root: Path) -> int | None:
+    """What ``replace`` finds before it trains: None while the run is the finished run it replaces
+    (intact: LAST, weights and history as seeded), else the replacement's newest committed epoch;
+    exits ``NEITHER`` on anything else (no run, a run without LAST, the old data without the old state)."""
+    runs = committed_runs(root)
+    last = runs[0].checkpoint("last") if len(runs) == 1 else None
+    if last is None:
+        print(f"NEITHER: the runs root holds {[r.id for r in runs]}, without one committed run")
+        sys.exit(NEITHER)
+    held, old = _held(root, runs[0].data_fingerprint), Path(f"{root.parent}.old").read_text()
+    if held == old:
+        return None
+    if held.rsplit("data ", 1)[1] == old.rsplit("data ", 1)[1]:
+        print("NEITHER: the run holds the replaced run's data, but not its committed state")
+        sys.exit(NEITHER)
+    return last.epoch
+
+
 DRIVERS = {
     "digits-explicit": digits_explicit,
     "digits-auto": digits_auto,
@@ -167,6 +226,7 @@ DRIVERS = {
     "ddp-writer1": ddp(1),
     "trainer-gan": trainer_gan,
     "journal": journal,
+    "replace": replace,
 }
 
 
@@ -180,7 +240,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     root, result, rank = args.out / "runs", Path(f"{args.out}.result"), os.environ.get("RANK", "0")
     if rank == "0":
         result.unlink(missing_ok=True)  # only this run's own result may be judged
-    committed = newest_committed(root)  # read before training: what the crash left
+    if args.driver == "replace" and not root.exists():  # not seeded yet (or killed before the rename)
+        seed_replaced(root, args.epochs)
+    # read before training: what the crash left (replace: the replacement's epochs; -1 for the old run)
+    committed = newest_committed(root) if args.driver != "replace" else _or_none(replaced_state(root))
     first = FirstEpoch()
     model = DRIVERS[args.driver](root, args.epochs, first, args.resume)
     resumed = args.epochs if first.epoch is None else first.epoch  # nothing left to train: the run was complete
@@ -194,6 +257,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         result.write_text(summary(root))
     print(f"nnx-chaos rank {rank}: committed epoch {committed} before this run, resumed at epoch {resumed}", flush=True)
     return 0
+
+
+def _or_none(epoch: int | None) -> int:
+    return -1 if epoch is None else epoch
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ DRIVERS = {
     "ddp-writer1": (2, 1, False),
     "trainer-gan": (1, 0, False),
     "journal": (1, 0, False),
+    "replace": (1, 0, False),
 }
 # --quick: (modes, max points) per driver, sized for 3 minutes of 2 idle cores (38 interpreter
 # starts). ckpt-chaos spreads a mode's points evenly from the first event on (2 points: the first
@@ -67,6 +68,7 @@ QUICK = {
     "ddp-writer1": ("term", 2),
     "trainer-gan": ("before,torn", 3),
     "journal": ("before", 2),
+    "replace": ("unsynced", 2),
 }
 _RANDOM_SUFFIX = re.compile(r"-[0-9a-f]{16}$")
 

@@ -204,7 +204,7 @@ class FileStorage:
     """A run store rooted at a folder on a local POSIX file system.
 
     ``ops`` counts the file-system operations performed: ``create``, ``write``, ``fsync`` (files
-    and folders), ``rename``, ``link``, ``unlink``, ``mkdir`` and ``rmdir``. The root folder is created on
+    and folders), ``rename`` (files and folders), ``link``, ``unlink``, ``mkdir`` and ``rmdir``. The root folder is created on
     the first mutation.
     """
 
@@ -433,6 +433,24 @@ class FileStorage:
         if not stat.S_ISDIR(st.st_mode):
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), target)
         self._rmtree(target)
+        self._fsync_dir(os.path.dirname(target))
+
+    def rename_folder(self, source: str, destination: str) -> None:
+        """Rename the folder ``source`` to ``destination`` in the same parent (one ``rename(2)``),
+        then fsync the parent. ``os.rename`` would silently replace an empty destination folder,
+        so any existing ``destination`` is refused first (``FileExistsError``)."""
+        parts, target_parts = split_path(source), split_path(destination)
+        if parts[:-1] != target_parts[:-1]:
+            raise ValueError(
+                f"rename_folder renames within one folder: {source!r} and {destination!r} have different parents"
+            )
+        origin, target = self._abs(parts), self._abs(target_parts)
+        if not stat.S_ISDIR(os.lstat(origin).st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), origin)
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), target)
+        os.rename(origin, target)
+        self.ops["rename"] += 1
         self._fsync_dir(os.path.dirname(target))
 
     def temporaries(self, folder: str) -> list[str]:

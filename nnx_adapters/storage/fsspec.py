@@ -23,7 +23,8 @@ backend             how each guarantee is kept                  kit results (``n
                     (``fileno()``) and of its folder (the path  root); the commit protocol and
                     is a local one); lease: ``flock`` on        the journal under a kill or an
                     ``<root>/.leases/<run>.lock``, shared with  ENOSPC/EIO at every port call:
-                    ``FileStorage``                             all pass
+                    ``FileStorage``; ``rename_folder``: one     all pass
+                    ``os.rename``, then the parent's fsync
 ``memory``          replace: the temporary is copied onto the   the same contracts: all pass
 (``MemoryFileSystem``) destination in one dict assignment, then
                     deleted (atomic for readers in this
@@ -31,7 +32,10 @@ backend             how each guarantee is kept                  kit results (``n
                     in this process and is gone when it ends
                     (``durable`` is False; fine for notebooks
                     and tests, never for runs you keep); lease:
-                    a registry in this process
+                    a registry in this process;
+                    ``rename_folder``: **not atomic** — every
+                    file copied, then the old folder deleted
+                    (another thread may see both names)
 ==================  ==========================================  ================================
 
 Neither backend offers crash injection, so the kit's power-cut and in-call fault machines (which
@@ -263,6 +267,27 @@ class FsspecStorage:
             self._check_ancestors(parts[:-1], folder)
             return
         self.fs.rm(target, recursive=True)
+        self._sync_folder(self._full(parts[:-1]))
+
+    def rename_folder(self, source: str, destination: str) -> None:
+        """Rename the folder ``source`` to ``destination`` in the same parent (``fs.mv``), then sync
+        the parent. Any existing ``destination`` is refused first (``FileExistsError``): the local
+        backend's ``mv`` would move ``source`` inside an existing folder. Atomic on the local
+        backend (one ``os.rename``); the memory backend copies then deletes (module docstring)."""
+        parts, target_parts = split_path(source), split_path(destination)
+        if parts[:-1] != target_parts[:-1]:
+            raise ValueError(
+                f"rename_folder renames within one folder: {source!r} and {destination!r} have different parents"
+            )
+        origin, target = self._full(parts), self._full(target_parts)
+        if self.fs.isfile(origin):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), source)
+        if not self.fs.isdir(origin):
+            self._check_ancestors(parts[:-1], source)
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), source)
+        if self.fs.exists(target):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), destination)
+        self.fs.mv(origin, target, recursive=True)
         self._sync_folder(self._full(parts[:-1]))
 
     def temporaries(self, folder: str) -> list[str]:

@@ -360,6 +360,33 @@ class MemoryStorage:
         self._rmtree(parent, parts)
         self._op("fsync_dir", _join(parts[:-1]), lambda: self._fsync(parent))
 
+    def rename_folder(self, source: str, destination: str) -> None:
+        """``FileStorage.rename_folder``: one ``rename`` moving the folder's entry to its new name in
+        the parent, then ``fsync_dir`` of the parent. A power cut between the two loses the rename
+        (the parent's entries become durable on its fsync): the folder is found under its old name."""
+        parts, target = split_path(source), split_path(destination)
+        if parts[:-1] != target[:-1]:
+            raise ValueError(
+                f"rename_folder renames within one folder: {source!r} and {destination!r} have different parents"
+            )
+        self._check_alive()
+        ino = self._lookup(parts)
+        if ino is None:
+            raise _enoent(source)
+        if not self._inodes[ino].is_dir:
+            raise _enotdir(source)
+        parent = self._lookup(parts[:-1])
+        assert parent is not None
+        entries = self._dir(parent)
+        if target[-1] in entries:
+            raise FileExistsError(errno.EEXIST, "File exists", destination)
+
+        def move() -> None:
+            entries[target[-1]] = entries.pop(parts[-1])
+
+        self._op("rename", destination, move)
+        self._op("fsync_dir", _join(parts[:-1]), lambda: self._fsync(parent))
+
     def temporaries(self, folder: str) -> list[str]:
         """Store paths of every ``.tmp-*`` file under ``folder`` (``""``: the root), sorted."""
         return sorted(path for _, paths in self._temporaries(folder) for _, path in paths)

@@ -17,6 +17,13 @@ becomes the new state, it is replayed from the current state once per failure po
   that ``write`` itself is atomic and durable;
 * whatever ``adapter_trials`` adds (the project adds OS-level faults for ``FileStorage``).
 
+``CommitContract`` also replaces the whole run (``overwrite_existing=True``; ``nnx_core.replacement``):
+the committed run moved aside, a fresh run admitted, its first epoch committed, the old run
+retired — failed at every point the same way. Readers must then see exactly the old committed
+state or the replacement's first epoch (nothing between, and tags only of the one they see), and
+a restarted writer's first step (``replacement.settle``) must leave what readers see unchanged and
+no folder aside.
+
 After each one, what a reader loads must be a committed state: loading never raises (not even
 ``CorruptRunError``); LAST names the previous or the new epoch; history as readers see it holds
 exactly the records of epochs up to LAST (history ≤ LAST); BEST, the phase tags and the callback
@@ -53,6 +60,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from nnx_adapters.storage.paths import TMP_PREFIX
 from nnx_adapters.testing.faults import CrashInjection, PortFaults, WriterKilled
 from nnx_adapters.testing.model import copy_visible, visible_tree
+from nnx_core import replacement
 from nnx_core.commit import BEST, LAST, EpochCommit, RunFiles, TagManifest, commit_epoch, phase_tags, read_history
 from nnx_core.history import EagerHistory
 from nnx_core.journal import HistoryJournal, JournalWriter
@@ -86,11 +94,11 @@ def observe(storage: Storage, *, journal: bool) -> View:
     files_seen, folders_seen = visible_tree(storage)
     shown = [p for p in (*files_seen, *folders_seen) if TMP_PREFIX in p]
     assert shown == [], f"temporaries visible to readers: {shown}"
-    files = RunFiles(storage, RUN_ID)
+    files = RunFiles(storage, RUN_ID, replacement.reading_folder(storage, RUN_ID))  # a replaced run: the old one until the new commits
     last = files.read_tag(LAST)  # an empty, torn or mixed LAST raises CorruptRunError
     last_epoch = None if last is None else last.epoch
     if journal:
-        reader = JournalReader.open(storage, RUN_ID, last_epoch)
+        reader = JournalReader.open(storage, RUN_ID, last_epoch, files.root)
         assert reader is not None or last is None, "LAST committed without a journal manifest"
         rows = tuple(reader) if reader is not None else ()  # every chunk verified, the chain checked
         if reader is not None:
@@ -127,6 +135,17 @@ def check_outcome(view: View, old: View, new: View, where: str) -> None:
             assert view.tags.get(tag) in (old.tags.get(tag), new.tags.get(tag)), f"{where}: tag {tag} is neither"
     else:
         assert view == old, f"{where}: not the previous committed state: {view} != {old}"
+
+
+def check_replaced(view: View, old: View, new: View, where: str) -> None:
+    """After a failed replacement: exactly the old run, or the new run's first epoch (its LAST and
+    history; every tag one of the new run's, none of the old run's left)."""
+    if view == old:
+        return
+    assert view.last == new.last and view.rows == new.rows, f"{where}: neither the old run nor the new one: {view}"
+    assert view.tags[LAST] == new.tags[LAST], f"{where}: LAST names the wrong blob"
+    for tag, value in view.tags.items():
+        assert new.tags.get(tag) == value, f"{where}: tag {tag} is not the new run's"
 
 
 # -- one epoch's commit -------------------------------------------------------------------------
@@ -210,6 +229,29 @@ class Plan:
         if self.snapshot is not None:
             tags[CALLBACK_TAG] = (self.epoch, hashlib.sha256(self.snapshot).hexdigest())
         return View(self.epoch, old.rows + tuple(encode_record(r) for r in self.rows), tags)
+
+
+@attrs.frozen
+class Replacement:
+    """A whole run replaced: what ``train(overwrite_existing=True)`` writes until its first epoch
+    is durable (``nnx_core.replacement``), with ``first`` the new run's first commit."""
+
+    first: Plan
+    epoch: int = 0
+    at = "2026-01-01T00:00:00+00:00"
+
+    def run(self, storage: Storage, writer: JournalWriter | None) -> None:
+        """Settle (nothing pending), move the old run aside, admit the new one, commit, retire."""
+        files = RunFiles(storage, RUN_ID)
+        replacement.settle(files, at=self.at)
+        replacement.begin(files, "a" * 32, self.at)
+        storage.write(files.run_yaml, b"id: " + RUN_ID.encode() + b"\n")
+        self.first.run(storage, writer)
+        replacement.retire(files)
+
+    def expected(self, old: View) -> View:
+        """The new run at its first epoch: nothing of the old one."""
+        return self.first.expected(View(None, (), {}))
 
 
 @attrs.frozen
@@ -322,8 +364,9 @@ class _CommitMachine(RuleBasedStateMachine):
         assert [encode_record(r) for r in writer.idps] == list(view.rows[-self.spec.retention :]), f"{where}: window"
         return writer
 
-    def check(self, outcome: Outcome, old: View, new: View) -> tuple[View, JournalWriter | None]:
-        """A failed writer's outcome is a committed state, and a restarted writer continues from it."""
+    def check(self, outcome: Outcome, old: View, new: View, *, replaced: bool = False) -> tuple[View, JournalWriter | None]:
+        """A failed writer's outcome is a committed state, and a restarted writer continues from it
+        (``replaced``: the outcome of a whole-run replacement, which the restarted writer settles first)."""
         where, store = outcome.label, outcome.store
         if outcome.injected is not None:
             assert outcome.raised is outcome.injected, f"{where}: {outcome.raised!r} surfaced instead of the injected error"
@@ -332,12 +375,17 @@ class _CommitMachine(RuleBasedStateMachine):
             view = observe(store, journal=self.journal)
         except Exception as exc:  # noqa: BLE001 — reported with the failure point that caused it
             raise AssertionError(f"{where}: readers cannot load a committed state: {exc!r}") from exc
-        check_outcome(view, old, new, where)
+        if replaced:
+            check_replaced(view, old, new, where)
+            replacement.settle(RunFiles(store, RUN_ID), at=Replacement.at)
+            assert store.list(replacement.aside(RUN_ID)) == [], f"{where}: a folder aside survives settling"
+        else:
+            check_outcome(view, old, new, where)
         return view, self.restart(store, view, where)
 
     # -- the failure points -------------------------------------------------------------------
 
-    def trials(self, plan: Plan) -> list[Trial]:
+    def trials(self, plan: Plan | Replacement) -> list[Trial]:
         """Every failure point of ``plan`` from the current state."""
 
         def replay(store: Storage) -> None:
@@ -368,7 +416,7 @@ class _CommitMachine(RuleBasedStateMachine):
             found += self.crash_trials(plan, replay)
         return found + self.adapter_trials(replay)
 
-    def crash_trials(self, plan: Plan, replay: Callable[[Storage], None]) -> list[Trial]:
+    def crash_trials(self, plan: Plan | Replacement, replay: Callable[[Storage], None]) -> list[Trial]:
         """Power cuts after, and ENOSPC/EIO at, every primitive operation (crash injection)."""
         probe: Any = self.copy_storage(self.store)
         start = probe.count_ops()
@@ -447,6 +495,46 @@ class _CommitMachine(RuleBasedStateMachine):
             self.view, self.writer = self.check(chosen, old, new)
             self.store = chosen.store
         self.records = plan.old_records + plan.rows if self.view.last == new.last else plan.old_records
+        self.appends = take == "complete"
+        self.dispose_storage(previous)
+
+    @precondition(lambda self: not self.journal and self.view.last is not None)
+    @rule(
+        payload=st.integers(0, 2),
+        n_rows=st.integers(1, 4),
+        improved=st.booleans(),
+        snapshot=st.booleans(),
+        outcome=st.floats(0, 1),
+        take=st.sampled_from(["complete", "failure", "failure"]),
+    )
+    def replace(self, payload: int, n_rows: int, improved: bool, snapshot: bool, outcome: float, take: str) -> None:
+        """The committed run replaced by a fresh one (``overwrite_existing=True``), up to the new
+        run's first commit and the old run's removal, failed at every point."""
+        old = self.view
+        first = Plan(
+            epoch=0, payload=b"NNX-FAKE-PAYLOAD:" + bytes([payload]) * 96, streamed=False,
+            snapshot=b"weights:0" if snapshot else None, tags=(*phase_tags(0, N_EPOCHS), *((BEST,) if improved else ())),
+            old_records=(), rows=tuple(epoch_rows(0, 0, n_rows, improved)),
+        )
+        plan = Replacement(first)
+        new = plan.expected(old)
+        trials = self.trials(plan)
+        for trial in trials:
+            outcome_ = trial.run()
+            self.check(outcome_, old, new, replaced=True)
+            self.dispose_storage(outcome_.store)
+        EXERCISED[f"{type(self.store).__name__}: replacements replayed"] += 1
+        previous = self.store
+        if take == "complete":
+            self.store = self.copy_storage(previous)
+            plan.run(self.store, None)
+            self.view = observe(self.store, journal=False)
+            assert self.view == new, "the completed replacement is not the new run's first epoch"
+        else:
+            chosen = trials[min(int(outcome * len(trials)), len(trials) - 1)].run()
+            self.view, self.writer = self.check(chosen, old, new, replaced=True)
+            self.store = chosen.store
+        self.records = first.rows if (self.view.last, self.view.rows) == (new.last, new.rows) else self.records
         self.appends = take == "complete"
         self.dispose_storage(previous)
 

@@ -121,6 +121,10 @@ class PortFaults:
         self._gate("remove_tree")
         self.inner.remove_tree(folder)
 
+    def rename_folder(self, source: str, destination: str) -> None:
+        self._gate("rename_folder")
+        self.inner.rename_folder(source, destination)
+
     def temporaries(self, folder: str) -> list[str]:
         self._gate("temporaries")
         return self.inner.temporaries(folder)

@@ -16,7 +16,12 @@ from nnx_core.ports import Receipt
 
 
 def _error(kind: type[OSError], path: str) -> OSError:
-    code = {FileNotFoundError: errno.ENOENT, IsADirectoryError: errno.EISDIR, NotADirectoryError: errno.ENOTDIR}
+    code = {
+        FileNotFoundError: errno.ENOENT,
+        IsADirectoryError: errno.EISDIR,
+        NotADirectoryError: errno.ENOTDIR,
+        FileExistsError: errno.EEXIST,
+    }
     return kind(code[kind], kind.__name__, path)
 
 
@@ -130,6 +135,26 @@ class ReferenceStore:
         inside = f"{folder}/"
         self.files = {p: d for p, d in self.files.items() if not p.startswith(inside)}
         self.folders = {p for p in self.folders if p != folder and not p.startswith(inside)}
+
+    def rename_folder(self, source: str, destination: str) -> None:
+        """Move every file and folder under ``source`` to ``destination``, a new name beside it."""
+        parts, target = split_path(source), split_path(destination)
+        if parts[:-1] != target[:-1]:
+            raise ValueError(f"rename_folder renames within one folder: {source!r}, {destination!r}")
+        kind = self._resolve(parts, source)
+        if kind is None:
+            raise _error(FileNotFoundError, source)
+        if kind == "file":
+            raise _error(NotADirectoryError, source)
+        if self._resolve(target, destination) is not None:
+            raise _error(FileExistsError, destination)
+        inside = f"{source}/"
+
+        def moved(path: str) -> str:
+            return destination + path[len(source):] if path == source or path.startswith(inside) else path
+
+        self.files = {moved(p): d for p, d in self.files.items()}
+        self.folders = {moved(p) for p in self.folders}
 
     def temporaries(self, folder: str) -> list[str]:
         """Completed calls leave no temporaries; only the folder's kind is checked."""

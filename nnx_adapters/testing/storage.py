@@ -6,8 +6,11 @@ kind (``ValueError`` for a bad path, ``FileNotFoundError`` / ``IsADirectoryError
 ``NotADirectoryError`` as POSIX resolves it, ``RunLeaseError`` for a held lease):
 
 * agreement with the reference model: ``write``, ``append``, ``read``, ``exists``, ``digest``,
-  ``delete``, ``list``, ``remove_tree``, ``temporaries``, ``clean_temporaries``, and the optional
-  ``copy`` (through ``nnx_core.ports.copy_file``, so a store without it is checked too);
+  ``delete``, ``list``, ``remove_tree``, ``rename_folder`` (mostly between siblings, so the
+  outcome is a rename, ``FileNotFoundError``, ``NotADirectoryError`` or ``FileExistsError`` more
+  often than the ``ValueError`` of a different parent), ``temporaries``, ``clean_temporaries``,
+  and the optional ``copy`` (through ``nnx_core.ports.copy_file``, so a store without it is
+  checked too);
 * blob streaming and digests: ``write_blob`` over chunks of every size (1 MiB ones too) names
   the blob by its SHA-256, stores identical content once, and ``digest`` agrees with ``read``;
 * atomicity as readers see it: while a producer is half-way through a blob, a reader walking the
@@ -51,6 +54,21 @@ valid_paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".j
 paths = st.one_of(valid_paths, valid_paths, valid_paths, st.sampled_from(INVALID_PATHS))
 folders = st.one_of(st.just(""), valid_paths, valid_paths, st.sampled_from(INVALID_PATHS[1:]))
 data = st.binary(max_size=24)
+
+
+def _in(parent: str, name: str) -> str:
+    return f"{parent}/{name}" if parent else name
+
+
+_parents = st.lists(st.sampled_from(NAMES), max_size=2).map("/".join)
+_two_names = st.one_of(
+    st.lists(st.sampled_from(NAMES), min_size=2, max_size=2, unique=True),
+    st.lists(st.sampled_from(NAMES), min_size=2, max_size=2, unique=True),
+    st.sampled_from(NAMES).map(lambda name: [name, name]),  # onto itself: FileExistsError when there
+)
+_siblings = st.builds(lambda parent, names: (_in(parent, names[0]), _in(parent, names[1])), _parents, _two_names)
+renames = st.one_of(_siblings, _siblings, _siblings, st.tuples(paths, paths))
+"""``(source, destination)`` for ``rename_folder``: mostly two names in one folder, else any paths."""
 run_ids = st.one_of(st.sampled_from(["r1", "r2"]), st.sampled_from(["r1", "", "..", "a/b"]))
 
 
@@ -186,6 +204,21 @@ class StorageContract(RuleBasedStateMachine):
     @rule(folder=paths)
     def remove_tree(self, folder: str) -> None:
         self.agree(f"remove_tree({folder!r})", lambda: self.model.remove_tree(folder), lambda s: s.remove_tree(folder))
+
+    @rule(pair=renames, data=st.data())
+    def rename_folder(self, pair: tuple[str, str], data: st.DataObject) -> None:
+        """Every file and folder under the source is found under the new name afterwards, with its
+        bytes (the invariant ``readers_see_the_model``), or the same error as the model's. Half the
+        time the source is a folder the model holds, renamed to a sibling name (``z``: often new)."""
+        source, destination = pair
+        if self.model.folders and data.draw(st.booleans(), label="an existing folder"):
+            source = data.draw(st.sampled_from(sorted(self.model.folders)), label="source")
+            destination = _in(source.rpartition("/")[0], data.draw(st.sampled_from((*NAMES, "z")), label="new name"))
+        self.agree(
+            f"rename_folder({source!r}, {destination!r})",
+            lambda: self.model.rename_folder(source, destination),
+            lambda s: s.rename_folder(source, destination),
+        )
 
     @rule(folder=folders)
     def temporaries(self, folder: str) -> None:

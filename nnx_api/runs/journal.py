@@ -25,7 +25,7 @@ from nnx_core.errors import HistoryCorruptionError, ParamsError, RunNotFoundErro
 from nnx_core.history import coverage_problems, flatten
 from nnx_core.identity import validate_run_id
 from nnx_core.journal import HistoryJournal, JournalWriter
-from nnx_core.journal_format import JournalFiles, read_chunk
+from nnx_core.journal_format import read_chunk
 from nnx_core.journal_reader import JournalReader, has_journal
 from nnx_core.records import IterationDataPoint
 from nnx_adapters.storage.fs import FileStorage
@@ -188,15 +188,18 @@ def migrate_history(
 # -- what `nnx runs show / verify` read -----------------------------------------------------------
 
 
-def epoch_summaries(storage: Any, run_id: str, last: Any) -> list[dict[str, Any]] | None:
-    """A journal run's per-epoch rows up to LAST (None for an eager run)."""
-    reader = JournalReader.open(storage, run_id, None if last is None else last.epoch)
+def epoch_summaries(storage: Any, run_id: str, last: Any, root: str | None = None) -> list[dict[str, Any]] | None:
+    """A journal run's per-epoch rows up to LAST (None for an eager run); ``root``: the run's
+    folder when it is not the one its id names (``RunFiles.root``)."""
+    reader = JournalReader.open(storage, run_id, None if last is None else last.epoch, root)
     return None if reader is None else reader.epoch_rows()
 
 
-def check_journal(storage: Any, run_id: str, last: Any, problems: list[str], notes: list[str]) -> None:
+def check_journal(
+    storage: Any, run_id: str, last: Any, problems: list[str], notes: list[str], root: str | None = None
+) -> None:
     """``nnx runs verify`` for a journal: every chunk re-hashed, the chain, and epochs 0..LAST."""
-    reader = JournalReader.open(storage, run_id, None if last is None else last.epoch)
+    reader = JournalReader.open(storage, run_id, None if last is None else last.epoch, root)
     if reader is None:
         return
     try:
@@ -207,7 +210,7 @@ def check_journal(storage: Any, run_id: str, last: Any, problems: list[str], not
     except HistoryCorruptionError as exc:
         problems.append(str(exc))
         return
-    files = JournalFiles(run_id)
+    files = reader.files
     for path, size in ((files.index, reader.manifest.index_bytes), (files.epochs, reader.manifest.epochs_bytes)):
         extra = len(storage.read(path)) - size if storage.exists(path) else 0
         if extra > 0:

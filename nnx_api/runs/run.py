@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 import torch
 
+from nnx_core import replacement
 from nnx_core.commit import LAST, RunFiles, TagManifest, read_history, truncate_to_last
 from nnx_core.compilation import CompileRecord
 from nnx_core.errors import CorruptRunError, ParamsError, RunNotFoundError
@@ -44,7 +45,7 @@ from nnx_api.config.params import NNModelParams, NNParams, NNTrainerParams, NNTr
 from nnx_api.runs.checkpoint import STANDALONE_KIND, NNCheckpointTransform
 from nnx_api.runs.html import run_html
 from nnx_api.runs.plots import plot_run
-from nnx_api.runs.store import dump_yaml, environment, load_yaml, resolve_run_id, runs_root
+from nnx_api.runs.store import dump_yaml, environment, load_yaml, resolve_run_id, run_folders, runs_root
 
 PHASE_TAGS = ("first", "q1", "q2", "q3", LAST)  # NNRun.checkpoints(): NNx's phase order, BEST excluded
 
@@ -97,6 +98,7 @@ class NNRun:
     storage: Any = attrs.field(default=None, eq=False, repr=False)
     data_fingerprint: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
     compile: CompileRecord | None = attrs.field(default=None, converter=CompileRecord.coerce, eq=False)
+    folder: str | None = attrs.field(default=None, eq=False, repr=False)  # read from here, not <id>/ (a run kept aside)
     id: str = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -104,8 +106,8 @@ class NNRun:
 
     @property
     def path(self) -> Path:
-        """``<root>/<id>``."""
-        return self.root / self.id
+        """``<root>/<id>`` (while a replacement of the run has not committed: the folder it is kept in)."""
+        return self.root / (self.folder or self.id)
 
     def state(self) -> dict[str, Any]:
         """``{"id": ..., **config}`` — what run.yaml holds."""
@@ -113,7 +115,7 @@ class NNRun:
 
     def files(self) -> RunFiles:
         """This run's files over its store."""
-        return RunFiles(self.storage if self.storage is not None else FileStorage(self.root), self.id)
+        return RunFiles(self.storage if self.storage is not None else FileStorage(self.root), self.id, self.folder)
 
     def save(self, *, eager_history: bool = True) -> None:
         """Write run.yaml, metadata.yaml and idps.csv (each replaced atomically; no idps.csv for a
@@ -149,20 +151,21 @@ class NNRun:
         base = runs_root(root)
         store = storage if storage is not None else FileStorage(base)
         run_id = resolve_run_id(id, store, where=str(base))
-        files = RunFiles(store, run_id)
+        folder = replacement.reading_folder(store, run_id)  # a replacement not yet committed: the run kept aside
+        files = RunFiles(store, run_id, folder)
         try:
             raw = files.storage.read(files.run_yaml)
         except FileNotFoundError as exc:
             raise RunNotFoundError(f"no run {run_id} under {base}; list runs with `nnx runs list`") from exc
         doc = load_yaml(raw, where=f"run {run_id} run.yaml")
         stored_id = doc.pop("id", None)
-        run = cls(config=doc, root=base, storage=storage)
+        run = cls(config=doc, root=base, storage=storage, folder=None if folder == run_id else folder)
         if stored_id != run.id:
             raise CorruptRunError(f"run {run_id}: run.yaml's configuration hashes to {run.id}, not {stored_id}")
         if run.id != run_id:
             raise CorruptRunError(f"run folder {run_id} holds run {run.id}")
         last = files.read_tag(LAST)
-        journal = JournalReader.open(files.storage, run_id, None if last is None else last.epoch)
+        journal = JournalReader.open(files.storage, run_id, None if last is None else last.epoch, files.root)
         # a journal run loads its last `retention` committed records; nnx.iter_history streams all
         history = journal.tail() if journal is not None else read_history(files, last)
         meta = {}
@@ -183,9 +186,9 @@ class NNRun:
         base = runs_root(root)
         store = storage if storage is not None else FileStorage(base)
         runs = []
-        for name in store.list(""):
+        for name in run_folders(store):
             try:
-                if not name.startswith(".") and store.exists(f"{name}/run.yaml"):
+                if store.exists(f"{name}/run.yaml") or store.exists(f"{replacement.aside(name)}/run.yaml"):
                     runs.append(cls.load(name, base, storage=storage))
             except (CorruptRunError, ValueError) as exc:
                 if on_unreadable is not None:
@@ -213,7 +216,7 @@ class NNRun:
         streamed from its history journal (a loaded journal run holds only the retained tail)."""
         files = self.files()
         last = files.read_tag(LAST)
-        reader = JournalReader.open(files.storage, self.id, None if last is None else last.epoch)
+        reader = JournalReader.open(files.storage, self.id, None if last is None else last.epoch, files.root)
         if reader is not None:
             return iter(reader)
         return iter(read_history(files, last))
@@ -261,7 +264,8 @@ class NNRun:
         """The last record of a committed ``epoch`` (a journal run reads it from its journal)."""
         found = self.epochs.get(epoch)
         if found is None:  # a journal run holds only its last records in memory
-            journal = JournalReader.open(self.files().storage, self.id, epoch)
+            files = self.files()
+            journal = JournalReader.open(files.storage, self.id, epoch, files.root)
             found = journal.epoch_record(epoch) if journal is not None else None
         return found
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from ruamel.yaml import YAML
 
+from nnx_core import replacement
 from nnx_core.errors import CorruptRunError, InvalidRunIdError
 from nnx_core.identity import ID_HEX_DIGITS, validate_run_id
 
@@ -77,12 +78,21 @@ def resolve_run_id(run_id: str, storage: Any, *, where: str = "the runs root") -
     run_id = validate_run_id(run_id)
     if len(run_id) >= ID_HEX_DIGITS or storage.exists(f"{run_id}/run.yaml"):
         return run_id
-    try:
-        names = storage.list("")
-    except FileNotFoundError:
-        return run_id
-    matches = sorted(n for n in names if n.startswith(run_id) and not n.startswith("."))
+    matches = [n for n in run_folders(storage) if n.startswith(run_id)]
     if len(matches) > 1:
         shown = ", ".join(m[:12] for m in matches[:5]) + (", ..." if len(matches) > 5 else "")
         raise InvalidRunIdError(f"run id prefix {run_id!r} matches {len(matches)} runs under {where} ({shown}); give more characters")
     return matches[0] if matches else run_id
+
+
+def run_folders(storage: Any) -> list[str]:
+    """The run ids the store's root names, sorted: its run folders, and the runs a replacement not
+    yet committed keeps aside (``nnx_core.replacement``); temporaries, leases and other dot-names
+    left out."""
+    try:
+        names = storage.list("")
+    except FileNotFoundError:
+        return []
+    ids = {n for n in names if not n.startswith(".")}
+    ids.update(found for n in names if (found := replacement.run_id_of(n)) is not None)
+    return sorted(ids)

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from nnx_core import admission as adm
+from nnx_core import replacement
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.errors import ComponentRestoreError, CorruptRunError, ResumeMismatchError, ResumePointError, RunNotFoundError
 from nnx_core.identity import validate_run_id, validate_tag
@@ -46,6 +47,7 @@ class Plan:
     idps: tuple[Any, ...] = ()
     schedules: Mapping[str, Any] | None = None  # a stateful resume point's schedule states (budgets)
     compile: Any = None  # a finished run's recorded CompileRecord (metadata.yaml), returned as it is
+    replace: bool = False  # fresh over a committed run, which stays until the first commit (nnx_core.replacement)
 
 
 def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
@@ -106,6 +108,9 @@ def admit(
     ``current``: this call's data fingerprint; a run recorded with other data is refused
     (``DataChangedError``) before it is continued or returned."""
     lease.enter_context(files.storage.lease(files.run_id))
+    settled = replacement.settle(files, at=now())  # a replacement a killed writer left: finished or rolled back
+    if settled is not None:
+        warnings.warn(f"run {files.run_id[:8]}: an interrupted replacement was settled ({settled})", RuntimeWarning, stacklevel=2)
     files.storage.clean_temporaries(files.run_id)  # a hard kill can leave temporaries behind (never visible)
     train = entry.train
     decided = adm.admit(
@@ -113,7 +118,7 @@ def admit(
         where=str(getattr(files.storage, "root", "the runs root")),
     )
     if decided.action == adm.FRESH:
-        return source or Plan(action=adm.FRESH)
+        return attrs.evolve(source or Plan(action=adm.FRESH), replace=decided.replace)
     loaded = NNRun.load(files.run_id, entry.root, storage=files.storage)
     refused = adm.data_refusal(files.run_id, loaded.data_fingerprint, current)
     if refused is not None:
@@ -127,9 +132,14 @@ def admit(
     return Plan(action=adm.CONTINUE, data=data, stateful=True, status=status, idps=loaded.idps)
 
 
-def write_admitted(files: RunFiles, run: NNRun, journal: Any, fresh: bool, attempt: adm.AttemptRecord) -> None:
+def write_admitted(
+    files: RunFiles, run: NNRun, journal: Any, fresh: bool, attempt: adm.AttemptRecord, *, replace: bool = False
+) -> None:
     """The writer's first writes, once every check passed: a fresh run's run.yaml, metadata and
-    empty history, or a continuation's metadata; then the attempt record."""
+    empty history (a replacement first moves the committed run aside), or a continuation's
+    metadata; then the attempt record."""
+    if replace:
+        replacement.begin(files, attempt.attempt_id, attempt.started_at)
     if fresh:
         run.save(eager_history=journal is None)
     else:
@@ -149,12 +159,16 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def on_failure(files: RunFiles, attempt: adm.AttemptRecord, exc: BaseException, fresh: bool) -> None:
-    """A fresh run that never committed is removed (so the same call can be retried); otherwise the
-    attempt is recorded as failed. A crash or kill (not an ``Exception``) leaves everything as it is."""
+def on_failure(files: RunFiles, attempt: adm.AttemptRecord, exc: BaseException, fresh: bool, *, replace: bool = False) -> None:
+    """A fresh run that never committed is removed (so the same call can be retried) — a replacement
+    that never committed is rolled back, the previous run renamed back; otherwise the attempt is
+    recorded as failed. A crash or kill (not an ``Exception``) leaves everything as it is (the
+    next writer settles a replacement)."""
     if not isinstance(exc, Exception):
         return
     with contextlib.suppress(Exception):  # the training error is the one to report
+        if replace and replacement.settle(files, at=now(), error=exc) == replacement.KEPT:
+            return
         if not (fresh and adm.discard_uncommitted(files)) and files.exists():
             attempt.finish(files, adm.FAILED, now(), error=exc)
 

@@ -197,6 +197,7 @@ class SessionSetup:
     phase_offset: int
     trainer: Any = None
     compiled: Any = None  # the compiled forward of the default step and validation (train(compile=...))
+    after_first_commit: Callable[[], None] | None = None  # the writer's step once the first epoch is durable
 
 
 class TrainingSession:
@@ -224,6 +225,7 @@ class TrainingSession:
         self.summary: Any = None
         self.decision: MonitorDecision | None = None
         self.committed_epoch = self.history.idps[-1].epoch_idx if self.history.idps else None
+        self._after_first_commit = setup.after_first_commit
         self._iter_idx = len(self.history.idps) if isinstance(self.history, EagerHistory) else self.history.committed_records
         self._epoch_records: list[IterationDataPoint] = []
         self._prev_history = self.history.render() if isinstance(self.history, EagerHistory) and self.history.idps else None
@@ -497,6 +499,9 @@ class TrainingSession:
         if self.collective.is_writer:
             try:
                 self._write_epoch(epoch, rng)
+                then, self._after_first_commit = self._after_first_commit, None
+                if then is not None:  # a replacement's first commit is durable: the old run goes
+                    then()
             except Exception as exc:
                 error = exc
         agreement.raise_if_failed(self.collective, error, f"commit of epoch {epoch}")

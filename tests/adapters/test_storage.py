@@ -95,6 +95,130 @@ def test_remove_tree(store):
         store.remove_tree("")
 
 
+def _run_tree(store):
+    store.write("runs/r1/a", b"1")
+    store.write("runs/r1/sub/b", b"\x00two")
+    store.write("runs/r1/empty/.keep", b"")
+    store.delete("runs/r1/empty/.keep")  # an empty folder moves too
+    store.write("runs/r2/c", b"3")
+
+
+def test_rename_folder_moves_every_file_with_its_bytes(store):
+    _run_tree(store)
+    store.rename_folder("runs/r1", "runs/r1-old")
+    assert tree(store) == (
+        {"runs/r1-old/a": b"1", "runs/r1-old/sub/b": b"\x00two", "runs/r2/c": b"3"},
+        {"runs", "runs/r1-old", "runs/r1-old/sub", "runs/r1-old/empty", "runs/r2"},
+    )
+    store.write("runs/r1/new", b"n")  # the old name is free again
+    assert store.read("runs/r1/new") == b"n" and store.read("runs/r1-old/a") == b"1"
+    store.write("top/f", b"t")
+    store.rename_folder("top", "moved")  # in the root
+    assert store.list("") == ["moved", "runs"] and store.read("moved/f") == b"t"
+    assert store.temporaries("") == []
+
+
+@pytest.mark.parametrize("existing", ["folder", "empty folder", "file"])
+def test_rename_folder_onto_an_existing_name_changes_nothing(store, existing):
+    _run_tree(store)
+    if existing == "file":
+        store.write("runs/x", b"x")
+    else:
+        store.write("runs/x/f" if existing == "folder" else "runs/x/.keep", b"x")
+        if existing == "empty folder":
+            store.delete("runs/x/.keep")
+    before = tree(store)
+    with pytest.raises(FileExistsError):
+        store.rename_folder("runs/r1", "runs/x")
+    with pytest.raises(FileExistsError):
+        store.rename_folder("runs/r1", "runs/r1")  # onto itself
+    assert tree(store) == before
+
+
+def test_rename_folder_refuses_a_file_a_missing_folder_and_another_parent(store):
+    _run_tree(store)
+    before = tree(store)
+    with pytest.raises(NotADirectoryError):
+        store.rename_folder("runs/r2/c", "runs/r2/d")
+    with pytest.raises(NotADirectoryError):  # below a file, as POSIX resolves it
+        store.rename_folder("runs/r2/c/x", "runs/r2/c/y")
+    with pytest.raises(FileNotFoundError):
+        store.rename_folder("runs/r9", "runs/r10")
+    with pytest.raises(FileNotFoundError):
+        store.rename_folder("nowhere/r1", "nowhere/r2")
+    for source, destination in (
+        ("runs/r1", "other/r1"),  # a different parent
+        ("runs/r1", "r1"),
+        ("runs/r9", "elsewhere/r9"),  # ValueError before the missing source is noticed
+        ("runs", ""),  # the root
+        ("", "x"),
+        ("runs/r1", "runs/.tmp-r1"),  # reserved names
+        ("runs", ".leases"),
+        ("runs/r1", "runs/r1/inner"),
+    ):
+        with pytest.raises(ValueError):
+            store.rename_folder(source, destination)
+    assert tree(store) == before
+
+
+def test_file_storage_rename_folder_is_one_rename_and_one_fsync(tmp_path):
+    fs = FileStorage(tmp_path / "store")
+    fs.write("runs/r1/a", b"1")
+    before = Counter(fs.ops)
+    fs.rename_folder("runs/r1", "runs/r0")
+    assert Counter(fs.ops) - before == {"rename": 1, "fsync": 1}
+    assert os.path.isdir(tmp_path / "store" / "runs" / "r0") and not os.path.exists(tmp_path / "store" / "runs" / "r1")
+    before = Counter(fs.ops)
+    os.mkdir(tmp_path / "store" / "runs" / "empty")  # os.rename alone would replace it silently
+    with pytest.raises(FileExistsError):
+        fs.rename_folder("runs/r0", "runs/empty")
+    assert fs.ops == before and fs.read("runs/r0/a") == b"1"
+
+
+def test_memory_rename_folder_matches_file_storage_operations(tmp_path):
+    fs, mem = FileStorage(tmp_path), MemoryStorage()
+    for s in (fs, mem):
+        s.write("runs/r1/a", b"1")
+        s.rename_folder("runs/r1", "runs/r2")
+    assert fs.ops == mem.ops
+    assert [(kind, path) for _, kind, path in mem.log[-2:]] == [("rename", "runs/r2"), ("fsync_dir", "runs")]
+
+
+@pytest.mark.parametrize("metadata_flushed", [False, True])
+def test_a_power_cut_inside_rename_folder_finds_the_folder_under_one_name(metadata_flushed):
+    mem = MemoryStorage()
+    mem.write("runs/r1/a", b"1")
+    mem.write("runs/r1/sub/b", b"2")
+    old = {"runs/r1/a": b"1", "runs/r1/sub/b": b"2"}
+    new = {"runs/r0/a": b"1", "runs/r0/sub/b": b"2"}
+    found = []
+    for n in (1, 2):  # a cut after the rename, after the parent's fsync
+        trial = mem.reopen()
+        trial.crash_after(n, metadata_flushed=metadata_flushed)
+        with pytest.raises(SimulatedCrash):
+            trial.rename_folder("runs/r1", "runs/r0")
+        after = trial.reopen()
+        found.append(after.snapshot(include_temporaries=True))
+        assert after.list("runs") == sorted({p.split("/")[1] for p in found[-1]})
+    assert found == ([old, new] if not metadata_flushed else [new, new])
+
+
+def test_memory_rename_folder_failing_its_fsync_is_visible_but_not_durable():
+    mem = MemoryStorage()
+    mem.write("runs/r1/a", b"1")
+    error = OSError(errno.EIO, "Input/output error")
+    mem.fail_on(2, error)
+    with pytest.raises(OSError) as caught:
+        mem.rename_folder("runs/r1", "runs/r0")
+    assert caught.value is error
+    assert mem.snapshot() == {"runs/r0/a": b"1"}
+    assert mem.reopen().snapshot() == {"runs/r1/a": b"1"}
+    mem.fail_on(1, error)  # the rename itself fails: nothing happens
+    with pytest.raises(OSError):
+        mem.rename_folder("runs/r0", "runs/r9")
+    assert mem.snapshot() == {"runs/r0/a": b"1"}
+
+
 def test_conflicting_kinds_raise_like_posix(store):
     store.write("f", b"x")
     with pytest.raises(NotADirectoryError):
@@ -119,6 +243,8 @@ def test_path_validation_refuses_before_touching(store, bad):
         lambda: store.read(bad),
         lambda: store.delete(bad),
         lambda: store.remove_tree(bad),
+        lambda: store.rename_folder(bad, "x"),
+        lambda: store.rename_folder("x", bad),
     ):
         with pytest.raises(ValueError):
             call()

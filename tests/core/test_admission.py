@@ -3,7 +3,8 @@
 Oracle (the module's table, from the seed's resume rules): no folder → fresh; no LAST and a
 "running" attempt → a killed first attempt, removed → fresh; resume="auto" with LAST → continue,
 or finished when LAST holds the last epoch or the last attempt completed; resume="auto" without
-LAST → fresh; overwrite → removed → fresh; otherwise RunExistsError — and a refusal writes nothing.
+LAST → fresh; overwrite → removed → fresh, or a replacement (nothing written yet) when LAST exists;
+otherwise RunExistsError — and a refusal writes nothing.
 """
 
 from __future__ import annotations
@@ -60,8 +61,16 @@ def test_resume_auto_continues_from_last_or_returns_a_finished_run():
 def test_resume_auto_without_last_and_overwrite_start_fresh():
     files = files_with(status=adm.FAILED)
     assert decide(files, resume=True).action == adm.FRESH and not files.exists()
+    files = files_with(status=adm.FAILED)  # nothing committed: nothing to keep
+    assert decide(files, overwrite=True) == adm.Admission(adm.FRESH) and not files.exists()
+
+
+def test_overwrite_of_a_committed_run_is_a_replacement_that_writes_nothing_yet():
+    """The committed run stays where it is until the replacement's first write (nnx_core.replacement)."""
     files = files_with(last_epoch=2, status=adm.COMPLETED)
-    assert decide(files, overwrite=True).action == adm.FRESH and not files.exists()
+    before = files.storage.snapshot()
+    assert decide(files, overwrite=True) == adm.Admission(adm.FRESH, replace=True)
+    assert files.storage.snapshot() == before
 
 
 def test_the_attempt_record_is_written_at_start_and_end_with_the_committed_epoch():

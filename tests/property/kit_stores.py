@@ -63,7 +63,7 @@ class ProcessKilled(BaseException):
     """The writer process died at a file-system call."""
 
 
-OS_CALLS = ("open", "write", "fsync", "replace", "unlink", "mkdir")
+OS_CALLS = ("open", "write", "fsync", "replace", "rename", "unlink", "mkdir")  # rename: a run moved aside
 
 
 class OsFaults:

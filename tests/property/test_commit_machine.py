@@ -52,6 +52,7 @@ def test_commit_protocol_survives_every_crash_and_fault_in_memory():
     run_state_machine_as_test(MemoryCommits, settings=contract_settings())
     assert EXERCISED["MemoryStorage: power cuts"] > 0 and EXERCISED["MemoryStorage: power cuts (metadata flushed)"] > 0
     assert EXERCISED["MemoryStorage: ENOSPC/EIO in calls"] > 0
+    assert EXERCISED["MemoryStorage: replacements replayed"] > 0  # overwrite_existing=True, failed everywhere
 
 
 @pytest.mark.timeout(3600 if DEEP else 300)
