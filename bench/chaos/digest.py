@@ -23,17 +23,13 @@ import nnx_api as nnx
 
 
 def committed_runs(root: Path) -> list[nnx.NNRun]:
-    """Every run folder under ``root``, loaded strictly (a ``CorruptRunError`` propagates). A
-    folder without run.yaml (a kill during admission, before anything was committed) is skipped."""
-    runs = []
-    for entry in sorted(root.iterdir()) if root.is_dir() else ():
-        if entry.name.startswith("."):  # the lease folder
-            continue
-        try:
-            runs.append(nnx.NNRun.load(entry.name, root))
-        except nnx.RunNotFoundError:
-            continue
-    return runs
+    """Every run under ``root``, as ``NNRun.all`` lists them (a run being replaced is read where
+    it is kept), loaded strictly: a ``CorruptRunError`` propagates. A folder without run.yaml (a
+    kill during admission, before anything was committed) is not a run."""
+    def unreadable(name: str, exc: Exception) -> None:
+        raise exc
+
+    return nnx.NNRun.all(root, on_unreadable=unreadable) if root.is_dir() else []
 
 
 def final_run(root: Path) -> nnx.NNRun:

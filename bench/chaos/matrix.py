@@ -57,7 +57,7 @@ DRIVERS = {
     "journal": (1, 0, False),
     "replace": (1, 0, False),
 }
-# --quick: (modes, max points) per driver, sized for 3 minutes of 2 idle cores (38 interpreter
+# --quick: (modes, max points) per driver, sized for 3 minutes of 2 idle cores (41 interpreter
 # starts). ckpt-chaos spreads a mode's points evenly from the first event on (2 points: the first
 # event and the middle one), and before / unsynced / term share one pool, so each driver samples
 # one mode (trainer-gan adds torn). ddp-writer1 stands for both DDP drivers (the writer is not
