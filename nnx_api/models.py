@@ -31,8 +31,9 @@ ModelFactory = Callable[[Mapping[str, Any]], nn.Module]
 _REGISTRY: dict[tuple[str, int], ModelFactory] = {}
 
 
-class MissingModelFactoryError(NNxError, LookupError):
-    """A ``ModelSpec`` names a factory this process has not registered."""
+class MissingModelFactoryError(NNxError, ValueError, LookupError):
+    """A ``ModelSpec`` names a factory this process has not registered. A ``ValueError`` as NNx
+    raises it (and still a ``LookupError``, as it was here before)."""
 
 
 def register_model_factory(id: str, version: int, factory: ModelFactory, *, replace: bool = False) -> None:

@@ -25,8 +25,10 @@ class RunExistsError(NNxError, FileExistsError):
     """A run with this configuration already exists."""
 
 
-class RunNotFoundError(NNxError, FileNotFoundError):
-    """No run (or no committed checkpoint) with this id under the runs root."""
+class RunNotFoundError(NNxError, FileNotFoundError, ValueError):
+    """No run (or no committed checkpoint) with this id under the runs root. A
+    ``FileNotFoundError`` (as loading a missing run is) and a ``ValueError`` (as a resume point that
+    names a missing run or tag is)."""
 
 
 class RunLeaseError(NNxError, RuntimeError):
@@ -77,8 +79,9 @@ class HistoryCorruptionError(CorruptRunError):
     """A history journal's chunk, index or manifest does not verify."""
 
 
-class MonitorUnavailableError(NNxError, RuntimeError):
-    """The monitored value was missing or non-finite and its policy is ``"error"``."""
+class MonitorUnavailableError(NNxError, ValueError, RuntimeError):
+    """The monitored value was missing or non-finite and its policy is ``"error"``. A
+    ``ValueError`` as NNx raises it (and still a ``RuntimeError``, as it was here before)."""
 
 
 class UpdateOwnerError(NNxError, ValueError):

@@ -45,6 +45,15 @@ PRIMITIVES = (type(None), bool, int, float, str)
 
 
 # ---------------------------------------------------------------------------------- the space
+def _check_bounds(where: str, low: Any, high: Any) -> None:
+    """``low < high``, both finite real numbers (a range of one value is a constant, not a search)."""
+    for field, value in (("low", low), ("high", high)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ParamsError(f"{where}.{field}", f"must be a finite number, got {value!r}")
+    if not low < high:
+        raise ParamsError(where, f"low must be < high, got low={low!r}, high={high!r}")
+
+
 @attrs.frozen
 class FloatParam:
     """A float in ``[low, high]`` (``log`` scale, or a grid of ``step``)."""
@@ -54,6 +63,14 @@ class FloatParam:
     high: float
     log: bool = False
     step: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        where = f"FloatParam({self.name!r})"
+        _check_bounds(where, self.low, self.high)
+        if self.log and self.low <= 0:
+            raise ParamsError(f"{where}.low", f"a log scale needs low > 0, got {self.low!r}")
+        if self.step is not None and (self.log or not self.step > 0):
+            raise ParamsError(f"{where}.step", f"must be > 0 and is not combined with log=True, got {self.step!r}")
 
     def suggest(self, trial: Any) -> float:
         return trial.suggest_float(self.name, self.low, self.high, log=self.log, step=self.step)
@@ -71,6 +88,14 @@ class IntParam:
     high: int
     log: bool = False
     step: int = 1
+
+    def __attrs_post_init__(self) -> None:
+        where = f"IntParam({self.name!r})"
+        _check_bounds(where, self.low, self.high)
+        if isinstance(self.step, bool) or not isinstance(self.step, int) or self.step < 1:
+            raise ParamsError(f"{where}.step", f"must be an int >= 1, got {self.step!r}")
+        if self.log and (self.low < 1 or self.step != 1):
+            raise ParamsError(f"{where}.low", f"a log scale needs low >= 1 and step 1, got low={self.low!r}, step={self.step!r}")
 
     def suggest(self, trial: Any) -> int:
         return trial.suggest_int(self.name, self.low, self.high, log=self.log, step=self.step)
@@ -260,6 +285,8 @@ def search(
     start-up trials, one warm-up epoch); ``storage`` is Optuna's study storage (the runs go where
     the plan keeps them: ``plan.with_storage(...)``)."""
     started = time.monotonic()  # the deadline covers the whole search, set-up included
+    if study_name is not None and (not isinstance(study_name, str) or not study_name.strip()):
+        raise ParamsError("search.study_name", f"must be a non-blank string or None, got {study_name!r}")
     optuna = require("optuna", "search", "nnx_api.experiments.search.search")
     _refuse_multi_rank()
     if monitor is not None:
