@@ -22,6 +22,8 @@ A run whose attempt record says "running" while nobody holds its lease is shown 
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -60,6 +62,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         return 2
     try:
         return args.action(args, out)
+    except BrokenPipeError:  # `nnx runs show ID | head`: the reader left; stop quietly, as cat does
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, what a shell reports for a command its pipe closed
     except InvalidRunIdError as exc:
         print(f"nnx: {exc}", file=err)
         return 2
@@ -83,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     root_help = "the runs root (default: $NNX_RUNS, else ./runs)"
     listing = commands.add_parser("list", help="every run under the root")
     listing.add_argument("--root", help=root_help)
-    listing.add_argument("--sort", choices=SORT_KEYS, default="started", help="order of the rows (default: started)")
+    listing.add_argument("--sort", choices=SORT_KEYS, default="started", help="order of the rows (default: started; monitor: each run's best value first, by its monitor's mode)")
     listing.add_argument("--reverse", action="store_true", help="reverse the order")
     listing.add_argument("--status", action="append", help="only runs with this status (repeatable)")
     listing.add_argument("--where", action="append", metavar="KEY=VALUE",
@@ -116,6 +121,7 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
         rows.append({"id": name, "status": "unreadable", "note": str(exc).splitlines()[0][:60]})
 
     runs = NNRun.all(root, storage=storage, on_unreadable=unreadable)
+    _check_keys(runs, [key for key, _ in where])
     rows.extend(_summary(run) for run in runs if all(_matches(run, key, value) for key, value in where))
     wanted = {s.lower() for group in args.status or () for s in group.split(",")}
     found = len(rows)
@@ -154,6 +160,7 @@ def _summary(run: NNRun) -> dict[str, Any]:
         row["seconds"] = None if end is None else (end - started).total_seconds()
     if best is not None and best.selection is not None and best.selection.value is not None:
         row["monitor"], row["value"] = monitor_name(best), best.selection.value
+        row["rank"] = -best.selection.value if best.selection.mode == "max" else best.selection.value  # best first
     replaced = replacement.describe(files.storage, run.id)
     if replaced is not None:
         row["note"] = replaced
@@ -175,7 +182,7 @@ def run_status(files: RunFiles, record: dict[str, Any] | None) -> str | None:
 
 def _order(row: dict[str, Any], key: str) -> tuple[Any, ...]:
     value = {"started": row.get("start"), "duration": row.get("seconds"), "epochs": row.get("epochs"),
-             "monitor": row.get("value"), "status": row.get("status"), "id": row["id"]}[key]
+             "monitor": row.get("rank"), "status": row.get("status"), "id": row["id"]}[key]
     return (value is None, value if value is not None else 0, row["id"])
 
 
@@ -189,7 +196,30 @@ def _condition(text: str) -> tuple[str, str]:
 def _matches(run: NNRun, key: str, value: str) -> bool:
     config = flatten_config(run.config)
     found = [v for k, v in config.items() if k == key or k.endswith("." + key)]
-    return any(str(v) == value or repr(v) == value for v in found)
+    wanted = _number(value)
+    return any(str(v) == value or repr(v) == value or (wanted is not None and _number(v) == wanted) for v in found)
+
+
+def _number(value: Any) -> float | None:
+    """A configuration value or a ``--where`` value as a number (``1e-2`` and ``0.01`` are one
+    value); None for text, booleans and None."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_keys(runs: Sequence[NNRun], keys: Sequence[str]) -> None:
+    """A ``--where`` key no run's configuration has is a typo, not "no runs match": say so, with
+    the nearest keys."""
+    known = {k for run in runs for k in flatten_config(run.config)}
+    for key in keys:
+        if runs and not any(k == key or k.endswith("." + key) for k in known):
+            near = difflib.get_close_matches(key, sorted(known | {k.rsplit(".", 1)[-1] for k in known}), n=3)
+            hint = f"; did you mean {', '.join(near)}?" if near else " (`nnx runs show ID` lists a run's keys)"
+            raise InvalidRunIdError(f"--where {key}: no run has this configuration key{hint}")
 
 
 def _prefix_width(ids: list[str], minimum: int = 8) -> int:
@@ -391,6 +421,15 @@ def _check_history(files: RunFiles, last: Any, problems: list[str], notes: list[
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush meets no closed pipe either."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a replaced stdout (a test's, a notebook's): nothing to point
+        return
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
 
 
 def _num(value: float | None) -> str:

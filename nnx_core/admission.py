@@ -3,9 +3,10 @@
 Decided by the writer under the run lease, before any session starts (``admit``)::
 
     no run folder                                  → fresh
-    no LAST, and the attempt record says "running" → its writer was killed before the first
-                                                     commit (we hold the lease, so it is not
-                                                     alive): the folder is removed → fresh
+    no LAST, and the attempt record says "running" → its writer was killed (or stopped with
+    or "interrupted"                                 Ctrl-C) before the first commit (we hold the
+                                                     lease, so it is not alive): the folder is
+                                                     removed → fresh
     resume="auto" and LAST exists
         the history lacks an epoch LAST committed   → CorruptRunError (``nnx runs verify``)
         LAST holds the last epoch, or the last attempt completed (an early stop)  → finished
@@ -20,7 +21,8 @@ Decided by the writer under the run lease, before any session starts (``admit``)
     otherwise                                      → RunExistsError, saying how to proceed
 
 The attempt record (``attempt.json``) is written when an attempt starts ("running") and when it
-ends ("completed"; "stopped" after a stop at an update boundary; "failed"). It is not rewritten
+ends ("completed"; "stopped" after a stop at an update boundary; "failed"; "interrupted" after
+Ctrl-C). It is not rewritten
 per epoch: LAST's manifest is the commit marker and names the committed epoch. A "running" record
 whose lease is free belongs to an interrupted attempt (killed, or stopped with Ctrl-C):
 ``attempt_status`` reports it as "interrupted".
@@ -73,8 +75,8 @@ def admit(files: RunFiles, *, resume: bool, overwrite: bool, n_epochs: int, wher
     last = files.read_tag(LAST)
     if last is None and not overwrite:
         _refuse_vanished(files)
-    if last is None and attempt_status(read_attempt(files), lease_free=False) == RUNNING:
-        files.storage.remove_tree(files.run_id)  # a killed first attempt: nothing was committed
+    if last is None and attempt_status(read_attempt(files), lease_free=False) in (RUNNING, INTERRUPTED):
+        files.storage.remove_tree(files.run_id)  # a killed (or Ctrl-C'd) first attempt: nothing was committed
         return Admission(FRESH)
     if resume and last is not None:
         _refuse_history_gap(files, last)

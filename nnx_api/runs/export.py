@@ -171,7 +171,15 @@ def export_safetensors(
     if target.parent != Path(""):
         target.parent.mkdir(parents=True, exist_ok=True)
     st.save_file(tensors, str(target), metadata=meta)
+    os.chmod(target, 0o666 & ~_umask())  # safetensors writes through a private (0600) temporary
     return target
+
+
+def _umask() -> int:
+    """The process's file-creation mask (read by setting it, then restoring it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def load_safetensors(path: str | os.PathLike[str]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:

@@ -16,15 +16,20 @@ import torch
 from ruamel.yaml import YAML
 
 from nnx_core import replacement
-from nnx_core.errors import CorruptRunError, InvalidRunIdError
+from nnx_core.errors import CorruptRunError, InvalidRunIdError, ParamsError
 from nnx_core.identity import ID_HEX_DIGITS, validate_run_id
 
 ENV_ROOT = "NNX_RUNS"
 
 
 def runs_root(root: str | os.PathLike[str] | None = None) -> Path:
-    """The runs root: ``root``, else ``$NNX_RUNS``, else ``./runs``."""
-    return Path(root if root is not None else os.environ.get(ENV_ROOT, "runs"))
+    """The runs root: ``root``, else ``$NNX_RUNS``, else ``./runs``; a leading ``~`` is the home
+    folder, as in a shell. An empty ``root`` names no folder and is refused (``ParamsError``)."""
+    chosen = root if root is not None else os.environ.get(ENV_ROOT, "runs")
+    if not os.fspath(chosen).strip():
+        raise ParamsError("root" if root is not None else f"${ENV_ROOT}", "is empty; pass root=None for the default "
+                          "(./runs, or $NNX_RUNS when set) or the path of a folder")
+    return Path(os.path.expanduser(os.fspath(chosen)))
 
 
 def dump_yaml(doc: Mapping[str, Any]) -> bytes:

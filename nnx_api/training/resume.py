@@ -162,8 +162,14 @@ def now() -> str:
 def on_failure(files: RunFiles, attempt: adm.AttemptRecord, exc: BaseException, fresh: bool, *, replace: bool = False) -> None:
     """A fresh run that never committed is removed (so the same call can be retried) — a replacement
     that never committed is rolled back, the previous run renamed back; otherwise the attempt is
-    recorded as failed. A crash or kill (not an ``Exception``) leaves everything as it is (the
-    next writer settles a replacement)."""
+    recorded as failed. Ctrl-C (``KeyboardInterrupt``) records the attempt as interrupted (and
+    rolls back a replacement that never committed); a crash or kill leaves everything as it is
+    (the next writer settles a replacement)."""
+    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C: an orderly stop, so say so (a kill cannot)
+        with contextlib.suppress(Exception):
+            if not (replace and replacement.settle(files, at=now(), error=exc) == replacement.KEPT) and files.exists():
+                attempt.finish(files, adm.INTERRUPTED, now(), error=exc)
+        return
     if not isinstance(exc, Exception):
         return
     with contextlib.suppress(Exception):  # the training error is the one to report

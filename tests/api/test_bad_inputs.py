@@ -180,6 +180,7 @@ CASES: list[Case] = [
      E, "not both"),
     ("train", "resume_mode unknown", lambda r: nnx.NNTrainParams(n_epochs=1, resume_mode="weights"), E, "weights_only"),
     ("train", "overwrite as text", lambda r: nnx.NNTrainParams(n_epochs=1, overwrite_existing="yes"), E, "overwrite_existing"),
+    ("train", "an empty root", lambda r: fit(""), E, "root: is empty"),
     ("train", "progress as text", lambda r: nnx.NNTrainParams(n_epochs=1, progress="no"), E, "progress"),
     ("train", "phase checkpoints as text", lambda r: nnx.NNTrainParams(n_epochs=1, save_phase_checkpoints="no"), E,
      "save_phase_checkpoints"),
@@ -450,6 +451,8 @@ CLI: list[tuple[str, str, Callable[[Path, Path], list[str]], int, str]] = [
                                                   "--root", str(r)], 1, "q9"),
     ("cli", "list with a bad filter", lambda r, t: ["runs", "list", "--where", "n_epochs", "--root", str(r)], 2, "KEY=VALUE"),
     ("cli", "list by an unknown key", lambda r, t: ["runs", "list", "--sort", "loss", "--root", str(r)], 2, "choose from"),
+    ("cli", "list where a key is misspelt", lambda r, t: ["runs", "list", "--where", "n_epoch=2", "--root", str(r)], 2,
+     "did you mean n_epochs"),
     ("cli", "compare a missing run", lambda r, t: ["runs", "compare", RID[0][:8], "e" * 32, "--root", str(r)], 1, "no run"),
 ]
 

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import pickle
+import shlex
 import shutil
 import subprocess
 import sys
@@ -313,3 +314,48 @@ def test_every_command_reads_runs_through_the_storage_port(tmp_path, monkeypatch
     assert cli(capsys, "runs", "export", rid[:8], str(tmp_path / "m.safetensors"), "--tag", "last", "--root", root)[0] == 0
     assert cli(capsys, "runs", "plot", rid[:8], "-o", str(tmp_path / "p.png"), "--root", root)[0] == 0
     assert not (tmp_path / "nowhere").exists()
+
+
+def _run_with(root: Path, **optim) -> str:
+    x, y = tiny_data()
+    nnx.set_seed(0)
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams())
+    params = nnx.NNTrainParams(n_epochs=optim.pop("epochs", 2), seed=0, optim=nnx.NNOptimParams(**optim),
+                               train_loader=batches(x, y, 16), val_loader=batches(x, y, 24), progress=False,
+                               monitor=nnx.MonitorSpec("accuracy", split="val", mode="max"))
+    return model.train(params, root=root).id
+
+
+def test_where_compares_numbers_as_numbers_and_names_a_key_typo(tmp_path, capsys):
+    root = tmp_path / "runs"
+    rid = _run_with(root, max_lr=0.01)
+    ids = lambda *argv: [line.split()[0] for line in cli(capsys, "runs", "list", "--root", str(root), *argv)[1].splitlines()[1:]]
+    assert ids("--where", "max_lr=1e-2") == ids("--where", "max_lr=0.01") == ids("--where", "max_lr=0.010") == [rid[:8]]
+    assert cli(capsys, "runs", "list", "--root", str(root), "--where", "max_lr=0.02")[1] == f"no runs under {root} match\n"
+    code, out, err = cli(capsys, "runs", "list", "--root", str(root), "--where", "n_epoch=2")
+    assert code == 2 and "no run has this configuration key" in err and "n_epochs" in err and out == ""
+
+
+def test_sort_by_monitor_puts_the_best_value_first_for_a_max_monitor(tmp_path, capsys):
+    root = tmp_path / "runs"
+    rids = [_run_with(root, max_lr=lr, epochs=3) for lr in (1e-4, 0.05)]
+    values = {rid: nnx.NNRun.load(rid, root).best().selection.value for rid in rids}
+    assert len(set(values.values())) == 2  # accuracies that tell the runs apart
+    best_first = [r[:8] for r in sorted(rids, key=values.get, reverse=True)]
+    ids = lambda *argv: [line.split()[0] for line in cli(capsys, "runs", "list", "--root", str(root), *argv)[1].splitlines()[1:]]
+    assert ids("--sort", "monitor") == best_first and ids("--sort", "monitor", "--reverse") == best_first[::-1]
+
+
+def test_a_closed_pipe_ends_the_command_quietly(trained):
+    root, rid = trained
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    assert main(["runs", "show", rid[:8], "--root", str(root)], out=ClosedPipe()) == 141  # no traceback
+    shown = subprocess.run(  # `nnx runs show ID | head -1`, as a shell runs it
+        f"{shlex.quote(sys.executable)} -m nnx_api.cli runs show {rid[:8]} --root {shlex.quote(str(root))} | head -1",
+        shell=True, capture_output=True, text=True, timeout=120,
+    )
+    assert shown.stdout == f"run {rid}\n" and "Traceback" not in shown.stderr

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import stat
 import sys
 
 import numpy as np
@@ -125,3 +127,14 @@ def test_docs_export_snippet_runs(tmp_path, monkeypatch):
     ns = run_doc("export.md", tmp_path, monkeypatch)
     assert (tmp_path / "digits.onnx").is_file() and (tmp_path / "digits.safetensors").is_file()
     assert ns["worst"] < 1e-3
+
+
+def test_a_safetensors_export_gets_the_mode_any_new_file_gets(tmp_path):
+    """Like ``open(path, "w")``: 0666 less the umask (safetensors itself leaves 0600)."""
+    mask = os.umask(0o027)
+    try:
+        path = export_safetensors(torch.nn.Linear(2, 2), tmp_path / "m.safetensors")
+        (tmp_path / "plain").write_bytes(b"")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE((tmp_path / "plain").stat().st_mode) == 0o640

@@ -187,3 +187,18 @@ def test_a_replacement_that_committed_keeps_going_after_a_kill(finished):
     assert loaded.checkpoint("last").epoch == 0 and not (root / replacement.aside(run.id)).exists()
     assert _model().train(_params(_other_data(), resume="auto"), root=root).checkpoint("last").epoch == 1
     assert os.listdir(root) == [run.id] or sorted(os.listdir(root)) == sorted([run.id, ".leases"])
+
+
+def test_ctrl_c_during_a_replacement_puts_the_previous_run_back_at_once(finished):
+    root, run, before = finished
+
+    class CtrlC(nnx.Callback):
+        def on_epoch_end(self, ctx):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _model().train(_params(_other_data(), overwrite_existing=True), root=root, callbacks=[CtrlC()])
+    assert not (root / replacement.aside(run.id)).exists()
+    after = _files(root / run.id)
+    assert b"KeyboardInterrupt" in (root / run.id / replacement.NOTE).read_bytes()
+    assert after.pop(replacement.NOTE) is not None and after == before
