@@ -15,6 +15,7 @@ from nnx_core.errors import (
     NonFiniteLossError,
     ParamsError,
     PrecisionUnsupportedError,
+    PredictionInputError,
     ResumeMismatchError,
     ResumePointError,
     RunExistsError,

@@ -21,6 +21,7 @@ from nnx_core.errors import (
     CorruptRunError,
     ParamsError,
     PrecisionUnsupportedError,
+    PredictionInputError,
     ResumeMismatchError,
     RunNotFoundError,
     TrainingInputError,
@@ -81,6 +82,15 @@ def _as_tensor(x: Any) -> torch.Tensor:
     if isinstance(x, np.ndarray):
         return torch.from_numpy(x)
     raise TrainingInputError(f"inputs must be a tensor, an ndarray or a loader of batches, got {type(x).__name__}")
+
+
+def _python_rows(data: Any) -> bool:
+    """Whether ``data`` is a list of numbers or of lists of numbers (rows typed by hand), not a
+    re-iterable of batches."""
+    if not isinstance(data, list) or not data:
+        return False
+    first = data[0][0] if isinstance(data[0], list) and data[0] else data[0]
+    return isinstance(first, (int, float)) and not isinstance(first, bool)
 
 
 class NNModel:
@@ -219,11 +229,16 @@ class NNModel:
         tuple of them or (with ``KeywordInputs``) a mapping; one per batch of a loader."""
         adapter = self.batch_adapter
         if isinstance(data, (torch.Tensor, np.ndarray)):
-            yield (_as_tensor(data),), {}
+            yield (self._checked_rows(_as_tensor(data)),), {}
             return
         if isinstance(data, tuple) and data and all(isinstance(d, (torch.Tensor, np.ndarray)) for d in data):
             yield tuple(_as_tensor(d) for d in data), {}
             return
+        if _python_rows(data):
+            raise PredictionInputError(
+                f"inputs are a Python {type(data).__name__} of numbers; pass a tensor, e.g. torch.tensor(rows, "
+                "dtype=torch.float32) (one row: a list of features; many: a list of such lists)"
+            )
         if isinstance(data, Mapping) and adapter is not None:
             args, kwargs, _ = adapter.split(data)
             yield args, kwargs
@@ -235,6 +250,38 @@ class NNModel:
                 continue
             inputs = batch[0] if isinstance(batch, (tuple, list)) and len(batch) == 2 else batch
             yield (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), {}
+
+    def _checked_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """Rows given to ``predict`` directly, checked before the forward (as training checks its
+        first batch): float inputs of the parameters' dtype and, for a built-in net, ``input_dim``
+        features per row (one row may come 1-D; the net flattens each row)."""
+        net = self.net_params
+        builtin = net is not None and type(net) is NNParams  # a custom module may take integer ids
+        weights = next((p for p in self.net.parameters() if p.dtype.is_floating_point), None)
+        if (weights is not None and x.dtype != weights.dtype and self.precision == "fp32"
+                and (builtin or x.dtype.is_floating_point)):
+            raise PredictionInputError(
+                f"inputs are {x.dtype} but the model's parameters are {weights.dtype}; convert them with "
+                "x.float() (an ndarray: torch.from_numpy(x).float())"
+            )
+        if not builtin:
+            return x
+        if x.dim() == 1 and x.shape[0] == net.input_dim:
+            return x.unsqueeze(0)  # one row
+        if x.dim() < 2 or x.shape[1:].numel() != net.input_dim:
+            raise PredictionInputError(
+                f"inputs have shape {list(x.shape)}, but NNParams.input_dim is {net.input_dim}: pass rows of "
+                f"{net.input_dim} features, shape (rows, {net.input_dim}) (one row: ({net.input_dim},))"
+            )
+        return x
+
+    def _first_batch_checked(self, loader: Any) -> Iterator[Any]:
+        """``loader``'s batches, the first one's inputs checked as ``predict`` checks rows."""
+        for i, batch in enumerate(loader):
+            if i == 0 and self.batch_adapter is None and isinstance(batch, (tuple, list)) and len(batch) == 2 \
+                    and isinstance(batch[0], torch.Tensor):
+                self._checked_rows(batch[0])
+            yield batch
 
     def _outputs(self, data: Any) -> Iterator[torch.Tensor]:
         """The logits of each forward over ``data``, each computed in eval mode under inference
@@ -308,7 +355,7 @@ class NNModel:
         fns = check_extra_metrics("evaluate.extra_metrics", extra_metrics)
         acc = EpochAccumulator(self.task_adapter, self.head.width, tuple(metrics), full_scores=True)
         extras = ExtraMetrics(self.task_adapter, fns) if fns else None
-        if score(self, loader, acc, extras) == 0:
+        if score(self, self._first_batch_checked(loader), acc, extras) == 0:
             raise TrainingInputError("the evaluation loader yielded no batches")
         edp = EvaluationDataPoint(**acc.result())
         return edp if extras is None else attrs.evolve(edp, extra=extras.values(extras.whole()))

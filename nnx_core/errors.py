@@ -66,6 +66,12 @@ class TrainingInputError(NNxError, ValueError):
     """The data given to ``train`` / ``evaluate`` cannot be used (no loader, empty, bad target)."""
 
 
+class PredictionInputError(TrainingInputError, RuntimeError):
+    """Inputs ``predict`` / ``predict_proba`` / ``evaluate`` cannot take: a Python list, rows of
+    another width than ``NNParams.input_dim``, another dtype than the parameters'. A
+    ``RuntimeError`` too, as NNx raises there (torch's own error)."""
+
+
 class TaskValidationError(TrainingInputError):
     """A batch the model's task refuses (target shape, dtype, range or width), raised before
     backward; the message names what the task expected."""

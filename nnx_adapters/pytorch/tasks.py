@@ -22,6 +22,9 @@ from nnx_core.errors import TaskValidationError
 _HALF = (torch.float16, torch.bfloat16)
 
 
+_CLASS_TARGETS = (torch.long, torch.uint8)
+
+
 def _wide(output: torch.Tensor) -> torch.Tensor:
     """Half-precision outputs (autocast) are scored in float32; float32 and float64 stay as they are."""
     return output.float() if output.dtype in _HALF else output
@@ -44,7 +47,7 @@ class TaskAdapter:
                 f"targets must be a torch.Tensor, got {type(target).__name__}; batches are (inputs, targets)"
             )
         if self.categorical:
-            if target.dtype.is_floating_point or target.dtype == torch.bool or target.is_complex():
+            if target.dtype not in _CLASS_TARGETS:  # what F.cross_entropy / F.nll_loss take
                 raise TaskValidationError(
                     f"a categorical task needs integer class targets (torch.long), got {target.dtype}; "
                     "convert with targets.long()"

@@ -38,6 +38,7 @@ from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.statistics import SufficientStatistics, UnmergeableMetricError, statistic_slots
 from nnx_api.distributed.callbacks import resolve_callbacks
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, partition_of
+from nnx_api.training.checks import batch_problem
 from nnx_api.training.owners import DefaultStep
 from nnx_api.training.steps import forward, split_batch, to_device
 
@@ -108,7 +109,7 @@ class DistributedStep(DefaultStep):
                     loss=read[0], count=float(count), correct=read[1] if len(read) > 1 else 0.0, rows=float(rows or 0)
                 )
             except Exception as exc:  # agreed below: every rank raises the same error
-                error = exc
+                error = batch_problem(session.model, batch, f"train_loader's batch {batch_idx} (0-based) of epoch {epoch}") or exc
             numbers = agreement.agree_microbatch(session.collective, local, error, f"epoch {epoch} batch {batch_idx}")
             assert loss_sum is not None
             if window.accumulate == 1:

@@ -143,24 +143,36 @@ def check_first_batches(model: Any, firsts: Mapping[str, Any], *, train_step: bo
             _check_batch(model, batch, where)
 
 
-def _check_batch(model: Any, batch: Any, where: str) -> None:
+def batch_problem(model: Any, batch: Any, at: str) -> TrainingInputError | None:
+    """What is wrong with a later batch the built-in step could not train on (``at`` names it:
+    "train_loader's batch 3 of epoch 1"): the first batch's checks, run only after the step
+    failed, so a good batch costs nothing; None when they find nothing."""
+    try:
+        _check_batch(model, batch, at.partition("'s ")[0], at)
+    except TrainingInputError as exc:
+        return exc
+    return None
+
+
+def _check_batch(model: Any, batch: Any, where: str, at: str | None = None) -> None:
+    at = at or f"{where}'s first batch"
     adapter = getattr(model, "batch_adapter", None)
     if adapter is not None:  # the adapter says what the net takes
         args, kwargs, target = adapter.split(batch)
         inputs: Any = [*args, *kwargs.values()]
     else:
-        inputs, target = _split(batch, where)
+        inputs, target = _split(batch, at)
     for name, value in (("inputs", inputs), ("targets", target)):
         if _holds(value, np.ndarray):
             raise TrainingInputError(
-                f"{where} yields NumPy arrays as {name}; yield tensors: torch.from_numpy(array) (and .float() for "
+                f"{at} holds NumPy arrays as {name}; yield tensors: torch.from_numpy(array) (and .float() for "
                 "float64 features), or DataLoader(TensorDataset(torch.from_numpy(x).float(), torch.from_numpy(y)))"
             )
     weights = next((p for p in model.net.parameters() if p.dtype.is_floating_point), None)
     for t in _tensors(inputs):
         if weights is not None and t.dtype.is_floating_point and t.dtype != weights.dtype and model.precision == "fp32":
             raise TrainingInputError(
-                f"{where} yields {t.dtype} inputs but the model's parameters are {weights.dtype}; convert the features "
+                f"{at} holds {t.dtype} inputs but the model's parameters are {weights.dtype}; convert the features "
                 "with x.float() (e.g. TensorDataset(x.float(), y))"
             )
     net = model.net_params
@@ -168,7 +180,7 @@ def _check_batch(model: Any, batch: Any, where: str) -> None:
         width = inputs.shape[-1] if inputs.dim() else None
         if width != net.input_dim:
             raise TrainingInputError(
-                f"{where} yields inputs of shape {list(inputs.shape)} ({width} features per row) but "
+                f"{at} holds inputs of shape {list(inputs.shape)} ({width} features per row) but "
                 f"NNParams.input_dim is {net.input_dim}; set input_dim={width} or fix the data"
             )
 
@@ -177,27 +189,27 @@ def _check_batch(model: Any, batch: Any, where: str) -> None:
             return net_output(model, net, to_device(tuple(args), model.device), to_device(dict(kwargs), model.device))
         return forward(net, to_device(inputs, model.device))
 
-    output = _probe(model, call, inputs, where)
+    output = _probe(model, call, inputs, at)
     head = model.head
     if output.dim() == 0 or output.shape[-1] != head.width:
         raise TrainingInputError(
-            f"the model's output on {where}'s first batch has shape {list(output.shape)}, but the task expects "
+            f"the model's output on {at} has shape {list(output.shape)}, but the task expects "
             f"{head.width} values per row (NNModelParams.task n={head.width}); make the module's last layer that wide "
             "or set TaskSpec(n=...) to match it"
         )
     try:
         model.task_adapter.check(output, target)
     except TrainingInputError as exc:
-        raise TrainingInputError(f"{where}'s first batch: {exc}") from None
+        raise type(exc)(f"{at}: {exc}") from None
     if head.kind == "categorical":
-        _check_labels(model, target, head.width, where)
+        _check_labels(model, target, head.width, at)
 
 
-def _split(batch: Any, where: str) -> tuple[Any, Any]:
+def _split(batch: Any, at: str) -> tuple[Any, Any]:
     try:
         return split_batch(batch)
     except TrainingInputError as exc:
-        raise TrainingInputError(f"{where}'s first batch ({structure(batch)}): {exc}") from None
+        raise TrainingInputError(f"{at} ({structure(batch)}): {exc}") from None
 
 
 def _holds(value: Any, kind: type) -> bool:
@@ -214,7 +226,7 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _probe(model: Any, call: Any, inputs: Any, where: str) -> torch.Tensor:
+def _probe(model: Any, call: Any, inputs: Any, at: str) -> torch.Tensor:
     """One forward of the first batch, changing nothing: no autograd, eval mode (every module's
     mode restored), every RNG stream put back."""
     net = model.net
@@ -224,18 +236,18 @@ def _probe(model: Any, call: Any, inputs: Any, where: str) -> torch.Tensor:
             output = call(net)
     except (RuntimeError, TypeError, ValueError, IndexError) as exc:
         raise TrainingInputError(
-            f"the model's forward failed on {where}'s first batch (inputs {structure(inputs)}): "
+            f"the model's forward failed on {at} (inputs {structure(inputs)}): "
             f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         ) from exc
     if not isinstance(output, torch.Tensor):
         raise TrainingInputError(
-            f"the model returned {type(output).__name__} on {where}'s first batch; the built-in step needs one tensor "
+            f"the model returned {type(output).__name__} on {at}; the built-in step needs one tensor "
             "of outputs (use a custom train_step_fn for other outputs)"
         )
     return output
 
 
-def _check_labels(model: Any, target: torch.Tensor, width: int, where: str) -> None:
+def _check_labels(model: Any, target: torch.Tensor, width: int, at: str) -> None:
     ignore = model.params.resolved_task.ignore_index
     labels = target if ignore is None else target[target != ignore]
     if not labels.numel():
@@ -244,11 +256,11 @@ def _check_labels(model: Any, target: torch.Tensor, width: int, where: str) -> N
     field = "NNParams.output_dim" if model.net_params is not None else "the output width (TaskSpec n)"
     if high >= width:
         raise TrainingInputError(
-            f"{where}'s first batch holds class label {high}, but {field} is {width} (labels 0..{width - 1}); "
+            f"{at} holds class label {high}, but {field} is {width} (labels 0..{width - 1}); "
             f"set it to the number of classes (at least {high + 1}) or remap the labels"
         )
     if low < 0:
         raise TrainingInputError(
-            f"{where}'s first batch holds class label {low}; labels are 0..{width - 1}. To leave rows out of the loss, "
+            f"{at} holds class label {low}; labels are 0..{width - 1}. To leave rows out of the loss, "
             f"mark them with one value and pass NNModelParams(task=TaskSpec.categorical(ignore_index={low}))"
         )

@@ -33,6 +33,7 @@ from nnx_core.records import EvaluationDataPoint
 from nnx_core.update import UpdateWindow, commit_window
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
 from nnx_adapters.pytorch.scaling import ScaledLoss, ScaledTorchOptimizer, TorchLossScale, make_grad_scaler
+from nnx_api.training.checks import batch_problem
 from nnx_api.training.objectives import ObjectiveContext, ObjectiveResult, ObjectiveSummary, microbatch_loss, read_terms
 from nnx_api.training.steps import (
     GradientAccumulationState, TrainerStepContext, TrainStepContext, batch_parts, net_output, to_device,
@@ -73,12 +74,15 @@ class DefaultStep:
         the valid count, the detached output and the target (``EpochStats.add_output``).
         """
         model = session.model
-        args, kwargs, target = to_device(batch_parts(model, batch), session.device)
-        with session.autocast():
-            output = net_output(model, model.net if session.forward is None else session.forward, args, kwargs)
         task = session.task
-        task.check(output, target)
-        loss_sum, count = task.loss_terms(output, target)
+        try:
+            args, kwargs, target = to_device(batch_parts(model, batch), session.device)
+            with session.autocast():
+                output = net_output(model, model.net if session.forward is None else session.forward, args, kwargs)
+            task.check(output, target)
+            loss_sum, count = task.loss_terms(output, target)
+        except (RuntimeError, IndexError, TypeError, ValueError) as exc:  # a later batch unlike the first: say which
+            raise batch_problem(model, batch, f"train_loader's batch {batch_idx} (0-based) of epoch {epoch}") or exc from exc
         if count and self.window.accumulate == 1:
             # A one-microbatch window divides by its own count: seed the backward with 1/count
             # (the same gradient as dividing afterwards, without a pass over every gradient).

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 import nnx_api as nnx
 from tests.api.tiny import batches, tiny_data
@@ -16,7 +18,8 @@ def _train(root, callbacks=None, **train):
     x, y = tiny_data()
     nnx.set_seed(0)
     model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)))
-    params = nnx.NNTrainParams(n_epochs=2, seed=0, train_loader=batches(x, y, 16), progress=False, **train)
+    train = {"train_loader": batches(x, y, 16), **train}
+    params = nnx.NNTrainParams(n_epochs=2, seed=0, progress=False, **train)
     return model, model.train(params, root=root, callbacks=callbacks)
 
 
@@ -74,3 +77,87 @@ def test_ctrl_c_before_the_first_commit_leaves_a_run_the_same_call_starts_over(t
     assert _attempt(folder)["status"] == "interrupted"
     _, run = _train(root)  # no resume="auto" needed: nothing was committed
     assert run.checkpoint("last").epoch == 1
+
+
+@pytest.fixture(scope="module")
+def model():
+    nnx.set_seed(0)
+    return nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)))
+
+
+def test_one_row_given_1d_is_predicted_as_one_row(model):
+    row = torch.randn(4)
+    with torch.no_grad():
+        expected = model.net.eval()(row.unsqueeze(0))  # plain torch: the net on a batch of one row
+    assert torch.equal(model.predict(row)[0], expected)
+    assert torch.equal(model.predict_proba(row).logits, expected)
+    assert model.predict_proba(row).probabilities.shape == (1, 3)
+
+
+@pytest.mark.parametrize("inputs, pattern", [
+    ([[0.1, 0.2, 0.3, 0.4]], r"Python list of numbers; pass a tensor"),
+    ([0.1, 0.2, 0.3, 0.4], r"Python list of numbers; pass a tensor"),
+    (torch.randn(2, 5), r"shape \[2, 5\], but NNParams.input_dim is 4"),
+    (torch.randn(2, 3, 4), r"shape \[2, 3, 4\], but NNParams.input_dim is 4"),
+    (torch.randn(3), r"shape \[3\], but NNParams.input_dim is 4"),
+    (torch.randn(2, 4, dtype=torch.float64), r"torch.float64 .* x.float\(\)"),
+    (torch.ones(2, 4, dtype=torch.long), r"torch.int64 .* x.float\(\)"),
+    (np.random.default_rng(0).normal(size=(2, 4)), r"torch.float64 .* x.float\(\)"),
+], ids=["list of rows", "flat list", "wrong width", "3-D", "short 1-D row", "float64", "int64", "ndarray float64"])
+def test_wrong_inference_inputs_get_a_typed_error_that_names_the_fix(model, inputs, pattern):
+    for call in (model.predict, model.predict_proba):
+        with pytest.raises(nnx.PredictionInputError, match=pattern) as raised:
+            call(inputs)
+        assert isinstance(raised.value, (nnx.TrainingInputError, RuntimeError))  # RuntimeError: what NNx raises
+
+
+def test_evaluate_checks_its_first_batch_as_predict_checks_rows(model):
+    x, y = tiny_data()
+    assert model.evaluate(batches(x, y, 16)).loss is not None
+    with pytest.raises(nnx.PredictionInputError, match=r"NNParams.input_dim is 4"):
+        model.evaluate([(torch.randn(8, 5), y[:8])])
+    with pytest.raises(nnx.PredictionInputError, match=r"x.float\(\)"):
+        model.evaluate([(x[:8].double(), y[:8])])
+
+
+def _good_batches():
+    x, y = tiny_data(n=48)
+    return [(x[i:i + 8], y[i:i + 8]) for i in range(0, 48, 8)]
+
+
+@pytest.mark.parametrize("bad, error, pattern", [
+    (lambda x, y: (x, torch.full_like(y, 5)), nnx.TrainingInputError, r"holds class label 5, but NNParams.output_dim is 3"),
+    (lambda x, y: (torch.randn(8, 5), y), nnx.TrainingInputError, r"inputs of shape \[8, 5\].*input_dim is 4"),
+    (lambda x, y: (x, y.int()), nnx.TaskValidationError, r"torch.int32; convert with targets.long\(\)"),
+    (lambda x, y: (x.double(), y), nnx.TrainingInputError, r"torch.float64 inputs .* x.float\(\)"),
+], ids=["label too large", "wrong width", "int32 targets", "float64 inputs"])
+def test_a_bad_later_batch_is_named_and_nothing_committed_is_lost(tmp_path, bad, error, pattern):
+    """Epoch 0 commits; batch 3 of epoch 1 is bad: a typed error naming it, LAST still epoch 0."""
+    good = _good_batches()
+
+    class Loader:
+        armed = False  # from epoch 1 on (the checks before training read the first batch too)
+
+        def __len__(self):
+            return len(good)
+
+        def __iter__(self):
+            return iter([bad(*b) if self.armed and i == 3 else b for i, b in enumerate(good)])
+
+    loader = Loader()
+
+    class Arm(nnx.Callback):
+        def on_epoch_begin(self, ctx):
+            loader.armed = ctx.epoch == 1
+
+    with pytest.raises(error, match=r"train_loader.s batch 3 \(0-based\) of epoch 1\b.*" + pattern):
+        _train(tmp_path / "runs", train_loader=loader, resume="auto", callbacks=[Arm()])
+    (folder,) = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
+    assert nnx.NNRun.load(folder.name, tmp_path / "runs").checkpoint("last").epoch == 0
+
+
+def test_int32_class_targets_are_refused_on_the_first_batch_before_anything_is_written(tmp_path):
+    x, y = tiny_data()
+    with pytest.raises(nnx.TaskValidationError, match=r"torch.int32; convert with targets.long\(\)"):
+        _train(tmp_path / "runs", train_loader=batches(x, y.int(), 16))
+    assert not (tmp_path / "runs").exists()
