@@ -25,6 +25,7 @@ import argparse
 import difflib
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, TextIO
@@ -61,7 +62,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
               f"{commands}\n  nnx --version\nnnx runs COMMAND --help describes one", file=err)
         return 2
     try:
-        return args.action(args, out)
+        with warnings.catch_warnings():  # what a load warns of, `verify` reports as a problem
+            warnings.filterwarnings("ignore", message=r"run \w+: its history \(idps.csv\) is missing")
+            return args.action(args, out)
     except BrokenPipeError:  # `nnx runs show ID | head`: the reader left; stop quietly, as cat does
         _silence_stdout()
         return 141  # 128 + SIGPIPE, what a shell reports for a command its pipe closed
@@ -371,6 +374,12 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
                 checked_blobs.add(ref.sha256)
                 print(f"ok    blob {ref.sha256[:16]} ({ref.size} bytes, {tag})", file=out)
     _check_history(files, last, problems, notes)
+    lost = run.lost_best()
+    if lost is not None:
+        problems.append(
+            f"checkpoints/best.json is missing, though the history names epoch {lost} as the best: BEST's weights are "
+            "gone. Put best.json back from a backup; otherwise BEST is written again only by an epoch that improves on it"
+        )
     stale = files.storage.temporaries(run_id)
     if stale:
         notes.append(f"{len(stale)} stale temporary file(s) from an interrupted write (ignored; the next writer removes them)")
@@ -409,6 +418,10 @@ def _check_history(files: RunFiles, last: Any, problems: list[str], notes: list[
             raw = parse_history(files.storage.read(files.history)) if files.storage.exists(files.history) else []
             if raw:
                 notes.append(f"{len(raw)} history row(s) without a committed LAST (ignored by readers)")
+            return
+        if not files.storage.exists(files.history):
+            problems.append(f"its history (idps.csv) is missing, though LAST committed epoch {last.epoch}: the records "
+                            "of every epoch are gone (the checkpoints are intact); put idps.csv back from a backup")
             return
         committed = read_history(files, last)
     except CorruptRunError as exc:

@@ -95,9 +95,12 @@ def admit(files: RunFiles, *, resume: bool, overwrite: bool, n_epochs: int, wher
 
 def _eager_epochs(files: RunFiles, last: TagManifest | None) -> list[int] | None:
     """The epochs an eager history (idps.csv) holds, up to ``last`` (every row without it); None
-    for a journal run or no idps.csv."""
-    if has_journal(files.storage, files.run_id) or not files.storage.exists(files.history):
+    for a journal run, or no idps.csv and nothing committed (a deleted idps.csv under a LAST holds
+    no epoch: ``[]``)."""
+    if has_journal(files.storage, files.run_id):
         return None
+    if not files.storage.exists(files.history):
+        return None if last is None else []
     if last is None:
         return [r.epoch_idx for r in parse_history(files.storage.read(files.history))]
     return [r.epoch_idx for r in read_history(files, last)]
@@ -108,6 +111,9 @@ def _refuse_history_gap(files: RunFiles, last: TagManifest) -> None:
     hole in it: refused, as ``nnx runs verify`` reports it."""
     epochs = _eager_epochs(files, last)
     problems = coverage_problems(epochs, last.epoch, "its history (idps.csv)", "rows") if epochs is not None else []
+    if epochs == [] and not files.storage.exists(files.history):
+        problems = [f"its history (idps.csv) is missing, though LAST committed epoch {last.epoch} (the checkpoints "
+                    "are intact); put idps.csv back from a backup to continue it"]
     if problems:
         raise CorruptRunError(
             f"run {files.run_id} cannot be resumed: {problems[0]}; nothing was changed. Inspect it with "

@@ -21,6 +21,7 @@ NNx's ``<tag>.pt`` name of the same tag is accepted, e.g. a ``ModelCheckpoint`` 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,12 @@ class NNRun:
         journal = JournalReader.open(files.storage, run_id, None if last is None else last.epoch, files.root)
         # a journal run loads its last `retention` committed records; nnx.iter_history streams all
         history = journal.tail() if journal is not None else read_history(files, last)
+        if journal is None and last is not None and not history and not files.storage.exists(files.history):
+            warnings.warn(
+                f"run {run_id[:8]}: its history (idps.csv) is missing, though LAST committed epoch {last.epoch}: no "
+                f"records to show (the checkpoints are intact). `nnx runs verify {run_id[:8]}` reports it; resume='auto' "
+                "refuses to continue the run until idps.csv is back", RuntimeWarning, stacklevel=2,
+            )
         meta = {}
         if files.storage.exists(files.metadata_yaml):
             meta = load_yaml(files.storage.read(files.metadata_yaml), where=f"run {run_id} metadata.yaml")
@@ -254,6 +261,15 @@ class NNRun:
     def salt(self) -> str | None:
         """The run's salt, if any."""
         return self.config.get("salt")
+
+    def lost_best(self) -> int | None:
+        """The epoch the history names as the monitor's best when ``checkpoints/best.json`` is
+        missing (deleted: BEST's weights are gone), else None. A journal run's history beyond its
+        window is not read (its retained records decide)."""
+        if self.files().read_tag("best") is not None:
+            return None
+        improved = [r.epoch_idx for r in self.epochs.values() if r.selection is not None and r.selection.improved]
+        return improved[-1] if improved else None
 
     def best(self) -> IterationDataPoint | None:
         """The record of the epoch BEST holds, if any."""

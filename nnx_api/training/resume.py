@@ -128,6 +128,12 @@ def admit(
         return Plan(action=adm.FINISHED, data=data, status=loaded.resume_status, idps=loaded.idps, compile=loaded.compile)
     refuse(entry, group, payload, True)
     history.check_continuation(files, entry.history)
+    lost = loaded.lost_best()
+    if lost is not None:
+        warnings.warn(
+            f"run {files.run_id[:8]}: checkpoints/best.json is missing, though epoch {lost} was the best: BEST is written "
+            "again only by an epoch that improves on it (`nnx runs verify` reports it)", RuntimeWarning, stacklevel=2,
+        )
     status = {"mode": "stateful", "source_run_id": files.run_id, "source_checkpoint": LAST, "source_epoch": decided.last.epoch}  # type: ignore[union-attr]
     return Plan(action=adm.CONTINUE, data=data, stateful=True, status=status, idps=loaded.idps)
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import nnx_api as nnx
+from nnx_api.cli import main
 from tests.api.tiny import batches, tiny_data
 
 
@@ -161,3 +162,36 @@ def test_int32_class_targets_are_refused_on_the_first_batch_before_anything_is_w
     with pytest.raises(nnx.TaskValidationError, match=r"torch.int32; convert with targets.long\(\)"):
         _train(tmp_path / "runs", train_loader=batches(x, y.int(), 16))
     assert not (tmp_path / "runs").exists()
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_deleted_history_is_reported_and_refused_never_continued_over(tmp_path, capsys):
+    root = tmp_path / "runs"
+    with pytest.raises(KeyboardInterrupt):
+        _train(root, callbacks=[CtrlC(1)], resume="auto")  # epoch 0 committed
+    (folder,) = [p for p in root.iterdir() if not p.name.startswith(".")]
+    (folder / "idps.csv").unlink()
+    before = _files(folder)
+    with pytest.warns(RuntimeWarning, match=r"idps.csv\) is missing, though LAST committed epoch 0"):
+        assert nnx.NNRun.load(folder.name, root).idps == ()
+    assert main(["runs", "verify", folder.name[:8], "--root", str(root)]) == 1
+    assert "its history (idps.csv) is missing" in capsys.readouterr().out
+    with pytest.raises(nnx.CorruptRunError, match=r"idps.csv\) is missing.*put idps.csv back.*overwrite_existing=True"):
+        _train(root, resume="auto")
+    assert _files(folder) == before  # nothing written, nothing dropped
+
+
+def test_a_deleted_best_is_reported_and_the_continuation_warns(tmp_path, capsys):
+    root = tmp_path / "runs"
+    with pytest.raises(KeyboardInterrupt):
+        _train(root, callbacks=[CtrlC(1)], resume="auto", val_loader=batches(*tiny_data(), 16))
+    (folder,) = [p for p in root.iterdir() if not p.name.startswith(".")]
+    assert nnx.NNRun.load(folder.name, root).best() is not None
+    (folder / "checkpoints" / "best.json").unlink()
+    assert main(["runs", "verify", folder.name[:8], "--root", str(root)]) == 1
+    assert "checkpoints/best.json is missing, though the history names epoch 0 as the best" in capsys.readouterr().out
+    with pytest.warns(RuntimeWarning, match="best.json is missing, though epoch 0 was the best"):
+        _train(root, resume="auto", val_loader=batches(*tiny_data(), 16))

@@ -14,7 +14,9 @@ import pytest
 from nnx_adapters.storage.memory import MemoryStorage
 from nnx_core import admission as adm
 from nnx_core.commit import LAST, RunFiles, TagManifest
-from nnx_core.errors import RunExistsError
+from nnx_core.errors import CorruptRunError, RunExistsError
+from nnx_core.history import EagerHistory
+from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 
 RUN = "ab" * 16
 
@@ -22,7 +24,11 @@ RUN = "ab" * 16
 def files_with(*, last_epoch: int | None = None, status: str | None = None) -> RunFiles:
     files = RunFiles(MemoryStorage(), RUN)
     files.storage.write(files.run_yaml, b"id: x\n")
-    if last_epoch is not None:
+    if last_epoch is not None:  # a committed run's history holds every epoch up to LAST
+        files.storage.write(files.history, EagerHistory([
+            IterationDataPoint(iter_idx=e, epoch_idx=e, batch_idx=0, lr=0.1, train_edp=EvaluationDataPoint(loss=1.0, count=1))
+            for e in range(last_epoch + 1)
+        ]).render())
         files.write_tag(TagManifest(tag=LAST, run_id=RUN, epoch=last_epoch, blobs={"state": files.put_blob(b"state")}))
     if status is not None:
         adm.AttemptRecord(attempt_id="a", run_id=RUN, started_at="t0", status=status).save(files)
@@ -151,3 +157,12 @@ def test_an_attempt_record_that_is_not_an_object_reads_as_absent():
 def test_the_trainer_refusal_offers_weights_only():
     assert adm.kind_refusal("nnmodel", "trainer").endswith(
         "resume it with NNModel.train (or use resume_mode='weights_only' to start from its weights)")
+
+
+def test_resume_auto_refuses_a_committed_run_whose_history_was_deleted_and_writes_nothing():
+    files = files_with(last_epoch=1, status=adm.FAILED)
+    files.storage.delete(files.history)
+    before = files.storage.snapshot()
+    with pytest.raises(CorruptRunError, match=r"idps.csv\) is missing, though LAST committed epoch 1"):
+        decide(files, resume=True)
+    assert files.storage.snapshot() == before
