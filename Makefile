@@ -16,7 +16,7 @@ CORE_DEPS := attrs cattrs portalocker fsspec pytest pytest-timeout pytest-random
 # TEST_WORKERS=0 runs in this process.
 TEST_WORKERS ?= auto
 
-.PHONY: demo test test-gpu core-check mutate bench bench-peers clean
+.PHONY: demo test test-gpu core-check mutate bench bench-peers compat-diff clean
 
 $(STAMP): pyproject.toml constraints-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -66,8 +66,23 @@ $(PEERS_STAMP): pyproject.toml constraints-dev.txt
 bench-peers: $(PEERS_STAMP)  ## this project vs skorch, Lightning and NNx 0.4.1 (docs/performance.md)
 	$(PEERS)/bin/python bench/peers.py
 
+# The differential oracle (bench/compat/, docs/nnx-compat.md): NNx 0.4.1 itself in its own virtualenv
+# (never a dependency of this project), torch first under the same constraint so the wheel pulls no other.
+NNX_VENV := .venv-nnx
+NNX_STAMP := $(NNX_VENV)/.installed
+
+$(NNX_STAMP): constraints-dev.txt
+	test -x $(NNX_VENV)/bin/python || $(PYTHON) -m venv $(NNX_VENV)
+	$(NNX_VENV)/bin/python -m pip install -q --upgrade pip
+	$(NNX_VENV)/bin/python -m pip install -q -c constraints-dev.txt torch
+	$(NNX_VENV)/bin/python -m pip install -q -c constraints-dev.txt thekaveh-nnx==0.4.1
+	touch $(NNX_STAMP)
+
+compat-diff: $(STAMP) $(NNX_STAMP)  ## the same user-level scenarios under NNx 0.4.1 and nnx_api, compared (not part of make test)
+	$(BIN)/python bench/compat/diff.py $(COMPAT_DIFF_ARGS)
+
 clean:
-	rm -rf $(VENV) $(CORE_VENV) $(PEERS) mutants runs build *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) $(PEERS) $(NNX_VENV) mutants runs build *.egg-info
 
 # The crash matrix (bench/chaos/, docs/reliability.md): the outside crash tester ckpt-chaos (pinned
 # in constraints-dev.txt; no dependencies of its own) beside the test set-up it drives.

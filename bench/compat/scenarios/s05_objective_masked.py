@@ -1,0 +1,22 @@
+"""supervised_objective() with class targets holding -100: two microbatches, accumulate 2, SGD lr 0.1."""
+import torch
+
+from _observe import describe, fixed_weights, idp_rows, nnx, weights
+
+
+def observe(o):
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8], dropout_prob=0.0,
+                                      activation=nnx.Activations.RELU),
+                        nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
+    fixed_weights(model.net)
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(8, 4, generator=g)
+    y = torch.tensor([0, -100, 2, 1, -100, -100, -100, 2])
+    loader = [(x[:4], y[:4]), (x[4:], y[4:])]
+    optim = nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.1, momentum=0.0, weight_decay=0.0,
+                              accumulate_grad_batches=2)
+    params = nnx.NNTrainParams(n_epochs=1, optim=optim, train_loader=loader)
+    run = o.call("train", lambda: model.train(params, objective=nnx.supervised_objective()), describe)
+    if run is not None:
+        o["idps"] = idp_rows(run.idps)
+    o["weights"] = weights(model.net)
