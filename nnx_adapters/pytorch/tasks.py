@@ -23,6 +23,7 @@ _HALF = (torch.float16, torch.bfloat16)
 
 
 _CLASS_TARGETS = (torch.long, torch.uint8)
+_NO_TARGET = -(2**63)  # an ignore_index no class target holds: F.cross_entropy then refuses -100 (IndexError)
 
 
 def _wide(output: torch.Tensor) -> torch.Tensor:
@@ -79,8 +80,8 @@ class TaskAdapter:
             # (B, C) logits with (B,) targets go in as they are: a reshape would add autograd nodes
             flat_logits = logits if logits.dim() == 2 else logits.reshape(-1, logits.shape[-1])
             flat_target = target if target.dim() == 1 else target.reshape(-1)
-            if self.ignore_index is None:
-                return fn(flat_logits, flat_target, reduction="sum"), flat_target.numel()
+            if self.ignore_index is None:  # every target counts: torch's own -100 default would drop rows unseen
+                return fn(flat_logits, flat_target, reduction="sum", ignore_index=_NO_TARGET), flat_target.numel()
             total = fn(flat_logits, flat_target, reduction="sum", ignore_index=self.ignore_index)
             return total, int((flat_target != self.ignore_index).sum())
         if self.kind == "multilabel":
@@ -88,6 +89,18 @@ class TaskAdapter:
             return F.binary_cross_entropy_with_logits(out, target.to(out.dtype), reduction="sum"), target.numel()
         out = _wide(output)
         return F.mse_loss(out, target.to(out.dtype), reduction="sum"), target.numel()
+
+    def masked_terms(self, output: torch.Tensor, target: torch.Tensor, ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A categorical loss's (sum over the targets other than ``ignore_index``, their count as a
+        0-d tensor on the device): read with the caller's next host sync, not one of its own."""
+        logits = _wide(output)
+        if self.loss == "negative_log_likelihood":
+            logits, fn = F.log_softmax(logits, dim=-1), F.nll_loss
+        else:
+            fn = F.cross_entropy
+        flat_target = target.reshape(-1)
+        total = fn(logits.reshape(-1, logits.shape[-1]), flat_target, reduction="sum", ignore_index=ignore_index)
+        return total, (flat_target != ignore_index).sum()
 
     def correct(self, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor | None, int | None]:
         """(on-device count of correct rows, rows scored); (None, None) for regression."""

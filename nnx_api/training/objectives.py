@@ -203,13 +203,33 @@ class Objective:
         """After a commit's optimizers stepped (e.g. an EMA target advances here)."""
 
 
-def _record(task: Any, output: torch.Tensor, target: torch.Tensor, count: int) -> EvaluationDataPoint:
-    """Accuracy/error and valid-target count of a batch (its loss is filled in from the terms)."""
+IGNORED_CLASS = -100
+"""The class target an objective leaves out of its supervised term when the task names no
+``ignore_index``: ``F.cross_entropy``'s own default, as NNx follows it."""
+
+
+def supervised_terms(task: Any, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, Any]:
+    """The task loss's (numerator, denominator) for an objective. A categorical task without an
+    ``ignore_index`` leaves targets of -100 out, as ``F.cross_entropy`` does: the denominator is
+    then the valid count on the device (read with the terms, no sync of its own)."""
+    if task.categorical and task.ignore_index is None:
+        return task.masked_terms(output, target, IGNORED_CLASS)
+    return task.loss_terms(output, target)
+
+
+def _record(task: Any, output: torch.Tensor, target: torch.Tensor, count: Any) -> EvaluationDataPoint:
+    """Accuracy/error and valid-target count of a batch (its loss is filled in from the terms);
+    ``count`` may be a 0-d tensor, read in the same host sync as the correct count."""
     correct, rows = task.correct(output.detach(), target)
-    if correct is None:
+    if isinstance(count, torch.Tensor):
+        hits, count = torch.stack([correct.double(), count.double()]).tolist() if correct is not None else (None, float(count))
+        count = int(count)
+    else:
+        hits = None if correct is None else float(correct)
+    if hits is None:
         return EvaluationDataPoint(count=count)
     denominator = rows if rows is not None else count
-    accuracy = float(correct) / denominator if denominator else None
+    accuracy = hits / denominator if denominator else None
     return EvaluationDataPoint(accuracy=accuracy, error=None if accuracy is None else 1.0 - accuracy, count=count)
 
 
@@ -221,7 +241,7 @@ class SupervisedObjective(Objective):
         output = ctx.forward(inputs)
         task = ctx.model.task_adapter
         task.check(output, target)
-        numerator, count = task.loss_terms(output, target)
+        numerator, count = supervised_terms(task, output, target)
         return ObjectiveResult(LossTerm("supervised", numerator, count), _record(task, output, target, count))
 
 
@@ -274,7 +294,7 @@ class KDObjective(Objective):
         task = ctx.model.task_adapter
         task.check(output, target)
         rows = output.numel() // output.shape[-1]
-        supervised, count = task.loss_terms(output, target)
+        supervised, count = supervised_terms(task, output, target)
         return ObjectiveResult(
             (
                 LossTerm("distillation", softened_kl(output, soft, self.temperature), rows, weight=self.alpha),
