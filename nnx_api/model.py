@@ -84,6 +84,16 @@ def _as_tensor(x: Any) -> torch.Tensor:
     raise TrainingInputError(f"inputs must be a tensor, an ndarray or a loader of batches, got {type(x).__name__}")
 
 
+def _missing_device(device: torch.device) -> str | None:
+    """The accelerator ``device`` names when this machine (or this torch build) has none."""
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return "CUDA"
+    mps = getattr(torch.backends, "mps", None)
+    if device.type == "mps" and not (mps is not None and mps.is_available()):
+        return "MPS"
+    return None
+
+
 def _python_rows(data: Any) -> bool:
     """Whether ``data`` is a list of numbers or of lists of numbers (rows typed by hand), not a
     re-iterable of batches."""
@@ -128,8 +138,10 @@ class NNModel:
         self.params = params
         self.batch_adapter = batch_adapter
         self.device = params.device()
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise ParamsError("NNModelParams.device", "CUDA is not available on this machine; use Devices.CPU")
+        missing = _missing_device(self.device)
+        if missing is not None:
+            raise ParamsError("NNModelParams.device", f"{missing} is not available on this machine; use Devices.CPU "
+                              "(or device='auto': CUDA, then MPS, then the CPU)")
         self.net = net.to(self.device)
         self.loss_fn = params.loss().to(self.device)
         task = params.resolved_task
@@ -392,10 +404,11 @@ class NNModel:
             params = dataclasses.replace(params, device=device)
         if precision is not None:
             params = dataclasses.replace(params, precision=precision)
-        if params.device().type == "cuda" and not torch.cuda.is_available():
+        missing = _missing_device(params.device())
+        if missing is not None:
             raise ParamsError(
                 "NNModel.from_checkpoint.device",
-                f"the checkpoint was trained on {params.device} and this machine has no CUDA; pass device='cpu'",
+                f"the checkpoint was trained on {params.device} and this machine has no {missing}; pass device='cpu'",
             )
         if checkpoint.net_params is not None:
             model = cls(checkpoint.net_params, params, batch_adapter=batch_adapter)

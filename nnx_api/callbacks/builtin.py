@@ -316,6 +316,21 @@ class ModelCheckpoint(Callback):
         self.tag = validate_tag(tag)
         self.written: list[str] = []
 
+    def on_train_begin(self, ctx: CallbackContext) -> None:
+        """Say which listed epochs this run never reaches (a silent no-op otherwise)."""
+        n_epochs = getattr(getattr(ctx.run, "train", None), "n_epochs", None)
+        if n_epochs is None:
+            return
+        source = getattr(ctx.run, "resume_status", None) or {}
+        lineage = source.get("source_run_id") not in (None, ctx.run.id) and source.get("source_epoch") is not None
+        first = source["source_epoch"] + 1 if lineage else 0  # a run started from another's checkpoint goes on counting
+        beyond = sorted(e for e in self.epochs if e >= first + n_epochs)
+        if beyond:
+            warnings.warn(
+                f"ModelCheckpoint(epochs={sorted(self.epochs)}): epoch(s) {beyond} lie beyond this run's last epoch "
+                f"{first + n_epochs - 1} (epochs are 0-based), so nothing is written for them", RuntimeWarning, stacklevel=2,
+            )
+
     def on_epoch_end(self, ctx: CallbackContext) -> None:
         if ctx.epoch not in self.epochs:
             return

@@ -29,7 +29,11 @@ def runs_root(root: str | os.PathLike[str] | None = None) -> Path:
     if not os.fspath(chosen).strip():
         raise ParamsError("root" if root is not None else f"${ENV_ROOT}", "is empty; pass root=None for the default "
                           "(./runs, or $NNX_RUNS when set) or the path of a folder")
-    return Path(os.path.expanduser(os.fspath(chosen)))
+    path = Path(os.path.expanduser(os.fspath(chosen)))
+    if path.is_file():
+        raise ParamsError("root" if root is not None else f"${ENV_ROOT}",
+                          f"{str(path)!r} is a file; the runs root is a folder (it is created if missing)")
+    return path
 
 
 def dump_yaml(doc: Mapping[str, Any]) -> bytes:

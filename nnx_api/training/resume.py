@@ -71,10 +71,29 @@ def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
             RuntimeWarning, stacklevel=2,
         )
     stateful = stateful and train.resume_mode != "weights_only"
+    check_weights_fit(entry.model.net, payload["weights"], f"run {source_id[:8]} tag {tag!r}")
     refuse(entry, group, payload, stateful)
     status = {"mode": "stateful" if stateful else "weights_only", "source_run_id": source_id, "source_checkpoint": tag,
               "source_epoch": checkpoint.epoch}
     return Plan(action=adm.FRESH, data=data, stateful=stateful, status=status, schedules=named_state(payload)[1] if stateful else None)
+
+
+def check_weights_fit(net: Any, weights: Mapping[str, Any], where: str) -> None:
+    """A resume point's weights must fit the model, names and shapes (also for
+    ``resume_mode='weights_only'``): refused before anything is written, naming what differs."""
+    mine = net.state_dict()
+    missing, extra = sorted(set(mine) - set(weights)), sorted(set(weights) - set(mine))
+    shapes = [f"{k} {tuple(weights[k].shape)} → {tuple(mine[k].shape)}" for k in sorted(set(mine) & set(weights))
+              if tuple(weights[k].shape) != tuple(mine[k].shape)]
+    parts = [f"{label}: {', '.join(names[:6])}{' …' if len(names) > 6 else ''}"
+             for label, names in (("shapes (checkpoint → model)", shapes), ("only in this model", missing),
+                                  ("only in the checkpoint", extra)) if names]
+    if parts:
+        raise ResumeMismatchError(
+            f"{where}'s weights do not fit this model ({'; '.join(parts)}); a resume, also resume_mode='weights_only', "
+            "needs the same architecture. To start another one from the parts that fit, use "
+            "model.load_pretrained(source, strict=False) and train without resume_from_run_id"
+        )
 
 
 def verified(files: RunFiles, manifest: Any, where: str) -> tuple[bytes, dict[str, Any]]:

@@ -19,6 +19,7 @@ the device; records are built once per epoch.
 
 from __future__ import annotations
 
+import math
 import types
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -226,6 +227,7 @@ class TrainingSession:
         self.decision: MonitorDecision | None = None
         self.committed_epoch = self.history.idps[-1].epoch_idx if self.history.idps else None
         self._after_first_commit = setup.after_first_commit
+        self._val_warned = False
         self._iter_idx = len(self.history.idps) if isinstance(self.history, EagerHistory) else self.history.committed_records
         self._epoch_records: list[IterationDataPoint] = []
         self._prev_history = self.history.render() if isinstance(self.history, EagerHistory) and self.history.idps else None
@@ -412,6 +414,13 @@ class TrainingSession:
             if not batches:
                 raise TrainingInputError("the validation loader yielded no batches; give it at least one batch")
             val = EvaluationDataPoint(**val_acc.result())
+            if val.loss is not None and not math.isfinite(val.loss) and self.collective.is_writer and not self._val_warned:
+                self._val_warned = True  # once a run
+                warnings.warn(
+                    f"epoch {epoch}: the validation loss is {val.loss} (NaN or inf in val_loader's inputs, or in the "
+                    "model's outputs); the epoch is recorded as it is and the monitor applies its on_nonfinite policy. "
+                    "Check the data: torch.isfinite(x).all() for each validation batch", RuntimeWarning, stacklevel=2,
+                )
             if val_extras is not None:
                 index = val_loader.indices() if hasattr(val_loader, "indices") else None  # a shard's dataset rows
                 val = attrs.evolve(val, extra=val_extras.values(gathered_pass(val_extras, self.collective, index)))

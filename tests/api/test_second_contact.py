@@ -4,6 +4,7 @@ or the behaviour they expect from other tools (a shell's ``~``, a file's usual m
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -195,3 +196,46 @@ def test_a_deleted_best_is_reported_and_the_continuation_warns(tmp_path, capsys)
     assert "checkpoints/best.json is missing, though the history names epoch 0 as the best" in capsys.readouterr().out
     with pytest.warns(RuntimeWarning, match="best.json is missing, though epoch 0 was the best"):
         _train(root, resume="auto", val_loader=batches(*tiny_data(), 16))
+
+
+def test_mps_on_a_machine_without_it_is_a_typed_error(monkeypatch):
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(nnx.ParamsError, match=r"NNModelParams.device: MPS is not available on this machine; use Devices.CPU"):
+        nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3), nnx.NNModelParams(device="mps"))
+
+
+def test_a_root_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "runs").write_text("not a folder")
+    with pytest.raises(nnx.ParamsError, match=r"root: .* is a file; the runs root is a folder"):
+        _train(tmp_path / "runs")
+
+
+def test_weights_of_another_shape_are_refused_before_anything_is_written(tmp_path):
+    root = tmp_path / "runs"
+    _, run = _train(root)
+    before = _files(root)
+    nnx.set_seed(0)
+    wider = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(5,)))
+    x, y = tiny_data()
+    params = nnx.NNTrainParams(n_epochs=1, train_loader=batches(x, y, 16), progress=False,
+                               resume_from_run_id=run.id, resume_mode="weights_only")
+    with pytest.raises(nnx.ResumeMismatchError, match=r"weights do not fit this model \(shapes \(checkpoint → model\): "
+                       r"net.layers.0.bias|layers.0.bias"):
+        wider.train(params, root=root)
+    assert _files(root) == before  # not even a lease file
+
+
+def test_model_checkpoint_epochs_beyond_the_run_are_warned_of(tmp_path):
+    with pytest.warns(RuntimeWarning, match=r"epoch\(s\) \[10\] lie beyond this run's last epoch 1"):
+        _, run = _train(tmp_path / "runs", callbacks=[nnx.ModelCheckpoint(epochs=[1, 10])])
+    assert "custom_e1" in run.tags()
+
+
+def test_nan_in_the_validation_inputs_is_warned_of_once(tmp_path):
+    x, y = tiny_data()
+    x = x.clone()
+    x[3] = float("nan")
+    with pytest.warns(RuntimeWarning, match=r"epoch 0: the validation loss is nan") as seen:
+        _, run = _train(tmp_path / "runs", val_loader=batches(x, y, 16))
+    assert sum("validation loss is" in str(w.message) for w in seen) == 1  # once a run, not every epoch
+    assert all(math.isnan(r.val_edp.loss) for r in run.epochs.values())  # recorded as it is
