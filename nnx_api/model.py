@@ -143,12 +143,29 @@ class NNModel:
             raise ParamsError("NNModelParams.device", f"{missing} is not available on this machine; use Devices.CPU "
                               "(or device='auto': CUDA, then MPS, then the CPU)")
         self.net = net.to(self.device)
-        self.loss_fn = params.loss().to(self.device)
+        self._loss_fn = params.loss().to(self.device)
         task = params.resolved_task
-        self.task_adapter = TaskAdapter(task.kind, params.loss.value, task.ignore_index, task.threshold)
+        self._task = self.task_adapter = TaskAdapter(task.kind, params.loss.value, task.ignore_index, task.threshold)
         self._resolved_precision = self._resolve_precision()
         self.precision = self._resolved_precision.effective
         self._topology_transforms: tuple[Any, ...] = ()
+
+    @property
+    def loss_fn(self) -> Any:
+        """The loss module (built from ``NNModelParams.loss``). Assign your own — a loss module or
+        ``fn(outputs, targets) -> tensor`` — and the built-in step, objectives, validation and
+        ``evaluate`` use it: ``reduction="sum"`` sums (windows are not normalised, records hold the
+        sum), a mean is normalised by its own denominator (``ModuleLossTask``)."""
+        return self._loss_fn
+
+    @loss_fn.setter
+    def loss_fn(self, fn: Any) -> None:
+        if not callable(fn):
+            raise ParamsError("NNModel.loss_fn", f"must be a loss module or fn(outputs, targets), got {type(fn).__name__}")
+        if getattr(fn, "reduction", "mean") not in ("mean", "sum", "none"):
+            raise ParamsError("NNModel.loss_fn", f"reduction must be 'mean', 'sum' or 'none', got {fn.reduction!r}")
+        self._loss_fn = fn
+        self.task_adapter = self._task.with_loss(fn)
 
     # ------------------------------------------------------------------ description
     @property

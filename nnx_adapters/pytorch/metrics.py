@@ -485,7 +485,7 @@ class EpochAccumulator:
         count = int(self.loss.count)
         out: dict[str, Any] = {"count": count}
         if count:
-            out["loss"] = self.loss.result()
+            out["loss"] = float(self.loss.total) if getattr(self.task, "additive", False) else self.loss.result()
         if self.confusion is not None:
             scores = self.confusion.scores()
             for key in ("accuracy", "f1", "precision", "recall"):

@@ -7,10 +7,13 @@ valid count to be read (``ignore_index``), once per batch.
 * multilabel — logits ``(B, C)``, float targets of the same shape (BCE with logits).
   Denominator: elements. "correct" counts rows whose every label is right (subset accuracy).
 * regression — outputs and float targets of the same shape (MSE). Denominator: elements.
+
+A ``model.loss_fn`` the user assigned replaces the built-in loss (``ModuleLossTask``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -34,12 +37,18 @@ def _wide(output: torch.Tensor) -> torch.Tensor:
 class TaskAdapter:
     """Loss numerator/denominator, decoding and statistics for one task kind."""
 
+    additive = False  # True: the loss is a sum (reduction="sum"): windows are not normalised, records hold the sum
+
     def __init__(self, kind: str, loss: str, ignore_index: int | None = None, threshold: float = 0.5) -> None:
         self.kind = kind
         self.loss = loss
         self.ignore_index = ignore_index
         self.threshold = threshold
         self.categorical = kind == "categorical"
+
+    def with_loss(self, fn: Any) -> TaskAdapter:
+        """This task with its loss computed by ``fn`` (a ``model.loss_fn`` the user assigned)."""
+        return ModuleLossTask(self, fn)
 
     def check(self, output: torch.Tensor, target: Any) -> None:
         """Refuse a target of the wrong type, dtype or shape with an actionable error."""
@@ -130,3 +139,47 @@ class TaskAdapter:
         if self.kind == "multilabel":
             return torch.sigmoid(_wide(output))
         return None
+
+
+_ELEMENTWISE = (
+    "BCELoss", "BCEWithLogitsLoss", "MSELoss", "L1Loss", "HuberLoss", "SmoothL1Loss", "KLDivLoss", "GaussianNLLLoss",
+    "PoissonNLLLoss", "SoftMarginLoss",
+)
+
+
+class ModuleLossTask(TaskAdapter):
+    """A task whose loss is a module or function the user assigned to ``model.loss_fn``.
+
+    Its value per batch is what the records show. ``reduction="sum"`` makes the loss additive
+    (windows are not normalised; a record's loss is the batch's sum, a pass's loss the sum over
+    it); otherwise the numerator is the value times the loss's own mean denominator, so windows
+    of unequal batches normalise exactly: the targets counted by ``CrossEntropyLoss`` /
+    ``NLLLoss`` (those not equal to its ``ignore_index``; class weights summed when it has
+    them), the elements of an elementwise loss (BCE, MSE, L1, Huber, ...), else the rows.
+    """
+
+    def __init__(self, base: TaskAdapter, fn: Any) -> None:
+        super().__init__(base.kind, base.loss, base.ignore_index, base.threshold)
+        self.fn = fn
+        self.reduction = getattr(fn, "reduction", "mean")
+        self.additive = self.reduction == "sum"
+
+    def loss_terms(self, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """(the numerator: the sum, or the value × its mean denominator; the valid targets)."""
+        value = self.fn(output, target)
+        if self.reduction == "none":
+            return value.sum(), value.numel()
+        count = self._denominator(output, target)
+        return (value if self.additive else value * count), count  # type: ignore[return-value]
+
+    def _denominator(self, output: torch.Tensor, target: torch.Tensor) -> int | float:
+        """The loss's own mean denominator (the class docstring): one host read for a class loss."""
+        name = type(self.fn).__name__
+        if name in ("CrossEntropyLoss", "NLLLoss") and not target.dtype.is_floating_point:
+            flat = target.reshape(-1)
+            valid = flat != getattr(self.fn, "ignore_index", -100)
+            weight = getattr(self.fn, "weight", None)
+            return float(weight[flat[valid]].sum()) if weight is not None else int(valid.sum())
+        if name in _ELEMENTWISE:
+            return math.prod(torch.broadcast_shapes(output.shape, target.shape))
+        return output.shape[0] if output.dim() else 1

@@ -38,6 +38,7 @@ from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.statistics import SufficientStatistics, UnmergeableMetricError, statistic_slots
 from nnx_api.distributed.callbacks import resolve_callbacks
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, partition_of
+from nnx_adapters.pytorch.tasks import ModuleLossTask
 from nnx_api.training.checks import batch_problem
 from nnx_api.training.owners import DefaultStep
 from nnx_api.training.steps import forward, split_batch, to_device
@@ -238,6 +239,8 @@ def scope_problems(entry: Any, collective: Any) -> list[str]:
     for key, what in named.items():
         if getattr(entry, key) is not None:
             problems.append(f"{what} ({key}=) are out of scope for distributed runs; use the default step")
+    if isinstance(model.task_adapter, ModuleLossTask):
+        problems.append("an assigned model.loss_fn is out of scope for distributed runs; use NNModelParams(loss=...)")
     policy = model.params.precision
     mode = policy.mode if policy is not None and policy.mode != "fp32" else model.precision  # NNx's mixed_precision flag too
     if mode != "fp32":

@@ -34,6 +34,7 @@ from nnx_core.engine import MEAN, REDUCTIONS, SUM, TermReading
 from nnx_core.errors import ParamsError, UpdateOwnerError
 from nnx_core.records import EvaluationDataPoint
 from nnx_core.validate import check_float
+from nnx_adapters.pytorch.tasks import ModuleLossTask
 from nnx_api.callbacks import UpdateEvent
 from nnx_api.training.steps import default_train_step, finalize_step, split_batch, to_device
 
@@ -212,9 +213,16 @@ def supervised_terms(task: Any, output: torch.Tensor, target: torch.Tensor) -> t
     """The task loss's (numerator, denominator) for an objective. A categorical task without an
     ``ignore_index`` leaves targets of -100 out, as ``F.cross_entropy`` does: the denominator is
     then the valid count on the device (read with the terms, no sync of its own)."""
-    if task.categorical and task.ignore_index is None:
+    if task.categorical and task.ignore_index is None and not isinstance(task, ModuleLossTask):
         return task.masked_terms(output, target, IGNORED_CLASS)
     return task.loss_terms(output, target)
+
+
+def supervised_term(name: str, task: Any, numerator: torch.Tensor, count: Any, weight: float = 1.0) -> LossTerm:
+    """The supervised term: normalised by ``count``, or summed for a sum-reduced ``loss_fn``."""
+    if task.additive:
+        return LossTerm(name, numerator, None, reduction=SUM, weight=weight)
+    return LossTerm(name, numerator, count, weight=weight)
 
 
 def _record(task: Any, output: torch.Tensor, target: torch.Tensor, count: Any) -> EvaluationDataPoint:
@@ -242,7 +250,7 @@ class SupervisedObjective(Objective):
         task = ctx.model.task_adapter
         task.check(output, target)
         numerator, count = supervised_terms(task, output, target)
-        return ObjectiveResult(LossTerm("supervised", numerator, count), _record(task, output, target, count))
+        return ObjectiveResult(supervised_term("supervised", task, numerator, count), _record(task, output, target, count))
 
 
 def supervised_objective(*, nonfinite: str = "fail") -> SupervisedObjective:
@@ -298,7 +306,7 @@ class KDObjective(Objective):
         return ObjectiveResult(
             (
                 LossTerm("distillation", softened_kl(output, soft, self.temperature), rows, weight=self.alpha),
-                LossTerm("supervised", supervised, count, weight=1.0 - self.alpha),
+                supervised_term("supervised", task, supervised, count, weight=1.0 - self.alpha),
             ),
             _record(task, output, target, count),
         )

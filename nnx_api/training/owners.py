@@ -83,7 +83,10 @@ class DefaultStep:
             loss_sum, count = task.loss_terms(output, target)
         except (RuntimeError, IndexError, TypeError, ValueError) as exc:  # a later batch unlike the first: say which
             raise batch_problem(model, batch, f"train_loader's batch {batch_idx} (0-based) of epoch {epoch}") or exc from exc
-        if count and self.window.accumulate == 1:
+        if task.additive:  # a sum-reduced loss_fn: the window's gradients are not normalised
+            loss_sum.backward()
+            self.window.add(None)
+        elif count and self.window.accumulate == 1:
             # A one-microbatch window divides by its own count: seed the backward with 1/count
             # (the same gradient as dividing afterwards, without a pass over every gradient).
             loss_sum.backward(self._seed_of(loss_sum, count))

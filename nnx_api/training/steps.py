@@ -134,7 +134,7 @@ class EpochStats:
     """Per-batch training statistics kept on the device until the epoch ends (``edps`` reads
     them with one host synchronisation for the whole epoch)."""
 
-    __slots__ = ("losses", "counts", "corrects", "rows", "lrs", "updates", "records", "labels")
+    __slots__ = ("losses", "counts", "corrects", "rows", "lrs", "updates", "records", "labels", "additive")
 
     def __init__(self) -> None:
         self.losses: list[torch.Tensor] = []
@@ -145,6 +145,7 @@ class EpochStats:
         self.updates: list[int] = []
         self.records: list[EvaluationDataPoint] = []  # custom steps return records directly
         self.labels: BatchScores | None = None  # a categorical default step's per-batch scores
+        self.additive = False  # a sum-reduced loss_fn: a record's loss is the batch's sum
 
     def __len__(self) -> int:
         return len(self.lrs)
@@ -160,6 +161,7 @@ class EpochStats:
     def add_output(self, loss: torch.Tensor, count: int, output: torch.Tensor, target: torch.Tensor, task: Any) -> None:
         """One default-step batch: a categorical task keeps its predicted classes for the per-batch
         accuracy, F1, precision and recall (``BatchScores``); other tasks their correct count."""
+        self.additive = task.additive
         if not task.categorical:
             self.add_batch(loss, count, *task.correct(output, target))
             return
@@ -179,12 +181,12 @@ class EpochStats:
         if self.labels is not None:
             table = torch.cat([losses.unsqueeze(1), self.labels.table(total)], dim=1).tolist()
             return [
-                batch_record(loss, count, correct, None, f1=f1, precision=precision, recall=recall)
+                batch_record(loss, count, correct, None, f1=f1, precision=precision, recall=recall, additive=self.additive)
                 for (loss, correct, _valid, f1, precision, recall), count in zip(table, self.counts, strict=True)
             ]
         corrects = torch.stack(self.corrects).tolist() if self.corrects else [None] * len(self.losses)
         return [
-            batch_record(loss, count, correct, rows)
+            batch_record(loss, count, correct, rows, additive=self.additive)
             for loss, count, correct, rows in zip(losses.tolist(), self.counts, corrects, self.rows, strict=True)
         ]
 
@@ -198,15 +200,17 @@ def batch_record(
     f1: float | None = None,
     precision: float | None = None,
     recall: float | None = None,
+    additive: bool = False,
 ) -> EvaluationDataPoint:
     """A batch's record from its loss numerator, valid-target count, correct count and scored
-    rows (multilabel): loss = Σ/count, accuracy = correct/rows-or-count, error = 1 - accuracy;
-    macro F1 / precision / recall as given (categorical), left out of a batch without valid targets."""
+    rows (multilabel): loss = Σ/count (``additive``, a sum-reduced loss: Σ itself), accuracy =
+    correct/rows-or-count, error = 1 - accuracy; macro F1 / precision / recall as given
+    (categorical), left out of a batch without valid targets."""
     denominator = rows if rows is not None else count
     accuracy = correct / denominator if correct is not None and denominator else None
     scored = accuracy is not None
     return EvaluationDataPoint(
-        loss=loss_sum / count if count else None,
+        loss=loss_sum if additive else loss_sum / count if count else None,
         accuracy=accuracy,
         error=None if accuracy is None else 1.0 - accuracy,
         f1=f1 if scored else None,
