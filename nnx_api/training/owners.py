@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import types
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,7 +29,7 @@ import attrs
 import torch
 
 from nnx_core.engine import UpdateEngine
-from nnx_core.errors import TrainingInputError
+from nnx_core.errors import TrainingInputError, UpdateOwnerError
 from nnx_core.records import EvaluationDataPoint
 from nnx_core.update import UpdateWindow, commit_window
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
@@ -138,13 +139,30 @@ class CustomStep:
         self.fn = fn
         self.scaler = scaler
         self.accumulation = GradientAccumulationState()
+        self._steps = self._reports = 0  # this batch's optimizer.step() calls and report_update() calls
+        self._warned_nonfinite = False
 
     def bind(self, session: Any) -> None:
-        """Attach to the session that runs it."""
+        """Count the primary optimizer's real steps (a report needs one)."""
+        def counted(*_: Any) -> None:
+            self._steps += 1
+
+        session.optimizers[session.primary].optimizer.register_step_post_hook(counted)
 
     def begin_epoch(self, session: Any, epoch: int) -> None:
         """A fresh accumulation state: a window never spans epochs."""
         self.accumulation = GradientAccumulationState()
+
+    def _report(self, session: Any, name: str, epoch: int, batch_idx: int) -> None:
+        """``ctx.report_update()``: one committed update, no more reports than optimizer steps."""
+        self._reports += 1
+        if self._reports > self._steps:
+            raise UpdateOwnerError(
+                f"ctx.report_update() was called {self._reports} times in epoch {epoch} batch {batch_idx} after "
+                f"{self._steps} optimizer.step() call(s); report each real step once, right after it "
+                "(default_train_step reports its own steps)"
+            )
+        session.report(name, epoch, batch_idx)
 
     def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
         name = session.primary
@@ -160,14 +178,23 @@ class CustomStep:
             epoch_idx=epoch,
             is_last_batch=is_last,
             precision=session.model.precision,
-            report_update=lambda: session.report(name, epoch, batch_idx),
+            report_update=lambda: self._report(session, name, epoch, batch_idx),
             scaler=self.scaler,
             extra_metrics=session.extra_fns,
             accumulation_state=self.accumulation,
             epoch_summary=session.summary,
             session=session,
         )
-        session.stats.records.append(checked_record(self.fn(ctx), "train_step_fn"))
+        self._steps = self._reports = 0
+        record = checked_record(self.fn(ctx), "train_step_fn")
+        if record.loss is not None and not math.isfinite(record.loss) and not self._warned_nonfinite:
+            self._warned_nonfinite = True  # once a run: the step owns its NaN guard, NNx only says so
+            warnings.warn(
+                f"train_step_fn returned a non-finite loss ({record.loss}) in epoch {epoch} batch {batch_idx}; it is "
+                "recorded as it is (a custom step owns its NaN guard: check torch.isfinite(loss) before "
+                "optimizer.step())", RuntimeWarning, stacklevel=2,
+            )
+        session.stats.records.append(record)
         session.mark_batch()
 
 
@@ -270,13 +297,24 @@ class ObjectiveStep:
 
 
 def checked_record(record: Any, source: str) -> EvaluationDataPoint:
-    """A step's return value, refused unless it is an EvaluationDataPoint."""
+    """A step's return value, refused unless it is an EvaluationDataPoint. A one-element tensor
+    in a number field (``loss=loss``, still holding its graph) becomes its float, so the record
+    keeps no graph alive and can be written; a larger tensor is refused."""
     if not isinstance(record, EvaluationDataPoint):
         raise TrainingInputError(
             f"{source} must return an EvaluationDataPoint (e.g. nnx.EvaluationDataPoint(loss=...)), "
             f"got {type(record).__name__}"
         )
-    return record
+    tensors = {f.name: v for f in attrs.fields(type(record)) if isinstance(v := getattr(record, f.name), torch.Tensor)}
+    if not tensors:
+        return record
+    wide = sorted(name for name, t in tensors.items() if t.numel() != 1)
+    if wide:
+        raise TrainingInputError(
+            f"{source} returned tensors of several values in {', '.join(wide)}; a record holds one number per "
+            "field: return loss.item() (or the batch's mean)"
+        )
+    return attrs.evolve(record, **{name: float(t.detach()) for name, t in tensors.items()})
 
 
 @attrs.frozen(kw_only=True)

@@ -425,6 +425,8 @@ class TrainingSession:
                 index = val_loader.indices() if hasattr(val_loader, "indices") else None  # a shard's dataset rows
                 val = attrs.evolve(val, extra=val_extras.values(gathered_pass(val_extras, self.collective, index)))
         summary = EvaluationDataPoint(**self.summary.result()) if self.summary is not None else None
+        if summary is not None and not summary.count and self.stats.records:  # a step fn that fed no summary
+            summary = records_summary(self.stats.records)
         self._record_epoch(epoch, val, summary)
 
     def _record_epoch(self, epoch: int, val: EvaluationDataPoint | None, summary: EvaluationDataPoint | None) -> None:
@@ -603,3 +605,21 @@ class TrainingSession:
                 opt.load_state(saved_optimizers[name])
             torch_state.restore_rng(saved_rng)
             raise
+
+
+def records_summary(records: Sequence[EvaluationDataPoint]) -> EvaluationDataPoint:
+    """A step function's epoch summary from its batch records: loss, accuracy and error averaged
+    over the batches weighted by each record's ``count`` (1 where a record has none), as one pass
+    over the epoch's rows would weigh them."""
+    weights = [r.count if r.count else 1 for r in records]
+
+    def mean(field: str) -> float | None:
+        pairs = [(getattr(r, field), w) for r, w in zip(records, weights, strict=True) if getattr(r, field) is not None]
+        total = sum(w for _, w in pairs)
+        return sum(v * w for v, w in pairs) / total if pairs and total else None
+
+    accuracy = mean("accuracy")
+    return EvaluationDataPoint(
+        loss=mean("loss"), accuracy=accuracy, error=None if accuracy is None else 1.0 - accuracy,
+        count=sum(r.count or 0 for r in records) or None,
+    )

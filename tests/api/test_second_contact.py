@@ -239,3 +239,56 @@ def test_nan_in_the_validation_inputs_is_warned_of_once(tmp_path):
         _, run = _train(tmp_path / "runs", val_loader=batches(x, y, 16))
     assert sum("validation loss is" in str(w.message) for w in seen) == 1  # once a run, not every epoch
     assert all(math.isnan(r.val_edp.loss) for r in run.epochs.values())  # recorded as it is
+
+
+# -- custom steps ----------------------------------------------------------------------------------
+def _step(returned, *, reports: int = 1, seen: list | None = None):
+    """A documented custom step: forward, loss, backward, optimizer.step(), report; returns ``returned(loss, y)``."""
+    def step(ctx):
+        xb, yb = ctx.batch
+        ctx.optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(ctx.model.net(xb), yb)
+        loss.backward()
+        ctx.optimizer.step()
+        for _ in range(reports):
+            ctx.report_update()
+        if seen is not None:
+            seen.append((loss.item(), len(yb)))
+        return returned(loss, yb)
+    return step
+
+
+def _custom(root, step, **train):
+    x, y = tiny_data(n=40)
+    nnx.set_seed(0)
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3))
+    params = nnx.NNTrainParams(n_epochs=2, seed=0, train_loader=batches(x, y, 16), progress=False, **train)
+    return model.train(params, train_step_fn=step, root=root)
+
+
+def test_a_custom_steps_nan_loss_is_warned_of_once(tmp_path):
+    with pytest.warns(RuntimeWarning, match=r"train_step_fn returned a non-finite loss \(nan\) in epoch 0 batch 0") as seen:
+        _custom(tmp_path, _step(lambda loss, y: nnx.EvaluationDataPoint(loss=float("nan"))))
+    assert sum("non-finite loss" in str(w.message) for w in seen) == 1
+
+
+def test_a_loss_tensor_with_its_graph_is_recorded_as_its_number(tmp_path):
+    run = _custom(tmp_path, _step(lambda loss, y: nnx.EvaluationDataPoint(loss=loss, count=len(y))))
+    assert all(type(r.train_edp.loss) is float for r in run.idps)
+    assert nnx.NNRun.load(run.id, tmp_path).idps == run.idps  # written and read back
+
+
+def test_a_second_report_in_one_step_names_the_step_not_the_schedule(tmp_path):
+    sched = nnx.NNSchedulerParams(kind=nnx.Schedulers.ONE_CYCLE, clock="optimizer_update")
+    with pytest.raises(nnx.UpdateOwnerError, match=r"report_update\(\) was called 2 times in epoch 0 batch 0 after 1 "):
+        _custom(tmp_path, _step(lambda loss, y: nnx.EvaluationDataPoint(loss=loss.item()), reports=2), scheduler=sched)
+
+
+def test_a_custom_steps_epoch_summary_is_its_records_weighted_by_their_counts(tmp_path):
+    seen: list = []
+    run = _custom(tmp_path, _step(lambda loss, y: nnx.EvaluationDataPoint(loss=loss.item(), count=len(y)), seen=seen),
+                  monitor=nnx.MonitorSpec("loss", split="train"))
+    first = seen[:3]  # epoch 0: batches of 16, 16 and 8 rows
+    expected = sum(v * n for v, n in first) / sum(n for _, n in first)
+    summary = run.epochs[0].train_summary
+    assert summary.count == 40 and summary.loss == pytest.approx(expected, rel=1e-12)
