@@ -7,6 +7,7 @@ from nnx_core.errors import (
     CompileError,
     ComponentRestoreError,
     CorruptRunError,
+    CodeChangedError,
     DataChangedError,
     HistoryCorruptionError,
     InvalidRunIdError,

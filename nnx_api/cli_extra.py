@@ -132,6 +132,12 @@ def render_comparison(runs: list[NNRun]) -> str:
         rows.append(["  (none)", *[""] * len(runs)])
     for key in differing:
         rows.append([f"  {key}", *(_cell(c.get(key, "-")) for c in configs)])
+    codes = [run.code_fingerprint or {} for run in runs]
+    changed = [r for r in sorted(set().union(*codes)) if len({repr(c.get(r)) for c in codes}) > 1]
+    if changed:
+        rows.append(["code (user code that differs)", *[""] * len(runs)])
+        for role in changed:
+            rows.append([f"  {role}", *(_code_cell(c.get(role)) for c in codes)])
     rows.append(["best", *[""] * len(runs)])
     picks = [_best_values(run) for run in runs]
     names = ["epoch", "monitor", "value"]
@@ -160,6 +166,14 @@ def _best_values(run: NNRun) -> dict[str, Any]:
     if best.selection is not None and best.selection.value is not None:
         out["value"] = best.selection.value
     return out
+
+
+def _code_cell(entry: Any) -> str:
+    """One run's piece of user code in words: its name and source digest, or why there is none."""
+    if entry is None:
+        return "- (not used)"
+    digest = entry.get("sha256")
+    return f"{entry.get('name')} ({'source ' + digest[:8] if digest else 'source unreadable'})"
 
 
 def _cell(value: Any) -> str:

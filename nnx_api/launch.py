@@ -38,6 +38,7 @@ from nnx_api.callbacks.progress import ProgressBar, message_stream, progress_ena
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
 from nnx_api.training import checks, compilation, fingerprint, history, optimizers, resume
+from nnx_api.training import code as user_code
 from nnx_api.training.owners import owner_for
 from nnx_api.training.session import SessionSetup, SingleProcess, TrainingSession, collect_components, restore_problems
 
@@ -101,9 +102,10 @@ def _launch(entry: TrainingEntry, group: Any) -> NNRun:
     files = RunFiles(storage, run.id)
     with contextlib.ExitStack() as lease:
         # 4–5. the lease and admission, on the writer
-        plan = share(c, writer, "admission", lambda: resume.admit(entry, group, files, lease, source, ready.data))
+        plan = share(c, writer, "admission", lambda: resume.admit(entry, group, files, lease, source, ready.data, ready.code))
         payload = torch_state.decode(plan.data, where=f"run {run.id} resume point") if plan.data is not None else None
-        run = attrs.evolve(run, idps=plan.idps, resume_status=plan.status, data_fingerprint=ready.data, compile=plan.compile)
+        run = attrs.evolve(run, idps=plan.idps, resume_status=plan.status, data_fingerprint=ready.data, compile=plan.compile,
+                           code_fingerprint=ready.code)
         if plan.action == adm.FINISHED:
             entry.model.net.load_state_dict(payload["weights"])  # type: ignore[index]  # the caller's model is the finished one
             epochs = len({r.epoch_idx for r in run.idps})
@@ -124,6 +126,7 @@ class Ready:
     optimizers: Mapping[str, Any]
     schedules: Mapping[str, Any]
     data: Mapping[str, Any] | None = None  # the writer's data fingerprint (nnx_api.training.fingerprint)
+    code: Mapping[str, Any] | None = None  # the writer's code fingerprint (nnx_api.training.code)
     compiled: Any = None  # the compiled forward (nnx_adapters.pytorch.compilation), None without compile=
 
 
@@ -145,11 +148,13 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
     firsts = {name: fingerprint.take_first_batch(ld) for name, ld in loaders.items() if ld is not None}
     checks.check_first_batches(entry.model, firsts, train_step=entry.kind == "nnmodel" and entry.train_step_fn is None
                                and entry.objective is None, eval_step=entry.kind == "nnmodel" and entry.eval_step_fn is None)
-    data = fingerprint.data_fingerprint(loaders, firsts) if group.collective.rank == group.writer_rank else None
+    writes = group.collective.rank == group.writer_rank
+    data = fingerprint.data_fingerprint(loaders, firsts) if writes else None
+    code = user_code.code_fingerprint(entry) if writes else None
     compiled = compilation.prepare(entry, declared)
     opts = optimizers.build_optimizers(entry.model.net, entry.optims, strict=entry.strict_groups)
     schedules = optimizers.build_schedules(opts, entry.schedulers, entry.optims, n_epochs=train.n_epochs, train_loader=train.train_loader)
-    return Ready(callbacks=here, journal=journal, optimizers=opts, schedules=schedules, data=data, compiled=compiled)
+    return Ready(callbacks=here, journal=journal, optimizers=opts, schedules=schedules, data=data, code=code, compiled=compiled)
 
 
 def _train(

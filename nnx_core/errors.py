@@ -48,6 +48,11 @@ class DataChangedError(ResumeMismatchError):
     recorded data fingerprint differs); pass ``data_id=`` for a distinct run."""
 
 
+class CodeChangedError(ResumeMismatchError):
+    """``resume="auto"`` met a run trained with other user code (a step function, an objective,
+    a module's ``forward``): refused rather than continued or returned as if it were the same."""
+
+
 class ResumePointError(CorruptRunError):
     """A resume point that cannot be trusted — torn, mixed or corrupted (a file whose SHA-256
     differs from its manifest's, a payload the safe loader refuses); raised before anything is

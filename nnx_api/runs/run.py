@@ -85,6 +85,8 @@ class NNRun:
 
     ``NNRun.load(id)`` shows committed state only: records newer than LAST's epoch are dropped.
     ``storage`` is the store the run lives in (default: the file system under ``root``).
+    ``code_fingerprint`` names the user code it was last admitted with (metadata.yaml's ``code``;
+    ``nnx_api.training.code``), None for a run that predates it or used only NNx's own code.
     ``data_fingerprint`` is what its loaders yielded when it was last admitted (metadata.yaml's
     ``data``; ``nnx_api.training.fingerprint``), None for a run that predates fingerprints.
     ``compile`` is the ``CompileRecord`` of its latest attempt when that attempt asked for
@@ -98,6 +100,7 @@ class NNRun:
     precision: ResolvedPrecision | None = attrs.field(default=None, converter=ResolvedPrecision.coerce, eq=False)
     storage: Any = attrs.field(default=None, eq=False, repr=False)
     data_fingerprint: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
+    code_fingerprint: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
     compile: CompileRecord | None = attrs.field(default=None, converter=CompileRecord.coerce, eq=False)
     folder: str | None = attrs.field(default=None, eq=False, repr=False)  # read from here, not <id>/ (a run kept aside)
     id: str = attrs.field(init=False)
@@ -135,6 +138,8 @@ class NNRun:
             meta["resume"] = self.resume_status.state()
         if self.data_fingerprint:
             meta["data"] = dict(self.data_fingerprint)
+        if self.code_fingerprint is not None:  # {} too: NNx's own code only, so a step given later is a change
+            meta["code"] = {role: dict(v) for role, v in self.code_fingerprint.items()}
         if self.precision is not None:
             meta["precision"] = self.precision.state()
         if self.compile is not None:
@@ -180,6 +185,7 @@ class NNRun:
             meta = load_yaml(files.storage.read(files.metadata_yaml), where=f"run {run_id} metadata.yaml")
         return attrs.evolve(
             run, idps=truncate_to_last(history, last), resume_status=meta.get("resume"), data_fingerprint=meta.get("data"),
+            code_fingerprint=meta.get("code"),
             precision=meta.get("precision"), compile=meta.get("compile"),
         )
 

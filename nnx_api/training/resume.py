@@ -30,6 +30,7 @@ from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import dump_yaml, runs_root
+from nnx_api.training import code as user_code
 from nnx_api.training import history
 from nnx_api.training.session import named_state
 
@@ -121,11 +122,13 @@ def refuse(entry: Any, group: Any, payload: Mapping[str, Any], stateful: bool) -
 
 
 def admit(
-    entry: Any, group: Any, files: RunFiles, lease: contextlib.ExitStack, source: Plan | None, current: Any
+    entry: Any, group: Any, files: RunFiles, lease: contextlib.ExitStack, source: Plan | None, current: Any,
+    code: Any = None,
 ) -> Plan:
     """Under the run lease: fresh (with the resume point, if any), continue from LAST, or finished.
-    ``current``: this call's data fingerprint; a run recorded with other data is refused
-    (``DataChangedError``) before it is continued or returned."""
+    ``current`` / ``code``: this call's data and code fingerprints; a run recorded with other data
+    (``DataChangedError``) or other code (``CodeChangedError``) is refused before it is continued
+    or returned."""
     lease.enter_context(files.storage.lease(files.run_id))
     settled = replacement.settle(files, at=now())  # a replacement a killed writer left: finished or rolled back
     if settled is not None:
@@ -139,9 +142,16 @@ def admit(
     if decided.action == adm.FRESH:
         return attrs.evolve(source or Plan(action=adm.FRESH), replace=decided.replace)
     loaded = NNRun.load(files.run_id, entry.root, storage=files.storage)
-    refused = adm.data_refusal(files.run_id, loaded.data_fingerprint, current)
+    refused = adm.data_refusal(files.run_id, loaded.data_fingerprint, current) or user_code.code_refusal(
+        files.run_id, loaded.code_fingerprint, code or {})
     if refused is not None:
         raise refused
+    unchecked = user_code.unreadable(loaded.code_fingerprint, code or {})
+    if unchecked:
+        warnings.warn(
+            f"run {files.run_id[:8]}: the source of {', '.join(unchecked)} cannot be read, so NNx cannot tell whether it "
+            "changed since the run was trained", RuntimeWarning, stacklevel=2,
+        )
     data, payload = verified(files, decided.last, f"run {files.run_id} LAST")
     if decided.action == adm.FINISHED:
         return Plan(action=adm.FINISHED, data=data, status=loaded.resume_status, idps=loaded.idps, compile=loaded.compile)

@@ -1,0 +1,100 @@
+"""The user code a run trains with is recorded, and ``resume="auto"`` refuses other code.
+
+Oracle: the code itself — two functions whose source differs by one constant must count as
+changed; the same source reformatted (comments, blank lines) must not.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import nnx_api as nnx
+from nnx_api.cli_extra import render_comparison
+from nnx_api.training import code
+from tests.api.tiny import batches, tiny_data
+
+STEP = """
+def step(ctx):
+    xb, yb = ctx.batch
+    ctx.optimizer.zero_grad()
+    loss = {factor} * F.cross_entropy(ctx.model.net(xb), yb)  # {comment}
+    loss.backward()
+    ctx.optimizer.step()
+    ctx.report_update()
+    return nnx.EvaluationDataPoint(loss=loss.item())
+"""
+
+
+def _step(tmp_path, factor: str, comment: str = "the loss", blank: str = ""):
+    """A step function with its own source file (``inspect.getsource`` reads it)."""
+    path = tmp_path / f"step_{abs(hash((factor, comment, blank)))}.py"
+    path.write_text("import torch.nn.functional as F\nimport nnx_api as nnx\n" + blank + STEP.format(factor=factor, comment=comment))
+    namespace: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace["step"]
+
+
+def _train(root, step=None, module=None, **train):
+    x, y = tiny_data()
+    torch.manual_seed(0)
+    model = nnx.NNModel(module=module) if module is not None else nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3))
+    params = nnx.NNTrainParams(n_epochs=2, train_loader=batches(x, y, 16), progress=False, resume="auto", **train)
+    return model.train(params, train_step_fn=step, root=root)
+
+
+def test_a_changed_step_is_refused_a_reformatted_one_is_not(tmp_path):
+    root = tmp_path / "runs"
+    run = _train(root, _step(tmp_path, "1.0"))
+    assert run.code_fingerprint["train_step_fn"]["name"] == "step"
+    again = _train(root, _step(tmp_path, "1.0", comment="reworded", blank="\n\n"))  # same code: the finished run
+    assert again.id == run.id and len(again.epochs) == 2
+    with pytest.raises(nnx.CodeChangedError, match=r"train_step_fn step changed.*salt=.*resume_from_run_id="):
+        _train(root, _step(tmp_path, "2.0"))
+    with pytest.raises(nnx.CodeChangedError, match="train_step_fn was given then, not now"):
+        _train(root)  # the built-in step instead
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.body(x)
+
+
+class Doubled(Net):
+    def forward(self, x):
+        return 2 * self.body(x)
+
+
+Doubled.__qualname__ = Doubled.__name__ = "Net"  # the same name and parameters: only forward differs
+
+
+def test_a_modules_changed_forward_is_refused_and_compare_says_so(tmp_path):
+    root = tmp_path / "runs"
+    run = _train(root, module=Net())
+    with pytest.raises(nnx.CodeChangedError, match=r"module.forward Doubled.forward \(was Net.forward\) changed"):
+        _train(root, module=Doubled())
+    other = _train(tmp_path / "other", module=Doubled())
+    assert other.id == run.id  # the run id cannot tell them apart: the recorded code does
+    table = render_comparison([nnx.NNRun.load(run.id, root), nnx.NNRun.load(other.id, tmp_path / "other")])
+    assert "code (user code that differs)" in table and "module.forward" in table
+
+
+def test_nnx_own_code_is_not_recorded_and_an_unreadable_source_only_warns(tmp_path):
+    assert code.code_fingerprint(type("E", (), {
+        "train_step_fn": nnx.default_train_step, "trainer_step_fn": None, "eval_step_fn": None, "objective": None,
+        "model": nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3)),
+    })()) == {}
+    root = tmp_path / "runs"
+    namespace: dict = {}
+    exec(textwrap.dedent(STEP.format(factor="1.0", comment="typed in a shell")), {"F": F, "nnx": nnx}, namespace)
+    _train(root, namespace["step"])  # no source file: recorded as unreadable
+    with pytest.warns(RuntimeWarning, match="the source of train_step_fn cannot be read"):
+        _train(root, namespace["step"])
