@@ -83,7 +83,10 @@ class DefaultStep:
             task.check(output, target)
             loss_sum, count = task.loss_terms(output, target)
         except (RuntimeError, IndexError, TypeError, ValueError) as exc:  # a later batch unlike the first: say which
-            raise batch_problem(model, batch, f"train_loader's batch {batch_idx} (0-based) of epoch {epoch}") or exc from exc
+            problem = batch_problem(model, batch, f"train_loader's batch {batch_idx} (0-based) of epoch {epoch}")
+            if problem is None:
+                raise
+            raise problem from exc
         if task.additive:  # a sum-reduced loss_fn: the window's gradients are not normalised
             loss_sum.backward()
             self.window.add(None)
