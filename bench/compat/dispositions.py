@@ -47,11 +47,18 @@ _fixed(
 )
 
 _kept(
-    "not yet matched: NNRun has no .history attribute here (NNx: the journal folder, or None)",
+    "the journal folder's path names this project's run id (ids are content addresses of another canonical form: "
+    "docs, run identity); the folder is the same",
     "s11_run_load_history/journal.history",
     "s11_run_load_history/journal.load.history",
+)
+
+_fixed(
+    "fixed: NNRun.history (the journal folder, or None), ctx.epoch in on_train_begin, max_lr=0 accepted",
     "s11_run_load_history/plain.history",
     "s11_run_load_history/plain.load.history",
+    "s19_callback_events/log[[]0]",
+    "s07_early_stopping/max_lr_zero",
 )
 
 _kept(
@@ -97,11 +104,6 @@ _kept(
 )
 
 _kept(
-    "not yet matched: ctx.epoch is -1 in on_train_begin here; NNx has 0",
-    "s19_callback_events/log[0]",
-)
-
-_kept(
     "not yet matched: dataclasses.asdict() fails on NNTrainerParams here (its read-only optims mapping cannot be deep-copied)",
     "s10_params_dataclasses/NNTrainerParams.asdict_keys",
 )
@@ -133,11 +135,6 @@ _kept(
     "accepted here: parent_run_id is derived from resume_from_run_id, so a copy of resumed params holds both (NNx: ValueError), as documented under Errors",
     "s09_resume_stateful/resume_and_parent",
     "s09_resume_stateful/resume_and_parent.type",
-)
-
-_kept(
-    "not yet matched: ours requires max_lr > 0; REFERENCE and NNx allow max_lr = 0",
-    "s07_early_stopping/max_lr_zero",
 )
 
 _kept(

@@ -257,7 +257,7 @@ class NNOptimParams(Params):
     (0.9, 0.999) or 0.0), decay, clipping, gradient accumulation and optional parameter groups."""
 
     name: Optims = param(Optims.ADAM, check=member(Optims))
-    max_lr: float = param(1e-2, check=real(minimum=0.0, exclusive_min=True))
+    max_lr: float = param(1e-2, check=real(minimum=0.0))  # 0 allowed, as NNx allows it (a frozen or probe run)
     momentum: Momentum | None = param(None, check=_momentum)
     weight_decay: float = param(0.0, check=real(minimum=0.0))
     eps: float = param(1e-8, check=real(minimum=0.0, exclusive_min=True), state=OMIT)

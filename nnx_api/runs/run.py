@@ -36,7 +36,8 @@ from nnx_core.errors import CorruptRunError, ParamsError, RunNotFoundError
 from nnx_core.history import EagerHistory, epoch_rows
 from nnx_core.identity import run_id as content_address
 from nnx_core.identity import validate_run_id, validate_tag
-from nnx_core.journal_reader import JournalReader
+from nnx_core.journal_format import HISTORY_FOLDER
+from nnx_core.journal_reader import JournalReader, has_journal
 from nnx_core.precision import ResolvedPrecision
 from nnx_core.records import IterationDataPoint
 from nnx_core.resume import ResumeStatus
@@ -267,6 +268,13 @@ class NNRun:
     def salt(self) -> str | None:
         """The run's salt, if any."""
         return self.config.get("salt")
+
+    @property
+    def history(self) -> str | None:
+        """The folder of the run's history journal (``history=nnx.HistoryJournal(...)``) as a path
+        string, None for an eager run (its history is ``idps.csv``)."""
+        files = self.files()
+        return str((self.path / HISTORY_FOLDER).absolute()) if has_journal(files.storage, self.id, files.root) else None
 
     def lost_best(self) -> int | None:
         """The epoch the history names as the monitor's best when ``checkpoints/best.json`` is

@@ -236,7 +236,9 @@ class TrainingSession:
         self.table = dispatch_table(self.callbacks, Callback)
         self.forward = setup.compiled  # None: model.net (the default step's and validation's forward)
         primary = self.optimizers[self.primary].optimizer
-        self.ctx = CallbackContext(model=self.model, run=self.run, optimizer=primary, save_weights=self._save_weights)
+        self.ctx = CallbackContext(  # epoch: the first epoch this call trains, already in on_train_begin (as NNx)
+            model=self.model, run=self.run, optimizer=primary, save_weights=self._save_weights, epoch=setup.start_epoch,
+        )
         if self.kind == "trainer":
             self.ctx.optimizers = types.MappingProxyType({n: o.optimizer for n, o in self.optimizers.items()})
             self.ctx.trainer = setup.trainer

@@ -140,7 +140,6 @@ CASES: list[Case] = [
     # -- optimizer and scheduler ----------------------------------------------------------------
     ("optim", "name unknown", lambda r: nnx.NNOptimParams(name="adamw2"), E, "adamw"),
     ("optim", "name a torch class", lambda r: nnx.NNOptimParams(name=torch.optim.Adam), E, "NNOptimParams.name"),
-    ("optim", "max_lr zero", lambda r: nnx.NNOptimParams(max_lr=0), E, "max_lr"),
     ("optim", "max_lr negative", lambda r: nnx.NNOptimParams(max_lr=-1e-3), E, "max_lr"),
     ("optim", "max_lr text", lambda r: nnx.NNOptimParams(max_lr="1e-3"), E, "max_lr"),
     ("optim", "max_lr nan", lambda r: nnx.NNOptimParams(max_lr=float("nan")), E, "max_lr"),

@@ -403,7 +403,7 @@ def test_callback_context_fields_and_hook_order(tmp_path):
 
     model().train(params(2, train_loader=loader(2)), callbacks=[Probe()], root=tmp_path)
     assert log == [
-        ("begin", -1),
+        ("begin", 0),  # the first epoch this call trains, as NNx has it
         ("epoch_begin", 0), ("update", 1), ("update", 2), ("epoch_end", 0),
         ("epoch_begin", 1), ("update", 3), ("update", 4), ("epoch_end", 1),
         ("end", 1),

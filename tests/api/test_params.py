@@ -212,7 +212,7 @@ def test_every_config_error_is_an_nnx_error_a_value_error_and_a_type_error():
 
 
 def test_nested_state_errors_carry_the_path_inside_the_state():
-    with pytest.raises(nnx.ParamsError, match=r"NNOptimParams\.max_lr: must be > 0") as info:
+    with pytest.raises(nnx.ParamsError, match=r"NNOptimParams\.max_lr: must be ≥ 0") as info:
         nnx.NNTrainParams.from_state({"n_epochs": 2, "optim": {"name": "adam", "max_lr": -1}})
     assert info.value.path == "NNTrainParams.optim"
     with pytest.raises(nnx.ParamsError, match=r"NNTrainerParams\.optims\['g'\]: unknown field 'lr'"):
