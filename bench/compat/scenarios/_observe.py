@@ -114,6 +114,15 @@ def fixed_weights(net: torch.nn.Module) -> None:
             p.copy_(torch.rand(p.shape, generator=g) - 0.5)
 
 
+def toy_model():
+    """The scenarios' model: a 4 → 8 → 3 ReLU MLP without dropout, its weights ``fixed_weights``."""
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8], dropout_prob=0.0,
+                                     activation=nnx.Activations.RELU),
+                        nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
+    fixed_weights(model.net)
+    return model
+
+
 def toy_data(n: int = 12, dim: int = 4, classes: int = 3, batch: int = 4, seed_value: int = 7):
     """``n`` rows of ``dim`` features with labels in ``range(classes)``, as a list of batches."""
     g = torch.Generator().manual_seed(seed_value)

@@ -2,14 +2,11 @@
 import numpy as np
 import torch
 
-from _observe import describe, fixed_weights, floats, nnx, toy_data
+from _observe import describe, floats, nnx, toy_data, toy_model
 
 
 def observe(o):
-    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8], dropout_prob=0.0,
-                                      activation=nnx.Activations.RELU),
-                        nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
-    fixed_weights(model.net)
+    model = toy_model()
     x, _, loader = toy_data()
     r = model.predict(X=x)
     o["predict.type"] = type(r).__name__

@@ -1,12 +1,9 @@
 """A custom train_step_fn that inspects its TrainStepContext and wraps default_train_step."""
-from _observe import describe, field_names, fixed_weights, idp_rows, nnx, toy_data, weights
+from _observe import describe, field_names, idp_rows, nnx, toy_data, toy_model, weights
 
 
 def observe(o):
-    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8], dropout_prob=0.0,
-                                      activation=nnx.Activations.RELU),
-                        nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
-    fixed_weights(model.net)
+    model = toy_model()
     _, _, loader = toy_data()
     calls = []
 

@@ -1,14 +1,11 @@
 """supervised_objective() with class targets holding -100: two microbatches, accumulate 2, SGD lr 0.1."""
 import torch
 
-from _observe import describe, fixed_weights, idp_rows, nnx, weights
+from _observe import describe, idp_rows, nnx, toy_model, weights
 
 
 def observe(o):
-    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8], dropout_prob=0.0,
-                                      activation=nnx.Activations.RELU),
-                        nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
-    fixed_weights(model.net)
+    model = toy_model()
     g = torch.Generator().manual_seed(3)
     x = torch.randn(8, 4, generator=g)
     y = torch.tensor([0, -100, 2, 1, -100, -100, -100, 2])

@@ -1,12 +1,9 @@
 """EarlyStopping on a run that cannot improve (lr 1e-12, min_delta 1e-3): when it stops, what it reports."""
-from _observe import describe, fixed_weights, nnx, toy_data
+from _observe import describe, nnx, toy_data, toy_model
 
 
 def observe(o):
-    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8], dropout_prob=0.0,
-                                      activation=nnx.Activations.RELU),
-                        nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
-    fixed_weights(model.net)
+    model = toy_model()
     _, _, loader = toy_data()
     o.call("max_lr_zero", lambda: nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.0, momentum=0.0,
                                                     weight_decay=0.0), lambda v: v.max_lr)

@@ -1,17 +1,14 @@
 """ModelCheckpoint and the checkpoint files a user is told about (relative to the run folder)."""
 import os
 
-from _observe import describe, fixed_weights, nnx, toy_data
+from _observe import describe, nnx, toy_data, toy_model
 
 DOCUMENTED = ["run.yaml", "metadata.yaml", "idps.csv"] + [
     f"checkpoints/{t}.pt" for t in ("first", "q1", "q2", "q3", "last", "best", "snap_e0", "snap_e1", "snap_e2")]
 
 
 def observe(o):
-    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8], dropout_prob=0.0,
-                                      activation=nnx.Activations.RELU),
-                        nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
-    fixed_weights(model.net)
+    model = toy_model()
     _, _, loader = toy_data()
     optim = nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.1, momentum=0.0, weight_decay=0.0)
     run = model.train(nnx.NNTrainParams(n_epochs=3, optim=optim, train_loader=loader),

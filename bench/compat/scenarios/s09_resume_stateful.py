@@ -1,12 +1,9 @@
 """Resume: 2 epochs, then resume_from_run_id (stateful) for 2 more vs one uninterrupted 4-epoch run."""
-from _observe import describe, fixed_weights, floats, nnx, toy_data, weights
+from _observe import describe, floats, nnx, toy_data, toy_model, weights
 
 
 def make():
-    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8], dropout_prob=0.0,
-                                      activation=nnx.Activations.RELU),
-                        nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
-    fixed_weights(model.net)
+    model = toy_model()
     return model
 
 

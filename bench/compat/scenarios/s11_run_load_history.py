@@ -1,15 +1,12 @@
 """NNRun.load, NNRun.all, .history (with and without a HistoryJournal), iter_history, export_history_csv."""
 import os
 
-from _observe import attr, describe, fixed_weights, idp_rows, nnx, sub, toy_data
+from _observe import attr, describe, idp_rows, nnx, sub, toy_data, toy_model
 
 
 def observe(o):
     history = sub("history")
-    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8], dropout_prob=0.0,
-                                      activation=nnx.Activations.RELU),
-                        nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
-    fixed_weights(model.net)
+    model = toy_model()
     _, _, loader = toy_data()
     optim = nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.1, momentum=0.0, weight_decay=0.0)
     plain = model.train(nnx.NNTrainParams(n_epochs=2, optim=optim, train_loader=loader, val_loader=loader))

@@ -1,12 +1,9 @@
 """evaluate() and NNEvaluationDataPoint: fields, values, state()."""
-from _observe import describe, field_names, fixed_weights, nnx, toy_data
+from _observe import describe, field_names, nnx, toy_data, toy_model
 
 
 def observe(o):
-    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8], dropout_prob=0.0,
-                                      activation=nnx.Activations.RELU),
-                        nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
-    fixed_weights(model.net)
+    model = toy_model()
     _, _, loader = toy_data(n=10)  # uneven last batch (2 rows)
     edp = model.evaluate(loader)
     o["evaluate.type"] = type(edp).__name__

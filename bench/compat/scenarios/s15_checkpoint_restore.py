@@ -1,14 +1,11 @@
 """NNCheckpoint.load(BEST) → NNModel.from_checkpoint → identical predictions."""
 import numpy as np
 
-from _observe import describe, field_names, fixed_weights, nnx, toy_data
+from _observe import describe, field_names, nnx, toy_data, toy_model
 
 
 def observe(o):
-    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8], dropout_prob=0.0,
-                                      activation=nnx.Activations.RELU),
-                        nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
-    fixed_weights(model.net)
+    model = toy_model()
     x, _, loader = toy_data()
     optim = nnx.NNOptimParams(name=nnx.Optims.ADAM, max_lr=0.01, momentum=(0.9, 0.999), weight_decay=0.0)
     run = model.train(nnx.NNTrainParams(n_epochs=3, optim=optim, train_loader=loader, val_loader=loader))

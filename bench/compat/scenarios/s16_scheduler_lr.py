@@ -1,5 +1,5 @@
 """Schedulers: STEP on the epoch clock, warm-up/decay on the update clock, and LRMonitor."""
-from _observe import fixed_weights, nnx, toy_data
+from _observe import nnx, toy_data, toy_model
 
 
 def sched(**kw):
@@ -10,10 +10,7 @@ def sched(**kw):
 
 def observe(o):
     _, _, loader = toy_data(n=16)
-    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8], dropout_prob=0.0,
-                                      activation=nnx.Activations.RELU),
-                        nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
-    fixed_weights(model.net)
+    model = toy_model()
     optim = nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.1, momentum=0.0, weight_decay=0.0)
     mon = nnx.LRMonitor()
     run = model.train(nnx.NNTrainParams(n_epochs=3, optim=optim, train_loader=loader,

@@ -1,12 +1,9 @@
 """A Callback's hooks, context fields and optimizer-update events under an objective with accumulation."""
-from _observe import fixed_weights, nnx, toy_data, weights
+from _observe import nnx, toy_data, toy_model, weights
 
 
 def observe(o):
-    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8], dropout_prob=0.0,
-                                      activation=nnx.Activations.RELU),
-                        nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
-    fixed_weights(model.net)
+    model = toy_model()
     _, _, loader = toy_data(n=20)  # 5 batches: windows of 2, 2 and a trailing 1
     log = []
 
