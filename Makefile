@@ -16,7 +16,7 @@ CORE_DEPS := attrs cattrs portalocker fsspec pytest pytest-timeout pytest-random
 # TEST_WORKERS=0 runs in this process.
 TEST_WORKERS ?= auto
 
-.PHONY: demo test test-gpu core-check mutate bench bench-peers compat-diff clean
+.PHONY: demo test test-gpu lint core-check mutate bench bench-peers compat-diff clean
 
 $(STAMP): pyproject.toml constraints-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,18 @@ test: $(STAMP)  ## run the whole suite, in random order (the seed is printed in 
 
 test-gpu: $(STAMP)  ## the GPU checks only (tests/gpu, marked gpu; they skip without CUDA): docs/gpu.md
 	$(BIN)/python -m pytest -m gpu tests/gpu
+
+# The linters come from their own extra (lint), installed on top of the test install: the suite
+# does not need them, and a change to pyproject.toml or the pins reinstalls both.
+LINT_STAMP := $(VENV)/.lint-installed
+
+$(LINT_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints-dev.txt -e ".[test,lint]"
+	touch $(LINT_STAMP)
+
+lint: $(LINT_STAMP)  ## ruff over the repository, mypy --strict over nnx_core (configured in pyproject.toml)
+	$(BIN)/ruff check .
+	$(BIN)/mypy --strict nnx_core
 
 $(CORE_VENV)/.installed: constraints-dev.txt
 	test -x $(CORE_VENV)/bin/python || $(PYTHON) -m venv $(CORE_VENV)

@@ -20,6 +20,7 @@ rules below, over the ``Collective`` port only:
                               are agreed before any rank enters DDP's backward
     update_weight(W, world)   W == 0 skips the update on every rank; otherwise the weight W/world
                               makes commit_update scale DDP's averaged gradients by world/W
+                              (None, an additive window: 1/world, the ranks' plain sum)
     agree_same(value, what)   Σv and Σv² in one all-reduce: equal on every rank iff
                               world·Σv² == (Σv)² (e.g. the epoch's number of steps)
     resume_refusal(...)       which checkpoints a run of this world size and partition may
@@ -40,12 +41,7 @@ from typing import Any, TypeVar
 import attrs
 
 from nnx_core import errors
-from nnx_core.errors import (
-    NNxError,
-    NonFiniteLossError,
-    ResumeMismatchError,
-    TrainingInputError,
-)
+from nnx_core.errors import NNxError, NonFiniteLossError, ResumeMismatchError, TrainingInputError
 from nnx_core.ports import Collective
 
 _EPS = 2.0**-52  # float64's machine epsilon
@@ -227,13 +223,17 @@ def agree_microbatch(
     return MicrobatchNumbers(*reduced[:4])
 
 
-def update_weight(window_weight: float, world_size: int) -> float:
+def update_weight(window_weight: float | None, world_size: int) -> float:
     """The weight ``commit_update`` divides the gradients by.
 
     DDP leaves the *average* of the ranks' gradient sums; the update needs their sum over the
     window's global denominator ``W``: grad × world/W, i.e. divide by W/world. ``W == 0`` gives 0:
-    ``commit_update`` then skips the window, on every rank, because W is global.
+    ``commit_update`` then skips the window, on every rank, because W is global. An additive
+    window (``None``: a sum-reduced loss, no denominator) needs the ranks' plain sum: DDP's
+    average × world, i.e. divide by 1/world.
     """
+    if window_weight is None:
+        return 1.0 / world_size
     if window_weight == 0:
         return 0.0
     return window_weight / world_size

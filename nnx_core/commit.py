@@ -412,6 +412,7 @@ def history_tail(files: RunFiles, last: TagManifest | None) -> int:
     if isinstance(size, int):
         return max(0, files.storage.digest(files.history).size - size)
     data = files.storage.read(files.history)
-    newer = sum(1 for r in parse_history(data) if r.epoch_idx > last.epoch)  # type: ignore[union-attr]
+    # last is not None here (its size would have been 0); misc: mypy's sum() inference after that error
+    newer = sum(1 for r in parse_history(data) if r.epoch_idx > last.epoch)  # type: ignore[union-attr, misc]
     lines = data.splitlines(keepends=True)
     return sum(len(line) for line in lines[len(lines) - newer :]) if newer else 0

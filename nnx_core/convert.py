@@ -63,7 +63,8 @@ class Stateful:
 
     def state(self) -> dict[str, Any]:
         """The plain mapping of this object (``OMIT`` fields only when not default, never ``RUNTIME``)."""
-        return converter.get_unstructure_hook(type(self))(self)
+        state: dict[str, Any] = converter.get_unstructure_hook(type(self))(self)
+        return state
 
     @classmethod
     def from_state(cls: type[T], state: Mapping[str, Any]) -> T:
@@ -85,12 +86,14 @@ def _is_stateful(cls: Any) -> bool:
 
 def _unstructure_fn(cls: type) -> Any:
     rules = _rules(cls)
-    overrides = {n: override(omit=True) if r == "runtime" else override(omit_if_default=True) for n, r in rules.items()}
+    overrides: dict[str, Any] = {
+        n: override(omit=True) if r == "runtime" else override(omit_if_default=True) for n, r in rules.items()
+    }
     return make_dict_unstructure_fn(cls, converter, **overrides)
 
 
 def _structure_fn(cls: type) -> Any:
-    overrides = {n: override(omit=True) for n, r in _rules(cls).items() if r == "runtime"}
+    overrides: dict[str, Any] = {n: override(omit=True) for n, r in _rules(cls).items() if r == "runtime"}
     return make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)
 
 

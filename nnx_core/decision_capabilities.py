@@ -16,13 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from nnx_core.decision_questions import (
-    PRIMITIVES,
-    InvalidDecisionRequest,
-    Question,
-    UnsupportedCapability,
-    check_question,
-)
+from nnx_core.decision_questions import PRIMITIVES, InvalidDecisionRequest, Question, UnsupportedCapability, check_question
 from nnx_core.decisions import DecisionResult
 
 # --------------------------------------------------------------------------------- capabilities

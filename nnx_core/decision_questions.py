@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Union
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 import attrs
 
@@ -56,7 +56,7 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-def _check_text(what: str):
+def _check_text(what: str) -> Callable[[Any, Any, Any], None]:
     def check(_instance: Any, _attribute: Any, value: Any) -> None:
         _text(value, what)
 
@@ -111,6 +111,15 @@ class _QuestionMethods:
 
     __slots__ = ()
     kind: ClassVar[str]
+
+    if TYPE_CHECKING:  # what the subclasses provide (attrs fields or properties), for the type checker only
+        _digest: str
+
+        @property
+        def prompt(self) -> str: ...
+
+        @property
+        def options(self) -> tuple[Option, ...]: ...
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "_digest", _digest(self.kind, self.prompt, self.options))
@@ -189,7 +198,7 @@ class Boolean(_QuestionMethods):
         return {"kind": self.kind, "prompt": self.prompt}
 
 
-Question = Union[Choice, Boolean, Score]
+Question = Union[Choice, Boolean, Score]  # noqa: UP007 — a typing.Union at runtime, as exported
 """Any question."""
 
 _QUESTION_TYPES: dict[str, type] = {"choice": Choice, "boolean": Boolean, "score": Score}

@@ -28,11 +28,7 @@ from typing import Any, ClassVar, Protocol, Union
 
 import attrs
 
-from nnx_core.decision_questions import (
-    InvalidDecisionResponse,
-    Question,
-    check_question,
-)
+from nnx_core.decision_questions import InvalidDecisionResponse, Question, check_question
 
 PROBABILITY_TOLERANCE = 1e-6
 """How far a distribution's sum may be from 1 and still be valid."""
@@ -119,7 +115,8 @@ class _Deferred:
         if rows is None:  # never deferred, or another thread has just filled the fields
             return object.__getattribute__(self, name)
         values = rows.fields(object.__getattribute__(self, "_row"))
-        for field_name, default in _public_fields(type(self)):
+        result_type: type = type(self)  # typed as a plain type: mypy takes a class object for unhashable
+        for field_name, default in _public_fields(result_type):
             value = values.get(field_name, default)
             if value is attrs.NOTHING:
                 raise AttributeError(f"the shared rows gave no {field_name!r} for this result")
@@ -154,7 +151,7 @@ def deferred_results(result_type: type, rows: ResultRows, count: int) -> list[An
     What it costs: docs/decisions.md (Performance).
     """
     set_rows, set_row = _slot_writers(result_type)
-    results = list(map(object.__new__, repeat(result_type, count)))
+    results: list[Any] = list(map(object.__new__, repeat(result_type, count)))
     _consume(map(set_rows, results, repeat(rows, count)))
     _consume(map(set_row, results, range(count)))
     return results
@@ -250,7 +247,7 @@ class BooleanResult(_Deferred):
         return 1.0 - self.p_true
 
 
-DecisionResult = Union[ChoiceResult, BooleanResult, ScoreResult]
+DecisionResult = Union[ChoiceResult, BooleanResult, ScoreResult]  # noqa: UP007 — a typing.Union at runtime, as exported
 """Any result."""
 
 RESULT_TYPES: dict[str, type] = {"choice": ChoiceResult, "boolean": BooleanResult, "score": ScoreResult}
@@ -335,7 +332,8 @@ def validate_response(
     distribution = [(option_id, by_id[option_id]) for option_id in expected]
     if result_type is ScoreResult:
         return ScoreResult(digest, distribution, provider=provider, raw=raw, vendor_score=vendor_score)
-    return result_type(digest, distribution, provider=provider, raw=raw)
+    result: DecisionResult = result_type(digest, distribution, provider=provider, raw=raw)
+    return result
 
 
 def _finite_score(value: Any) -> float:

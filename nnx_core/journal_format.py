@@ -174,8 +174,8 @@ def epoch_summary(records: Sequence[IterationDataPoint]) -> dict[str, Any]:
     return {
         "epoch": last.epoch_idx,
         "records": len(records),
-        "train_loss": _finite(_mean(losses)),  # type: ignore[arg-type]
-        "train_err": _finite(_mean(errors)),  # type: ignore[arg-type]
+        "train_loss": _finite(_mean(losses)),
+        "train_err": _finite(_mean(errors)),
         "val_loss": _finite(val.loss) if val else None,
         "val_err": _finite(val.error) if val else None,
         "val_acc": _finite(val.accuracy) if val else None,

@@ -16,13 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from nnx_core.errors import HistoryCorruptionError
-from nnx_core.journal_format import (
-    ChunkEntry,
-    JournalFiles,
-    JournalManifest,
-    parse_index,
-    read_chunk,
-)
+from nnx_core.journal_format import ChunkEntry, JournalFiles, JournalManifest, parse_index, read_chunk
 from nnx_core.ports import Storage
 from nnx_core.records import IterationDataPoint
 

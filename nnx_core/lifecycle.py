@@ -108,13 +108,13 @@ class CallbackFinalizer:
                 errors.append(exc)
         self._begun.clear()
         if training_error is not None:
-            for exc in errors:
+            for error in errors:
                 warnings.warn(
-                    f"on_train_end failed while another error was propagating: {exc!r}", CleanupWarning, stacklevel=2
+                    f"on_train_end failed while another error was propagating: {error!r}", CleanupWarning, stacklevel=2
                 )
             return None
-        for exc in errors[1:]:
-            warnings.warn(f"another on_train_end also failed: {exc!r}", CleanupWarning, stacklevel=2)
+        for error in errors[1:]:
+            warnings.warn(f"another on_train_end also failed: {error!r}", CleanupWarning, stacklevel=2)
         return errors[0] if errors else None
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
 ClockKind = Literal["epoch", "optimizer_update"]
+
+_Paths: TypeAlias = list[str]  # inside Storage, whose method ``list`` hides the builtin from its later annotations
 
 
 class BinaryWriter(Protocol):
@@ -129,7 +131,7 @@ class Storage(Protocol):
         root, or a reserved name: ValueError (paths validated like every other call, before anything
         is touched). Readers see the folder under the old name or the new one, never both or neither."""
 
-    def temporaries(self, folder: str) -> list[str]:
+    def temporaries(self, folder: str) -> _Paths:
         """Sorted store paths of the ``.tmp-*`` files under ``folder`` (``""``: the root) — the
         in-flight ones and those a hard kill left — without removing them; missing: ``[]``."""
 

@@ -49,7 +49,8 @@ class EvaluationDataPoint(Stateful):
     def get(self, name: str) -> float | None:
         """A field or a named metric by name (``"loss"``, ``"error"``, ``"accuracy"``, ``"f1"``, ...)."""
         if name in EDP_FIELDS:
-            return getattr(self, name)
+            value: float | None = getattr(self, name)
+            return value
         if name in self.metrics:
             return self.metrics[name]
         return self.extra.get(name)
@@ -91,7 +92,7 @@ class EvaluationDataPoint(Stateful):
                 raise ParamsError("average", "'binary' needs 0/1 labels; use 'macro', 'micro' or 'weighted'")
             labels = [0, 1]
         _, matrix = confusion_of(targets, predictions, labels)
-        scores = label_scores(matrix, average)
+        scores: dict[str, Any] = label_scores(matrix, average)
         if not scores:
             raise ParamsError("Y", "is empty: there is nothing to score")
         extra = {name: float(fn(Y, Y_hat)) for name, fn in (extra_metrics or {}).items()}
@@ -113,7 +114,7 @@ class EvaluationDataPoint(Stateful):
             keys = sorted({k for m in maps for k in m})
             return {k: mean(m.get(k) for m in maps) for k in keys}  # type: ignore[misc]
 
-        fields = {name: mean(getattr(e, name) for e in edps) for name in EDP_FIELDS}
+        fields: dict[str, Any] = {name: mean(getattr(e, name) for e in edps) for name in EDP_FIELDS}
         return cls(**fields, extra=per_key([e.extra for e in edps]), metrics=per_key([e.metrics for e in edps]))
 
 

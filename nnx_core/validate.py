@@ -18,10 +18,10 @@ def check_int(path: str, value: Any, *, minimum: int | None = None) -> int:
     """An integer ≥ ``minimum``; bools and floats are refused."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ParamsError(path, f"must be an integer, got {type(value).__name__} {value!r}")
-    value = int(value)
-    if minimum is not None and value < minimum:
-        raise ParamsError(path, f"must be ≥ {minimum}, got {value}")
-    return value
+    number = int(value)
+    if minimum is not None and number < minimum:
+        raise ParamsError(path, f"must be ≥ {minimum}, got {number}")
+    return number
 
 
 def check_float(
@@ -36,14 +36,14 @@ def check_float(
     """A finite real number in ``[minimum, maximum]`` (bounds optionally exclusive)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ParamsError(path, f"must be a number, got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ParamsError(path, f"must be finite, got {value!r}")
-    if minimum is not None and (value < minimum or (exclusive_min and value == minimum)):
-        raise ParamsError(path, f"must be {'>' if exclusive_min else '≥'} {minimum}, got {value}")
-    if maximum is not None and (value > maximum or (exclusive_max and value == maximum)):
-        raise ParamsError(path, f"must be {'<' if exclusive_max else '≤'} {maximum}, got {value}")
-    return value
+    number = float(value)
+    if not math.isfinite(number):
+        raise ParamsError(path, f"must be finite, got {number!r}")
+    if minimum is not None and (number < minimum or (exclusive_min and number == minimum)):
+        raise ParamsError(path, f"must be {'>' if exclusive_min else '≥'} {minimum}, got {number}")
+    if maximum is not None and (number > maximum or (exclusive_max and number == maximum)):
+        raise ParamsError(path, f"must be {'<' if exclusive_max else '≤'} {maximum}, got {number}")
+    return number
 
 
 def check_choice(path: str, value: Any, choices: tuple[Any, ...]) -> Any:

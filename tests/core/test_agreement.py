@@ -8,7 +8,6 @@ import math
 
 import pytest
 
-from nnx_adapters.collective.threads import ThreadHub, run_ranks
 from nnx_core import agreement
 from nnx_core.agreement import AgreedError, CallbackDeclaration, MicrobatchNumbers
 from nnx_core.errors import (
@@ -20,6 +19,7 @@ from nnx_core.errors import (
     TrainingInputError,
 )
 from nnx_core.ports import Collective
+from nnx_adapters.collective.threads import ThreadHub, run_ranks
 
 
 def outcomes(results):
@@ -215,6 +215,14 @@ def test_a_stateful_resume_needs_the_same_world_and_partition():
 def test_the_update_weight_divides_by_the_world_and_skips_an_empty_window():
     assert agreement.update_weight(0, 2) == 0.0
     assert agreement.update_weight(1, 2) == 0.5 and agreement.update_weight(6.0, 3) == 2.0
+
+
+def test_an_additive_window_is_the_ranks_sum_never_a_masked_skip():
+    """A sum-reduced loss has no denominator: one process on the union adds every row's gradient,
+    so the update is DDP's average × world (divide by 1/world), not the 0 of a masked window."""
+    assert agreement.update_weight(None, 2) == 0.5
+    assert agreement.update_weight(None, 4) == 0.25
+    assert agreement.update_weight(None, 1) == 1.0
 
 
 def test_every_rank_raises_the_lowest_failing_ranks_error_and_only_that_rank_chains_its_own():
