@@ -31,12 +31,12 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C
 
-from nnx_adapters.pytorch import state as torch_state
-from nnx_adapters.storage.fs import FileStorage
-from nnx_adapters.testing.oscalls import OsTrace
 from nnx_core.commit import BEST, Q1, EpochCommit, RunFiles, commit_epoch
 from nnx_core.history import EagerHistory
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
+from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.storage.fs import FileStorage
+from nnx_adapters.testing.oscalls import OsTrace
 
 RUN_ID = "b" * 32
 
@@ -118,7 +118,7 @@ def kinds_table(folder: str) -> None:
     print("|---|" + "---:|" * (len(KINDS) + 3))
     for tags, target in (((), 15), ((BEST,), 20), ((Q1,), 20), ((Q1, BEST), 20)):
         arms.commit((BEST,)), arms.commit(), arms.commit()  # BEST keeps one blob; LAST's previous blob is dead
-        trace = traced(lambda: arms.commit(tags))
+        trace = traced(lambda: arms.commit(tags))  # noqa: B023 — called at once
         counts = trace.counts()
         cells = " | ".join(str(counts.get(k, 0)) for k in KINDS)
         print(f"| {' + '.join(('LAST', *(t.upper() for t in tags)))} | {cells} | **{trace.total()}** | ≤ {target} "

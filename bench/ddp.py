@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from typing import Any
 
 import torch
@@ -54,10 +55,10 @@ import _common as C
 
 C.setup_threads()
 
-import nnx_api as nnx
-from nnx_adapters.collective.torch import TorchCollective
-from nnx_adapters.pytorch import state as torch_state
-from nnx_api import distributed
+from nnx_adapters.collective.torch import TorchCollective  # noqa: E402
+from nnx_adapters.pytorch import state as torch_state  # noqa: E402
+import nnx_api as nnx  # noqa: E402
+from nnx_api import distributed  # noqa: E402
 
 STEPS = 64
 ROWS: list[dict[str, Any]] = [
@@ -241,7 +242,7 @@ def count_traffic(job: C.Job, row: dict[str, Any], shared_memory: bool) -> dict[
     nnx_arm(job, row, epochs, collective=collective, callbacks=(marks,))
     # all-reduces between consecutive updates of one epoch: one microbatch's
     between = [
-        b[1] - a[1] for a, b in zip(marks.marks, marks.marks[1:]) if a[0] == "update" and b[0] == "update"
+        b[1] - a[1] for a, b in pairwise(marks.marks) if a[0] == "update" and b[0] == "update"
     ]
     step_calls = statistics.median(between)
     step_len = statistics.median(collective.log[m[1] - 1] for m in marks.marks if m[0] == "update")

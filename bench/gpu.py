@@ -45,8 +45,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C
 import overhead as O  # summarize() and paired(): the same statistics as the CPU table
 
-import nnx_api as nnx
 from nnx_adapters.pytorch.devices import bf16_supported
+import nnx_api as nnx
 
 
 def autocast(device: torch.device, precision: str) -> Callable[[], Any]:
@@ -172,10 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         job = row["job"]()
         epochs, reps = (3, 2) if args.quick else (row["epochs"], row["reps"])
         for precision in precisions:
-            arms = {
-                "plain": lambda: plain_arm(job, epochs, device, precision, fsync=False),
-                "plain+fsync": lambda: plain_arm(job, epochs, device, precision, fsync=True),
-                "nnx": lambda: nnx_arm(job, epochs, device, precision),
+            arms = {  # C.interleaved calls each arm before the loop moves on
+                "plain": lambda: plain_arm(job, epochs, device, precision, fsync=False),  # noqa: B023
+                "plain+fsync": lambda: plain_arm(job, epochs, device, precision, fsync=True),  # noqa: B023
+                "nnx": lambda: nnx_arm(job, epochs, device, precision),  # noqa: B023
             }
             res = C.interleaved(arms, reps)
             med = {arm: {k: statistics.median(v) for k, v in r.items()} for arm, r in res.items()}

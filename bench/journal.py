@@ -30,11 +30,11 @@ import tempfile
 import time
 from typing import Any
 
-from nnx_adapters.storage.fs import FileStorage
 from nnx_core.commit import BEST, EagerHistoryStep, EpochCommit, RunFiles, commit_epoch
 from nnx_core.history import EagerHistory
 from nnx_core.journal import HistoryJournal, JournalWriter
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
+from nnx_adapters.storage.fs import FileStorage
 
 RUN_ID = "3" * 32
 TARGET = 1.1

@@ -33,9 +33,9 @@ import _common as C
 
 C.setup_threads()
 
-import torch
+import torch  # noqa: E402
 
-from nnx_adapters.pytorch.metrics import BatchScores, Confusion
+from nnx_adapters.pytorch.metrics import BatchScores, Confusion  # noqa: E402
 
 try:
     import torchmetrics
@@ -70,26 +70,26 @@ def arms(classes: int) -> dict[str, Callable[[], dict[str, float]]]:
 
     def ours_train() -> dict[str, float]:
         scores = BatchScores(classes, None)
-        per_batch = timed(lambda: [scores.add(out.argmax(-1), t) for out, t in zip(logits, targets)])
+        per_batch = timed(lambda: [scores.add(out.argmax(-1), t) for out, t in zip(logits, targets, strict=True)])
         epoch = timed(lambda: scores.table().tolist())
         return {"batch": per_batch / BATCHES, "epoch": epoch}
 
     def tm_train() -> dict[str, float]:
         metrics = collection(classes)
         rows: list[dict[str, torch.Tensor]] = []
-        per_batch = timed(lambda: [rows.append(metrics(out, t)) for out, t in zip(logits, targets)])  # per-batch values
+        per_batch = timed(lambda: [rows.append(metrics(out, t)) for out, t in zip(logits, targets, strict=True)])  # per-batch values
         epoch = timed(lambda: [float(v) for r in rows for v in r.values()])
         return {"batch": per_batch / BATCHES, "epoch": epoch}
 
     def ours_epoch() -> dict[str, float]:
         confusion = Confusion(classes)
-        per_batch = timed(lambda: [confusion.update(t, out.argmax(-1)) for out, t in zip(logits, targets)])
+        per_batch = timed(lambda: [confusion.update(t, out.argmax(-1)) for out, t in zip(logits, targets, strict=True)])
         epoch = timed(confusion.scores)
         return {"batch": per_batch / BATCHES, "epoch": epoch}
 
     def tm_epoch() -> dict[str, float]:
         metrics = collection(classes)
-        per_batch = timed(lambda: [metrics.update(out, t) for out, t in zip(logits, targets)])
+        per_batch = timed(lambda: [metrics.update(out, t) for out, t in zip(logits, targets, strict=True)])
         epoch = timed(lambda: {k: float(v) for k, v in metrics.compute().items()})
         return {"batch": per_batch / BATCHES, "epoch": epoch}
 

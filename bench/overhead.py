@@ -42,7 +42,7 @@ import _common as C
 
 C.setup_threads()
 
-import nnx_api as nnx
+import nnx_api as nnx  # noqa: E402
 
 
 class Stamps(nnx.Callback):

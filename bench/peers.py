@@ -62,7 +62,8 @@ os.environ.setdefault("NNX_PROGRESS", "0")
 import lightning as L  # noqa: E402
 import nnx as nnx041  # noqa: E402  # thekaveh-nnx 0.4.1
 import skorch  # noqa: E402
-from skorch.callbacks import Callback as SkorchCallback, Checkpoint  # noqa: E402
+from skorch.callbacks import Callback as SkorchCallback  # noqa: E402
+from skorch.callbacks import Checkpoint  # noqa: E402
 from skorch.helper import predefined_split  # noqa: E402
 
 import nnx_api  # noqa: E402  # this project

@@ -37,8 +37,8 @@ import _common as C
 
 C.setup_threads()
 
-import nnx_api as nnx
-from nnx_api.training.session import TrainingSession
+import nnx_api as nnx  # noqa: E402
+from nnx_api.training.session import TrainingSession  # noqa: E402
 
 PHASES = ("train_epoch", "validate", "decide", "commit")
 

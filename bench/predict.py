@@ -27,7 +27,7 @@ import _common as C
 
 C.setup_threads()
 
-import nnx_api as nnx
+import nnx_api as nnx  # noqa: E402
 
 
 def plain_logits(net: torch.nn.Module, batches: Any) -> torch.Tensor:

@@ -35,13 +35,14 @@ import _common as C
 
 C.setup_threads()
 
-import nnx_api as nnx
-from nnx_adapters.storage.fs import FileStorage
-from nnx_adapters.testing.oscalls import OsTrace
+from nnx_adapters.storage.fs import FileStorage  # noqa: E402
+from nnx_adapters.testing.oscalls import OsTrace  # noqa: E402
+import nnx_api as nnx  # noqa: E402
 
 SESSION = "nnx_api/training/session.py"
 OWNERS = "nnx_api/training/owners.py"
 STEPS = "nnx_api/training/steps.py"
+BATCHES = "nnx_adapters/pytorch/batches.py"
 TASKS = "nnx_adapters/pytorch/tasks.py"
 OPTIM = "nnx_adapters/pytorch/optim.py"
 KINDS = ("create", "write", "fsync", "fsync_dir", "rename", "unlink", "mkdir")
@@ -162,8 +163,8 @@ def breakdown(graph: Graph, epochs: int, fsyncs: FsyncClock) -> list[tuple[str, 
     step = [(OWNERS, "update")]
     scoring = [(STEPS, "score")]
     train_epoch = graph.cum(SESSION, "train_epoch")
-    loader = graph.cum_from("dataloader.py", "__next__", [(STEPS, "lookahead")])
-    forward = graph.cum_from(STEPS, "forward", step)
+    loader = graph.cum_from("dataloader.py", "__next__", [(BATCHES, "lookahead")])
+    forward = graph.cum_from(BATCHES, "forward", step)
     backward = graph.cum_from("_tensor.py", "backward", step)
     loss = graph.cum_from(TASKS, "loss_terms", step)
     correct = graph.cum(STEPS, "add_output")
@@ -172,7 +173,7 @@ def breakdown(graph: Graph, epochs: int, fsyncs: FsyncClock) -> list[tuple[str, 
     opt_zero = graph.cum(OPTIM, "zero_grad")
     evaluate = graph.cum(STEPS, "score")
     val_loader = graph.cum_from("dataloader.py", "__next__", scoring)
-    val_forward = graph.cum_from(STEPS, "forward", scoring)
+    val_forward = graph.cum_from(BATCHES, "forward", scoring)
     validate = graph.cum(SESSION, "validate")
     decide = graph.cum(SESSION, "decide")
     commit = graph.cum(SESSION, "commit")

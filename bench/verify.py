@@ -22,8 +22,8 @@ import sys
 import tempfile
 import time
 
-from nnx_adapters.storage.fs import FileStorage
 from nnx_core.commit import RunFiles
+from nnx_adapters.storage.fs import FileStorage
 
 RUN_ID = "v" * 32
 

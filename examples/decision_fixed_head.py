@@ -53,20 +53,20 @@ def ask(root: str, epochs: int) -> None:
 
     # Option ids are ours ("zero" … "nine"); option_map ties them to the model's labels. The
     # question lists them in its own order (odd digits first) and every answer follows it.
-    provider = FixedHeadProvider(best, option_map=dict(zip(NAMES, CLASSES)))
+    provider = FixedHeadProvider(best, option_map=dict(zip(NAMES, CLASSES, strict=True)))
     order = [1, 3, 5, 7, 9, 0, 2, 4, 6, 8]
     question = Choice("Which digit?", [(NAMES[d], f"the handwritten digit {d}") for d in order])
 
     results = provider.decide(question, x_val[:3])
     print(f"{question.prompt} ({provider.model_calls} model call, "
           f"question digest {question.digest()[:12]}…)")
-    for result, truth in zip(results, y_val[:3].tolist()):
+    for result, truth in zip(results, y_val[:3].tolist(), strict=True):
         top3 = sorted(result.distribution, key=lambda pair: pair[1], reverse=True)[:3]
         shown = ", ".join(f"{option_id} {p:.3f}" for option_id, p in top3)
         print(f"  true {NAMES[truth]:<5} → answer {result.top:<5} ({shown})")
 
     answers = provider.decide(question, x_val)
-    correct = sum(result.top == NAMES[truth] for result, truth in zip(answers, y_val.tolist()))
+    correct = sum(result.top == NAMES[truth] for result, truth in zip(answers, y_val.tolist(), strict=True))
     print(f"  {correct}/{len(answers)} validation images answered correctly")
 
 

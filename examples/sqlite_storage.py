@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
+from nnx_core.ports import Receipt
 from nnx_adapters.storage.fs import flock_lease
 from nnx_adapters.storage.paths import is_reserved, split_path
-from nnx_core.ports import Receipt
 
 
 def _error(kind: type[OSError], code: int, path: str) -> OSError:

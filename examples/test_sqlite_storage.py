@@ -6,6 +6,7 @@ import tempfile
 from hypothesis.stateful import run_state_machine_as_test
 
 from nnx_adapters.testing import CommitContract, JournalContract, StorageContract, contract_settings
+
 from sqlite_storage import SQLiteStorage
 
 

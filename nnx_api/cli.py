@@ -6,7 +6,7 @@
     nnx runs verify  ID [--repair]  re-hash every blob of every tag, decode it with the safe loader,
                                   and check the history against LAST and its own continuity;
                                   --repair settles a replacement whose attempt is gone
-    nnx runs plot | compare | export   (``nnx_api.cli_extra``)
+    nnx runs plot | compare | export   (``nnx_api.commands.runs_extra``)
     nnx --version
 
 ``ID`` is a whole run id or a unique prefix of one (``list`` shows 8 characters). Every command
@@ -27,7 +27,7 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from nnx_core import replacement
@@ -36,10 +36,10 @@ from nnx_core.commit import LAST, RunFiles, history_tail, read_history
 from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunLeaseError, RunNotFoundError
 from nnx_core.history import continuity_problems, coverage_problems, parse_history
 from nnx_core.identity import ID_HEX_DIGITS
-from nnx_adapters.pytorch import state as torch_state
-from nnx_api.cli_extra import register, store
+from nnx_api.commands.runs_extra import register, store
 from nnx_api.runs.curves import flatten_config, monitor_name
 from nnx_api.runs.journal import check_journal, epoch_summaries, has_journal
+from nnx_api.runs.payload import decode_payload
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import dump_yaml, resolve_run_id
 
@@ -159,7 +159,7 @@ def _summary(run: NNRun) -> dict[str, Any]:
     if started is not None:
         row["started"] = started.astimezone().strftime("%Y-%m-%d %H:%M")
         row["start"] = started.timestamp()
-        end = finished or (datetime.now(timezone.utc) if row["status"] == RUNNING else None)
+        end = finished or (datetime.now(UTC) if row["status"] == RUNNING else None)
         row["seconds"] = None if end is None else (end - started).total_seconds()
     if best is not None and best.selection is not None and best.selection.value is not None:
         row["monitor"], row["value"] = monitor_name(best), best.selection.value
@@ -364,12 +364,12 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
         for name, ref in sorted(manifest.blobs.items()):
             try:
                 data = files.read_blob(ref, verify=True)
-                payload = torch_state.decode(data, where=f"tag {tag!r} blob {name!r}")
+                payload = decode_payload(data, f"tag {tag!r} blob {name!r}")
             except CorruptRunError as exc:
                 problems.append(f"tag {tag!r}: {exc}")
                 continue
-            if "epoch" in payload and int(payload["epoch"]) != manifest.epoch:
-                problems.append(f"tag {tag!r} names epoch {manifest.epoch} but its blob holds epoch {payload['epoch']}")
+            if int(payload.epoch) != manifest.epoch:
+                problems.append(f"tag {tag!r} names epoch {manifest.epoch} but its blob holds epoch {payload.epoch}")
             if ref.sha256 not in checked_blobs:
                 checked_blobs.add(ref.sha256)
                 print(f"ok    blob {ref.sha256[:16]} ({ref.size} bytes, {tag})", file=out)
@@ -406,7 +406,7 @@ def _repair(run_id: str, root: Any, storage: Any, out: TextIO) -> None:
     run_id = resolve_run_id(run_id, storage, where=str(root))
     files = RunFiles(storage, run_id)
     with storage.lease(run_id):  # RunLeaseError while the replacing attempt is alive: nothing to repair
-        settled = replacement.settle(files, at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        settled = replacement.settle(files, at=datetime.now(UTC).isoformat(timespec="seconds"))
     print(f"repair: {settled or 'nothing to repair'}", file=out)
 
 

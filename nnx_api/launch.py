@@ -35,19 +35,23 @@ from nnx_adapters.pytorch.optim import TorchClock
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.callbacks import Callback, normalize_callbacks
 from nnx_api.callbacks.progress import ProgressBar, message_stream, progress_enabled
+from nnx_api.runs.payload import CheckpointPayload, Payload, decode_payload
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
 from nnx_api.training import checks, compilation, fingerprint, history, optimizers, resume
 from nnx_api.training import code as user_code
+from nnx_api.training.checkpoint import collect_components, restore_problems
+from nnx_api.training.group import SingleProcess
 from nnx_api.training.owners import owner_for
-from nnx_api.training.session import SessionSetup, SingleProcess, TrainingSession, collect_components, restore_problems
+from nnx_api.training.roles import EntryKind
+from nnx_api.training.session import SessionSetup, TrainingSession
 
 
 @attrs.frozen(kw_only=True)
 class TrainingEntry:
     """One ``train()`` call as an entry point describes it (NNModel: one optimizer, "default")."""
 
-    kind: str  # "nnmodel" | "trainer": the checkpoint kind, and which resumes are accepted
+    kind: EntryKind  # NNMODEL | TRAINER: the checkpoint kind, the step's name, named optimizers
     model: Any
     params: Any  # as given: NNTrainParams | NNTrainerParams
     train: Any  # the representative NNTrainParams (epochs, loaders, metrics, monitor, resume)
@@ -57,8 +61,7 @@ class TrainingEntry:
     primary: str
     strict_groups: bool = False
     auto_step: bool = True
-    train_step_fn: Any = None
-    trainer_step_fn: Any = None
+    step_fn: Any = None  # the kind's step function (train_step_fn= / trainer_step_fn=)
     objective: Any = None
     eval_step_fn: Any = None
     callbacks: Sequence[Any] = ()
@@ -96,18 +99,18 @@ def _launch(entry: TrainingEntry, group: Any) -> NNRun:
     # 3. budgets
     agreed(c, "setup", lambda: optimizers.check_schedule_budgets(
         entry.schedulers, entry.optims, n_epochs=train.n_epochs, train_loader=train.train_loader,
-        owns_windows=entry.train_step_fn is None and entry.trainer_step_fn is None,
-        resumed=source.schedules if source is not None else None, named=entry.kind == "trainer",
+        owns_windows=entry.step_fn is None,
+        resumed=source.schedules if source is not None else None, named=entry.kind.named_optimizers,
     ))
     files = RunFiles(storage, run.id)
     with contextlib.ExitStack() as lease:
         # 4–5. the lease and admission, on the writer
         plan = share(c, writer, "admission", lambda: resume.admit(entry, group, files, lease, source, ready.data, ready.code))
-        payload = torch_state.decode(plan.data, where=f"run {run.id} resume point") if plan.data is not None else None
+        payload = decode_payload(plan.data, f"run {run.id} resume point") if plan.data is not None else None
         run = attrs.evolve(run, idps=plan.idps, resume_status=plan.status, data_fingerprint=ready.data, compile=plan.compile,
                            code_fingerprint=ready.code)
         if plan.action == adm.FINISHED:
-            entry.model.net.load_state_dict(payload["weights"])  # type: ignore[index]  # the caller's model is the finished one
+            entry.model.net.load_state_dict(payload.weights)  # type: ignore[union-attr]  # the caller's model is the finished one
             epochs = len({r.epoch_idx for r in run.idps})
             _say(f"run {run.id[:8]} already finished ({epochs} epochs committed): returning it, nothing trained. "
                  "Pass overwrite_existing=True (without resume='auto') to train it again", train)
@@ -133,10 +136,10 @@ class Ready:
 def _checks(entry: TrainingEntry, group: Any) -> Ready:
     """Every check before anything is written."""
     declared, here = group.resolve_callbacks(normalize_callbacks(checks.check_callbacks(entry.callbacks)))
-    step_fn, step_name = (entry.trainer_step_fn, "trainer_step_fn") if entry.kind == "trainer" else (entry.train_step_fn, "train_step_fn")
     checks.check_run(
         entry.model, entry.params, declared, params_type=type(entry.params), optimizers=tuple(entry.optims),
-        step_fn=step_fn, step_name=step_name, objective=entry.objective, needs_owner=entry.kind == "trainer",
+        step_fn=entry.step_fn, step_name=entry.kind.step_name, objective=entry.objective,
+        needs_owner=entry.kind.owner_required,
     )
     group.check(entry)
     eval_check = getattr(entry.eval_step_fn, "check_run", None)  # a built-in eval step's own refusals
@@ -146,8 +149,8 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
     train = entry.train
     loaders = {"train_loader": train.train_loader, "val_loader": train.val_loader}
     firsts = {name: fingerprint.take_first_batch(ld) for name, ld in loaders.items() if ld is not None}
-    checks.check_first_batches(entry.model, firsts, train_step=entry.kind == "nnmodel" and entry.train_step_fn is None
-                               and entry.objective is None, eval_step=entry.kind == "nnmodel" and entry.eval_step_fn is None)
+    builtin_step = entry.step_fn is None and entry.objective is None and not entry.kind.owner_required
+    checks.check_first_batches(entry.model, firsts, train_step=builtin_step, eval_step=entry.eval_step_fn is None)
     writes = group.collective.rank == group.writer_rank
     data = fingerprint.data_fingerprint(loaders, firsts) if writes else None
     code = user_code.code_fingerprint(entry) if writes else None
@@ -158,31 +161,32 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
 
 
 def _train(
-    entry: TrainingEntry, group: Any, run: NNRun, files: RunFiles, plan: resume.Plan, payload: Mapping[str, Any] | None,
+    entry: TrainingEntry, group: Any, run: NNRun, files: RunFiles, plan: resume.Plan, payload: Payload | None,
     ready: Ready,
 ) -> NNRun:
     c, model, train = group.collective, entry.model, entry.train
     fresh, is_writer = plan.action == adm.FRESH, c.rank == group.writer_rank
     callbacks, journal, schedules = ready.callbacks, ready.journal, ready.schedules
+    stateful = payload if plan.stateful and isinstance(payload, CheckpointPayload) else None  # restored in full
     # 6. the session: the update owner, components; restore problems before any write
     owned = owner_for(
-        model=model, optimizers=ready.optimizers, optim_params=entry.optims, primary=entry.primary, train_step_fn=entry.train_step_fn,
-        trainer_step_fn=entry.trainer_step_fn, objective=entry.objective, default_step=group.default_step,
+        model=model, kind=entry.kind, optimizers=ready.optimizers, optim_params=entry.optims, primary=entry.primary,
+        step_fn=entry.step_fn, objective=entry.objective, sync=group.step_sync(),
     )
     monitor = Monitor(train.monitor, metric_mode(train.monitor.metric, tuple(train.metrics)) if train.monitor else "min")
     clocks = [
-        ClockComponent(s, "nnx.scheduler_clock" if entry.kind != "trainer" else f"nnx.scheduler_clock.{n}")
+        ClockComponent(s, entry.kind.clock_component(n))
         for n, s in schedules.items()
         if isinstance(s, TorchClock) and s.clock == "optimizer_update"
     ]
     components = agreed(c, "setup", lambda: collect_components([monitor, *callbacks, *entry.components, *owned.owner.components, *clocks]))
     if run.resume_status:  # which components the resume point restored, or which start fresh
-        saved = payload["components"] if payload is not None and plan.stateful else {}
+        saved = stateful.components if stateful is not None else {}
         named = {"restored_components": tuple(n for n in components if n in saved),
                  "fresh_components": tuple(n for n in components if n not in saved)}
         run = attrs.evolve(run, resume_status=attrs.evolve(run.resume_status, **named))
-    if payload is not None and plan.stateful:
-        problems = restore_problems(payload, owned.optimizers, schedules, components)
+    if stateful is not None:
+        problems = restore_problems(stateful, owned.optimizers, schedules, components)
         agreed(c, "restore", lambda: _raise(ComponentRestoreError(problems) if problems else None))
     attempt = adm.AttemptRecord(attempt_id=uuid.uuid4().hex, run_id=run.id, started_at=resume.now())
     compiled = ready.compiled  # with compile=: its record goes on the run and the attempt, now and at the end
@@ -191,8 +195,8 @@ def _train(
         share(c, group.writer_rank, "admission", lambda: resume.write_admitted(files, run, journal, fresh, attempt, replace=plan.replace))
         opened = history.open_history(files, journal, fresh=fresh, idps=run.idps)
         shown = history.with_history_access(callbacks, opened)
-        offset = int(payload["epoch"]) + 1 if payload is not None and fresh else 0  # a lineage run trains n_epochs more
-        start = int(payload["epoch"]) + 1 if payload is not None else 0
+        offset = int(payload.epoch) + 1 if payload is not None and fresh else 0  # a lineage run trains n_epochs more
+        start = int(payload.epoch) + 1 if payload is not None else 0
         if is_writer and progress_enabled(train.progress):  # dispatched like any callback (batches: on_optimizer_update)
             shown = [*shown, ProgressBar(train.n_epochs + offset - start, _batches(train.train_loader))]
         session = TrainingSession(SessionSetup(
@@ -226,7 +230,7 @@ def _raise(error: BaseException | None) -> None:
         raise error
 
 
-def _restore(session: TrainingSession, payload: Mapping[str, Any] | None, stateful: bool, seed: int | None, rank: int) -> None:
+def _restore(session: TrainingSession, payload: Payload | None, stateful: bool, seed: int | None, rank: int) -> None:
     if payload is not None:
         session.restore(payload, stateful=stateful)
         if stateful and (getattr(session.params.train_loader, "num_workers", 0) or 0) > 0:

@@ -28,14 +28,16 @@ from nnx_core.errors import (
 )
 from nnx_core.precision import ResolvedPrecision
 from nnx_core.records import EvaluationDataPoint
+from nnx_adapters.pytorch.batches import net_output, restored_modes, to_device
+from nnx_adapters.pytorch.devices import precision_problem
 from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_adapters.pytorch.metrics import EpochAccumulator
-from nnx_adapters.pytorch.devices import precision_problem
 from nnx_adapters.pytorch.tasks import TaskAdapter
 from nnx_api import finetune
 from nnx_api.config.params import ModelSpec, NNModelParams, NNParams, NNTrainParams, check_extra_metrics
 from nnx_api.distributed import DDP, refuse_process_group
-from nnx_api.inference import (
+from nnx_api.launch import TrainingEntry, launch
+from nnx_api.parts.inference import (
     PredictionBatch,
     PredictionResult,
     PredictionStream,
@@ -45,12 +47,13 @@ from nnx_api.inference import (
     prediction_from_logits,
     row_ids,
 )
-from nnx_api.launch import TrainingEntry, launch
-from nnx_api.models import BatchAdapter, build_module
+from nnx_api.parts.models import BatchAdapter, build_module
 from nnx_api.runs.export import to_onnx
 from nnx_api.runs.run import NNCheckpoint, NNRun
 from nnx_api.scope import EXTRAS, HUB, refuse, refusing_method
-from nnx_api.training.steps import net_output, restored_modes, score, to_device
+from nnx_api.training.identity import run_config
+from nnx_api.training.roles import NNMODEL
+from nnx_api.training.steps import score
 
 
 class Head(NamedTuple):
@@ -456,13 +459,8 @@ class NNModel:
 
     # ------------------------------------------------------------------ training
     def run_config(self, params: NNTrainParams, salt: str | None) -> dict[str, Any]:
-        """The configuration whose content address is the run id."""
-        config = {**self.state(), "train": params.state()}
-        if salt is not None:
-            if not isinstance(salt, str) or not salt.strip():
-                raise ParamsError("salt", "must be a non-blank string")
-            config["salt"] = salt
-        return config
+        """The configuration whose content address is the run id (``nnx_api.training.identity``)."""
+        return run_config(self.state(), params.state(), salt)
 
     def train(
         self,
@@ -503,9 +501,9 @@ class NNModel:
             raise ParamsError("distributed", f"must be nnx.distributed.DDP(...), got {type(distributed).__name__}")
         return launch(
             TrainingEntry(
-                kind="nnmodel", model=self, params=params, train=params,
+                kind=NNMODEL, model=self, params=params, train=params,
                 config=self.run_config(params, salt), optims={"default": params.optim},
-                schedulers={"default": params.scheduler}, primary="default", train_step_fn=train_step_fn,
+                schedulers={"default": params.scheduler}, primary="default", step_fn=train_step_fn,
                 objective=objective, eval_step_fn=eval_step_fn, callbacks=callbacks or (), components=components or (),
                 history=history, root=root, storage=storage, distributed=distributed, compile=compile,
             )

@@ -25,7 +25,10 @@ from torch import nn
 
 from nnx_core.errors import ParamsError
 from nnx_adapters.pytorch.optim_factories import (
-    MissingOptimizerFactoryError, OptimizerFactory, register_optimizer_factory, registered_optimizer_factories,
+    MissingOptimizerFactoryError,
+    OptimizerFactory,
+    register_optimizer_factory,
+    registered_optimizer_factories,
     unregister_optimizer_factory,
 )
 from nnx_api.config.params import NNOptimFactoryParams, NNOptimParams, OptimizerFactorySpec

@@ -1,5 +1,5 @@
-"""``nnx.prediction``: probability-aware prediction (``nnx_api.inference``)."""
+"""``nnx.prediction``: probability-aware prediction (``nnx_api.parts.inference``)."""
 
-from nnx_api.inference import PredictionResult, PredictionValidationError, ProbabilitySpec, prediction_from_logits
+from nnx_api.parts.inference import PredictionResult, PredictionValidationError, ProbabilitySpec, prediction_from_logits
 
 __all__ = ["PredictionResult", "PredictionValidationError", "ProbabilitySpec", "prediction_from_logits"]

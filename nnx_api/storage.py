@@ -12,9 +12,9 @@
   with the kit in ``nnx_adapters.testing`` (``pip install "nnx[testing]"``).
 """
 
+from nnx_core.ports import Receipt, Storage
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.fsspec import FsspecStorage, StorageGuaranteeError
 from nnx_adapters.storage.memory import MemoryStorage
-from nnx_core.ports import Receipt, Storage
 
 __all__ = ["FileStorage", "FsspecStorage", "MemoryStorage", "Receipt", "Storage", "StorageGuaranteeError"]

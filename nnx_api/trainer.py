@@ -28,7 +28,10 @@ from nnx_api.launch import TrainingEntry, launch
 from nnx_api.model import NNModel
 from nnx_api.runs.run import NNRun
 from nnx_api.scope import EXTRAS, refuse
+from nnx_api.training.identity import run_config
+from nnx_api.training.roles import TRAINER
 from nnx_api.training.steps import TrainerStepContext
+
 
 class Trainer:
     """Train an ``NNModel`` with several named optimizers (see the module docstring)."""
@@ -40,12 +43,7 @@ class Trainer:
 
     def run_config(self, params: NNTrainerParams, salt: str | None) -> dict[str, Any]:
         """The configuration whose content address is the run id (model, ``train``, ``trainer``)."""
-        config = {**self.model.state(), "train": params.representative().state(), "trainer": params.state()}
-        if salt is not None:
-            if not isinstance(salt, str) or not salt.strip():
-                raise ParamsError("salt", "must be a non-blank string")
-            config["salt"] = salt
-        return config
+        return run_config(self.model.state(), params.representative().state(), salt, trainer=params.state())
 
     # ------------------------------------------------------------ training
     def train(
@@ -75,10 +73,10 @@ class Trainer:
             raise ParamsError("params", f"must be NNTrainerParams, got {type(params).__name__}")
         return launch(
             TrainingEntry(
-                kind="trainer", model=self.model, params=params, train=params.representative(),
+                kind=TRAINER, model=self.model, params=params, train=params.representative(),
                 config=self.run_config(params, salt), optims=dict(params.optims),
                 schedulers={name: params.scheduler_for(name) for name in params.optims}, primary=params.primary,
-                strict_groups=True, auto_step=params.auto_step_schedulers, trainer_step_fn=trainer_step_fn,
+                strict_groups=True, auto_step=params.auto_step_schedulers, step_fn=trainer_step_fn,
                 objective=objective, eval_step_fn=eval_step_fn, callbacks=callbacks or (), components=components or (),
                 history=history, root=root, storage=storage, trainer=self, compile=compile,
             )

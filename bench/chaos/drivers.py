@@ -53,9 +53,10 @@ from torch.utils.data import DataLoader  # noqa: E402
 import nnx_api as nnx  # noqa: E402
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2] / "examples")]
-import gan_trainer  # noqa: E402  (examples/: the drivers train what the examples train)
-import ddp_supervised  # noqa: E402
 from digest import committed_runs, final_checkpoint, state_digest, summary  # noqa: E402
+
+import ddp_supervised  # noqa: E402  (examples/: the drivers train what the examples train)
+import gan_trainer  # noqa: E402
 
 torch.set_num_threads(1)
 LOST_WORK, WRONG_MODEL, NEITHER = 4, 3, 5

@@ -90,7 +90,7 @@ def same(a: Any, b: Any) -> bool:
             return math.isnan(a) and math.isnan(b)
         return math.isclose(a, b, rel_tol=RTOL, abs_tol=ATOL)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b
@@ -162,7 +162,7 @@ def report(n_scen: int, n_obs: int, diffs, out=sys.stdout) -> tuple[int, int]:
         print(line.format(*("-" * w for w in widths)), file=out)
         for r in rows:
             print(line.format(*(c if len(c) <= w or i == 4 else c[: w - 1] + "…" for i, (c, w) in
-                                enumerate(zip(r, widths)))), file=out)
+                                enumerate(zip(r, widths, strict=True)))), file=out)
     stale = unused_kept(diffs)
     for p in stale:
         print(f"stale disposition (no longer differs; remove it from dispositions.py): {p}", file=out)
@@ -225,7 +225,7 @@ def main() -> int:
     n_scen, n_obs, diffs = compare(theirs, ours)
     _, unexplained = report(n_scen, n_obs, diffs)
     if args.json:
-        Path(args.json).write_text(json.dumps([dict(zip(("scenario", "observable", "nnx", "ours"), d))
+        Path(args.json).write_text(json.dumps([dict(zip(("scenario", "observable", "nnx", "ours"), d, strict=True))
                                                for d in diffs], indent=1, default=repr))
     if args.markdown:
         Path(args.markdown).write_text(markdown(diffs))

@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import builtins
 import contextlib
-import io
 import importlib
+import io
 import os
 import sys
 import tempfile

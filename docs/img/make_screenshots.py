@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 import nnx_api as nnx  # noqa: E402
 from nnx_api.cli import main as cli  # noqa: E402
+
 from quickstart import digits_loaders  # noqa: E402
 
 BACKGROUND, FOREGROUND, PROMPT = "#1e1e1e", "#d4d4d4", "#6a9955"

@@ -18,6 +18,7 @@ and ``dropout_for(i)``; a conv shape also has ``conv_channels``, ``in_channels``
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -44,7 +45,7 @@ def _dense(X: torch.Tensor, layers: nn.ModuleList, hidden: list[tuple[Any, float
     ``zip`` stops at the last hidden layer without slicing ``layers`` (a slice builds a new
     ``ModuleList``, ~20 µs a forward); a dropout of 0 is skipped (``F.dropout`` returns its input
     unchanged then, drawing no random numbers)."""
-    for layer, (activation, dropout) in zip(layers, hidden):
+    for layer, (activation, dropout) in zip(layers, hidden, strict=False):  # the output layer has none
         X = activation(layer(X))
         if dropout:
             X = F.dropout(X, p=dropout, training=training)
@@ -58,7 +59,7 @@ class FeedFwdNN(nn.Module):
         super().__init__()
         self.params = params
         dims = list(params.dims)
-        self.layers = nn.ModuleList(nn.Linear(i, o) for i, o in zip(dims, dims[1:]))
+        self.layers = nn.ModuleList(nn.Linear(i, o) for i, o in itertools.pairwise(dims))
         self.__dict__["_hidden"] = _hidden(params, len(dims) - 2)  # plain attribute: not a submodule
         self._register_load_state_dict_pre_hook(self._legacy_keys)
 
@@ -93,10 +94,10 @@ class ConvNN(nn.Module):
         channels = [params.in_channels, *params.conv_channels]
         self.convs = nn.ModuleList(
             nn.Conv2d(i, o, kernel_size=params.kernel_size, stride=params.stride, padding=params.padding)
-            for i, o in zip(channels, channels[1:])
+            for i, o in itertools.pairwise(channels)
         )
         fc_dims = [params.flatten_dim(), *params.hidden_dims, params.output_dim]
-        self.fcs = nn.ModuleList(nn.Linear(i, o) for i, o in zip(fc_dims, fc_dims[1:]))
+        self.fcs = nn.ModuleList(nn.Linear(i, o) for i, o in itertools.pairwise(fc_dims))
         self.__dict__["_conv_activation"] = params.activation()
         self.__dict__["_hidden"] = _hidden(params, len(fc_dims) - 2)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -9,6 +10,7 @@ from typing import Any
 
 import torch
 
+from nnx_core.errors import ParamsError
 from nnx_core.ports import ClockKind
 
 OPTIMIZERS = {
@@ -29,6 +31,39 @@ def build_optimizer(
 ) -> torch.optim.Optimizer:
     """A torch optimizer of ``kind`` over parameter ``groups`` (dicts with "params" and overrides)."""
     return OPTIMIZERS[kind]([dict(g) for g in groups], lr, momentum, weight_decay, eps)
+
+
+def param_groups(net: torch.nn.Module, name: str, optim: Any, *, strict: bool, required: bool) -> tuple[list[dict], list[str]]:
+    """Optimizer ``name``'s parameter groups and the names of the parameters it owns.
+
+    ``optim``: its params (``param_groups``: specs with ``name_pattern`` and ``overrides(max_lr)``;
+    ``max_lr``). Not ``strict``: unmatched trainable parameters form a default group."""
+    trainable = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
+    path = f"NNTrainerParams.optims[{name!r}].param_groups"
+    if not optim.param_groups:
+        if required:
+            raise ParamsError(
+                path,
+                "with several optimizers every optimizer must declare param_groups (which parameters it owns); "
+                "otherwise a parameter would be stepped by more than one optimizer",
+            )
+        return [{"params": [p for _, p in trainable]}], [n for n, _ in trainable]
+    groups: list[dict] = []
+    taken: list[str] = []
+    for i, spec in enumerate(optim.param_groups):
+        members = [(n, p) for n, p in trainable if n not in taken and fnmatch.fnmatch(n, spec.name_pattern)]
+        if not members:
+            if strict:
+                raise ParamsError(f"{path}[{i}]", f"pattern {spec.name_pattern!r} matches no trainable parameter")
+            continue
+        groups.append({"params": [p for _, p in members], **spec.overrides(optim.max_lr)})
+        taken.extend(n for n, _ in members)
+    if not strict:
+        rest = [p for n, p in trainable if n not in taken]
+        if rest:
+            groups.append({"params": rest})
+        taken = [n for n, _ in trainable]
+    return groups, taken
 
 
 def qualname(obj: object) -> str:

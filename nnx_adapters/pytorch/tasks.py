@@ -21,7 +21,6 @@ import torch.nn.functional as F
 
 from nnx_core.errors import TaskValidationError
 
-
 _HALF = (torch.float16, torch.bfloat16)
 
 

@@ -25,8 +25,8 @@ from nnx_core.errors import RunLeaseError
 from nnx_core.ports import Receipt
 from nnx_adapters.storage.paths import (
     LEASE_FOLDER,
-    FolderSyncs,
     TMP_PREFIX,
+    FolderSyncs,
     byte_view,
     check_run_id,
     is_reserved,

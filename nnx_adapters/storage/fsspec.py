@@ -58,6 +58,8 @@ from typing import Any
 
 import attrs
 
+from nnx_core.errors import NNxError, RunLeaseError
+from nnx_core.ports import Receipt
 from nnx_adapters.extras import require
 from nnx_adapters.storage.fs import flock_lease
 from nnx_adapters.storage.paths import (
@@ -71,8 +73,6 @@ from nnx_adapters.storage.paths import (
     split_path,
     temporary_name,
 )
-from nnx_core.errors import NNxError, RunLeaseError
-from nnx_core.ports import Receipt
 
 _CHUNK_BYTES = 1 << 20
 

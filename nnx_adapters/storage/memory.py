@@ -18,11 +18,13 @@ import errno
 import hashlib
 import io
 from collections.abc import Callable, Iterator
-from typing import Any
 from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 import attrs
 
+from nnx_core.errors import RunLeaseError
+from nnx_core.ports import Receipt
 from nnx_adapters.storage.paths import (
     TMP_PREFIX,
     FolderSyncs,
@@ -33,8 +35,6 @@ from nnx_adapters.storage.paths import (
     split_path,
     temporary_name,
 )
-from nnx_core.errors import RunLeaseError
-from nnx_core.ports import Receipt
 
 # Log kinds as ``FileStorage.ops`` counts them.
 _FS_OP_NAMES = {"fsync_dir": "fsync", "append": "write"}
@@ -344,7 +344,7 @@ class MemoryStorage:
 
     def _fsync_folder(self, folder: tuple[int, tuple[str, ...]]) -> None:
         ino, parts = folder
-        self._op("fsync_dir", _join(parts), lambda: self._fsync(ino))
+        self._op("fsync_dir", _join(parts), lambda ino=ino: self._fsync(ino))
 
     def remove_tree(self, folder: str) -> None:
         """Remove ``folder`` and everything under it, then fsync its parent; missing is fine."""
@@ -396,8 +396,8 @@ class MemoryStorage:
         removed = 0
         for (ino, parts), paths in self._temporaries(folder):
             for name, path in paths:
-                self._op("unlink", path, lambda n=name: self._dir(ino).pop(n))
-            self._op("fsync_dir", _join(parts), lambda: self._fsync(ino))
+                self._op("unlink", path, lambda n=name, ino=ino: self._dir(ino).pop(n))
+            self._op("fsync_dir", _join(parts), lambda ino=ino: self._fsync(ino))
             removed += len(paths)
         return removed
 
@@ -507,7 +507,7 @@ class MemoryStorage:
             if child is None:
                 child = self._mkdir(ino, name, _join(parts[: i + 1]))
                 parent = ino
-                self._op("fsync_dir", _join(parts[:i]), lambda: self._fsync(parent))
+                self._op("fsync_dir", _join(parts[:i]), lambda parent=parent: self._fsync(parent))
             elif not self._inodes[child].is_dir:
                 raise _enotdir(_join(parts[: i + 1]))
             ino = child

@@ -34,14 +34,7 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-from nnx_adapters.testing.commit import (
-    EXERCISED,
-    CommitContract,
-    JournalContract,
-    Outcome,
-    Trial,
-    observe,
-)
+from nnx_adapters.testing.commit import EXERCISED, CommitContract, JournalContract, Outcome, Trial, observe
 from nnx_adapters.testing.faults import CrashInjection, PortFaults, WriterKilled
 from nnx_adapters.testing.model import ReferenceStore, visible_tree
 from nnx_adapters.testing.storage import StorageContract

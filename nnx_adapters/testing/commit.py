@@ -57,9 +57,6 @@ import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from nnx_adapters.storage.paths import TMP_PREFIX
-from nnx_adapters.testing.faults import CrashInjection, PortFaults, WriterKilled
-from nnx_adapters.testing.model import copy_visible, visible_tree
 from nnx_core import replacement
 from nnx_core.commit import BEST, LAST, EpochCommit, RunFiles, TagManifest, commit_epoch, phase_tags, read_history
 from nnx_core.history import EagerHistory
@@ -68,6 +65,9 @@ from nnx_core.journal_format import JournalFiles, encode_record, epoch_summary
 from nnx_core.journal_reader import JournalReader
 from nnx_core.ports import Storage
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
+from nnx_adapters.storage.paths import TMP_PREFIX
+from nnx_adapters.testing.faults import CrashInjection, PortFaults, WriterKilled
+from nnx_adapters.testing.model import copy_visible, visible_tree
 
 RUN_ID = "c0ffee" + "0" * 26
 N_EPOCHS = 8  # for the phase tags: FIRST at 0, Q1 at 1, Q2 at 3, Q3 at 5

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from nnx_core.ports import Receipt, Storage, copy_file
 
+
 class WriterKilled(BaseException):
     """The writer process died at a port call; a ``BaseException`` so ``except Exception`` can't eat it."""
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import errno
 import hashlib
-from nnx_adapters.storage.paths import LEASE_FOLDER, TMP_PREFIX, check_run_id, is_reserved, split_path
+
 from nnx_core.errors import RunLeaseError
 from nnx_core.ports import Receipt
+from nnx_adapters.storage.paths import LEASE_FOLDER, TMP_PREFIX, check_run_id, is_reserved, split_path
 
 
 def _error(kind: type[OSError], path: str) -> OSError:

@@ -44,9 +44,9 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from nnx_core.ports import Storage, copy_file
 from nnx_adapters.storage.paths import TMP_PREFIX
 from nnx_adapters.testing.model import ReferenceStore, visible_tree
-from nnx_core.ports import Storage, copy_file
 
 NAMES = ("a", "b", "c")
 INVALID_PATHS = ("", "/a", "a//b", "..", "a/../b", "./a", "a/", "a/.tmp-x", ".leases/x", "a\\b", "a\x00b", "x" * 256)

@@ -26,11 +26,11 @@ from nnx_core.commit import phase_tags
 from nnx_core.errors import ParamsError
 from nnx_adapters.pytorch.nets import ConvNN, FeedFwdNN
 from nnx_adapters.pytorch.optim import build_optimizer, build_scheduler
+from nnx_adapters.pytorch.optim import param_groups as param_groups_of
 from nnx_api.scope import GRAPH, LM, MOE, refuse
-from nnx_api.training.optimizers import param_groups as param_groups_of
 
 
-class ValueEnum(str, enum.Enum):
+class ValueEnum(str, enum.Enum):  # noqa: UP042  (a StrEnum would change what str() returns)
     """Base of the API enums: lowercase string values, looked up by member, value or name in any case."""
 
     def __str__(self) -> str:

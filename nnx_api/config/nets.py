@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+
 from nnx_core.convert import OMIT
 from nnx_core.errors import ParamsError
 from nnx_api.config.base import count, items, param

@@ -22,9 +22,7 @@ from nnx_core.convert import OMIT, RUNTIME, as_given
 from nnx_core.errors import InvalidRunIdError, ParamsError
 from nnx_core.identity import validate_tag
 from nnx_core.monitor import MonitorSpec
-from nnx_api.config.base import (
-    Params, count, flag, instance, items, member, one_of, optional, param, real, text, typed_init,
-)
+from nnx_api.config.base import Params, count, flag, instance, items, member, one_of, optional, param, real, text, typed_init
 from nnx_api.config.builders import NNOptimParamsBuilder, NNSchedulerParamsBuilder, NNTrainerParamsBuilder
 from nnx_api.config.convert import Momentum, converter
 from nnx_api.config.enums import Activations, Device, Devices, Losses, Nets, Optims, Schedulers, device_of
@@ -78,7 +76,7 @@ class NNParams(Params):
         return [self.input_dim, *self.hidden_dims, self.output_dim]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        super(NNParams, cls).__init_subclass__(**kwargs)  # zero-argument super() fails in a slotted dataclass
+        super(NNParams, cls).__init_subclass__(**kwargs)  # noqa: UP008  (zero-argument super() fails in a slotted dataclass)
         _NET_VARIANTS[cls.__qualname__] = cls  # the slotted class replaces the one the decorator started from
 
     @classmethod

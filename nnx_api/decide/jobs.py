@@ -42,9 +42,7 @@ from typing import Any
 
 import attrs
 
-from nnx_core.decision_questions import (
-    Boolean, Choice, DecisionError, InvalidDecisionResponse, Score, UnsupportedCapability,
-)
+from nnx_core.decision_questions import Boolean, Choice, DecisionError, InvalidDecisionResponse, Score, UnsupportedCapability
 from nnx_core.errors import OutOfScopeError
 
 QUESTION_TYPES = (Choice, Boolean, Score)

@@ -11,7 +11,7 @@ this module adds ``FixedHeadProvider``, which answers them from a trained NNx cl
     results = provider.decide(question, X)          # one ChoiceResult per row of X
     results[0].top, results[0].distribution
 
-Deferred jobs (``DecisionJob``, ``Limits``, ``JobResult``: ``nnx_api.decision_jobs``) batch
+Deferred jobs (``DecisionJob``, ``Limits``, ``JobResult``: ``nnx_api.decide.jobs``) batch
 independent questions into few provider calls and chain dependent ones.
 """
 
@@ -25,12 +25,6 @@ from typing import Any
 
 import torch
 
-from nnx_api.model import NNModel
-from nnx_api.scope import PROVIDERS, placeholder
-from nnx_api.decision_jobs import (
-    DecisionJob, Follow, InvalidJob, JobError, JobFailed, JobLimitExceeded, JobResult, JobTimeout, Limits,
-    QuestionOutcome, RowOutcome,
-)
 from nnx_core.decision_capabilities import Capabilities, DecisionProvider
 from nnx_core.decision_questions import (
     PRIMITIVES,
@@ -56,6 +50,21 @@ from nnx_core.decisions import (
     deferred_results,
     validate_response,
 )
+from nnx_api.decide.jobs import (
+    DecisionJob,
+    Follow,
+    InvalidJob,
+    JobError,
+    JobFailed,
+    JobLimitExceeded,
+    JobResult,
+    JobTimeout,
+    Limits,
+    QuestionOutcome,
+    RowOutcome,
+)
+from nnx_api.model import NNModel
+from nnx_api.scope import PROVIDERS, placeholder
 
 _OUT_OF_SCOPE = ("NLIProvider", "JevProvider", "JevError", "JevTimeout", "JevAuthenticationError", "JevRateLimited",
                  "JevMalformedResponse")
@@ -132,7 +141,7 @@ class _DistributionRows:
     def fields(self, index: int) -> dict[str, Any]:
         return {
             "question_digest": self.digest,
-            "distribution": tuple(zip(self.ids, self.probabilities[index].tolist())),
+            "distribution": tuple(zip(self.ids, self.probabilities[index].tolist(), strict=True)),
             "raw": {"logits": tuple(self.logits[index].tolist()), "labels": self.labels},
         }
 

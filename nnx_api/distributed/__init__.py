@@ -25,9 +25,10 @@ from nnx_core.errors import ParamsError
 from nnx_adapters.collective.torch import TorchCollective
 from nnx_api.distributed.callbacks import WriterOnly, writer_only
 from nnx_api.distributed.group import GroupInfo, init_process_group, refuse_process_group, shutdown
-from nnx_api.distributed.partition import RankPartition
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, train_loader, validation_loader
-from nnx_api.distributed.session import DDP_KIND, DataParallel, DistributedStep
+from nnx_api.distributed.partition import RankPartition
+from nnx_api.distributed.session import DataParallel, RankSync
+from nnx_api.runs.payload import DDP_KIND
 
 
 def _check_writer_rank(instance: Any, attribute: Any, value: Any) -> None:
@@ -59,9 +60,9 @@ __all__ = [
     "DDP",
     "DDP_KIND",
     "DataParallel",
-    "DistributedStep",
     "GroupInfo",
     "RankPartition",
+    "RankSync",
     "ShardedTrainLoader",
     "ShardedValidationLoader",
     "WriterOnly",

@@ -15,9 +15,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from nnx_adapters.collective.torch import nccl_barrier
 from nnx_core.errors import ParamsError
 from nnx_core.validate import check_float
+from nnx_adapters.collective.torch import nccl_barrier
 
 
 class GroupInfo(tuple[int, int]):

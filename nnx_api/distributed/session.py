@@ -1,12 +1,13 @@
-"""What ``DDP()`` changes in the one training pipeline (seed §3): the group behaviour and the step.
+"""What ``DDP()`` changes in the one training pipeline (seed §3): the group behaviour and how the
+default step's microbatches join.
 
 ``DataParallel`` is the session's group behaviour over the ``Collective`` port: the same run id
 and partition on every rank, the epoch's number of steps agreed at its start, the ranks'
 sufficient statistics added once per epoch (records are global), every rank's RNG streams in each
 checkpoint, and a resume refused unless it has the same world size and partition.
 
-``DistributedStep`` is the default step through ``DistributedDataParallel``. One update, per
-microbatch::
+``RankSync`` hooks the group into the one default step (``nnx_api.training.owners.DefaultStep``):
+its forward and backward go through ``DistributedDataParallel``. One update, per microbatch::
 
     forward + backward through DDP       no_sync until the window's last microbatch
        │  loss numerator only; [loss Σ, count, correct, rows, non-finite, failed] → one all-reduce
@@ -14,6 +15,7 @@ microbatch::
     window end: W = Σ of the reduced counts (already global: no extra collective)
        │  W == 0 → the update is skipped on every rank
     grad = DDP average × world / W  →  clip  →  optimizer.step()   (identical on every rank)
+           (an additive, sum-reduced loss: DDP average × world, the ranks' sum)
 
 so each committed update equals one process training on the union of the ranks' batches. The
 rules live in ``nnx_core.agreement``; traffic per step and per epoch: docs/distributed.md.
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -36,14 +38,11 @@ from nnx_core.errors import ParamsError, TrainingInputError
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.statistics import SufficientStatistics, UnmergeableMetricError, statistic_slots
+from nnx_adapters.pytorch.tasks import ModuleLossTask
 from nnx_api.distributed.callbacks import resolve_callbacks
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, partition_of
-from nnx_adapters.pytorch.tasks import ModuleLossTask
+from nnx_api.runs.payload import DDP_KIND, CheckpointPayload
 from nnx_api.training.checks import batch_problem
-from nnx_api.training.owners import DefaultStep
-from nnx_api.training.steps import forward, split_batch, to_device
-
-DDP_KIND = "nnmodel-ddp"  # the payload kind of a distributed checkpoint (a single-process stateful resume refuses it)
 
 # no buffer broadcast before every forward ("forward_sync_buffers" in newer torch, "broadcast_buffers" before)
 _BUFFER_SYNC = (
@@ -53,92 +52,72 @@ _BUFFER_SYNC = (
 )
 
 
-class DistributedStep(DefaultStep):
-    """The default step on one rank: DDP's backward, agreed before it (module docstring)."""
+class RankSync:
+    """How the default step's microbatches join across the ranks (module docstring): through DDP,
+    agreed before every backward, divided by the group's W."""
 
-    def __init__(self, optim: Any) -> None:
-        super().__init__(optim)
+    agrees_finite = True  # a non-finite loss on any rank was refused before its backward
+
+    def __init__(self, collective: Any) -> None:
+        self.collective = collective
+        self.scale = collective.world_size  # DDP averages the ranks' gradients: seeds carry world/W
         self.ddp: DistributedDataParallel | None = None
-        self.world = 1
+        self.numbers = MicrobatchNumbers()  # the last microbatch's agreed numbers
 
-    def bind(self, session: Any) -> None:
+    def bind(self, state: Any, net: Any) -> DistributedDataParallel:
         """Wrap the model for this fit (never assigned to ``model.net``: checkpoints keep its keys)."""
         options: dict[str, Any] = {_BUFFER_SYNC: False}  # batch norm is refused; other buffers sync once at init
-        device = session.device
+        device = state.device
         if device.type == "cuda":
             options["device_ids"] = [device.index if device.index is not None else torch.cuda.current_device()]
-        self.ddp = DistributedDataParallel(session.model.net, **options)
-        self.world = session.collective.world_size
+        self.ddp = DistributedDataParallel(state.model.net, **options)
+        return self.ddp
 
-    def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
-        numbers, output, target = self._numbers(session, batch, epoch, batch_idx, is_last)
-        loss = torch.tensor(numbers.loss, dtype=torch.float64)
-        if session.task.categorical:  # scored at the epoch's end over every rank's counts (DataParallel.total)
-            session.stats.add_output(loss, int(numbers.count), output, target, session.task)
-        else:
-            correct = torch.tensor(numbers.correct, dtype=torch.float64) if session.task.kind != "regression" else None
-            rows = int(numbers.rows) if session.task.kind == "multilabel" else None
-            session.stats.add_batch(loss, int(numbers.count), correct, rows)
-        session.mark_batch()
+    def microbatch(self, closes: bool) -> contextlib.AbstractContextManager[Any]:
+        """Gradients synchronise on the window's last microbatch only."""
+        assert self.ddp is not None
+        return contextlib.nullcontext() if closes else self.ddp.no_sync()
 
-    def _numbers(
-        self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool
-    ) -> tuple[MicrobatchNumbers, torch.Tensor, torch.Tensor]:
-        """One microbatch: forward through DDP, agree before backward, backward, maybe the update.
-        Returns the agreed numbers and this rank's detached outputs and targets."""
-        window, task, ddp = self.window, session.task, self.ddp
-        assert ddp is not None
-        error: BaseException | None = None
+    def agree(self, state: Any, part: Any, error: BaseException | None, batch: Any, where: str) -> float:
+        """One all-reduce before backward: any rank's failure or non-finite loss is raised on every
+        rank; else the group's numbers, whose count is this microbatch's share of the global W."""
         local = MicrobatchNumbers()
-        loss_sum = output = target = None
-        count = 0
-        with contextlib.nullcontext() if window.closes(is_last) else ddp.no_sync():  # gradients sync on the window's last
+        if error is None:
             try:
-                inputs, target = split_batch(batch)
-                inputs, target = to_device(inputs, session.device), to_device(target, session.device)
-                output = forward(ddp, inputs)
-                task.check(output, target)
-                loss_sum, count = task.loss_terms(output, target)
-                correct, rows = task.correct(output.detach(), target)
-                if session.train_extras is not None:  # extra_metrics: kept on the device, scored at the epoch's end
-                    session.train_extras.add(output, target)
-                if correct is None:
-                    read = [float(loss_sum.detach())]
-                else:
-                    read = torch.stack([loss_sum.detach().double(), correct.double()]).tolist()  # one host read
+                correct, rows = state.task.correct(part.output, part.target)
+                read = [float(part.loss)] if correct is None else torch.stack([part.loss.double(), correct.double()]).tolist()
                 local = MicrobatchNumbers(
-                    loss=read[0], count=float(count), correct=read[1] if len(read) > 1 else 0.0, rows=float(rows or 0)
+                    loss=read[0], count=float(part.count), correct=read[1] if len(read) > 1 else 0.0, rows=float(rows or 0)
                 )
-            except Exception as exc:  # agreed below: every rank raises the same error
-                error = batch_problem(session.model, batch, f"train_loader's batch {batch_idx} (0-based) of epoch {epoch}") or exc
-            numbers = agreement.agree_microbatch(session.collective, local, error, f"epoch {epoch} batch {batch_idx}")
-            assert loss_sum is not None
-            if window.accumulate == 1:
-                # the window's W is already global: seed the backward with world/W (DDP averages)
-                w = numbers.count
-                loss_sum.backward(torch.full((), self.world / w if w else 0.0, dtype=loss_sum.dtype, device=loss_sum.device))
-                window.add(self.world if w else 0)
-            else:
-                loss_sum.backward()  # the numerator only
-                window.add(numbers.count)
-        if session.summary is not None:
-            session.summary.add_loss(loss_sum.detach(), count)
-            session.summary.update(output, target)
-        if window.ends(is_last):
-            self.close(session, epoch, batch_idx, finite=lambda: True)  # finiteness was agreed before every backward
-        return numbers, output.detach(), target
+            except Exception as exc:
+                error = exc
+        if error is not None:
+            error = batch_problem(state.model, batch, where) or error
+        self.numbers = agreement.agree_microbatch(self.collective, local, error, where)
+        return self.numbers.count
 
-    def window_weight(self, weight: float | None) -> float | None:
+    def weight(self, window_weight: float | None) -> float:
         """W is global (0 skips the update on every rank); DDP averaged the gradients, so the
-        update divides by W / world."""
-        return agreement.update_weight(weight or 0.0, self.world)
+        update divides by W / world (an additive loss: by 1 / world, the ranks' sum)."""
+        return agreement.update_weight(window_weight, self.scale)
+
+    def record(self, state: Any, part: Any, denominator: float) -> None:
+        """The batch's statistics over the group: the agreed loss and counts; a categorical task's
+        predicted classes stay per rank and are summed at the epoch's end (``DataParallel.total``)."""
+        numbers, task = self.numbers, state.task
+        loss = torch.tensor(numbers.loss, dtype=torch.float64)
+        if task.categorical:
+            state.stats.add_output(loss, int(numbers.count), part.output, part.target, task)
+        else:
+            correct = torch.tensor(numbers.correct, dtype=torch.float64) if task.kind != "regression" else None
+            rows = int(numbers.rows) if task.kind == "multilabel" else None
+            state.stats.add_batch(loss, int(numbers.count), correct, rows)
 
 
 class DataParallel:
     """The session's group behaviour on one rank of a torchrun group (module docstring)."""
 
     accepted_kinds = ("nnmodel",)
-    default_step = DistributedStep
 
     def __init__(self, collective: Any, writer_rank: int) -> None:
         self.collective = collective
@@ -146,6 +125,10 @@ class DataParallel:
         self.partitions: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------- before training
+    def step_sync(self) -> RankSync:
+        """How the default step's microbatches join across this group."""
+        return RankSync(self.collective)
+
     def resolve_callbacks(self, callbacks: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """(every declared callback, the ones that run on this rank)."""
         return resolve_callbacks(callbacks, self.collective.rank == self.writer_rank)
@@ -176,11 +159,10 @@ class DataParallel:
         if problems:
             raise TrainingInputError("the ranks' train loaders disagree: " + "; ".join(problems))
 
-    def refusal(self, payload: Mapping[str, Any], stateful: bool) -> str | None:
+    def refusal(self, payload: CheckpointPayload, stateful: bool) -> str | None:
         """A stateful resume needs a checkpoint of this world size and partition."""
-        saved = payload.get("distributed") if payload.get("kind") == DDP_KIND else None
         return agreement.resume_refusal(
-            saved, stateful=stateful, world_size=self.collective.world_size, partitions=self.partitions
+            payload.distributed_state(), stateful=stateful, world_size=self.collective.world_size, partitions=self.partitions
         )
 
     def kind(self, entry_kind: str) -> str:
@@ -213,13 +195,14 @@ class DataParallel:
         """Every rank's RNG streams, to every rank (one gather)."""
         return {"ranks": list(self.collective.all_gather(torch_state.capture_rng(loaders)))}
 
-    def extras(self) -> dict[str, Any]:
-        """World size, writer and partitions: what a stateful resume must match."""
-        return {"distributed": {"world_size": self.collective.world_size, "writer_rank": self.writer_rank, "partitions": self.partitions}}
+    def distributed_record(self) -> dict[str, Any] | None:
+        """A checkpoint's ``distributed`` record: world size, writer and partitions, what a
+        stateful resume must match."""
+        return {"world_size": self.collective.world_size, "writer_rank": self.writer_rank, "partitions": self.partitions}
 
-    def restore_view(self, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+    def restore_view(self, payload: CheckpointPayload) -> CheckpointPayload:
         """This rank's view of a distributed checkpoint: its own RNG streams."""
-        return {**payload, "rng": payload["rng"]["ranks"][self.collective.rank]}
+        return payload.rank_view(self.collective.rank)
 
     def close(self) -> None:
         """Release the collective (the shared-memory segment, when opted in)."""
@@ -233,12 +216,12 @@ def scope_problems(entry: Any, collective: Any) -> list[str]:
     model, params = entry.model, entry.train
     problems = []
     named = {
-        "train_step_fn": "custom train steps", "eval_step_fn": "custom validation steps", "objective": "objectives",
-        "history": "history journals",
+        "step_fn": ("custom train steps", entry.kind.step_name), "eval_step_fn": ("custom validation steps", "eval_step_fn"),
+        "objective": ("objectives", "objective"), "history": ("history journals", "history"),
     }
-    for key, what in named.items():
+    for key, (what, given) in named.items():
         if getattr(entry, key) is not None:
-            problems.append(f"{what} ({key}=) are out of scope for distributed runs; use the default step")
+            problems.append(f"{what} ({given}=) are out of scope for distributed runs; use the default step")
     if isinstance(model.task_adapter, ModuleLossTask):
         problems.append("an assigned model.loss_fn is out of scope for distributed runs; use NNModelParams(loss=...)")
     policy = model.params.precision

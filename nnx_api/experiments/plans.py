@@ -36,17 +36,16 @@ from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.monitor import MonitorSpec
 from nnx_core.records import IterationDataPoint
 from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.pytorch.batches import split_batch, to_device
 from nnx_adapters.pytorch.metrics import resolve
 from nnx_api.callbacks import Callback, EarlyStopping
-from nnx_api.runs.curves import committed_records, epoch_scalars, iter_epochs
-from nnx_api.config.metrics import monitor_problems
-from nnx_api.model import NNModel
-from nnx_api.config.metrics import MetricSpec
+from nnx_api.config.metrics import MetricSpec, monitor_problems
 from nnx_api.config.params import RESUME_MODES, NNModelParams, NNOptimParams, NNParams, NNSchedulerParams, NNTrainParams
 from nnx_api.distributed.group import refuse_process_group
+from nnx_api.model import NNModel
+from nnx_api.runs.curves import committed_records, epoch_scalars, iter_epochs
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
-from nnx_api.training.steps import split_batch, to_device
 
 SALT_PREFIX = "plan-attempt:"
 

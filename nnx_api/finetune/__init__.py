@@ -31,9 +31,9 @@ import torch
 from torch import nn
 
 from nnx_core.errors import ParamsError, ResumeMismatchError
+from nnx_adapters.pytorch.optim import param_groups as optimizer_groups
 from nnx_adapters.pytorch.state import safe_load
 from nnx_api.config.params import NNParamGroupSpec
-from nnx_api.training.optimizers import param_groups as optimizer_groups
 
 
 def _set_trainable(module: nn.Module, patterns: tuple[str, ...], trainable: bool, what: str) -> int:

@@ -27,8 +27,8 @@ import torch
 
 from nnx_core.errors import ParamsError, RunNotFoundError
 from nnx_adapters.extras import require
+from nnx_adapters.pytorch.batches import restored_modes, to_device
 from nnx_api.runs.run import NNRun
-from nnx_api.training.steps import restored_modes, to_device
 
 DEFAULT_OPSET = 17
 

@@ -9,7 +9,6 @@ import html
 from typing import Any
 
 from nnx_core.errors import CorruptRunError
-
 from nnx_api.runs.curves import epoch_scalars, flatten_config, iter_epochs
 
 COLUMNS = ("train_epoch/loss", "train_epoch/error", "val/loss", "val/error", "lr")

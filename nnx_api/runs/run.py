@@ -46,6 +46,7 @@ from nnx_adapters.storage.fs import FileStorage
 from nnx_api.config.params import NNModelParams, NNParams, NNTrainerParams, NNTrainParams
 from nnx_api.runs.checkpoint import STANDALONE_KIND, NNCheckpointTransform
 from nnx_api.runs.html import run_html
+from nnx_api.runs.payload import CheckpointPayload, Payload, read_payload
 from nnx_api.runs.plots import plot_run
 from nnx_api.runs.store import dump_yaml, environment, load_yaml, resolve_run_id, run_folders, runs_root
 
@@ -70,14 +71,24 @@ class Checkpoint:
         return self.manifest.epoch
 
     def payload(self, *, verify: bool = True) -> dict[str, Any]:
-        """The decoded payload (weights, optimizer, RNG, components), SHA-256-verified first."""
+        """The decoded payload (weights, optimizer, RNG, components), SHA-256-verified first, as
+        the plain mapping it was written as (``contents`` reads it)."""
         files = self.run.files()
         data = files.read_blob(self.manifest.blobs["state"], verify=verify)
-        return torch_state.decode(data, where=f"run {self.run.id} tag {self.tag!r}")
+        return torch_state.decode(data, where=self._where)
+
+    def contents(self, *, verify: bool = True) -> Payload:
+        """The payload read (``nnx_api.runs.payload``): a ``CheckpointPayload``, or a
+        ``WeightsPayload`` for a weights-only tag; ``CorruptRunError`` names a malformed one."""
+        return read_payload(self.payload(verify=verify), self._where)
+
+    @property
+    def _where(self) -> str:
+        return f"run {self.run.id} tag {self.tag!r}"
 
     def weights(self) -> dict[str, torch.Tensor]:
         """The model's state dict."""
-        return self.payload()["weights"]
+        return self.contents().weights  # type: ignore[return-value]  # the state dict as saved
 
 
 @attrs.frozen(kw_only=True)
@@ -348,15 +359,15 @@ class NNCheckpoint:
     @staticmethod
     def of(checkpoint: Checkpoint) -> NNCheckpoint:
         """The handle of a committed ``Checkpoint`` (``run.checkpoint(tag)``)."""
-        payload = checkpoint.payload()
+        payload = checkpoint.contents()
         run = checkpoint.run
-        stateful = payload.get("kind") != "weights"
+        stateful = payload.stateful
         return NNCheckpoint(
             net_params=run.net,
-            net_state=payload["weights"],
+            net_state=payload.weights,
             model_params=run.model,
             idp=run.epoch_record(checkpoint.epoch),
-            transforms=_transforms(payload),
+            transforms=_transforms(payload.transforms if isinstance(payload, CheckpointPayload) else ()),
             training_state_id=checkpoint.manifest.blobs["state"].sha256 if stateful else None,
             training_state_present=stateful,
             run_id=run.id,
@@ -374,7 +385,7 @@ class NNCheckpoint:
         ``components``, ``completed_epoch``, ``update_count`` — decoded safely from its verified
         blob; None when the run or tag does not exist or the checkpoint holds weights only."""
         found = _committed(run, type, root, storage)
-        return None if found is None else _training_state(found.payload())
+        return None if found is None else _training_state(found.contents())
 
     @staticmethod
     def load_with_training_state(
@@ -385,7 +396,7 @@ class NNCheckpoint:
         found = _committed(run, type, root, storage)
         if found is None:
             return None, None
-        return NNCheckpoint.of(found), _training_state(found.payload())
+        return NNCheckpoint.of(found), _training_state(found.contents())
 
     @staticmethod
     def load_optimizer_state(
@@ -456,7 +467,7 @@ class NNCheckpoint:
             net_state=payload["net_state"],
             model_params=NNModelParams.from_state(payload["model_params"]),
             idp=None if idp is None else IterationDataPoint.from_state(idp),
-            transforms=_transforms(payload),
+            transforms=_transforms(payload.get("transforms")),
             training_state_present=False,
             run_id=payload.get("run_id"),
             tag=payload.get("tag"),
@@ -504,18 +515,13 @@ def _committed(run: str | NNRun, type: Any, root: Any, storage: Any) -> Checkpoi
     return loaded.checkpoint(tag)
 
 
-def _transforms(payload: Mapping[str, Any]) -> tuple[NNCheckpointTransform, ...]:
-    return tuple(NNCheckpointTransform.from_state(t) for t in payload.get("transforms") or ())
+def _transforms(states: Any) -> tuple[NNCheckpointTransform, ...]:
+    return tuple(NNCheckpointTransform.from_state(t) for t in states or ())
 
 
-def _training_state(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+def _training_state(payload: Payload) -> dict[str, Any] | None:
     """The training-state view of a payload; None for a weights-only one."""
-    if payload.get("kind") == "weights":
-        return None
-    state = {k: v for k, v in payload.items() if k not in ("weights", "nnx_payload_format")}
-    state["completed_epoch"] = payload["epoch"]
-    state["scheduler"] = payload.get("schedule")
-    return state
+    return payload.training_state() if isinstance(payload, CheckpointPayload) else None
 
 
 __all__ = ["Checkpoint", "NNCheckpoint", "NNRun"]

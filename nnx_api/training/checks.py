@@ -26,12 +26,12 @@ import numpy as np
 import torch
 
 from nnx_core.errors import ParamsError, PrecisionUnsupportedError, TrainingInputError, UpdateOwnerError
+from nnx_adapters.pytorch.batches import forward, net_output, restored_modes, split_batch, to_device
 from nnx_adapters.pytorch.metrics import resolve
 from nnx_api.callbacks import Callback, EarlyStopping
 from nnx_api.config.metrics import monitor_problems
 from nnx_api.training.fingerprint import structure, untouched_rng
 from nnx_api.training.objectives import check_update_owner
-from nnx_api.training.steps import forward, net_output, restored_modes, split_batch, to_device
 
 
 def check_run(

@@ -33,8 +33,7 @@ def code_fingerprint(entry: Any) -> dict[str, dict[str, Any]]:
     """``{role: {"name", "sha256"}}`` of the user code ``entry`` trains with (``sha256`` None:
     the source cannot be read)."""
     found: dict[str, Any] = {
-        "train_step_fn": entry.train_step_fn, "trainer_step_fn": entry.trainer_step_fn,
-        "eval_step_fn": entry.eval_step_fn,
+        entry.kind.step_name: entry.step_fn, "eval_step_fn": entry.eval_step_fn,
         "objective": type(entry.objective).__call__ if entry.objective is not None else None,
         "module.forward": type(entry.model.net).forward,
     }

@@ -41,12 +41,12 @@ def prepare(entry: Any, callbacks: Sequence[Any]) -> CompiledForward | None:
 def _refusal(entry: Any, spec: Any, callbacks: Sequence[Any]) -> str | None:
     if not isinstance(spec, CompileSpec):
         return f"must be CompileSpec(...) (e.g. CompileSpec(backend='inductor')), got {type(spec).__name__} {spec!r}"
-    if entry.kind == "trainer":
+    if entry.kind.owner_required:
         return ("a Trainer run's forwards are in its trainer_step_fn or objective, which compile= does not wrap; "
                 "it compiles NNModel.train's built-in default step: " + LEAVE_OUT)
     if entry.distributed is not None:
         return "compiling under distributed=DDP() is not supported; leave compile or distributed out"
-    if entry.train_step_fn is not None:
+    if entry.step_fn is not None:
         return "it compiles the built-in default step's forward, and a custom train_step_fn runs its own: " + LEAVE_OUT
     if entry.objective is not None:
         return "it compiles the built-in default step's forward, and an objective runs its own: " + LEAVE_OUT

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from nnx_adapters.pytorch import state as torch_state
-from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader
+from nnx_api.training.roles import Sharded, ShardedValidation
 
 SAMPLE_ROWS = 32
 """At most this many rows of a loader's dataset are hashed."""
@@ -72,7 +72,7 @@ def take_first_batch(loader: Any) -> Any:
 
 def dataset_of(loader: Any) -> Any:
     """The map-style dataset a loader reads (the whole set for NNx's sharded loaders), or None."""
-    if isinstance(loader, ShardedValidationLoader):
+    if isinstance(loader, ShardedValidation):
         dataset = loader.shard.dataset
     else:
         dataset = getattr(loader, "dataset", None)
@@ -135,7 +135,7 @@ def loader_fingerprint(loader: Any, first: Any) -> dict[str, Any]:
     dataset = dataset_of(loader)
     rows = len(dataset) if dataset is not None else None
     batches = None
-    if not isinstance(loader, ShardedTrainLoader):
+    if not isinstance(loader, Sharded):
         with contextlib.suppress(TypeError):
             batches = len(loader)
     digest = hashlib.sha256()

@@ -34,9 +34,10 @@ from nnx_core.engine import MEAN, REDUCTIONS, SUM, TermReading
 from nnx_core.errors import ParamsError, UpdateOwnerError
 from nnx_core.records import EvaluationDataPoint
 from nnx_core.validate import check_float
+from nnx_adapters.pytorch.batches import split_batch, to_device
 from nnx_adapters.pytorch.tasks import ModuleLossTask
 from nnx_api.callbacks import UpdateEvent
-from nnx_api.training.steps import default_train_step, finalize_step, split_batch, to_device
+from nnx_api.training.steps import default_train_step, finalize_step
 
 
 # ---------------------------------------------------------------------------------------- values

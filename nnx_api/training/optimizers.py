@@ -13,7 +13,6 @@ on its clock (``nnx_core.schedules.horizon``).
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,38 +20,8 @@ import torch
 
 from nnx_core.errors import ParamsError
 from nnx_core.schedules import Budget, PlateauRule, check_budgets, horizon, ticks_per_epoch
-from nnx_adapters.pytorch.optim import TorchOptimizer, build_optimizer, build_scheduler, named_params
+from nnx_adapters.pytorch.optim import TorchOptimizer, build_optimizer, build_scheduler, named_params, param_groups
 from nnx_adapters.pytorch.optim_factories import build_registered_optimizer
-
-
-def param_groups(net: torch.nn.Module, name: str, optim: Any, *, strict: bool, required: bool) -> tuple[list[dict], list[str]]:
-    """Optimizer ``name``'s parameter groups and the names of the parameters it owns."""
-    trainable = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
-    path = f"NNTrainerParams.optims[{name!r}].param_groups"
-    if not optim.param_groups:
-        if required:
-            raise ParamsError(
-                path,
-                "with several optimizers every optimizer must declare param_groups (which parameters it owns); "
-                "otherwise a parameter would be stepped by more than one optimizer",
-            )
-        return [{"params": [p for _, p in trainable]}], [n for n, _ in trainable]
-    groups: list[dict] = []
-    taken: list[str] = []
-    for i, spec in enumerate(optim.param_groups):
-        members = [(n, p) for n, p in trainable if n not in taken and fnmatch.fnmatch(n, spec.name_pattern)]
-        if not members:
-            if strict:
-                raise ParamsError(f"{path}[{i}]", f"pattern {spec.name_pattern!r} matches no trainable parameter")
-            continue
-        groups.append({"params": [p for _, p in members], **spec.overrides(optim.max_lr)})
-        taken.extend(n for n, _ in members)
-    if not strict:
-        rest = [p for n, p in trainable if n not in taken]
-        if rest:
-            groups.append({"params": rest})
-        taken = [n for n, _ in trainable]
-    return groups, taken
 
 
 def build_optimizers(net: torch.nn.Module, optims: Mapping[str, Any], *, strict: bool) -> dict[str, TorchOptimizer]:

@@ -13,12 +13,14 @@ A run has exactly one update owner, chosen before anything is written (``owner_f
   every named optimizer's update.
 
 Every committed update goes back to the session's ``announce`` (events before update-clock ticks).
-The data-parallel default step (``nnx_api.distributed``) is a ``DefaultStep`` that agrees on
-every microbatch before its backward.
+There is one default step: a group hooks its synchronisation into it (``LocalSync`` in one
+process; under ``DDP()`` ``nnx_api.distributed``'s ``RankSync`` runs it through
+``DistributedDataParallel`` and agrees on every microbatch before its backward).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import types
 import warnings
@@ -32,105 +34,158 @@ from nnx_core.engine import UpdateEngine
 from nnx_core.errors import TrainingInputError, UpdateOwnerError
 from nnx_core.records import EvaluationDataPoint
 from nnx_core.update import UpdateWindow, commit_window
+from nnx_adapters.pytorch.batches import batch_parts, net_output, to_device
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
 from nnx_adapters.pytorch.scaling import ScaledLoss, ScaledTorchOptimizer, TorchLossScale, make_grad_scaler
 from nnx_api.training.checks import batch_problem
 from nnx_api.training.objectives import ObjectiveContext, ObjectiveResult, ObjectiveSummary, microbatch_loss, read_terms
-from nnx_api.training.steps import (
-    GradientAccumulationState, TrainerStepContext, TrainStepContext, batch_parts, net_output, to_device,
-)
+from nnx_api.training.roles import EntryKind
+from nnx_api.training.steps import GradientAccumulationState, TrainerStepContext, TrainStepContext
+
+
+class LocalSync:
+    """How the default step's microbatches join in one process: nothing to agree (a failure is
+    raised here, naming the batch), the window's own count divides it, and its finiteness is read
+    once at the window's end. ``nnx_api.distributed`` supplies the group form (``RankSync``)."""
+
+    scale = 1  # the backward seed's numerator: DDP averages over the ranks, one process does not
+    agrees_finite = False  # finiteness is checked at the window's end (one read), not agreed per microbatch
+
+    def bind(self, state: Any, net: Any) -> Any:
+        """The module the step runs forward through: the net (or its compiled forward)."""
+        return net
+
+    def microbatch(self, closes: bool) -> contextlib.AbstractContextManager[Any]:
+        """Around one microbatch's forward and backward: nothing."""
+        return contextlib.nullcontext()
+
+    def agree(self, state: Any, part: Microbatch, error: BaseException | None, batch: Any, where: str) -> float:
+        """Raise this microbatch's failure (naming what is wrong with the batch when the first
+        batch's checks find it); else its denominator: the valid count."""
+        if error is not None:
+            problem = batch_problem(state.model, batch, where) if isinstance(error, _BATCH_ERRORS) else None
+            if problem is None:
+                raise error
+            raise problem from error
+        return part.count
+
+    def weight(self, window_weight: float | None) -> float | None:
+        """What the window's gradients are divided by: its denominator W."""
+        return window_weight
+
+    def record(self, state: Any, part: Microbatch, denominator: float) -> None:
+        """The batch's statistics, on the device."""
+        state.stats.add_output(part.loss, part.count, part.output, part.target, state.task)
+
+
+_BATCH_ERRORS = (RuntimeError, IndexError, TypeError, ValueError)  # what a batch unlike the first raises in torch
+
+
+@attrs.define(slots=True)
+class Microbatch:
+    """One microbatch of the default step: its detached loss numerator, valid count, detached
+    output and target (this rank's), and its correct count and rows (for a group's agreement)."""
+
+    loss: torch.Tensor
+    count: int
+    output: torch.Tensor
+    target: torch.Tensor
 
 
 class DefaultStep:
-    """The built-in supervised step over the primary optimizer (see the module docstring)."""
+    """The built-in supervised step over the primary optimizer (see the module docstring); the
+    group's ``sync`` (``LocalSync`` in one process) says how its microbatches join."""
 
     components: tuple[Any, ...] = ()
 
-    def __init__(self, optim: Any) -> None:
+    def __init__(self, optim: Any, sync: Any = None) -> None:
         self.window = UpdateWindow(optim.accumulate_grad_batches)
         self.max_norm = optim.grad_clip_norm
+        self.sync = sync if sync is not None else LocalSync()
+        self.net: Any = None
         self._window_loss: torch.Tensor | None = None
-        self._seed: torch.Tensor | None = None  # the last backward seed 1/count (batches repeat their count)
-        self._seed_count = 0
+        self._seed: torch.Tensor | None = None  # the last backward seed scale/W (batches repeat their count)
+        self._seed_value = 0.0
 
-    def bind(self, session: Any) -> None:
-        """Attach to the session that runs it (nothing to prepare)."""
+    def bind(self, state: Any) -> None:
+        """Attach to the epoch state it runs in: the module every forward goes through."""
+        self.net = self.sync.bind(state, state.model.net if state.forward is None else state.forward)
 
-    def begin_epoch(self, session: Any, epoch: int) -> None:
+    def begin_epoch(self, state: Any, epoch: int) -> None:
         """Nothing to reset: a window never spans epochs (the last batch closes it)."""
 
-    def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
+    def step(self, state: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
         """One batch: the update, then its statistics (on the device) and position."""
-        numbers = self.update(session, batch, epoch, batch_idx, is_last, session.train_extras)
-        session.stats.add_output(*numbers, session.task)
-        session.mark_batch()
+        part, denominator = self.update(state, batch, epoch, batch_idx, is_last, state.train_extras)
+        self.sync.record(state, part, denominator)
+        state.mark_batch()
 
     def update(
-        self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool, extras: Any = None
-    ) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor]:
-        """Forward, loss numerator, backward, window accounting, and the update at the window's end;
-        the batch's outputs go to ``extras`` (an ``extra_metrics`` collector) when given.
+        self, state: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool, extras: Any = None
+    ) -> tuple[Microbatch, float]:
+        """Forward, loss numerator, agreement, backward, window accounting, and the update at the
+        window's end; the batch's outputs go to ``extras`` (an ``extra_metrics`` collector) when given.
 
-        Returns what the batch's statistics are made of, on the device: the detached loss sum,
-        the valid count, the detached output and the target (``EpochStats.add_output``).
+        Returns the microbatch (on the device) and its denominator: the valid count in one
+        process, the group's summed count under DDP.
         """
-        model = session.model
-        task = session.task
-        try:
-            args, kwargs, target = to_device(batch_parts(model, batch), session.device)
-            with session.autocast():
-                output = net_output(model, model.net if session.forward is None else session.forward, args, kwargs)
-            task.check(output, target)
-            loss_sum, count = task.loss_terms(output, target)
-        except (RuntimeError, IndexError, TypeError, ValueError) as exc:  # a later batch unlike the first: say which
-            problem = batch_problem(model, batch, f"train_loader's batch {batch_idx} (0-based) of epoch {epoch}")
-            if problem is None:
-                raise
-            raise problem from exc
-        if task.additive:  # a sum-reduced loss_fn: the window's gradients are not normalised
-            loss_sum.backward()
-            self.window.add(None)
-        elif count and self.window.accumulate == 1:
-            # A one-microbatch window divides by its own count: seed the backward with 1/count
-            # (the same gradient as dividing afterwards, without a pass over every gradient).
-            loss_sum.backward(self._seed_of(loss_sum, count))
-            self.window.add(1)
-        else:
-            loss_sum.backward()
-            self.window.add(count)
-        detached = loss_sum.detach()
-        self._window_loss = detached if self._window_loss is None else self._window_loss + detached
+        model, task, sync, window = state.model, state.task, self.sync, self.window
+        where = f"train_loader's batch {batch_idx} (0-based) of epoch {epoch}"
+        with sync.microbatch(window.closes(is_last)):  # DDP: gradients sync on the window's last microbatch only
+            error: BaseException | None = None
+            part: Any = None
+            try:
+                args, kwargs, target = to_device(batch_parts(model, batch), state.device)
+                with state.autocast():
+                    output = net_output(model, self.net, args, kwargs)
+                task.check(output, target)
+                loss_sum, count = task.loss_terms(output, target)
+                part = Microbatch(loss=loss_sum.detach(), count=count, output=output.detach(), target=target)
+            except Exception as exc:  # agreed: every rank raises it (one process: here, naming the batch)
+                error = exc
+            denominator = sync.agree(state, part, error, batch, where)
+            if task.additive:  # a sum-reduced loss_fn: the window's gradients are not normalised
+                loss_sum.backward()
+                window.add(None)
+            elif denominator and window.accumulate == 1:
+                # A one-microbatch window divides by its own count: seed the backward with scale/W
+                # (the same gradient as dividing afterwards, without a pass over every gradient).
+                loss_sum.backward(self._seed_of(loss_sum, sync.scale / denominator))
+                window.add(sync.scale)
+            else:
+                loss_sum.backward()  # the numerator only
+                window.add(denominator)
+        if not sync.agrees_finite:
+            self._window_loss = part.loss if self._window_loss is None else self._window_loss + part.loss
         if extras is not None:
             extras.add(output, target)
-        if session.summary is not None:
-            session.summary.add_loss(detached, count)
-            session.summary.update(output, target)
-        if self.window.ends(is_last):
+        if state.summary is not None:
+            state.summary.add_loss(part.loss, count)
+            state.summary.update(output, target)
+        if window.ends(is_last):
             window_loss, self._window_loss = self._window_loss, None
-            self.close(session, epoch, batch_idx, finite=lambda: math.isfinite(window_loss.item()))  # one read
-        return detached, count, output.detach(), target
+            # finiteness: agreed before every backward under DDP, else one read of the window's loss
+            self.close(state, epoch, batch_idx, finite=(lambda: True) if window_loss is None else
+                       (lambda: math.isfinite(window_loss.item())))
+        return part, denominator
 
-    def _seed_of(self, loss_sum: torch.Tensor, count: int) -> torch.Tensor:
-        """``1/count`` as a scalar like ``loss_sum``, reused while batches keep their count (one
+    def _seed_of(self, loss_sum: torch.Tensor, value: float) -> torch.Tensor:
+        """``value`` as a scalar like ``loss_sum``, reused while batches keep their count (one
         fill less per batch; autograd copies a seed it does not own, so reusing it is safe)."""
         seed = self._seed
-        if seed is None or seed.dtype != loss_sum.dtype or seed.device != loss_sum.device or self._seed_count != count:
-            seed = self._seed = torch.full((), 1.0 / count, dtype=loss_sum.dtype, device=loss_sum.device)
-            self._seed_count = count
+        if seed is None or seed.dtype != loss_sum.dtype or seed.device != loss_sum.device or self._seed_value != value:
+            seed = self._seed = torch.full((), value, dtype=loss_sum.dtype, device=loss_sum.device)
+            self._seed_value = value
         return seed
 
-    def close(self, session: Any, epoch: int, batch_idx: int, *, finite: Any) -> None:
+    def close(self, state: Any, epoch: int, batch_idx: int, *, finite: Any) -> None:
         """The window's end: the one update tail, then the announcement (or the skip count)."""
         weight, micro = self.window.close()
-        name = session.primary
+        name = state.primary
         status = commit_window(
-            {name: session.optimizers[name]}, self.window_weight(weight), max_norms={name: self.max_norm}, finite=finite
+            {name: state.optimizers[name]}, self.sync.weight(weight), max_norms={name: self.max_norm}, finite=finite
         )
-        session.after_window(status, [session.event(name, epoch, batch_idx, micro)])
-
-    def window_weight(self, weight: float | None) -> float | None:
-        """What the gradients are divided by: the window's denominator W."""
-        return weight
+        state.after_window(status, [state.event(name, epoch, batch_idx, micro)])
 
 
 class CustomStep:
@@ -145,18 +200,18 @@ class CustomStep:
         self._steps = self._reports = 0  # this batch's optimizer.step() calls and report_update() calls
         self._warned_nonfinite = False
 
-    def bind(self, session: Any) -> None:
+    def bind(self, state: Any) -> None:
         """Count the primary optimizer's real steps (a report needs one)."""
         def counted(*_: Any) -> None:
             self._steps += 1
 
-        session.optimizers[session.primary].optimizer.register_step_post_hook(counted)
+        state.optimizers[state.primary].optimizer.register_step_post_hook(counted)
 
-    def begin_epoch(self, session: Any, epoch: int) -> None:
+    def begin_epoch(self, state: Any, epoch: int) -> None:
         """A fresh accumulation state: a window never spans epochs."""
         self.accumulation = GradientAccumulationState()
 
-    def _report(self, session: Any, name: str, epoch: int, batch_idx: int) -> None:
+    def _report(self, state: Any, name: str, epoch: int, batch_idx: int) -> None:
         """``ctx.report_update()``: one committed update, no more reports than optimizer steps."""
         self._reports += 1
         if self._reports > self._steps:
@@ -165,28 +220,28 @@ class CustomStep:
                 f"{self._steps} optimizer.step() call(s); report each real step once, right after it "
                 "(default_train_step reports its own steps)"
             )
-        session.report(name, epoch, batch_idx)
+        state.report(name, epoch, batch_idx)
 
-    def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
-        name = session.primary
-        optim = session.optim_params_of(name)
+    def step(self, state: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
+        name = state.primary
+        optim = state.optim_params_of(name)
         ctx = TrainStepContext(
-            model=session.model,
+            model=state.model,
             batch=batch,
-            optimizer=session.optimizers[name].optimizer,
-            scheduler=session.schedule_object(name),
+            optimizer=state.optimizers[name].optimizer,
+            scheduler=state.schedule_object(name),
             grad_clip_norm=optim.grad_clip_norm,
             accumulate_grad_batches=optim.accumulate_grad_batches,
             batch_idx=batch_idx,
             epoch_idx=epoch,
             is_last_batch=is_last,
-            precision=session.model.precision,
-            report_update=lambda: self._report(session, name, epoch, batch_idx),
+            precision=state.model.precision,
+            report_update=lambda: self._report(state, name, epoch, batch_idx),
             scaler=self.scaler,
-            extra_metrics=session.extra_fns,
+            extra_metrics=state.extra_fns,
             accumulation_state=self.accumulation,
-            epoch_summary=session.summary,
-            session=session,
+            epoch_summary=state.summary,
+            session=state,
         )
         self._steps = self._reports = 0
         record = checked_record(self.fn(ctx), "train_step_fn")
@@ -197,8 +252,8 @@ class CustomStep:
                 "recorded as it is (a custom step owns its NaN guard: check torch.isfinite(loss) before "
                 "optimizer.step())", RuntimeWarning, stacklevel=2,
             )
-        session.stats.records.append(record)
-        session.mark_batch()
+        state.stats.records.append(record)
+        state.mark_batch()
 
 
 class TrainerStep:
@@ -210,39 +265,39 @@ class TrainerStep:
         self.fn = fn
         self._views: dict[str, Mapping[str, Any]] = {}
 
-    def bind(self, session: Any) -> None:
+    def bind(self, state: Any) -> None:
         """Freeze the read-only views every step context shares."""
-        names = list(session.optimizers)
-        optims = [session.optim_params_of(n) for n in names]
+        names = list(state.optimizers)
+        optims = [state.optim_params_of(n) for n in names]
 
         def view(values: list[Any]) -> Mapping[str, Any]:
             return types.MappingProxyType(dict(zip(names, values, strict=True)))
 
         self._views = {
-            "optimizers": session.ctx.optimizers,
-            "schedulers": view([session.schedule_object(n) for n in names]),
+            "optimizers": state.named_optimizers,
+            "schedulers": view([state.schedule_object(n) for n in names]),
             "grad_clip_norms": view([o.grad_clip_norm for o in optims]),
             "accumulate_grad_batches": view([o.accumulate_grad_batches for o in optims]),
         }
 
-    def begin_epoch(self, session: Any, epoch: int) -> None:
+    def begin_epoch(self, state: Any, epoch: int) -> None:
         """Nothing to reset."""
 
-    def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
+    def step(self, state: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
         ctx = TrainerStepContext(
-            model=session.model,
+            model=state.model,
             batch=batch,
             batch_idx=batch_idx,
             epoch_idx=epoch,
             is_last_batch=is_last,
-            precision=session.model.precision,
-            report_update=lambda name: session.report(name, epoch, batch_idx),
-            extra_metrics=session.extra_fns,
-            session=session,
+            precision=state.model.precision,
+            report_update=lambda name: state.report(name, epoch, batch_idx),
+            extra_metrics=state.extra_fns,
+            session=state,
             **self._views,
         )
-        session.stats.records.append(checked_record(self.fn(ctx), "trainer_step_fn"))
-        session.mark_batch()
+        state.stats.records.append(checked_record(self.fn(ctx), "trainer_step_fn"))
+        state.mark_batch()
 
 
 class ObjectiveStep:
@@ -256,19 +311,19 @@ class ObjectiveStep:
         self._after_update = getattr(objective, "after_update", None)
         self._summary: ObjectiveSummary | None = None
 
-    def bind(self, session: Any) -> None:
-        """Attach to the session that runs it."""
+    def bind(self, state: Any) -> None:
+        """Attach to the epoch state it runs in (nothing to prepare)."""
 
-    def begin_epoch(self, session: Any, epoch: int) -> None:
+    def begin_epoch(self, state: Any, epoch: int) -> None:
         """An objective's whole-epoch summary is its terms' window sums (when one is wanted)."""
-        self._summary = ObjectiveSummary() if session.summary is not None else None
+        self._summary = ObjectiveSummary() if state.summary is not None else None
         if self._summary is not None:
-            session.summary = self._summary
+            state.summary = self._summary
 
-    def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
+    def step(self, state: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
         ctx = ObjectiveContext(
-            model=session.model, batch=batch, epoch_idx=epoch, batch_idx=batch_idx, precision=session.model.precision,
-            metrics=session.specs, extra_metrics=session.extra_fns,
+            model=state.model, batch=batch, epoch_idx=epoch, batch_idx=batch_idx, precision=state.model.precision,
+            metrics=state.specs, extra_metrics=state.extra_fns,
         )
         result = self.objective(ctx)
         if not isinstance(result, ObjectiveResult):
@@ -284,19 +339,19 @@ class ObjectiveStep:
             self._summary.add(readings)
         if commit is not None:
             events = [
-                session.event(name, epoch, batch_idx, commit.microbatches, loss=commit.loss, losses=dict(commit.losses))
+                state.event(name, epoch, batch_idx, commit.microbatches, loss=commit.loss, losses=dict(commit.losses))
                 for name in commit.update_idx
             ]
             if commit.committed and self._after_update is not None:
                 self._after_update(events)
-            session.after_window(commit.status, events)
+            state.after_window(commit.status, events)
         record = result.record or EvaluationDataPoint()
         if record.loss is None:
             loss = microbatch_loss(readings)
             # a fully masked microbatch has no loss: its record still says it scored 0 samples
             record = attrs.evolve(record, loss=loss, count=0 if loss is None and record.count is None else record.count)
-        session.stats.records.append(record)
-        session.mark_batch()
+        state.stats.records.append(record)
+        state.mark_batch()
 
 
 def checked_record(record: Any, source: str) -> EvaluationDataPoint:
@@ -336,10 +391,10 @@ def owner_for(
     optimizers: Mapping[str, Any],
     optim_params: Mapping[str, Any],
     primary: str,
-    train_step_fn: Any = None,
-    trainer_step_fn: Any = None,
+    kind: EntryKind,
+    step_fn: Any = None,
     objective: Any = None,
-    default_step: type[DefaultStep] = DefaultStep,
+    sync: Any = None,
 ) -> Ownership:
     """The run's one update owner (the checks that there is exactly one ran before)."""
     scaler = make_grad_scaler(model.device) if model.precision == "fp16" else None
@@ -357,10 +412,10 @@ def owner_for(
             loss_scale=TorchLossScale(scaler) if scaler is not None else None,
         )
         return Ownership(owner=ObjectiveStep(objective, engine, gradients), optimizers=optimizers, task=task)
-    if trainer_step_fn is not None:
-        return Ownership(owner=TrainerStep(trainer_step_fn), optimizers=optimizers, task=task)
+    if step_fn is not None and kind.named_optimizers:
+        return Ownership(owner=TrainerStep(step_fn), optimizers=optimizers, task=task)
     if scaler is not None:  # fp16 default or custom step: a scaled backward, steps through the scaler
         optimizers = {n: ScaledTorchOptimizer.wrap(o, scaler) for n, o in optimizers.items()}
         task = ScaledLoss(task, scaler)
-    owner = CustomStep(train_step_fn, scaler) if train_step_fn is not None else default_step(optim_params[primary])
+    owner = CustomStep(step_fn, scaler) if step_fn is not None else DefaultStep(optim_params[primary], sync)
     return Ownership(owner=owner, optimizers=optimizers, task=task)

@@ -19,9 +19,10 @@ import torch
 
 from nnx_core.errors import ParamsError
 from nnx_core.records import EvaluationDataPoint
+from nnx_adapters.pytorch.batches import forward, split_batch, to_device
 from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_api.training.objectives import KDObjective, full_precision_only, softened_kl
-from nnx_api.training.steps import TrainStepContext, TrainStepFn, finalize_step, forward, split_batch, to_device
+from nnx_api.training.steps import TrainStepContext, TrainStepFn, finalize_step
 
 
 def kd_train_step_factory(teacher: Any, *, alpha: float = 0.5, temperature: float = 4.0) -> TrainStepFn:

@@ -16,7 +16,7 @@ import errno
 import os
 import warnings
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -26,13 +26,12 @@ from nnx_core import replacement
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.errors import ComponentRestoreError, CorruptRunError, ResumeMismatchError, ResumePointError, RunNotFoundError
 from nnx_core.identity import validate_run_id, validate_tag
-from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
+from nnx_api.runs.payload import CheckpointPayload, Payload, decode_payload
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import dump_yaml, runs_root
 from nnx_api.training import code as user_code
 from nnx_api.training import history
-from nnx_api.training.session import named_state
 
 
 @attrs.frozen(kw_only=True)
@@ -62,7 +61,7 @@ def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
     if checkpoint is None:
         raise RunNotFoundError(f"run {source_id} has no committed {tag!r} checkpoint (tags: {source.tags()})")
     data, payload = verified(source.files(), checkpoint.manifest, f"run {source_id} tag {tag!r}")
-    stateful = "optimizer" in payload
+    stateful = payload.stateful
     if train.resume_mode == "stateful" and not stateful:
         raise ResumeMismatchError(f"{source_id}:{tag} holds weights only; use resume_mode='weights_only'")
     if not stateful and train.resume_mode == "auto":
@@ -72,11 +71,12 @@ def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
             RuntimeWarning, stacklevel=2,
         )
     stateful = stateful and train.resume_mode != "weights_only"
-    check_weights_fit(entry.model.net, payload["weights"], f"run {source_id[:8]} tag {tag!r}")
+    check_weights_fit(entry.model.net, payload.weights, f"run {source_id[:8]} tag {tag!r}")
     refuse(entry, group, payload, stateful)
     status = {"mode": "stateful" if stateful else "weights_only", "source_run_id": source_id, "source_checkpoint": tag,
               "source_epoch": checkpoint.epoch}
-    return Plan(action=adm.FRESH, data=data, stateful=stateful, status=status, schedules=named_state(payload)[1] if stateful else None)
+    schedules = payload.named_state()[1] if stateful and isinstance(payload, CheckpointPayload) else None
+    return Plan(action=adm.FRESH, data=data, stateful=stateful, status=status, schedules=schedules)
 
 
 def check_weights_fit(net: Any, weights: Mapping[str, Any], where: str) -> None:
@@ -97,25 +97,25 @@ def check_weights_fit(net: Any, weights: Mapping[str, Any], where: str) -> None:
         )
 
 
-def verified(files: RunFiles, manifest: Any, where: str) -> tuple[bytes, dict[str, Any]]:
+def verified(files: RunFiles, manifest: Any, where: str) -> tuple[bytes, Payload]:
     """A resume point's bytes, verified against its SHA-256, and its payload (safe loader); a torn
     or corrupted one is a ``ResumePointError`` before anything is restored."""
     try:
         data = files.read_blob(manifest.blobs["state"], verify=True)
-        return data, torch_state.decode(data, where=where)
+        return data, decode_payload(data, where)
     except ResumePointError:
         raise
     except CorruptRunError as exc:
         raise ResumePointError(f"{where}: the resume point cannot be trusted: {exc}") from exc
 
 
-def refuse(entry: Any, group: Any, payload: Mapping[str, Any], stateful: bool) -> None:
+def refuse(entry: Any, group: Any, payload: Payload, stateful: bool) -> None:
     """A checkpoint of another entry point, world size or partition is refused for a stateful resume."""
     if not stateful:
         return
-    kind = adm.kind_refusal(payload.get("kind"), group.kind(entry.kind), accepted=group.accepted_kinds)
-    if kind is not None:
-        raise ComponentRestoreError([kind])
+    kind = adm.kind_refusal(payload.kind, group.kind(entry.kind.name), accepted=group.accepted_kinds)
+    if kind is not None or not isinstance(payload, CheckpointPayload):  # a weights-only one: kind 'weights'
+        raise ComponentRestoreError([kind or f"checkpoint of kind {payload.kind!r} holds no training state"])
     reason = group.refusal(payload, stateful)
     if reason is not None:
         raise ResumeMismatchError(reason)
@@ -191,7 +191,7 @@ def finish(files: RunFiles, run: NNRun, attempt: adm.AttemptRecord, status: str)
 
 def now() -> str:
     """UTC timestamp for attempt records."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def on_failure(files: RunFiles, attempt: adm.AttemptRecord, exc: BaseException, fresh: bool, *, replace: bool = False) -> None:

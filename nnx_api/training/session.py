@@ -1,14 +1,17 @@
 """The training session: one ``train()`` call on one rank, driving ``nnx_core.lifecycle``.
 
-There is one session for every entry point. ``NNModel`` is a run with one optimizer named
-``"default"``; a ``Trainer`` has named optimizers; one process is a group of one. What differs
-is passed in, never subclassed:
+There is one session for every entry point. What differs is declared, never subclassed
+(``nnx_api.training.roles``):
 
-* the update owner (``nnx_api.training.owners``): the default step, a custom step, a Trainer
-  step or an objective's update engine; it runs each batch and ends every window in the one
-  update tail (``nnx_core.update``);
-* the group behaviour: ``SingleProcess`` here, ``nnx_api.distributed`` 's ``DataParallel``
-  under ``DDP()`` (epoch-start agreement, reduced statistics, every rank's RNG streams).
+* the entry's ``EntryKind`` (``NNMODEL``: one optimizer, ``"default"``; ``TRAINER``: named
+  optimizers), as data;
+* the ``UpdateOwner`` (``nnx_api.training.owners``): the default step, a custom step, a Trainer
+  step or an objective's update engine. It receives the epoch's state
+  (``nnx_api.training.epoch.EpochState``), not the session, runs each batch and ends every window
+  in the one update tail (``nnx_core.update``);
+* the ``Group``: ``SingleProcess`` (``nnx_api.training.group``), or ``nnx_api.distributed``'s
+  ``DataParallel`` under ``DDP()`` (epoch-start agreement, reduced statistics, every rank's RNG
+  streams), whose ``StepSync`` hooks into the one default step.
 
 The session owns the rest of the seed's order: every committed update is announced through
 ``announce`` (each optimizer's event before any update-clock tick), validation and the
@@ -30,153 +33,31 @@ import torch
 
 from nnx_core import agreement, update
 from nnx_core.commit import EpochCommit, RunFiles, commit_epoch, epoch_tags, refresh_last, weights_tag
-from nnx_core.errors import ComponentRestoreError, ParamsError, ScheduleBudgetError, TrainingInputError
+from nnx_core.errors import ParamsError, ScheduleBudgetError, TrainingInputError
 from nnx_core.history import EagerHistory
 from nnx_core.journal import JournalWriter
 from nnx_core.lifecycle import dispatch_table
 from nnx_core.monitor import Monitor, MonitorDecision
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_core.schedules import PlateauRule
-from nnx_adapters.collective.local import LocalCollective
-from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.pytorch.batches import lookahead
 from nnx_adapters.pytorch.extras import ExtraMetrics, gathered_batches, gathered_pass
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.optim import TorchClock
 from nnx_api.callbacks import Callback, CallbackContext, UpdateEvent
+from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, WeightsPayload
+from nnx_api.training.checkpoint import component_required, restore_checkpoint, training_state
+from nnx_api.training.epoch import EpochState, records_summary, warn_unreported
 from nnx_api.training.owners import DefaultStep
-from nnx_api.training.steps import EpochStats, EvalStepContext, lookahead, score
-
-
-class SingleProcess:
-    """The group behaviour of one process: a group of one, so nothing to agree, reduce or gather."""
-
-    accepted_kinds: tuple[str, ...] = ()
-    writer_rank = 0
-    default_step = DefaultStep
-
-    def __init__(self) -> None:
-        self.collective = LocalCollective()
-
-    def resolve_callbacks(self, callbacks: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-        """(every declared callback, the ones that run here): all of them."""
-        return list(callbacks), list(callbacks)
-
-    def check(self, entry: Any) -> None:
-        """One process trains anything an entry point accepts."""
-
-    def setup(self, run_id: str, params: Any) -> None:
-        """Nothing to compare with other ranks."""
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-    def kind(self, entry_kind: str) -> str:
-        """The payload kind a checkpoint of this group records."""
-        return entry_kind
-
-    def begin_epoch(self, session: TrainingSession, epoch: int) -> None:
-        """Nothing to agree at an epoch's start."""
-
-    def reduce(
-        self, session: TrainingSession, accumulators: Sequence[Any], batches: int, error: BaseException | None, where: str
-    ) -> int:
-        """A group of one's sums are already whole (an error is raised as it is): ``batches``."""
-        if error is not None:
-            raise error
-        return batches
-
-    def total(self, counts: torch.Tensor) -> torch.Tensor:
-        """A group of one's per-batch counts are already the whole batch's."""
-        return counts
-
-    def rng(self, loaders: Sequence[Any]) -> Any:
-        """This process's RNG streams."""
-        return torch_state.capture_rng(loaders)
-
-    def extras(self) -> dict[str, Any]:
-        """Nothing beyond the entry's own payload."""
-        return {}
-
-    def restore_view(self, payload: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The payload as this process restores it."""
-        return payload
-
-    def refusal(self, payload: Mapping[str, Any], stateful: bool) -> str | None:
-        """One process restores any checkpoint of its own kind."""
-        return None
-
-
-def named_state(payload: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any] | None]:
-    """A checkpoint's optimizer states, schedule states and update counts by optimizer name (an
-    NNModel checkpoint holds one optimizer, ``"default"``)."""
-    if "optimizers" in payload:
-        return payload["optimizers"], payload["schedules"], payload.get("update_counts")
-    return {"default": payload["optimizer"]}, {"default": payload["schedule"]}, None
-
-
-def restore_problems(
-    payload: Mapping[str, Any], optimizers: Mapping[str, Any], schedules: Mapping[str, Any], components: Mapping[str, Any]
-) -> list[str]:
-    """Everything that keeps a stateful resume from restoring ``payload`` here, before anything is
-    touched: optimizer names, types and parameter topology, schedule kinds, and every component."""
-    saved_opts, saved_scheds, _ = named_state(payload)
-    if set(saved_opts) != set(optimizers):
-        return [f"checkpoint optimizers {sorted(saved_opts)} != this run's {sorted(optimizers)}"]
-    problems = []
-    for name, opt in optimizers.items():
-        mine, saved = opt.state(), saved_opts[name]
-        if saved["type"] != mine["type"]:
-            problems.append(f"optimizer {name!r}: type {saved['type']} != {mine['type']}")
-        if saved.get("factory") != mine.get("factory"):  # a registered factory: same id, version and config
-            problems.append(f"optimizer {name!r}: factory {saved.get('factory')} != {mine.get('factory')}")
-        if saved["topology"] != opt.topology():
-            problems.append(f"optimizer {name!r}: parameter topology differs (names/shapes of its groups)")
-        sched, saved_sched = schedules[name], saved_scheds[name]
-        if ("bad_epochs" in saved_sched) != isinstance(sched, PlateauRule):
-            problems.append(f"optimizer {name!r}: scheduler kind differs from the checkpoint's")
-        elif isinstance(sched, TorchClock) and saved_sched["type"] != sched.state()["type"]:
-            problems.append(f"optimizer {name!r}: scheduler type {saved_sched['type']} != {sched.state()['type']}")
-    saved, optional = payload["components"], set(payload.get("optional_components", ()))
-    for name, obj in components.items():
-        if name not in saved:
-            if component_required(obj):  # an optional one simply starts fresh
-                problems.append(f"component {name!r} has no saved state in the checkpoint")
-        elif hasattr(obj, "check_component_state"):
-            problems.extend(obj.check_component_state(saved[name]))
-    problems += [
-        f"the checkpoint holds state of component {name!r}, which this run does not register"
-        for name in saved
-        if name not in components and name not in optional
-    ]
-    return problems
-
-
-def component_required(obj: Any) -> bool:
-    """Whether a resume must restore ``obj``'s saved state (``component_required = False``: an
-    optional component such as ``EarlyStopping`` starts fresh when the checkpoint has none, and
-    its saved state is ignored by a run that does not register it)."""
-    return bool(getattr(obj, "component_required", True))
-
-
-def collect_components(objects: Sequence[Any]) -> dict[str, Any]:
-    """The checkpointed components among ``objects`` by name; two different objects with one name
-    are refused (``ComponentRestoreError``)."""
-    found: dict[str, Any] = {}
-    for obj in objects:
-        if not hasattr(obj, "component_spec"):
-            continue
-        name, _version = obj.component_spec()
-        if name in found and found[name] is not obj:
-            raise ComponentRestoreError([f"two components are named {name!r}; give them distinct names"])
-        found[name] = obj
-    return found
+from nnx_api.training.roles import EntryKind, Group, UpdateOwner
+from nnx_api.training.steps import EvalStepContext, score
 
 
 @attrs.frozen(kw_only=True)
 class SessionSetup:
     """Everything one session is built from (named values, assembled by ``nnx_api.launch``)."""
 
-    kind: str  # the entry's payload kind: "nnmodel" or "trainer"
+    kind: EntryKind  # NNMODEL or TRAINER
     model: Any
     params: Any  # the representative NNTrainParams: epochs, loaders, metrics, monitor, phases
     run: Any
@@ -186,14 +67,14 @@ class SessionSetup:
     primary: str
     optim_params: Mapping[str, Any]  # name → NNOptimParams (clip norms, accumulation)
     auto_step: bool
-    owner: Any
+    owner: UpdateOwner
     task: Any
     monitor: Monitor
     callbacks: Sequence[Callback]
     components: Mapping[str, Any]
     eval_step_fn: Callable[[EvalStepContext], Any] | None
     history: EagerHistory | JournalWriter
-    group: Any
+    group: Group
     start_epoch: int
     phase_offset: int
     trainer: Any = None
@@ -215,15 +96,12 @@ class TrainingSession:
         self.autocast = self.model.autocast_context()
         self.specs = tuple(self.params.metrics)
         self.extra_fns = self.params.extra_metrics or None  # {name: fn(y_true, y_pred)}: runtime only
-        self.train_extras: ExtraMetrics | None = None  # the default step's batches, scored at the epoch's end
         self.summary_wanted = bool(self.specs) or self.params.monitor is not None
         self.update_count = 0
         self.update_counts = {name: 0 for name in self.optimizers}
         self.epoch_counts = dict(self.update_counts)
         self.skipped_windows = 0
         self.stopped_update = False
-        self.stats = EpochStats()
-        self.summary: Any = None
         self.decision: MonitorDecision | None = None
         self.committed_epoch = self.history.idps[-1].epoch_idx if self.history.idps else None
         self._after_first_commit = setup.after_first_commit
@@ -239,12 +117,18 @@ class TrainingSession:
         self.ctx = CallbackContext(  # epoch: the first epoch this call trains, already in on_train_begin (as NNx)
             model=self.model, run=self.run, optimizer=primary, save_weights=self._save_weights, epoch=setup.start_epoch,
         )
-        if self.kind == "trainer":
+        if self.kind.named_optimizers:
             self.ctx.optimizers = types.MappingProxyType({n: o.optimizer for n, o in self.optimizers.items()})
             self.ctx.trainer = setup.trainer
         if isinstance(self.history, JournalWriter):
             self.ctx.retention = self.history.spec.retention
-        self.owner.bind(self)
+        self.state = EpochState(  # what the update owner works with (it never sees the session)
+            model=self.model, task=self.task, device=self.device, autocast=self.autocast, forward=self.forward,
+            optimizers=self.optimizers, schedules=self.schedules, optim_params=setup.optim_params, primary=self.primary,
+            named_optimizers=self.ctx.optimizers if self.kind.named_optimizers else None, specs=self.specs,
+            extra_fns=self.extra_fns, updates=self,
+        )
+        self.owner.bind(self.state)
 
     # ----------------------------------------------------------------- small views
     @property
@@ -252,28 +136,14 @@ class TrainingSession:
         """The train and validation loaders (their generators travel with the RNG streams)."""
         return [ld for ld in (self.params.train_loader, self.params.val_loader) if ld is not None]
 
-    def schedule_object(self, name: str) -> Any:
-        """What a step sees as optimizer ``name``'s scheduler: the torch scheduler or the plateau rule."""
-        sched = self.schedules[name]
-        return sched.scheduler if isinstance(sched, TorchClock) else sched
-
     def builtin_step(self) -> Any:
         """The built-in default step bound to this session (``default_train_step`` uses it)."""
         if isinstance(self.owner, DefaultStep):
             return self.owner
         if self._builtin is None:
-            self._builtin = DefaultStep(self.optim_params_of(self.primary))
-            self._builtin.bind(self)
+            self._builtin = DefaultStep(self.setup.optim_params[self.primary], self.group.step_sync())
+            self._builtin.bind(self.state)
         return self._builtin
-
-    def optim_params_of(self, name: str) -> Any:
-        """Optimizer ``name``'s ``NNOptimParams``."""
-        return self.setup.optim_params[name]
-
-    def mark_batch(self) -> None:
-        """Record the batch's learning rate (the primary's group 0) and the update count so far."""
-        self.stats.lrs.append(self.optimizers[self.primary].optimizer.param_groups[0]["lr"])
-        self.stats.updates.append(self.update_count)
 
     # ----------------------------------------------------------------- lifecycle steps
     def epochs(self) -> range:
@@ -288,38 +158,23 @@ class TrainingSession:
                 obj.set_epoch(epoch)
         self.group.begin_epoch(self, epoch)
         self.model.net.train()
-        self.stats = EpochStats()
-        self.train_extras = self._extras() if isinstance(self.owner, DefaultStep) else None  # a custom step scores its own
         self.epoch_counts = {name: 0 for name in self.optimizers}
-        self.summary = (
-            EpochAccumulator(self.task, self.model.head.width, self.specs, full_scores=False) if self.summary_wanted else None
+        state = self.state
+        state.begin(
+            epoch,
+            summary=EpochAccumulator(self.task, self.model.head.width, self.specs, full_scores=False) if self.summary_wanted else None,
+            train_extras=self._extras() if isinstance(self.owner, DefaultStep) else None,  # a custom step scores its own
         )
-        self.owner.begin_epoch(self, epoch)
+        self.owner.begin_epoch(state, epoch)
         batch_idx = -1
         for batch_idx, (batch, is_last) in enumerate(lookahead(loader)):
-            self.owner.step(self, batch, epoch, batch_idx, is_last)
+            self.owner.step(state, batch, epoch, batch_idx, is_last)
             if self.stopped_update:
                 return
         if batch_idx < 0:
             raise TrainingInputError(f"train_loader yielded no batches in epoch {epoch}; give it at least one batch")
-        self._warn_unreported(epoch)
-
-    def _warn_unreported(self, epoch: int) -> None:
-        """NNx never infers updates around an opaque step: an update-clock schedule whose optimizer
-        reported no update this epoch is warned about (once per epoch and optimizer)."""
-        if not self.setup.auto_step:
-            return
-        for name, count in self.epoch_counts.items():
-            clock = self.schedules[name]
-            if count or not isinstance(clock, TorchClock) or clock.clock != "optimizer_update":
-                continue
-            call = "ctx.report_update()" if self.kind == "nnmodel" else f"ctx.report_update({name!r})"
-            warnings.warn(
-                f"epoch {epoch} reported no update of optimizer {name!r} on the optimizer_update clock; a custom "
-                f"step must call {call} after each optimizer.step()",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+        if self.setup.auto_step:
+            warn_unreported(epoch, self.epoch_counts, self.schedules, self.kind)
 
     # ----------------------------------------------------------------- committed updates
     def after_window(self, status: str, events: Sequence[UpdateEvent]) -> None:
@@ -410,7 +265,8 @@ class TrainingSession:
                 batches = score(self.model, val_loader, val_acc, val_extras, forward=self.forward)
             except Exception as exc:  # agreed in reduce: every rank raises it
                 error = exc
-        summaries = [a for a in (val_acc, self.summary) if isinstance(a, EpochAccumulator)]
+        state = self.state
+        summaries = [a for a in (val_acc, state.summary) if isinstance(a, EpochAccumulator)]
         batches = self.group.reduce(self, summaries, batches, error, f"epoch {epoch} validation")
         if val_acc is not None:
             if not batches:
@@ -426,16 +282,17 @@ class TrainingSession:
             if val_extras is not None:
                 index = val_loader.indices() if hasattr(val_loader, "indices") else None  # a shard's dataset rows
                 val = attrs.evolve(val, extra=val_extras.values(gathered_pass(val_extras, self.collective, index)))
-        summary = EvaluationDataPoint(**self.summary.result()) if self.summary is not None else None
-        if summary is not None and not summary.count and self.stats.records:  # a step fn that fed no summary
-            summary = records_summary(self.stats.records)
+        summary = EvaluationDataPoint(**state.summary.result()) if state.summary is not None else None
+        if summary is not None and not summary.count and state.stats.records:  # a step fn that fed no summary
+            summary = records_summary(state.stats.records)
         self._record_epoch(epoch, val, summary)
 
     def _record_epoch(self, epoch: int, val: EvaluationDataPoint | None, summary: EvaluationDataPoint | None) -> None:
         """The epoch's iteration records; validation, summary and update count on the last one."""
-        edps = self.stats.edps(self.group.total)
-        if self.train_extras is not None:
-            scored = [self.train_extras.values(rows) for rows in gathered_batches(self.train_extras, self.collective)]
+        stats, extras = self.state.stats, self.state.train_extras
+        edps = stats.edps(self.group.total)
+        if extras is not None:
+            scored = [extras.values(rows) for rows in gathered_batches(extras, self.collective)]
             edps = [attrs.evolve(edp, extra=extra) if extra else edp for edp, extra in zip(edps, scored, strict=True)]
         base, last = self._iter_idx, len(edps) - 1
         self._epoch_records = [
@@ -443,11 +300,11 @@ class TrainingSession:
                 iter_idx=base + i,
                 epoch_idx=epoch,
                 batch_idx=i,
-                lr=self.stats.lrs[i],
+                lr=stats.lrs[i],
                 train_edp=edp,
                 val_edp=val if i == last else None,
                 train_summary=summary if i == last else None,
-                update_count=self.stats.updates[i] if i == last else None,
+                update_count=stats.updates[i] if i == last else None,
             )
             for i, edp in enumerate(edps)
         ]
@@ -477,32 +334,23 @@ class TrainingSession:
                 sched.tick()
 
     # ----------------------------------------------------------------- commits
-    def payload(self, epoch: int, rng: Any) -> dict[str, Any]:
+    def payload(self, epoch: int, rng: Any) -> CheckpointPayload:
         """Everything a stateful resume needs, as tensors and plain types."""
-        return {
-            "kind": self.group.kind(self.kind),
-            "epoch": epoch,
-            "weights": self.model.net.state_dict(),
-            **self._training_state(),
-            "rng": rng,
-            "components": {name: obj.component_state() for name, obj in self.components.items()},
-            "optional_components": sorted(n for n, obj in self.components.items() if not component_required(obj)),
-            "update_count": self.update_count,
-            "transforms": [dict(t) for cb in reversed(self.callbacks) for t in cb.checkpoint_transforms()],
-            **self.group.extras(),
-            **({"compile": self.forward.record.state()} if self.forward is not None else {}),
-        }
-
-    def _training_state(self) -> dict[str, Any]:
-        if self.kind != "trainer":
-            return {"optimizer": self.optimizers[self.primary].state(), "schedule": self.schedules[self.primary].state()}
-        return {  # an NNModel resume sees a stateful checkpoint of another kind and refuses it
-            "optimizer": {"type": "nnx.Trainer", "topology": None, "names": list(self.optimizers)},
-            "schedule": {"type": "nnx.Trainer"},
-            "optimizers": {n: o.state() for n, o in self.optimizers.items()},
-            "schedules": {n: s.state() for n, s in self.schedules.items()},
-            "update_counts": dict(self.update_counts),
-        }
+        return CheckpointPayload(
+            kind=self.group.kind(self.kind.name),
+            epoch=epoch,
+            weights=self.model.net.state_dict(),
+            **training_state(
+                self.optimizers, self.schedules, self.primary, self.update_counts, named=self.kind.named_optimizers
+            ),
+            rng=rng,
+            components=SavedState({name: obj.component_state() for name, obj in self.components.items()}),
+            optional_components=sorted(n for n, obj in self.components.items() if not component_required(obj)),
+            update_count=self.update_count,
+            transforms=[SavedState(dict(t)) for cb in reversed(self.callbacks) for t in cb.checkpoint_transforms()],
+            distributed=self.group.distributed_record(),
+            compile=self.forward.record.state() if self.forward is not None else None,
+        )
 
     def commit(self, epoch: int) -> None:
         """The writer commits history → LAST → phase/BEST → deferred writes; every rank agrees on
@@ -533,7 +381,7 @@ class TrainingSession:
             self.files,
             EpochCommit(
                 epoch=epoch,
-                payload=torch_state.encoder(self.payload(epoch, rng)),
+                payload=self.payload(epoch, rng).encoder(),
                 history=history,
                 previous_history=self._prev_history,
                 append_history=appendable,
@@ -548,7 +396,7 @@ class TrainingSession:
     def _save_weights(self, tag: str) -> Callable[[], None]:
         """A deferred writer of a weights-only tag holding the model as it is now."""
         epoch = self.ctx.epoch
-        data = torch_state.encode({"kind": "weights", "epoch": epoch, "weights": self.model.net.state_dict()})
+        data = WeightsPayload(epoch=epoch, weights=self.model.net.state_dict()).encode()
         return lambda: weights_tag(self.files, tag, epoch, data)
 
     def should_stop(self) -> bool:
@@ -571,57 +419,20 @@ class TrainingSession:
         error: BaseException | None = None
         if self.collective.is_writer:
             try:
-                refresh_last(self.files, torch_state.encoder(self.payload(self.committed_epoch, rng)))
+                refresh_last(self.files, self.payload(self.committed_epoch, rng).encoder())
             except Exception as exc:
                 error = exc
         agreement.raise_if_failed(self.collective, error, "final LAST refresh")
 
     # ----------------------------------------------------------------- resume
-    def restore(self, payload: Mapping[str, Any], *, stateful: bool) -> None:
+    def restore(self, payload: Payload, *, stateful: bool) -> None:
         """Restore a checkpoint payload (``restore_problems`` found nothing in the way); weights,
         optimizer state and RNG streams are put back if any part of the restore fails."""
-        if not stateful:
-            self.model.net.load_state_dict(payload["weights"])
+        if not stateful or not isinstance(payload, CheckpointPayload):  # a weights-only one is never stateful
+            self.model.net.load_state_dict(payload.weights)
             return
         view = self.group.restore_view(payload)
-        net = self.model.net
-        saved_weights = {k: v.detach().clone() for k, v in net.state_dict().items()}
-        saved_rng = torch_state.capture_rng()
-        saved_optimizers = {n: o.state() for n, o in self.optimizers.items()}
-        try:
-            net.load_state_dict(view["weights"])
-            opts, scheds, counts = named_state(view)
-            for name, opt in self.optimizers.items():
-                opt.load_state(opts[name])
-                self.schedules[name].load_state(scheds[name])
-            self.update_count = int(view["update_count"])
-            self.update_counts = {n: int(c) for n, c in counts.items()} if counts else {self.primary: self.update_count}
-            for name, obj in self.components.items():
-                if name in view["components"]:  # an optional component without saved state starts fresh
-                    obj.load_component_state(view["components"][name])
-            self.ctx.update_count = self.update_count
-            torch_state.restore_rng(view["rng"], self.loaders)
-        except BaseException:
-            net.load_state_dict(saved_weights)
-            for name, opt in self.optimizers.items():
-                opt.load_state(saved_optimizers[name])
-            torch_state.restore_rng(saved_rng)
-            raise
-
-
-def records_summary(records: Sequence[EvaluationDataPoint]) -> EvaluationDataPoint:
-    """A step function's epoch summary from its batch records: loss, accuracy and error averaged
-    over the batches weighted by each record's ``count`` (1 where a record has none), as one pass
-    over the epoch's rows would weigh them."""
-    weights = [r.count if r.count else 1 for r in records]
-
-    def mean(field: str) -> float | None:
-        pairs = [(getattr(r, field), w) for r, w in zip(records, weights, strict=True) if getattr(r, field) is not None]
-        total = sum(w for _, w in pairs)
-        return sum(v * w for v, w in pairs) / total if pairs and total else None
-
-    accuracy = mean("accuracy")
-    return EvaluationDataPoint(
-        loss=mean("loss"), accuracy=accuracy, error=None if accuracy is None else 1.0 - accuracy,
-        count=sum(r.count or 0 for r in records) or None,
-    )
+        counts = restore_checkpoint(view, self.model.net, self.optimizers, self.schedules, self.components, self.loaders)
+        self.update_count = int(view.update_count)
+        self.update_counts = counts if counts is not None else {self.primary: self.update_count}
+        self.ctx.update_count = self.update_count

@@ -6,10 +6,11 @@
 * ``finalize_step(loss, ctx, paradigm=...)``: the shared tail of built-in paradigm steps —
   refuse accumulation and reduced precision, check the loss is finite *before* backward,
   back-propagate, then the one update tail (``nnx_core.update``: clip → step) and the report.
-* Batch helpers (``split_batch``, ``to_device``, ``lookahead``, ``forward``), ``restored_modes``
-  (non-destructive inference), ``score`` (one pass of a loader into an accumulator: the shared
-  loop of ``NNModel.evaluate`` and in-fit validation) and ``EpochStats`` (per-batch statistics kept
-  on the device until the epoch ends).
+* Batch helpers (``split_batch``, ``to_device``, ``lookahead``, ``forward``) and ``restored_modes``
+  (non-destructive inference), re-exported from ``nnx_adapters.pytorch.batches``.
+* ``score`` (one pass of a loader into an accumulator: the shared loop of ``NNModel.evaluate``
+  and in-fit validation) and ``EpochStats`` (per-batch statistics kept on the device until the
+  epoch ends).
 
 A step that calls ``optimizer.step()`` itself reports each real step once with
 ``ctx.report_update()`` (``ctx.report_update(name)`` in a Trainer step); ``default_train_step``
@@ -18,9 +19,8 @@ and ``finalize_step`` report their own updates (never report them again).
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -29,6 +29,10 @@ import torch
 from nnx_core.errors import NonFiniteLossError, ParamsError, PrecisionUnsupportedError, TrainingInputError
 from nnx_core.records import EvaluationDataPoint
 from nnx_core.update import COMMITTED, commit_window
+from nnx_adapters.pytorch.batches import batch_parts, net_output, restored_modes, to_device
+from nnx_adapters.pytorch.batches import forward as forward  # the batch helpers users' steps import from here
+from nnx_adapters.pytorch.batches import lookahead as lookahead
+from nnx_adapters.pytorch.batches import split_batch as split_batch
 from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_adapters.pytorch.metrics import BatchScores, EpochAccumulator
 
@@ -38,74 +42,6 @@ EvalStepFn = Callable[["EvalStepContext"], EvaluationDataPoint]
 """``eval_step_fn(ctx) -> EvaluationDataPoint``: a custom validation over the whole val loader."""
 TrainerStepFn = Callable[["TrainerStepContext"], EvaluationDataPoint]
 """``trainer_step_fn(ctx) -> EvaluationDataPoint``: a Trainer step over named optimizers."""
-
-
-def lookahead(loader: Any) -> Iterator[tuple[Any, bool]]:
-    """``(batch, is_last)`` pairs, knowing the last batch without ``len``."""
-    it = iter(loader)
-    try:
-        current = next(it)
-    except StopIteration:
-        return
-    for nxt in it:
-        yield current, False
-        current = nxt
-    yield current, True
-
-
-def split_batch(batch: Any) -> tuple[Any, Any]:
-    """``(inputs, targets)`` of a batch given as a 2-sequence."""
-    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-        raise TrainingInputError(
-            f"a batch must be (inputs, targets), got {type(batch).__name__}"
-            + (f" of length {len(batch)}" if isinstance(batch, (tuple, list)) else "")
-            + "; use a custom train_step_fn for other batch layouts"
-        )
-    return batch[0], batch[1]
-
-
-def to_device(value: Any, device: torch.device) -> Any:
-    """Move a tensor (or a tuple/list/mapping of tensors) to ``device``."""
-    if isinstance(value, torch.Tensor):
-        return value.to(device, non_blocking=True) if value.device != device else value
-    if isinstance(value, (tuple, list)):
-        return type(value)([to_device(v, device) for v in value])
-    if isinstance(value, Mapping):
-        return {k: to_device(v, device) for k, v in value.items()}
-    return value
-
-
-def batch_parts(model: Any, batch: Any) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
-    """``(positional inputs, keyword inputs, target)`` of one batch: the model's
-    ``batch_adapter`` splits it when it has one, else it is an ``(inputs, targets)`` pair."""
-    adapter = getattr(model, "batch_adapter", None)
-    if adapter is not None:
-        return adapter.split(batch)
-    inputs, target = split_batch(batch)
-    return (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), {}, target
-
-
-def net_output(model: Any, net: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> torch.Tensor:
-    """``net(*args, **kwargs)``, its logits picked by the model's ``batch_adapter`` if any."""
-    out = net(*args, **kwargs)
-    adapter = getattr(model, "batch_adapter", None)
-    return out if adapter is None else adapter.output(out)
-
-
-def forward(net: Any, inputs: Any) -> torch.Tensor:
-    """``net(*inputs)`` for a tuple/list of inputs, else ``net(inputs)``."""
-    return net(*inputs) if isinstance(inputs, (tuple, list)) else net(inputs)
-
-
-@contextlib.contextmanager
-def restored_modes(net: torch.nn.Module) -> Iterator[None]:
-    """Record every submodule's train/eval flag and restore them afterwards."""
-    flags = [(m, m.training) for m in net.modules()]
-    try:
-        yield
-    finally:
-        for module, flag in flags:
-            module.training = flag
 
 
 def score(model: Any, loader: Any, accumulator: Any, extras: Any = None, *, forward: Any = None) -> int:
@@ -347,15 +283,15 @@ def default_train_step(ctx: TrainStepContext) -> EvaluationDataPoint:
     session = ctx.session
     step = session.builtin_step()
     extras = ExtraMetrics(session.model.task_adapter, ctx.extra_metrics) if ctx.extra_metrics else None
-    numbers = step.update(session, ctx.batch, ctx.epoch_idx, ctx.batch_idx, ctx.is_last_batch, extras)
+    part, _ = step.update(session, ctx.batch, ctx.epoch_idx, ctx.batch_idx, ctx.is_last_batch, extras)
     stats = EpochStats()
-    stats.add_output(*numbers, session.task)
+    stats.add_output(part.loss, part.count, part.output, part.target, session.task)
     record = stats.edps()[0]
     state = ctx.accumulation_state
     if state is not None:
         closed = step.window.microbatches == 0
         state.normalization_weight = 0.0 if closed else float(step.window.weight)
-        state.loss_numerator = 0.0 if closed else state.loss_numerator + float(numbers[0])
+        state.loss_numerator = 0.0 if closed else state.loss_numerator + float(part.loss)
         state.normalization_required = not step.window.additive
     return record if extras is None else attrs.evolve(record, extra=extras.values(extras.whole()))
 

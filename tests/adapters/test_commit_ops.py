@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
+from nnx_core.commit import BEST, FIRST, LAST, Q1, EpochCommit, RunFiles, commit_epoch
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.testing.oscalls import OsTrace
-from nnx_core.commit import BEST, FIRST, LAST, Q1, EpochCommit, RunFiles, commit_epoch
 
 RUN_ID = "opsrun"
 BOUNDS = {"last": 13, "last+best": 16, "last+q1": 16, "last+q1+best": 18}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nnx_adapters.pytorch.compilation import CompiledForward
 from nnx_core.errors import CompileError
+from nnx_adapters.pytorch.compilation import CompiledForward
 
 
 @pytest.fixture(autouse=True)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from nnx_core.engine import TermReading, UpdateEngine
+from nnx_core.update import OVERFLOW
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
 from nnx_adapters.pytorch.optim import TorchOptimizer
 from nnx_adapters.pytorch.scaling import ScaledTorchOptimizer, TorchLossScale
-from nnx_core.engine import TermReading, UpdateEngine
-from nnx_core.update import OVERFLOW
 
 TOL = 1e-12  # float64: ~1e4 ulps of a weight of size ~1
 

@@ -16,12 +16,11 @@ from collections import Counter
 import portalocker
 import pytest
 
+from nnx_core.errors import InvalidRunIdError, RunLeaseError
+from nnx_core.ports import Receipt, Storage
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.memory import MemoryStorage, SimulatedCrash
-from nnx_core.errors import InvalidRunIdError, RunLeaseError
 from nnx_adapters.testing.model import visible_tree as tree
-from nnx_core.ports import Receipt, Storage
-
 
 
 @pytest.fixture(params=["file", "memory"])

@@ -19,12 +19,12 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import invariant, run_state_machine_as_test
 
+from nnx_core.ports import Receipt
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.fsspec import FsspecStorage
 from nnx_adapters.storage.memory import MemoryStorage
 from nnx_adapters.storage.paths import check_run_id, split_path
 from nnx_adapters.testing import CommitContract, StorageContract, contract_settings
-from nnx_core.ports import Receipt
 
 DEEP = os.environ.get("NNX_DEEP") == "1"
 SIDE_BY_SIDE = contract_settings(examples=30, steps=30, deep_examples=500, deep_steps=50)

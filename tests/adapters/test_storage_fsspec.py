@@ -13,9 +13,9 @@ import os
 import fsspec
 import pytest
 
+from nnx_core.errors import NNxError, RunLeaseError
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.fsspec import GUARANTEES_NEEDED, FsspecStorage, StorageGuaranteeError
-from nnx_core.errors import NNxError, RunLeaseError
 
 
 def test_an_unknown_backend_is_refused_naming_the_missing_guarantees(tmp_path):

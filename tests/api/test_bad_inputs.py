@@ -20,10 +20,10 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-import nnx_api as nnx
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.history import EagerHistory, parse_history
 from nnx_adapters.storage.fs import FileStorage
+import nnx_api as nnx
 from nnx_api.cli import main
 
 X, Y = torch.randn(32, 4, generator=torch.Generator().manual_seed(0)), torch.arange(32) % 3
@@ -511,7 +511,8 @@ def catalogue_table() -> str:
     rows += [(c, n, f"exit {code}, one line on stderr", p, KEPT) for c, n, _, code, p in CLI]
     counts = {cat: sum(1 for r in rows if r[0] == cat) for cat in LABELS}
     assert sum(counts.values()) == len(rows), "a category without a label"
-    cell = lambda text: text.replace("|", "\\|")
+    def cell(text):
+        return text.replace("|", "\\|")
     lines = [f"{len(rows)} cases:", "", "| category | cases |", "|---|---|"]
     lines += [f"| {LABELS[cat]} | {n} |" for cat, n in counts.items()]
     lines += ["", "| category | input | error | the message matches | left on disk |", "|---|---|---|---|---|"]

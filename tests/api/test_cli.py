@@ -6,8 +6,8 @@ import hashlib
 import io
 import json
 import os
-import re
 import pickle
+import re
 import shlex
 import shutil
 import subprocess
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-import nnx_api as nnx
-from nnx_api import cli_extra
-from nnx_api.cli import main
-from nnx_api.storage import MemoryStorage
 from nnx_core.commit import LAST, RunFiles, TagManifest
 from nnx_adapters.storage.fs import FileStorage
+import nnx_api as nnx
+from nnx_api.cli import main
+from nnx_api.commands import runs_extra
+from nnx_api.storage import MemoryStorage
 
 from tests.api.tiny import batches, tiny_data
 
@@ -87,7 +87,8 @@ def test_list_sorts_and_filters(copy, capsys):
     record = json.loads(files.storage.read(files.attempt))  # started a day earlier: the order does not hang on the clock
     files.storage.write(files.attempt, json.dumps({**record, "started_at": "2026-01-01T00:00:00+00:00"}).encode())
     other = _second_run(root)
-    ids = lambda *argv: [line.split()[0] for line in cli(capsys, "runs", "list", "--root", str(root), *argv)[1].splitlines()[1:]]
+    def ids(*argv):
+        return [line.split()[0] for line in cli(capsys, "runs", "list", "--root", str(root), *argv)[1].splitlines()[1:]]
     assert ids("--sort", "epochs") == [other[:8], rid[:8]]
     assert ids("--sort", "epochs", "--reverse") == [rid[:8], other[:8]]
     assert ids("--sort", "started") == [rid[:8], other[:8]]  # the copy's attempt started first
@@ -305,7 +306,7 @@ def test_every_command_reads_runs_through_the_storage_port(tmp_path, monkeypatch
     x, y = tiny_data()
     model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams())
     rid = model.train(nnx.NNTrainParams(n_epochs=2, seed=0, train_loader=batches(x, y, 16), progress=False), storage=memory).id
-    monkeypatch.setattr(cli_extra, "FileStorage", lambda root: memory)
+    monkeypatch.setattr(runs_extra, "FileStorage", lambda root: memory)
     root = str(tmp_path / "nowhere")
     assert cli(capsys, "runs", "list", "--root", root)[1].splitlines()[1].startswith(rid[:8])
     assert cli(capsys, "runs", "show", rid[:8], "--root", root)[1].startswith(f"run {rid}\n")
@@ -329,7 +330,8 @@ def _run_with(root: Path, **optim) -> str:
 def test_where_compares_numbers_as_numbers_and_names_a_key_typo(tmp_path, capsys):
     root = tmp_path / "runs"
     rid = _run_with(root, max_lr=0.01)
-    ids = lambda *argv: [line.split()[0] for line in cli(capsys, "runs", "list", "--root", str(root), *argv)[1].splitlines()[1:]]
+    def ids(*argv):
+        return [line.split()[0] for line in cli(capsys, "runs", "list", "--root", str(root), *argv)[1].splitlines()[1:]]
     assert ids("--where", "max_lr=1e-2") == ids("--where", "max_lr=0.01") == ids("--where", "max_lr=0.010") == [rid[:8]]
     assert cli(capsys, "runs", "list", "--root", str(root), "--where", "max_lr=0.02")[1] == f"no runs under {root} match\n"
     code, out, err = cli(capsys, "runs", "list", "--root", str(root), "--where", "n_epoch=2")
@@ -342,7 +344,8 @@ def test_sort_by_monitor_puts_the_best_value_first_for_a_max_monitor(tmp_path, c
     values = {rid: nnx.NNRun.load(rid, root).best().selection.value for rid in rids}
     assert len(set(values.values())) == 2  # accuracies that tell the runs apart
     best_first = [r[:8] for r in sorted(rids, key=values.get, reverse=True)]
-    ids = lambda *argv: [line.split()[0] for line in cli(capsys, "runs", "list", "--root", str(root), *argv)[1].splitlines()[1:]]
+    def ids(*argv):
+        return [line.split()[0] for line in cli(capsys, "runs", "list", "--root", str(root), *argv)[1].splitlines()[1:]]
     assert ids("--sort", "monitor") == best_first and ids("--sort", "monitor", "--reverse") == best_first[::-1]
 
 

@@ -18,9 +18,10 @@ import pytest
 import torch
 from torch import nn
 
-import nnx_api as nnx
 from nnx_adapters.pytorch.optim import TorchOptimizer
 from nnx_adapters.pytorch.scaling import ScaledTorchOptimizer
+import nnx_api as nnx
+
 from tests.api.tiny import batches, tiny_data, two_part_model
 
 BASE_LR = 0.4

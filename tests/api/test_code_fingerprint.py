@@ -16,6 +16,8 @@ from torch import nn
 import nnx_api as nnx
 from nnx_api.cli_extra import render_comparison
 from nnx_api.training import code
+from nnx_api.training.roles import NNMODEL
+
 from tests.api.tiny import batches, tiny_data
 
 STEP = """
@@ -89,7 +91,7 @@ def test_a_modules_changed_forward_is_refused_and_compare_says_so(tmp_path):
 
 def test_nnx_own_code_is_not_recorded_and_an_unreadable_source_only_warns(tmp_path):
     assert code.code_fingerprint(type("E", (), {
-        "train_step_fn": nnx.default_train_step, "trainer_step_fn": None, "eval_step_fn": None, "objective": None,
+        "kind": NNMODEL, "step_fn": nnx.default_train_step, "eval_step_fn": None, "objective": None,
         "model": nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3)),
     })()) == {}
     root = tmp_path / "runs"

@@ -22,8 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-import nnx_api as nnx
 from nnx_adapters.storage.fs import FileStorage
+import nnx_api as nnx
+
 from tests.api.tiny import batches, sgd_step_tolerance, tiny_data
 
 EAGER = nnx.CompileSpec(backend="eager")
@@ -235,9 +236,9 @@ def test_inductor_makes_one_sgd_step_within_the_float32_rounding_bound(tmp_path)
     eager.train(params, root=tmp_path / "eager")
     run = compiled.train(params, root=tmp_path / "inductor", compile=nnx.CompileSpec())
     assert run.compile.status == "compiled" and run.compile.backend == "inductor"
-    moved = max(float((p.detach() - b).abs().max()) for p, b in zip(eager.net.parameters(), before))
+    moved = max(float((p.detach() - b).abs().max()) for p, b in zip(eager.net.parameters(), before, strict=True))
     assert moved > 100 * tol  # the step is far above the rounding it is compared within
-    for a, b in zip(compiled.net.parameters(), eager.net.parameters()):
+    for a, b in zip(compiled.net.parameters(), eager.net.parameters(), strict=True):
         torch.testing.assert_close(a, b, atol=tol, rtol=0)
 
 
@@ -294,9 +295,10 @@ def test_the_record_is_pending_on_disk_until_the_attempt_ends(runs):
 def test_compile_under_ddp_is_refused_by_the_checks():
     from nnx_api.launch import TrainingEntry
     from nnx_api.training import compilation
+    from nnx_api.training.roles import NNMODEL
 
     model, params = job()
-    entry = TrainingEntry(kind="nnmodel", model=model, params=params, train=params, config={}, optims={}, schedulers={},
+    entry = TrainingEntry(kind=NNMODEL, model=model, params=params, train=params, config={}, optims={}, schedulers={},
                           primary="default", distributed=nnx.distributed.DDP(), compile=EAGER)
     with pytest.raises(nnx.ParamsError, match="compile: .*DDP"):
         compilation.prepare(entry, [])

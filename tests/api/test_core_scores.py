@@ -11,6 +11,7 @@ import pytest
 
 from nnx_core.errors import ParamsError
 from nnx_core.scores import AVERAGES, confusion_of, label_scores
+
 from tests.sklearn_oracle import sklearn_scores
 
 

@@ -14,6 +14,7 @@ import torch
 import nnx_api as nnx
 from nnx_api.cli import main
 from nnx_api.runs.export import check_onnx_parity, export_safetensors, load_safetensors
+
 from tests.api.ecosystem_helpers import digits_tensors, run_doc, train_digits
 
 

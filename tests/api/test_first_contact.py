@@ -14,8 +14,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-import nnx_api as nnx
 from nnx_core.commit import LAST, RunFiles
+import nnx_api as nnx
 from nnx_api.callbacks.progress import ProgressBar
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader
 from nnx_api.runs.curves import epoch_training

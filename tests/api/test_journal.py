@@ -4,6 +4,7 @@ migration, corruption, and bounded memory over a 2,500-epoch run (tracemalloc, n
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import os
 import tracemalloc
@@ -13,18 +14,19 @@ from pathlib import Path
 import pytest
 import torch
 
-import nnx_api as nnx
-import nnx_api.launch
-import nnx_api.runs.run
-from nnx_adapters.storage.fs import FileStorage
-from nnx_adapters.storage.memory import MemoryStorage
-from nnx_api.cli import main as cli
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.history import EagerHistory
 from nnx_core.journal import JournalWriter
 from nnx_core.journal_format import JournalFiles, encode_record
 from nnx_core.journal_reader import JournalReader
 from nnx_core.records import IterationDataPoint
+from nnx_adapters.storage.fs import FileStorage
+from nnx_adapters.storage.memory import MemoryStorage
+import nnx_api as nnx
+import nnx_api.launch
+import nnx_api.runs.run
+from nnx_api.cli import main as cli
+
 from tests.api.tiny import batches, tiny_data
 
 N_EPOCHS = 5
@@ -421,7 +423,7 @@ def test_memory_stays_bounded_over_2500_epochs(monkeypatch):
         print(f"\njournal traced bytes every {RETENTION} epochs: epoch ~1000 {early}, epoch ~2500 {late}; "
               f"retention {2 * RETENTION}: {wider.samples[999]}; {record:.0f} B per record; "
               f"live records {probe.live_records}; eager: {grown}")
-    steps = [b - a for a, b in zip(grown, grown[1:])]
+    steps = [b - a for a, b in itertools.pairwise(grown)]
     assert all(step > RETENTION * record / 2 for step in steps), (grown, record)
 
 

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import nnx_api as nnx
+
 from tests.api.tiny import sgd_step_tolerance
 
 LR = 0.05

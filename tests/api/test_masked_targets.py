@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import nnx_api as nnx
+
 from tests.api.tiny import sgd_step_tolerance
 
 LR = 0.1

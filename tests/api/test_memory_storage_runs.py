@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.api.tiny import batches, tiny_data
 
 import nnx_api as nnx
 from nnx_api.storage import MemoryStorage
+
+from tests.api.tiny import batches, tiny_data
 
 ROOT = Path(__file__).resolve().parents[2]
 

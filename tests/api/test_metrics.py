@@ -14,10 +14,11 @@ import pytest
 import torch
 from sklearn import metrics as skm
 
-import nnx_api as nnx
+from nnx_core.errors import ParamsError
 from nnx_adapters.pytorch.metrics import REGISTRY, EpochAccumulator, register_metric
 from nnx_adapters.pytorch.tasks import TaskAdapter
-from nnx_core.errors import ParamsError
+import nnx_api as nnx
+
 from tests.numerics import across_orders
 
 ROOT = Path(__file__).resolve().parents[2]

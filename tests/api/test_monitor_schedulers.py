@@ -11,12 +11,12 @@ import math
 import pytest
 import torch
 
-import nnx_api as nnx
 from nnx_core.commit import phase_tags
 from nnx_core.errors import ComponentRestoreError, ParamsError, ResumeMismatchError, ScheduleBudgetError
 from nnx_core.monitor import Monitor, improves
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_core.schedules import PlateauRule
+import nnx_api as nnx
 
 IGNORE = -100
 

@@ -16,9 +16,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-import nnx_api as nnx
 from nnx_adapters.collective import torch as torch_collective
 from nnx_adapters.collective.torch import TorchCollective, nccl_barrier
+import nnx_api as nnx
 
 
 class FakeWork:

@@ -14,8 +14,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import nnx_api as nnx
 from nnx_adapters.pytorch.optim import TorchClock
+import nnx_api as nnx
+
 from tests.api.tiny import batches, sgd_step_tolerance, tiny_data
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,6 +14,7 @@ import torch
 import nnx_api as nnx
 from nnx_api.experiments.plans import Diagnostic, ExperimentPlan, PlanData, PlanError
 from nnx_api.experiments.search import CategoricalParam, FloatParam, IntParam, SearchBudget, SearchSpace, search
+
 from tests.api.ecosystem_helpers import digits_loaders, run_doc
 
 NLL = nnx.MetricSpec(id="nll")

@@ -8,6 +8,7 @@ import pytest
 
 import nnx_api as nnx
 from nnx_api.cli import main
+
 from tests.api.ecosystem_helpers import run_doc, train_digits
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -109,6 +110,7 @@ def test_journal_runs_plot_and_log_every_batch_of_each_epoch(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from nnx_api.runs.curves import committed_records, run_series
+
     from tests.api.ecosystem_helpers import digits_loaders, digits_model
 
     train, val = digits_loaders()  # 6 batches per epoch, retention 3

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-import nnx_api as nnx
-from nnx_api.cli import main as cli
 from nnx_core import replacement
 from nnx_core.commit import RunFiles
 from nnx_adapters.storage.fs import FileStorage
+import nnx_api as nnx
+from nnx_api.cli import main as cli
+
 from tests.api.tiny import batches, tiny_data
 
 
@@ -72,7 +73,7 @@ def test_a_failed_replacement_keeps_the_finished_run_byte_for_byte(finished):
     with pytest.raises(nnx.DataChangedError, match="overwrite_existing=True") as refused:
         _model().train(_params(_other_data(), resume="auto"), root=root)
     assert "drop resume='auto' and pass overwrite_existing=True" in str(refused.value)  # the advice stays
-    with pytest.raises(Exception):  # the advice followed, and the new attempt fails in its first epoch
+    with pytest.raises(nnx.NonFiniteLossError):  # the advice followed, and the new attempt fails in its first epoch
         _model().train(_params(_other_data(nan_batch=3), overwrite_existing=True), root=root)
     after = _files(root / run.id)
     assert after.pop(replacement.NOTE) is not None  # the rollback's note, and nothing else changed
@@ -85,7 +86,7 @@ def test_a_failed_replacement_keeps_the_finished_run_byte_for_byte(finished):
 
 def test_the_cli_says_what_happened_to_a_replacement(finished, capsys):
     root, run, _ = finished
-    with pytest.raises(Exception):
+    with pytest.raises(nnx.NonFiniteLossError):
         _model().train(_params(_other_data(nan_batch=3), overwrite_existing=True), root=root)
     assert cli(["runs", "list", "--root", str(root)]) == 0
     assert "replacement failed; previous run kept" in capsys.readouterr().out

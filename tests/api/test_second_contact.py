@@ -13,6 +13,7 @@ import torch
 
 import nnx_api as nnx
 from nnx_api.cli import main
+
 from tests.api.tiny import batches, tiny_data
 
 

@@ -129,7 +129,7 @@ def test_the_counter_sees_a_sync_per_batch(tmp_path: Any, monkeypatch: pytest.Mo
 
     def reading(self: Any, *args: Any) -> Any:
         out = real(self, *args)
-        float(out[0])  # a per-batch read, as a naive hot path would do
+        float(out[0].loss)  # a per-batch read, as a naive hot path would do
         return out
 
     monkeypatch.setattr(owners.DefaultStep, "update", reading)

@@ -10,6 +10,7 @@ import pytest
 
 import nnx_api as nnx
 from nnx_api.runs.curves import epoch_scalars, records_by_epoch
+
 from tests.api.ecosystem_helpers import run_doc, train_digits
 
 NLL = nnx.MetricSpec(id="nll")

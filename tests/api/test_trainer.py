@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import nnx_api as nnx
 from nnx_adapters.pytorch.optim import TorchClock
+import nnx_api as nnx
+
 from tests.api.tiny import batches, tiny_data, two_part_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,3 +198,63 @@ def test_gan_example_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["gan_trainer.py"])
     run = GAN["main"](["--root", str(tmp_path), "--epochs", "2"])
     assert run.checkpoint("last").epoch == 1 and "g_loss" in run.idps[-1].train_edp.extra
+
+
+def test_a_trainer_with_builtin_validation_checks_the_validation_loaders_first_batch_before_writing(runs):
+    """Built-in validation consumes val_loader whichever entry point trains: a Trainer run's
+    val_loader gets the same first-batch check as an NNModel's, before anything is written."""
+    x, y = tiny_data(n=24)
+    numpy_val = [(x[:8].numpy(), y[:8].numpy())]  # the mistake the check names
+    for entry in ("nnmodel", "trainer"):
+        model = two_part_model()
+        with pytest.raises(nnx.TrainingInputError, match="val_loader's first batch holds NumPy arrays"):
+            if entry == "nnmodel":
+                model.train(nnx.NNTrainParams(n_epochs=1, optim=sgd(), train_loader=batches(x, y, 8), val_loader=numpy_val),
+                            objective=nnx.supervised_objective(), root=runs)
+            else:
+                nnx.Trainer(model).train(
+                    nnx.NNTrainerParams(n_epochs=1, optims=split_optims(), train_loader=batches(x, y, 8), val_loader=numpy_val),
+                    objective=nnx.supervised_objective(), root=runs,
+                )
+        assert not runs.exists() or not any(runs.iterdir()), entry  # refused before anything is written
+
+
+def test_a_non_primary_optimizer_on_its_own_cadence_ticks_its_update_clock_once_per_own_commit(runs):
+    """Each optimizer's update-clock schedule ticks exactly once per committed update of its own
+    optimizer, whatever the others do. Oracle: a plain torch loop with one StepLR per optimizer,
+    each stepped right after its own optimizer.step(); the learning rates every batch sees agree."""
+    x, y = tiny_data(n=48)
+    loader = batches(x, y, 8)  # 6 batches: the head commits on every one, the encoder (the primary) on every other
+    seen: list[tuple[float, float]] = []
+
+    def step(ctx):
+        seen.append((ctx.optimizers["encoder"].param_groups[0]["lr"], ctx.optimizers["head"].param_groups[0]["lr"]))
+        names = ["encoder", "head"] if ctx.batch_idx % 2 else ["head"]
+        for name in names:
+            opt = ctx.optimizers[name]
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(ctx.model.net(ctx.batch[0]), ctx.batch[1])
+            loss.backward()
+            opt.step()
+            ctx.report_update(name)
+        return nnx.EvaluationDataPoint(loss=float(loss))
+
+    halve = nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP, step_size=1, factor=0.5, clock="optimizer_update")
+    params = nnx.NNTrainerParams(n_epochs=2, optims=split_optims(), schedulers={"encoder": halve, "head": halve},
+                                 train_loader=loader)
+    run = nnx.Trainer(two_part_model()).train(params, trainer_step_fn=step, root=runs)
+
+    net = two_part_model().net  # the plain loop
+    opts = {n: torch.optim.SGD([p for k, p in net.named_parameters() if k.startswith(n)], lr=0.4) for n in ("encoder", "head")}
+    scheds = {n: torch.optim.lr_scheduler.StepLR(o, step_size=1, gamma=0.5) for n, o in opts.items()}
+    expected = []
+    for _epoch in range(2):
+        for batch_idx in range(6):
+            expected.append((opts["encoder"].param_groups[0]["lr"], opts["head"].param_groups[0]["lr"]))
+            for name in (["encoder", "head"] if batch_idx % 2 else ["head"]):
+                opts[name].step()
+                scheds[name].step()
+    assert seen == expected
+    payload = run.checkpoint("last").payload()
+    assert payload["update_counts"] == {"encoder": 6, "head": 12}
+    assert payload["schedules"]["encoder"]["ticks"] == 6 and payload["schedules"]["head"]["ticks"] == 12

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import nnx_api as nnx
+
 from tests.api.tiny import batches, sgd_step_tolerance, tiny_data
 from tests.numerics import across_orders
 
@@ -29,9 +30,9 @@ def test_accumulating_unequal_masked_batches_equals_one_batch_of_their_union(run
     y[[1, 5, 6, 17]] = -100  # ignored targets, unevenly spread
     sizes = [3, 9, 4, 7]
     cuts = torch.tensor(sizes).cumsum(0).tolist()
-    parts = [(x[a:b], y[a:b]) for a, b in zip([0, *cuts[:-1]], cuts)]
+    parts = [(x[a:b], y[a:b]) for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
     accumulated, union = model_for(ignore_index=-100), model_for(ignore_index=-100)
-    assert all(torch.equal(a, b) for a, b in zip(accumulated.net.parameters(), union.net.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(accumulated.net.parameters(), union.net.parameters(), strict=True))
     valid = int((y != -100).sum())
 
     def share(net, i):  # row i's cross-entropy over the window's valid count (0 if ignored)
@@ -41,9 +42,9 @@ def test_accumulating_unequal_masked_batches_equals_one_batch_of_their_union(run
     before = [p.detach().clone() for p in union.net.parameters()]
     accumulated.train(nnx.NNTrainParams(n_epochs=1, optim=sgd(accumulate=4), train_loader=parts), root=runs)
     union.train(nnx.NNTrainParams(n_epochs=1, optim=sgd(accumulate=1), train_loader=[(x, y)]), root=runs)
-    moved = max(float((p.detach() - b).abs().max()) for p, b in zip(union.net.parameters(), before))
+    moved = max(float((p.detach() - b).abs().max()) for p, b in zip(union.net.parameters(), before, strict=True))
     assert moved > 100 * tol  # a mis-weighted microbatch would show far above the rounding
-    for a, b in zip(accumulated.net.parameters(), union.net.parameters()):
+    for a, b in zip(accumulated.net.parameters(), union.net.parameters(), strict=True):
         torch.testing.assert_close(a, b, atol=tol, rtol=0)
 
 
@@ -124,8 +125,8 @@ def test_evaluate_uses_whole_pass_sums(runs):
     loader = batches(x, y, 7)  # 7, 7, 7, 7, 2
     split = model.evaluate(loader)
     logits = [model.predict(bx).logits for bx, _ in loader]
-    losses = torch.cat([F.cross_entropy(out, by, reduction="none") for out, (_, by) in zip(logits, loader)]).double()
-    hits = torch.cat([out.argmax(-1) == by for out, (_, by) in zip(logits, loader)])
+    losses = torch.cat([F.cross_entropy(out, by, reduction="none") for out, (_, by) in zip(logits, loader, strict=True)]).double()
+    hits = torch.cat([out.argmax(-1) == by for out, (_, by) in zip(logits, loader, strict=True)])
     tol = across_orders(30 + 16, float(losses.mean()))  # a 30-term sum over rows of a 4→8→3 net
     assert split.loss == pytest.approx(float(losses.mean()), abs=tol)
     assert split.accuracy == float(hits.double().mean())

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 import nnx_api as nnx
+
 from tests.numerics import across_orders
 
 
@@ -60,7 +61,7 @@ def sgd_step_tolerance(net: torch.nn.Module, share, x, lr: float) -> float:
     for i in range(len(x)):
         probe.zero_grad()
         share(probe, i).backward()
-        for acc, p in zip(total, probe.parameters()):
+        for acc, p in zip(total, probe.parameters(), strict=True):
             acc += p.grad.abs()
     widths = sum(p.shape[0] + p.shape[1] for p in probe.parameters() if p.dim() == 2)
     return across_orders(len(x) + 2 * widths, lr * max(float(t.max()) for t in total))

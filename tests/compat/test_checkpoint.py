@@ -21,9 +21,9 @@ import attrs
 import pytest
 import torch
 
-import nnx_api as nnx
 from nnx_core.commit import BlobRef, RunFiles, TagManifest
 from nnx_adapters.storage.fs import FileStorage
+import nnx_api as nnx
 from nnx_api.nn.callbacks import ModelCheckpoint
 from nnx_api.nn.enum.checkpoints import Checkpoints
 from nnx_api.nn.params.nn_checkpoint import NNCheckpoint
@@ -73,7 +73,7 @@ def test_run_checkpoints_are_the_five_phase_handles_best_excluded(trained, tmp_p
     handles = nnx.NNRun.load(run.id, root).checkpoints()
     phases = ["first", "q1", "q2", "q3", "last"]
     assert len(handles) == 5
-    for tag, handle in zip(phases, handles):
+    for tag, handle in zip(phases, handles, strict=True):
         if tag not in run.tags():
             assert handle is None
             continue

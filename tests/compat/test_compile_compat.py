@@ -22,6 +22,7 @@ import torch
 from ruamel.yaml import YAML
 
 import nnx_api as nnx
+
 from tests.api.tiny import batches, tiny_data
 
 EAGER = nnx.CompileSpec(backend="eager")

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import nnx_api as nnx
-import nnx_api.datasets
+import nnx_api.parts.datasets
 from nnx_api.nn.dataset import nn_dataset, nn_dataset_base, nn_tabular_dataset
 
 
@@ -141,5 +141,5 @@ def test_dataset_module_paths_and_docstring_example():
 
     with pytest.raises(nnx.OutOfScopeError, match="graph nets"):
         NNGraphDataset()
-    outcome = doctest.testmod(nnx_api.datasets)
+    outcome = doctest.testmod(nnx_api.parts.datasets)
     assert outcome.attempted > 0 and outcome.failed == 0

@@ -16,7 +16,7 @@ import pytest
 
 import nnx_api as nnx
 from nnx_api import decisions as d
-from nnx_api import decision_jobs
+from nnx_api.decide import jobs
 from nnx_api.decisions import Boolean, Choice, DecisionJob, Follow, Limits
 
 STATE = ["row one", "row two", "row three"]
@@ -152,7 +152,7 @@ def test_request_limit_and_timeout(monkeypatch):
     assert list(caught.value.completed) == ["x", "y"] and caught.value.outcomes["z"].kind == "skipped"
     assert len(provider.calls) == 2
     now = [0.0]
-    monkeypatch.setattr(decision_jobs, "_clock", lambda: now[0])
+    monkeypatch.setattr(jobs, "_clock", lambda: now[0])
 
     class Slow(Provider):  # every call takes one second of the run's clock
         def decide(self, q, inputs):

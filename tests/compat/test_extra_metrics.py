@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import nnx_api as nnx
+
 from tests.api.tiny import batches, tiny_data
 
 IGNORE = -100

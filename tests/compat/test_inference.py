@@ -216,7 +216,7 @@ def test_batch_adapters_feed_the_default_step_and_validation(runs):
     triples = [(left[r], right[r], y[r]) for r in rows]
     positional, positional_run = _two_input_run(runs, nnx.PositionalInputs(2), triples, triples)
     for model, run in ((keyword, keyword_run), (positional, positional_run)):
-        assert all(torch.equal(a, b) for a, b in zip(model.net.state_dict().values(), plain.net.state_dict().values()))
+        assert all(torch.equal(a, b) for a, b in zip(model.net.state_dict().values(), plain.net.state_dict().values(), strict=True))
         assert run.idps[-1].val_edp == plain_run.idps[-1].val_edp
         assert [i.train_edp for i in run.idps] == [i.train_edp for i in plain_run.idps]
     assert keyword.evaluate(dicts) == plain.evaluate(pairs)

@@ -11,6 +11,7 @@ this project's code); the pinned digests were checked against ``thekaveh-nnx==0.
 from __future__ import annotations
 
 import hashlib
+import itertools
 
 import pytest
 import torch
@@ -36,13 +37,13 @@ def digest(state):
 
 def nnx_rule_feed_fwd(dims):
     """NNx's documented construction: Linear layers over consecutive dims, in order."""
-    layers = [nn.Linear(i, o) for i, o in zip(dims, dims[1:])]
+    layers = [nn.Linear(i, o) for i, o in itertools.pairwise(dims)]
     return {f"layers.{n}.{k}": v for n, layer in enumerate(layers) for k, v in layer.state_dict().items()}
 
 
 def nnx_rule_conv(in_channels, channels, kernel, fc_dims):
-    convs = [nn.Conv2d(i, o, kernel_size=kernel) for i, o in zip([in_channels, *channels], channels)]
-    fcs = [nn.Linear(i, o) for i, o in zip(fc_dims, fc_dims[1:])]
+    convs = [nn.Conv2d(i, o, kernel_size=kernel) for i, o in itertools.pairwise([in_channels, *channels])]
+    fcs = [nn.Linear(i, o) for i, o in itertools.pairwise(fc_dims)]
     state = {f"convs.{n}.{k}": v for n, c in enumerate(convs) for k, v in c.state_dict().items()}
     return state | {f"fcs.{n}.{k}": v for n, f in enumerate(fcs) for k, v in f.state_dict().items()}
 
@@ -78,7 +79,7 @@ def test_conv_initial_weights_follow_nnx_construction_rule():
 def test_feed_fwd_layout_forward_and_unpack_batch():
     net = nnx.Nets.FEED_FWD(params=nnx.NNParams(input_dim=6, output_dim=2, hidden_dims=(4,)))
     assert isinstance(net, FeedFwdNN) and isinstance(net.layers, nn.ModuleList)
-    assert [(l.in_features, l.out_features) for l in net.layers] == [(6, 4), (4, 2)]
+    assert [(layer.in_features, layer.out_features) for layer in net.layers] == [(6, 4), (4, 2)]
     x, y = torch.randn(3, 2, 3), torch.tensor([0, 1, 1])
     assert net(x).shape == (3, 2)  # inputs are flattened per sample
     (inputs,), target = net.unpack_batch((x, y))

@@ -11,6 +11,7 @@ import torch
 
 import nnx_api as nnx
 from nnx_api.plans import ExperimentPlan, PlanError, PlanValidation
+
 from tests.api.tiny import batches, tiny_data
 
 NET = nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,))

@@ -16,10 +16,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import nnx_api as nnx
 from nnx_adapters.pytorch.metrics import Confusion
+import nnx_api as nnx
 from nnx_api.nn.params.nn_evaluation_data_point import NNEvaluationDataPoint
 from nnx_api.nn.params.nn_iteration_data_point import NNIterationDataPoint
+
 from tests.sklearn_oracle import sklearn_scores
 
 EXAMPLES = 300 if os.environ.get("NNX_DEEP") == "1" else 40

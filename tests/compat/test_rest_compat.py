@@ -18,6 +18,7 @@ import nnx_api.optimizers
 import nnx_api.precision
 import nnx_api.streaming
 from nnx_api.nn.nn_model import streaming_eval_step as nn_model_streaming_eval_step
+
 from tests.api.tiny import batches, tiny_data, two_part_model
 
 MODES = ("fp32", "fp16", "bf16")

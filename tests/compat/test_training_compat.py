@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 import nnx_api as nnx
 from nnx_api import decisions
+
 from tests.api.tiny import batches, tiny_data
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from nnx_adapters.storage.memory import MemoryStorage
 from nnx_core import admission as adm
 from nnx_core.commit import LAST, RunFiles, TagManifest
 from nnx_core.errors import CorruptRunError, RunExistsError
 from nnx_core.history import EagerHistory
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
+from nnx_adapters.storage.memory import MemoryStorage
 
 RUN = "ab" * 16
 

@@ -14,7 +14,6 @@ import json
 import attrs
 import pytest
 
-from nnx_adapters.storage.memory import MemoryStorage
 from nnx_core.commit import (
     BEST,
     FIRST,
@@ -39,6 +38,7 @@ from nnx_core.commit import (
 from nnx_core.errors import CorruptRunError
 from nnx_core.history import EagerHistory
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
+from nnx_adapters.storage.memory import MemoryStorage
 
 RUN = "c" * 32
 

@@ -5,13 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nnx_core.errors import (
-    CompileError,
-    ComponentRestoreError,
-    NNxError,
-    ParamsError,
-    ResumeMismatchError,
-)
+from nnx_core.errors import CompileError, ComponentRestoreError, NNxError, ParamsError, ResumeMismatchError
 
 
 def test_params_error_names_the_field_first_and_is_both_a_value_and_a_type_error():

@@ -7,13 +7,7 @@ from __future__ import annotations
 import pytest
 
 from nnx_core.errors import CorruptRunError
-from nnx_core.history import (
-    EagerHistory,
-    continuity_problems,
-    coverage_problems,
-    epoch_rows,
-    parse_history,
-)
+from nnx_core.history import EagerHistory, continuity_problems, coverage_problems, epoch_rows, parse_history
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
 
 

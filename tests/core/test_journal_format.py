@@ -12,7 +12,6 @@ import numbers
 import attrs
 import pytest
 
-from nnx_adapters.storage.memory import MemoryStorage
 from nnx_core.errors import HistoryCorruptionError, InvalidRunIdError
 from nnx_core.journal_format import (
     GENESIS,
@@ -27,6 +26,7 @@ from nnx_core.journal_format import (
     read_chunk,
 )
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
+from nnx_adapters.storage.memory import MemoryStorage
 
 RID = "r" * 32
 FILES = JournalFiles(RID)

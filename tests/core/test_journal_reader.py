@@ -8,12 +8,12 @@ import json
 import attrs
 import pytest
 
-from nnx_adapters.storage.memory import MemoryStorage
 from nnx_core.errors import HistoryCorruptionError
 from nnx_core.journal import HistoryJournal, JournalWriter
 from nnx_core.journal_format import ChunkEntry, JournalFiles, JournalManifest
 from nnx_core.journal_reader import JournalReader, count_upto, has_journal
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
+from nnx_adapters.storage.memory import MemoryStorage
 
 RID = "j" * 32
 FILES = JournalFiles(RID)

@@ -6,18 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from nnx_adapters.storage.memory import MemoryStorage
 from nnx_core.errors import HistoryCorruptionError, ParamsError
 from nnx_core.journal import FullHistory, HistoryJournal, HistoryWindow, JournalWriter
-from nnx_core.journal_format import (
-    GENESIS,
-    JournalFiles,
-    JournalManifest,
-    chain_next,
-    encode_record,
-)
+from nnx_core.journal_format import GENESIS, JournalFiles, JournalManifest, chain_next, encode_record
 from nnx_core.journal_reader import JournalReader
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
+from nnx_adapters.storage.memory import MemoryStorage
 
 RID = "w" * 32
 FILES = JournalFiles(RID)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from nnx_adapters.storage.memory import MemoryStorage
 from nnx_core import replacement
 from nnx_core.commit import LAST, RunFiles, TagManifest
 from nnx_core.errors import CorruptRunError
+from nnx_adapters.storage.memory import MemoryStorage
 
 RUN = "cd" * 16
 AT = "2026-01-01T00:00:00+00:00"

@@ -8,15 +8,7 @@ from __future__ import annotations
 import pytest
 
 from nnx_core.errors import ScheduleBudgetError
-from nnx_core.schedules import (
-    Budget,
-    ClockComponent,
-    PlateauRule,
-    budget_problems,
-    check_budgets,
-    horizon,
-    ticks_per_epoch,
-)
+from nnx_core.schedules import Budget, ClockComponent, PlateauRule, budget_problems, check_budgets, horizon, ticks_per_epoch
 
 
 class Groups:

@@ -9,18 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from nnx_adapters.scripted import ScriptedClock, ScriptedOptimizer
 from nnx_core.errors import NonFiniteLossError
 from nnx_core.ports import Clock, Optimizer
-from nnx_core.update import (
-    COMMITTED,
-    MASKED,
-    NONFINITE,
-    OVERFLOW,
-    UpdateWindow,
-    announce,
-    commit_window,
-)
+from nnx_core.update import COMMITTED, MASKED, NONFINITE, OVERFLOW, UpdateWindow, announce, commit_window
+from nnx_adapters.scripted import ScriptedClock, ScriptedOptimizer
 
 
 class Scale:

@@ -10,14 +10,7 @@ import attrs
 import pytest
 
 from nnx_core.errors import ParamsError
-from nnx_core.validate import (
-    check_choice,
-    check_float,
-    check_int,
-    check_str,
-    optional,
-    validator,
-)
+from nnx_core.validate import check_choice, check_float, check_int, check_str, optional, validator
 
 
 def refused(check, *args, match: str, **kwargs) -> None:

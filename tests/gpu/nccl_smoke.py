@@ -24,8 +24,8 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import TensorDataset
 
-import nnx_api as nnx
 from nnx_adapters.collective.torch import TorchCollective
+import nnx_api as nnx
 
 
 def free_port() -> int:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch.distributed as dist
-
 from gpu_support import GPU
 
 pytestmark = [*GPU, pytest.mark.timeout(240)]

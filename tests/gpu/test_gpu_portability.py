@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from gpu_support import GPU, data, mlp_job, probability_tolerance
 
 import nnx_api as nnx
-from gpu_support import GPU, data, mlp_job, probability_tolerance
 
 pytestmark = GPU
 

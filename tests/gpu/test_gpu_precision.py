@@ -4,19 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from gpu_support import DEVICE, GPU, CrashAtEpoch, as_new_process, finite, gain_batches, gain_model, mlp_job, same_state
 
 import nnx_api as nnx
-from gpu_support import (
-    DEVICE,
-    GPU,
-    CrashAtEpoch,
-    as_new_process,
-    finite,
-    gain_batches,
-    gain_model,
-    mlp_job,
-    same_state,
-)
 
 pytestmark = GPU
 

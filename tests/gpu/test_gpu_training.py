@@ -6,11 +6,11 @@ import warnings
 
 import pytest
 import torch
+from gpu_support import GPU, CrashAtEpoch, as_new_process, data, finite, mlp_job, same_state
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import nnx_api as nnx
-from gpu_support import GPU, CrashAtEpoch, as_new_process, data, finite, mlp_job, same_state
 
 pytestmark = GPU
 

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from torch.utils.data import TensorDataset
 
-import nnx_api as nnx
 from nnx_adapters.collective.torch import TorchCollective
+import nnx_api as nnx
 from nnx_api import distributed
 
 EPOCHS = 3

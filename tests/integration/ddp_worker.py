@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ddp_common as common
 
-import nnx_api as nnx
-from nnx_adapters.storage.fs import FileStorage
-from nnx_api import distributed
 from nnx_core.commit import LAST, RunFiles
+from nnx_adapters.storage.fs import FileStorage
+import nnx_api as nnx
+from nnx_api import distributed
 
 
 def error_of(fn: Callable[[], Any]) -> dict[str, str] | None:
@@ -142,7 +142,8 @@ def launch_main(rank: int, out: Path, root: Path) -> dict[str, Any]:
     result["bad_target"] = one_rank_problem([(x[8:12], y[8:12]), (x[:8], bad_y)], "bad-target")
     result["problem_runs"] = sorted(p.name for p in (root / "faults").glob("*")) if (root / "faults").exists() else []
     # 6. refusals, each on every rank before training
-    small = lambda **kw: common.crash_params(n_epochs=1, **kw)
+    def small(**kw):
+        return common.crash_params(n_epochs=1, **kw)
     bn = nnx.NNModel(
         params=nnx.NNModelParams(task=nnx.TaskSpec.categorical(3)),
         module=nn.Sequential(nn.Linear(common.FEATURES, 4), nn.BatchNorm1d(4), nn.Linear(4, 3)),

@@ -31,9 +31,9 @@ import ddp_common as common
 import pytest
 import torch
 
-import nnx_api as nnx
-from nnx_adapters.storage.fs import FileStorage
 from nnx_core.commit import LAST, RunFiles
+from nnx_adapters.storage.fs import FileStorage
+import nnx_api as nnx
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "ddp_worker.py"
@@ -136,7 +136,7 @@ def close(a: Any, b: Any, path: str = "record") -> None:
             close(a[key], b[key], f"{path}.{key}")
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             close(x, y, f"{path}[{i}]")
     else:
         assert a == b, (path, a, b)

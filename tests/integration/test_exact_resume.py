@@ -16,13 +16,12 @@ from __future__ import annotations
 import os
 
 import pytest
+import tinyrun
 import torch
 
-import nnx_api as nnx
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.paths import split_path, temporary_name
-
-import tinyrun
+import nnx_api as nnx
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -26,13 +26,12 @@ import json
 import os
 
 import pytest
+import tinyrun
 import torch
 
-import nnx_api as nnx
-from nnx_adapters.storage.fs import FileStorage
 from nnx_core.commit import LAST, RunFiles
-
-import tinyrun
+from nnx_adapters.storage.fs import FileStorage
+import nnx_api as nnx
 
 pytestmark = pytest.mark.timeout(300)
 

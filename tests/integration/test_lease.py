@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import tinyrun
 import torch
 
 import nnx_api as nnx
-
-import tinyrun
 
 SCRIPT = Path(__file__).with_name("train_script.py")
 pytestmark = pytest.mark.timeout(240)

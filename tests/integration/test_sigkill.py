@@ -34,12 +34,11 @@ import threading
 from pathlib import Path
 
 import pytest
+import tinyrun
 import torch
+from tinyrun import FILE_OPS
 
 import nnx_api as nnx
-
-import tinyrun
-from tinyrun import FILE_OPS
 
 SCRIPT = Path(__file__).with_name("train_script.py")
 EPOCHS = 6

@@ -23,14 +23,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+import tinyrun
 import torch
 
+from nnx_core.commit import LAST, BlobRef, RunFiles, TagManifest
+from nnx_adapters.storage.fs import FileStorage
 import nnx_api as nnx
 from nnx_api.cli import main as cli
-from nnx_adapters.storage.fs import FileStorage
-from nnx_core.commit import LAST, BlobRef, RunFiles, TagManifest
-
-import tinyrun
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.filterwarnings("ignore:Detected pickle protocol")]
 

@@ -14,12 +14,12 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-import nnx_api as nnx
+from nnx_core.commit import LAST, RunFiles
+from nnx_core.history import parse_history
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.paths import TMP_PREFIX
-from nnx_core.commit import LAST, RunFiles
-from nnx_core.history import parse_history
+import nnx_api as nnx
 
 N_EPOCHS = 4
 FILE_OPS = ("write", "fsync", "replace", "unlink")  # the os calls through which FileStorage changes the disk

@@ -43,7 +43,6 @@ from tinyrun import FILE_OPS  # noqa: E402
 
 import nnx_api as nnx  # noqa: E402
 
-
 HOLD_GUARD_S = 900.0
 
 

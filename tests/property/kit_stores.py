@@ -20,11 +20,11 @@ from typing import Any
 
 import fsspec
 
+from nnx_core.ports import Storage
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.fsspec import FsspecStorage
 from nnx_adapters.storage.memory import MemoryStorage
 from nnx_adapters.testing import EXERCISED, Outcome, Trial
-from nnx_core.ports import Storage
 
 
 class Memory:

@@ -22,11 +22,12 @@ from typing import Any
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from kit_stores import File, FsspecLocal, FsspecMemory, Memory, no_fsync
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.memory import MemoryStorage
 from nnx_adapters.testing import EXERCISED, CommitContract, contract_settings
 from nnx_adapters.testing.commit import Plan
+
+from kit_stores import File, FsspecLocal, FsspecMemory, Memory, no_fsync
 
 DEEP = os.environ.get("NNX_DEEP") == "1"
 

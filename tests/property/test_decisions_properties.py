@@ -75,7 +75,7 @@ def mapped_requests(draw: Any) -> tuple[FixedHeadProvider, Choice, torch.Tensor,
     width = draw(st.integers(2, 6))
     labels = tuple(f"class-{i}" for i in range(width))
     ids = draw(st.lists(texts, min_size=width, max_size=width, unique=True))
-    option_map = dict(zip(ids, draw(st.permutations(labels))))
+    option_map = dict(zip(ids, draw(st.permutations(labels)), strict=True))
     asked = draw(st.permutations(ids))
     question = Choice(draw(texts), [(option_id, f"about {option_id}") for option_id in asked])
     rows = draw(st.integers(1, 5))
@@ -108,7 +108,7 @@ def test_boolean_answers_always_validate(prompt: str, values: list[float]) -> No
     question = Boolean(prompt)
     provider = FixedHeadProvider(IdentityModel(1, None, kind="bernoulli"), question=question)
     results = provider.decide(question, torch.tensor(values, dtype=torch.float32).unsqueeze(-1))
-    for value, result in zip(values, results):
+    for value, result in zip(values, results, strict=True):
         assert validate_response(question, result) == result
         assert math.isclose(result.p_true, 1.0 / (1.0 + math.exp(-max(min(value, 700.0), -700.0))),
                             rel_tol=1e-9, abs_tol=1e-12)

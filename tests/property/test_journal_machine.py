@@ -17,8 +17,9 @@ import os
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from kit_stores import File, FsspecMemory, Memory, no_fsync
 from nnx_adapters.testing import EXERCISED, JournalContract, contract_settings
+
+from kit_stores import File, FsspecMemory, Memory, no_fsync
 
 DEEP = os.environ.get("NNX_DEEP") == "1"
 

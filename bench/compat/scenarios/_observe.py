@@ -11,7 +11,8 @@ import dataclasses
 import importlib
 import os
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch

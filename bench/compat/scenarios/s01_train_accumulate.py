@@ -1,5 +1,5 @@
 """A plain NNModel run: SGD, accumulate_grad_batches=2 over 3 batches (a trailing window), validation."""
-from _observe import fixed_weights, idp_rows, nnx, seed, toy_data, weights, describe
+from _observe import fixed_weights, idp_rows, nnx, seed, toy_data, weights
 
 
 def observe(o):

@@ -29,7 +29,7 @@ def observe(o):
         o["weights"] = weights(fresh.net)
         w_whole, w_res = weights(whole.net), weights(fresh.net)
         o["max_abs_diff_vs_uninterrupted"] = max(
-            max(abs(a - b) for a, b in zip(w_whole[k], w_res[k])) for k in w_whole) < 1e-6
+            max(abs(a - b) for a, b in zip(w_whole[k], w_res[k], strict=True)) for k in w_whole) < 1e-6
     o["source_weights_untouched"] = floats(nnx.NNCheckpoint.load(run=src.id, type=nnx.Checkpoints.LAST)
                                            .net_state[sorted(first.net.state_dict())[0]])[:4]
     o.call("resume_missing_run", lambda: make().train(nnx.NNTrainParams(

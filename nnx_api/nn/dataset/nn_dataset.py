@@ -1,5 +1,5 @@
 """``nnx.nn.dataset.nn_dataset``: ``NNDataset`` (vision dataset classes)."""
 
-from nnx_api.datasets import NNDataset
+from nnx_api.parts.datasets import NNDataset
 
 __all__ = ["NNDataset"]

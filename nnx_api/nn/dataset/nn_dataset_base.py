@@ -1,5 +1,5 @@
 """``nnx.nn.dataset.nn_dataset_base``: ``NNDatasetBase``."""
 
-from nnx_api.datasets import NNDatasetBase
+from nnx_api.parts.datasets import NNDatasetBase
 
 __all__ = ["NNDatasetBase"]

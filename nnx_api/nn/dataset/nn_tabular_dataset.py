@@ -1,5 +1,5 @@
 """``nnx.nn.dataset.nn_tabular_dataset``: ``NNTabularDataset`` (tables)."""
 
-from nnx_api.datasets import DatasetColumnError, NNTabularDataset
+from nnx_api.parts.datasets import DatasetColumnError, NNTabularDataset
 
 __all__ = ["DatasetColumnError", "NNTabularDataset"]

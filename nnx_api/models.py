@@ -1,0 +1,26 @@
+"""``nnx.models``: networks from registered factories, and batch adapters. A re-export module:
+the code lives in ``nnx_api.parts.models``."""
+
+from nnx_api.config.params import ModelSpec
+from nnx_api.parts.models import (
+    BatchAdapter,
+    KeywordInputs,
+    MissingModelFactoryError,
+    PositionalInputs,
+    build_module,
+    register_model_factory,
+    registered_model_factories,
+    unregister_model_factory,
+)
+
+__all__ = [
+    "BatchAdapter",
+    "KeywordInputs",
+    "MissingModelFactoryError",
+    "ModelSpec",
+    "PositionalInputs",
+    "build_module",
+    "register_model_factory",
+    "registered_model_factories",
+    "unregister_model_factory",
+]

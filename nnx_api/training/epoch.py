@@ -1,0 +1,123 @@
+"""The epoch's state: what an update owner works with, instead of the whole training session.
+
+An update owner (``nnx_api.training.owners``) and the group's step hook see one ``EpochState``:
+the run's fixed parts (model, task, device, optimizers and their parameters), this epoch's
+statistics (``stats``, ``summary``, ``train_extras``), and the session's four entry points for
+committed updates (``Updates``: ``event``, ``report``, ``after_window`` and the built-in step a
+custom step may call). Nothing else of the session is reachable from a step.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from nnx_core.records import EvaluationDataPoint
+from nnx_adapters.pytorch.optim import TorchClock
+from nnx_api.callbacks import UpdateEvent
+from nnx_api.training.steps import EpochStats
+
+
+class Updates(Protocol):
+    """The session's side of committed updates (``TrainingSession`` implements it)."""
+
+    update_count: int
+
+    def event(self, name: str, epoch: int, batch_idx: int, microbatches: int, **losses: Any) -> UpdateEvent: ...
+    def report(self, name: str, epoch: int, batch_idx: int) -> None: ...
+    def after_window(self, status: str, events: Sequence[UpdateEvent]) -> None: ...
+    def builtin_step(self) -> Any: ...
+
+
+@attrs.define(kw_only=True, eq=False)
+class EpochState:
+    """What an update owner receives (module docstring); one per session, reset each epoch."""
+
+    model: Any
+    task: Any  # the loss and scoring adapter the default step goes through
+    device: Any
+    autocast: Callable[[], Any]
+    forward: Any  # the compiled forward (train(compile=...)), None: model.net
+    optimizers: Mapping[str, Any]  # name → optimizer port
+    schedules: Mapping[str, Any]  # name → PlateauRule | TorchClock
+    optim_params: Mapping[str, Any]  # name → NNOptimParams
+    primary: str
+    named_optimizers: Mapping[str, Any] | None  # a Trainer's read-only {name: torch optimizer}, None: NNModel
+    specs: tuple[Any, ...]  # the run's metric specs
+    extra_fns: Mapping[str, Any] | None  # extra_metrics: {name: fn(y_true, y_pred)}
+    updates: Updates
+    epoch: int = -1
+    stats: EpochStats = attrs.field(factory=EpochStats)
+    summary: Any = None  # the whole-epoch summary accumulator (None: no summary wanted)
+    train_extras: Any = None  # the default step's extra_metrics collector, scored at the epoch's end
+
+    def begin(self, epoch: int, summary: Any, train_extras: Any) -> None:
+        """A fresh epoch's statistics."""
+        self.epoch, self.stats, self.summary, self.train_extras = epoch, EpochStats(), summary, train_extras
+
+    def schedule_object(self, name: str) -> Any:
+        """What a step sees as optimizer ``name``'s scheduler: the torch scheduler or the plateau rule."""
+        sched = self.schedules[name]
+        return sched.scheduler if isinstance(sched, TorchClock) else sched
+
+    def optim_params_of(self, name: str) -> Any:
+        """Optimizer ``name``'s ``NNOptimParams``."""
+        return self.optim_params[name]
+
+    def mark_batch(self) -> None:
+        """Record the batch's learning rate (the primary's group 0) and the update count so far."""
+        self.stats.lrs.append(self.optimizers[self.primary].optimizer.param_groups[0]["lr"])
+        self.stats.updates.append(self.updates.update_count)
+
+    def event(self, name: str, epoch: int, batch_idx: int, microbatches: int, **losses: Any) -> UpdateEvent:
+        """The event of optimizer ``name``'s next committed update."""
+        return self.updates.event(name, epoch, batch_idx, microbatches, **losses)
+
+    def report(self, name: str, epoch: int, batch_idx: int) -> None:
+        """``ctx.report_update(name)`` from a step function: one committed update of ``name``."""
+        self.updates.report(name, epoch, batch_idx)
+
+    def after_window(self, status: str, events: Sequence[UpdateEvent]) -> None:
+        """A closed window: its committed events are announced, or the skip counted."""
+        self.updates.after_window(status, events)
+
+    def builtin_step(self) -> Any:
+        """The built-in default step (``default_train_step`` calls it from a custom step)."""
+        return self.updates.builtin_step()
+
+
+def records_summary(records: Sequence[EvaluationDataPoint]) -> EvaluationDataPoint:
+    """A step function's epoch summary from its batch records: loss, accuracy and error averaged
+    over the batches weighted by each record's ``count`` (1 where a record has none), as one pass
+    over the epoch's rows would weigh them."""
+    weights = [r.count if r.count else 1 for r in records]
+
+    def mean(field: str) -> float | None:
+        pairs = [(getattr(r, field), w) for r, w in zip(records, weights, strict=True) if getattr(r, field) is not None]
+        total = sum(w for _, w in pairs)
+        return sum(v * w for v, w in pairs) / total if pairs and total else None
+
+    accuracy = mean("accuracy")
+    return EvaluationDataPoint(
+        loss=mean("loss"), accuracy=accuracy, error=None if accuracy is None else 1.0 - accuracy,
+        count=sum(r.count or 0 for r in records) or None,
+    )
+
+
+def warn_unreported(epoch: int, counts: Mapping[str, int], schedules: Mapping[str, Any], kind: Any) -> None:
+    """NNx never infers updates around an opaque step: an update-clock schedule whose optimizer
+    reported no update this epoch (``counts``: this epoch's committed updates by optimizer) is
+    warned about, once per epoch and optimizer."""
+    for name, count in counts.items():
+        clock = schedules[name]
+        if count or not isinstance(clock, TorchClock) or clock.clock != "optimizer_update":
+            continue
+        warnings.warn(
+            f"epoch {epoch} reported no update of optimizer {name!r} on the optimizer_update clock; a custom "
+            f"step must call {kind.report_call(name)} after each optimizer.step()",
+            RuntimeWarning,
+            stacklevel=4,
+        )

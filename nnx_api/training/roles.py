@@ -1,0 +1,139 @@
+"""Declared roles of a training run.
+
+* ``EntryKind``: which entry point trains (``NNMODEL``, ``TRAINER``), as data — what it names its
+  step function, whether its optimizers are named, whether it needs an update owner — so no code
+  tests an entry's name.
+* ``Group``: one process or a data-parallel group (``SingleProcess``, ``nnx_api.distributed``'s
+  ``DataParallel``): agreement, reductions, RNG streams, the checkpoint's group part.
+* ``StepSync``: how the one default step's microbatches join in that group (``LocalSync``,
+  ``RankSync``).
+* ``UpdateOwner``: who turns a batch into gradients and ends each window (``nnx_api.training.owners``);
+  it receives the epoch's state (``nnx_api.training.epoch.EpochState``), not the session.
+* ``Sharded`` / ``ShardedValidation``: loaders that deal each rank its share.
+
+A role is a structural ``typing.Protocol`` (runtime-checkable): the training code asks whether an
+object plays it (``isinstance(loader, Sharded)``) without importing the class that implements it,
+so ``nnx_api.training`` never depends on the layers above it (``nnx_api.distributed``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+# --- the entry point --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class EntryKind:
+    """Which entry point trains a run, declared as data (``NNMODEL``, ``TRAINER``)."""
+
+    name: str  # the checkpoint payload's kind: a stateful resume accepts its own kind only
+    step_name: str  # the keyword of its step function
+    named_optimizers: bool  # several named optimizers: ctx.optimizers, per-optimizer clocks and state
+    owner_required: bool  # no built-in step: a step function or an objective owns the updates
+
+    def report_call(self, optimizer: str) -> str:
+        """How a step reports optimizer ``optimizer``'s update."""
+        return f"ctx.report_update({optimizer!r})" if self.named_optimizers else "ctx.report_update()"
+
+    def clock_component(self, optimizer: str) -> str:
+        """The checkpoint component name of optimizer ``optimizer``'s update-clock schedule."""
+        return f"nnx.scheduler_clock.{optimizer}" if self.named_optimizers else "nnx.scheduler_clock"
+
+
+NNMODEL = EntryKind("nnmodel", "train_step_fn", named_optimizers=False, owner_required=False)
+"""``NNModel.train``: one optimizer, ``"default"``; the built-in step unless a step or objective is given."""
+TRAINER = EntryKind("trainer", "trainer_step_fn", named_optimizers=True, owner_required=True)
+"""``Trainer.train``: named optimizers, each updated by a ``trainer_step_fn`` or an objective."""
+
+
+# --- the group and its step hook ---------------------------------------------------------------
+
+
+class StepSync(Protocol):
+    """How the default step's microbatches join in a group (``nnx_api.training.owners.LocalSync``)."""
+
+    scale: int  # the backward seed's numerator (DDP averages over the ranks: the world size)
+    agrees_finite: bool  # a non-finite loss is refused before backward (else read at the window's end)
+
+    def bind(self, session: Any, net: Any) -> Any: ...
+    def microbatch(self, closes: bool) -> contextlib.AbstractContextManager[Any]: ...
+    def agree(self, session: Any, part: Any, error: BaseException | None, batch: Any, where: str) -> float: ...
+    def weight(self, window_weight: float | None) -> float | None: ...
+    def record(self, session: Any, part: Any, denominator: float) -> None: ...
+
+
+class Group(Protocol):
+    """One process or a data-parallel group, as the session and the pipeline see it."""
+
+    collective: Any
+    writer_rank: int
+    accepted_kinds: tuple[str, ...]
+
+    def step_sync(self) -> StepSync: ...
+    def resolve_callbacks(self, callbacks: Sequence[Any]) -> tuple[list[Any], list[Any]]: ...
+    def check(self, entry: Any) -> None: ...
+    def setup(self, run_id: str, params: Any) -> None: ...
+    def close(self) -> None: ...
+    def kind(self, entry_kind: str) -> str: ...
+    def begin_epoch(self, session: Any, epoch: int) -> None: ...
+    def reduce(self, session: Any, accumulators: Sequence[Any], batches: int, error: BaseException | None, where: str) -> int: ...
+    def total(self, counts: Any) -> Any: ...
+    def rng(self, loaders: Sequence[Any]) -> Any: ...
+    def distributed_record(self) -> dict[str, Any] | None: ...
+    def restore_view(self, payload: Any) -> Any: ...
+    def refusal(self, payload: Any, stateful: bool) -> str | None: ...
+
+
+# --- the update owner ---------------------------------------------------------------------------
+
+
+class UpdateOwner(Protocol):
+    """Who turns each batch into gradients and ends each window (one per run)."""
+
+    components: tuple[Any, ...]  # checkpointed components it brings (an objective's update engine)
+
+    def bind(self, session: Any) -> None: ...
+    def begin_epoch(self, session: Any, epoch: int) -> None: ...
+    def step(self, session: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None: ...
+
+
+# --- sharded loaders --------------------------------------------------------------------------
+
+@runtime_checkable
+class Sharded(Protocol):
+    """A training loader that deals each rank its share of every epoch
+    (``nnx_api.distributed.ShardedTrainLoader``): its per-rank batch count depends on the world
+    size, so the data fingerprint leaves ``len(loader)`` out. ``dataset`` is the whole set."""
+
+    dataset: Any
+    rank: int
+    world_size: int
+
+    def set_epoch(self, epoch: int) -> None:
+        """Deal the permutation of ``epoch``."""
+        ...
+
+    def partition(self) -> dict[str, Any]:
+        """What a checkpoint records of the deal."""
+        ...
+
+
+@runtime_checkable
+class ShardedValidation(Protocol):
+    """A validation loader scoring rows ``rank::world_size`` of a dataset
+    (``nnx_api.distributed.ShardedValidationLoader``): ``shard`` is this rank's ``Subset`` of it,
+    ``shard.dataset`` the whole set."""
+
+    shard: Any
+    rank: int
+    world_size: int
+
+    def indices(self) -> list[int]:
+        """This rank's rows."""
+        ...
+
