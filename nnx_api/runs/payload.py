@@ -25,8 +25,9 @@ states, RNG streams, component states, the transforms' and the extras' plain map
 unknown key, or without a required one, is a ``CorruptRunError`` naming the checkpoint.
 Checkpoints written before ``optional_components`` existed read it as empty.
 
-The standalone ``NNCheckpoint.to_file`` format (``nnx_api.runs.checkpoint.STANDALONE_KIND``) is a
-different file and is not read here.
+The standalone ``NNCheckpoint.to_file`` file is a third form, :class:`StandalonePayload`
+(``kind`` ``"nnx.checkpoint"``: weights, parameters and record, no training state), read here too
+(``decode_standalone``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import attrs
 from nnx_core.convert import OMIT, Stateful, converter
 from nnx_core.errors import CorruptRunError
 from nnx_adapters.pytorch import state as torch_state
+from nnx_api.runs.checkpoint import STANDALONE_KIND
 
 __all__ = [
     "DDP_KIND",
@@ -48,8 +50,10 @@ __all__ = [
     "CheckpointPayload",
     "Payload",
     "SavedState",
+    "StandalonePayload",
     "WeightsPayload",
     "decode_payload",
+    "decode_standalone",
     "read_payload",
 ]
 
@@ -185,3 +189,37 @@ def decode_payload(data: bytes, where: str) -> Payload:
     """Decode a checkpoint blob with the safe loader (``nnx_adapters.pytorch.state.decode``) and
     read its payload; anything else is ``CorruptRunError`` naming ``where``."""
     return read_payload(torch_state.decode(data, where=where), where)
+
+
+@attrs.frozen(kw_only=True)
+class StandalonePayload(Stateful):
+    """A standalone ``NNCheckpoint.to_file`` file: weights, the parameters' states and the record;
+    no training state. Every key is written; the optional ones may hold None."""
+
+    kind: str = attrs.field(default=STANDALONE_KIND)
+    net_params: SavedState | None = None  # NNParams.state() of a built-in net
+    net_state: SavedState
+    model_params: SavedState  # NNModelParams.state()
+    idp: SavedState | None = None  # the tag's IterationDataPoint.state()
+    transforms: Sequence[SavedState] = ()
+    run_id: str | None = None
+    tag: str | None = None
+    epoch: int | None = None
+    module_signature: SavedState | None = None
+
+    def encode(self) -> bytes:
+        """This file's bytes (the safe codec)."""
+        return torch_state.encode(self.state())
+
+
+def decode_standalone(data: bytes, where: str) -> StandalonePayload:
+    """A standalone checkpoint file, decoded with the safe loader; a file of another kind, or one
+    with an unknown or missing key, is ``CorruptRunError`` naming ``where``."""
+    state = torch_state.decode(data, where=where)
+    kind = state.get("kind") if isinstance(state, Mapping) else None
+    if kind != STANDALONE_KIND:
+        raise CorruptRunError(f"{where}: not an NNCheckpoint file (kind {kind!r})")
+    try:
+        return StandalonePayload.from_state({k: v for k, v in state.items() if k != _FORMAT_KEY})
+    except (ValueError, TypeError) as exc:
+        raise CorruptRunError(f"{where}: not a readable NNCheckpoint file ({exc})") from exc

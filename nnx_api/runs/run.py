@@ -44,9 +44,9 @@ from nnx_core.resume import ResumeStatus
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.config.params import NNModelParams, NNParams, NNTrainerParams, NNTrainParams
-from nnx_api.runs.checkpoint import STANDALONE_KIND, NNCheckpointTransform
+from nnx_api.runs.checkpoint import NNCheckpointTransform
 from nnx_api.runs.html import run_html
-from nnx_api.runs.payload import CheckpointPayload, Payload, read_payload
+from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, StandalonePayload, decode_standalone, read_payload
 from nnx_api.runs.plots import plot_run
 from nnx_api.runs.store import dump_yaml, environment, load_yaml, resolve_run_id, run_folders, runs_root
 
@@ -457,22 +457,18 @@ class NNCheckpoint:
             return NNCheckpoint.load(validate_run_id(run_dir.name), validate_tag(path.stem), run_dir.parent)
         if not path.is_file():
             return None
-        payload = torch_state.decode(path.read_bytes(), where=str(path))
-        if payload.get("kind") != STANDALONE_KIND:
-            raise CorruptRunError(f"{path}: not an NNCheckpoint file (kind {payload.get('kind')!r})")
-        net = payload.get("net_params")
-        idp = payload.get("idp")
+        saved = decode_standalone(path.read_bytes(), where=str(path))
         return NNCheckpoint(
-            net_params=None if net is None else NNParams.resolve_from_state(net),
-            net_state=payload["net_state"],
-            model_params=NNModelParams.from_state(payload["model_params"]),
-            idp=None if idp is None else IterationDataPoint.from_state(idp),
-            transforms=_transforms(payload.get("transforms")),
+            net_params=None if saved.net_params is None else NNParams.resolve_from_state(saved.net_params),
+            net_state=saved.net_state,
+            model_params=NNModelParams.from_state(saved.model_params),
+            idp=None if saved.idp is None else IterationDataPoint.from_state(saved.idp),
+            transforms=_transforms(saved.transforms),
             training_state_present=False,
-            run_id=payload.get("run_id"),
-            tag=payload.get("tag"),
-            epoch=payload.get("epoch"),
-            module_signature=payload.get("module_signature"),
+            run_id=saved.run_id,
+            tag=saved.tag,
+            epoch=saved.epoch,
+            module_signature=saved.module_signature,
         )
 
     def to_file(self, path: str | os.PathLike[str], format: str = "nnx") -> Path:
@@ -482,22 +478,21 @@ class NNCheckpoint:
         (a ``.safetensors`` export of a run's tag: ``nnx_api.runs.export.export_safetensors``)."""
         if format not in ("nnx", "pickle"):
             raise ParamsError("NNCheckpoint.to_file.format", f"'nnx' or 'pickle' (both the safe-loader file), got {format!r}")
-        payload = {
-            "kind": STANDALONE_KIND,
-            "net_params": None if self.net_params is None else self.net_params.state(),
-            "net_state": dict(self.net_state),
-            "model_params": self.model_params.state(),
-            "idp": None if self.idp is None else self.idp.state(),
-            "transforms": [t.state() for t in self.transforms],
-            "run_id": self.run_id,
-            "tag": self.tag,
-            "epoch": self.epoch,
-            "module_signature": None if self.module_signature is None else dict(self.module_signature),
-        }
+        payload = StandalonePayload(
+            net_params=None if self.net_params is None else SavedState(self.net_params.state()),
+            net_state=SavedState(dict(self.net_state)),
+            model_params=SavedState(self.model_params.state()),
+            idp=None if self.idp is None else SavedState(self.idp.state()),
+            transforms=[SavedState(t.state()) for t in self.transforms],
+            run_id=self.run_id,
+            tag=self.tag,
+            epoch=self.epoch,
+            module_signature=None if self.module_signature is None else SavedState(dict(self.module_signature)),
+        )
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_bytes(torch_state.encode(payload))
+        tmp.write_bytes(payload.encode())
         os.replace(tmp, target)
         return target
 

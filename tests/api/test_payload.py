@@ -13,7 +13,7 @@ from torch import nn
 from nnx_core.errors import CorruptRunError
 from nnx_adapters.pytorch import state as torch_state
 import nnx_api as nnx
-from nnx_api.runs.payload import DDP_KIND, CheckpointPayload, WeightsPayload, decode_payload, read_payload
+from nnx_api.runs.payload import DDP_KIND, CheckpointPayload, WeightsPayload, decode_payload, decode_standalone, read_payload
 
 from tests.api.tiny import batches, tiny_data, two_part_model
 
@@ -177,3 +177,20 @@ def test_what_training_writes_is_what_the_class_reads(runs):
     assert contents.state() == {k: v for k, v in written.items() if k != "nnx_payload_format"}
     assert hasattr(contents.weights, "_metadata")
     assert contents.named_state()[2] == {"encoder": 3, "head": 3}
+
+
+def test_a_standalone_file_in_its_written_shape_reads_back_and_another_kind_is_refused(tmp_path):
+    """The standalone ``NNCheckpoint.to_file`` form: the keys it has always written read back
+    (optional ones None), and a run's checkpoint blob is not mistaken for one."""
+    written = {
+        "kind": "nnx.checkpoint", "net_params": None, "net_state": weights(),
+        "model_params": nnx.NNModelParams().state(), "idp": None, "transforms": [], "run_id": None, "tag": None,
+        "epoch": None, "module_signature": None,
+    }
+    saved = decode_standalone(torch_state.encode(written), "f.nnx")
+    assert list(saved.state()) == list(written) and saved.net_state is not None
+    assert hasattr(saved.net_state, "_metadata")
+    with pytest.raises(CorruptRunError, match=r"f.nnx: not an NNCheckpoint file \(kind 'nnmodel'\)"):
+        decode_standalone(torch_state.encode(nnmodel_dict()), "f.nnx")
+    with pytest.raises(CorruptRunError, match="f.nnx: not a readable NNCheckpoint file"):
+        decode_standalone(torch_state.encode({**written, "extra": 1}), "f.nnx")
