@@ -26,6 +26,7 @@ from nnx_core import replacement
 from nnx_core.agreement import agreed, share
 from nnx_core.commit import RunFiles
 from nnx_core.errors import ComponentRestoreError
+from nnx_core.identity import run_id as content_address
 from nnx_core.lifecycle import run_lifecycle
 from nnx_core.monitor import Monitor
 from nnx_core.schedules import ClockComponent
@@ -38,7 +39,7 @@ from nnx_api.callbacks.progress import ProgressBar, message_stream, progress_ena
 from nnx_api.runs.payload import CheckpointPayload, Payload, decode_payload
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
-from nnx_api.training import checks, compilation, fingerprint, history, optimizers, resume
+from nnx_api.training import checks, compilation, fingerprint, history, identity, optimizers, resume
 from nnx_api.training import code as user_code
 from nnx_api.training.checkpoint import collect_components, restore_problems
 from nnx_api.training.group import SingleProcess
@@ -109,6 +110,8 @@ def _launch(entry: TrainingEntry, group: Any) -> NNRun:
         payload = decode_payload(plan.data, f"run {run.id} resume point") if plan.data is not None else None
         run = attrs.evolve(run, idps=plan.idps, resume_status=plan.status, data_fingerprint=ready.data, compile=plan.compile,
                            code_fingerprint=ready.code)
+        if plan.action == adm.FRESH and c.rank == writer:
+            _note_earlier_identity(entry, storage, run.id)
         if plan.action == adm.FINISHED:
             entry.model.net.load_state_dict(payload.weights)  # type: ignore[union-attr]  # the caller's model is the finished one
             epochs = len({r.epoch_idx for r in run.idps})
@@ -223,6 +226,23 @@ def _train(
     if is_writer:
         _say(f"Run saved to {_display_path(result.path)}", train)
     return result
+
+
+def _note_earlier_identity(entry: TrainingEntry, storage: Any, new_id: str) -> None:
+    """A fresh run whose module class was named ``__main__.<class>`` by earlier versions: say
+    where the run of the same configuration under that name is, when there is one."""
+    earlier = identity.earlier_config(entry.config, type(entry.model.net))
+    if earlier is None:
+        return
+    old_id = content_address(earlier)
+    if RunFiles(storage, old_id).exists():
+        warnings.warn(
+            f"run {new_id[:8]} starts fresh: a module defined in the started script is now named "
+            f"{entry.config['module']['class']} (as importing it names it), and the run of this configuration "
+            f"trained when it was named {earlier['module']['class']} is {old_id}. It stays readable "
+            f"(NNRun.load('{old_id}')); to start from its last checkpoint pass resume_from_run_id='{old_id}'",
+            UserWarning, stacklevel=4,
+        )
 
 
 def _raise(error: BaseException | None) -> None:

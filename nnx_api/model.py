@@ -51,7 +51,7 @@ from nnx_api.parts.models import BatchAdapter, build_module
 from nnx_api.runs.export import to_onnx
 from nnx_api.runs.run import NNCheckpoint, NNRun
 from nnx_api.scope import EXTRAS, HUB, refuse, refusing_method
-from nnx_api.training.identity import run_config
+from nnx_api.training.identity import class_path, run_config
 from nnx_api.training.roles import NNMODEL
 from nnx_api.training.steps import score
 
@@ -72,11 +72,28 @@ class PredictResult(NamedTuple):
 
 
 def module_signature(module: nn.Module) -> dict[str, Any]:
-    """Identity of a user module for the run id: class and parameter names/shapes digest."""
+    """Identity of a user module for the run id: its class's importable name (``class_path``: the
+    same for ``python train.py`` and ``from train import Net``) and a digest of its parameter
+    names and shapes."""
     shapes = [[name, list(t.shape)] for name, t in module.state_dict().items()]
     digest = hashlib.sha256(repr(shapes).encode()).hexdigest()[:16]
-    cls = type(module)
-    return {"class": f"{cls.__module__}.{cls.__qualname__}", "params": digest}
+    return {"class": class_path(type(module)), "params": digest}
+
+
+def _module_mismatch(module: nn.Module, signature: Mapping[str, Any] | None, state: Mapping[str, Any]) -> str | None:
+    """What keeps ``module`` from loading a checkpoint's weights (``state``): the parameter names
+    and shapes that differ, or None when they match (its class may be named otherwise)."""
+    if signature is not None and module_signature(module)["params"] == signature.get("params"):
+        return None
+    mine = {name: tuple(t.shape) for name, t in module.state_dict().items()}
+    saved = {name: tuple(t.shape) for name, t in state.items()}
+    problems = [f"missing {name} {list(shape)}" for name, shape in saved.items() if name not in mine]
+    problems += [f"unexpected {name} {list(shape)}" for name, shape in mine.items() if name not in saved]
+    problems += [
+        f"{name}: {list(mine[name])} here, {list(shape)} in the checkpoint"
+        for name, shape in saved.items() if name in mine and mine[name] != shape
+    ]
+    return "; ".join(problems[:6]) + (f"; … ({len(problems)} in all)" if len(problems) > 6 else "") if problems else None
 
 
 def _as_tensor(x: Any) -> torch.Tensor:
@@ -438,8 +455,19 @@ class NNModel:
         else:
             if module is None:
                 raise ParamsError("module", f"run {checkpoint.run_id} trained a custom module; pass module=<a fresh instance>")
-            if module_signature(module) != checkpoint.module_signature:
-                raise ResumeMismatchError("the given module's parameter names/shapes differ from the checkpoint's")
+            trained = (checkpoint.module_signature or {}).get("class")
+            mismatch = _module_mismatch(module, checkpoint.module_signature, checkpoint.net_state)
+            if mismatch is not None:
+                raise ResumeMismatchError(
+                    f"the given module ({class_path(type(module))}) does not fit the checkpoint's weights "
+                    f"(trained as {trained}): {mismatch}; pass a fresh instance of the class that was trained"
+                )
+            if trained is not None and trained.rpartition(".")[2] != type(module).__qualname__.rpartition(".")[2]:
+                warnings.warn(
+                    f"run {checkpoint.run_id} trained a {trained}; the given {class_path(type(module))} has the same "
+                    "parameter names and shapes, so its weights load, but its forward may compute something else",
+                    UserWarning, stacklevel=2,
+                )
             model = cls(params=params, module=module, batch_adapter=batch_adapter)
         model.net.load_state_dict(checkpoint.net_state)
         return model

@@ -4,16 +4,27 @@ the run id, built once for every entry point (``NNModel.run_config``, ``Trainer.
 The configuration is the model's state, ``train`` (the train params' state), ``trainer`` (a
 Trainer's named-optimizer params, only for a Trainer) and ``salt`` (only when given). Nothing
 else enters it, so the ids pinned in tests/api/test_run_id_pins.py never change.
+
+A module of your own enters it as its class's importable name and a digest of its parameter
+names and shapes (``NNModel``'s ``module_signature``). ``class_path`` names a class the same way
+however the code that defines it was started: a class defined in a script run as ``python
+train.py`` is ``train.Net``, as it is when a notebook or another script does ``from train import
+Net``; under ``python -m pkg.train`` it is ``pkg.train.Net``. Only a class typed into a notebook
+or a shell keeps ``__main__`` (it has no importable name). Runs trained before this rule named a
+script's classes ``__main__.Net``; ``earlier_config`` rebuilds that configuration so a fresh run
+can say where the earlier one is.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from nnx_core.errors import ParamsError
 
-__all__ = ["check_salt", "run_config"]
+__all__ = ["check_salt", "class_path", "earlier_config", "run_config"]
 
 
 def check_salt(salt: object) -> str:
@@ -34,3 +45,34 @@ def run_config(
     if salt is not None:
         config["salt"] = check_salt(salt)
     return config
+
+
+def class_path(cls: type) -> str:
+    """``<module>.<qualname>`` of ``cls``, a class of the started script named by the module it is
+    imported as (module docstring)."""
+    module = cls.__module__
+    if module == "__main__":
+        module = _main_module() or module
+    return f"{module}.{cls.__qualname__}"
+
+
+def _main_module() -> str | None:
+    """The importable name of the started script: ``pkg.train`` under ``python -m pkg.train``, the
+    file's stem under ``python train.py``; None in a notebook or a shell."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    name = getattr(spec, "name", None)
+    if name and name != "__main__":
+        return str(name)
+    path = getattr(main, "__file__", None)
+    return Path(path).stem if path else None
+
+
+def earlier_config(config: Mapping[str, Any], cls: type) -> dict[str, Any] | None:
+    """The configuration a run of ``config`` had when a script's module classes were named
+    ``__main__.<qualname>``; None when ``config`` names no such class."""
+    module = config.get("module")
+    if cls.__module__ != "__main__" or not isinstance(module, Mapping) or module.get("class") == f"__main__.{cls.__qualname__}":
+        return None
+    return {**config, "module": {**module, "class": f"__main__.{cls.__qualname__}"}}
+
