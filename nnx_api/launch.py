@@ -89,6 +89,9 @@ def launch(entry: TrainingEntry) -> NNRun:
 
 def _launch(entry: TrainingEntry, group: Any) -> NNRun:
     c, writer = group.collective, group.writer_rank
+    agree_given = getattr(group, "agree_given", None)  # 0. what each rank was given, agreed first (DDP)
+    if agree_given is not None:
+        agree_given(entry)
     train = entry.train
     storage = entry.storage if entry.storage is not None else FileStorage(runs_root(entry.root))
     run = NNRun(config=entry.config, root=runs_root(entry.root), storage=storage, precision=entry.model.resolved_precision)
@@ -174,7 +177,7 @@ def _train(
     # 6. the session: the update owner, components; restore problems before any write
     owned = owner_for(
         model=model, kind=entry.kind, optimizers=ready.optimizers, optim_params=entry.optims, primary=entry.primary,
-        step_fn=entry.step_fn, objective=entry.objective, sync=group.step_sync(),
+        step_fn=entry.step_fn, objective=entry.objective, group=group,
     )
     monitor = Monitor(train.monitor, metric_mode(train.monitor.metric, tuple(train.metrics)) if train.monitor else "min")
     clocks = [

@@ -40,7 +40,9 @@ from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.statistics import SufficientStatistics, UnmergeableMetricError, statistic_slots
 from nnx_adapters.pytorch.tasks import ModuleLossTask
 from nnx_api.distributed.callbacks import resolve_callbacks
+from nnx_api.distributed.group import agree_given
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, partition_of
+from nnx_api.distributed.steps import CustomSync
 from nnx_api.runs.payload import DDP_KIND, CheckpointPayload
 from nnx_api.training.checks import batch_problem
 
@@ -125,6 +127,16 @@ class DataParallel:
         self.partitions: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------- before training
+    def agree_given(self, entry: Any) -> None:
+        """The run's first collective: what each rank was given (callbacks, writer rank, step
+        functions, objective, precision, history, configuration) must be the same; a difference is
+        refused on every rank, naming it (``nnx_api.distributed.group.agree_given``)."""
+        agree_given(self.collective, entry, self.writer_rank)
+
+    def custom_sync(self) -> CustomSync:
+        """How a custom step's gradients and records join across this group."""
+        return CustomSync(self.collective)
+
     def step_sync(self) -> RankSync:
         """How the default step's microbatches join across this group."""
         return RankSync(self.collective)
@@ -215,9 +227,9 @@ def scope_problems(entry: Any, collective: Any) -> list[str]:
     """The seed's out-of-scope list, refused before anything is written (same answer on every rank)."""
     model, params = entry.model, entry.train
     problems = []
-    named = {
-        "step_fn": ("custom train steps", entry.kind.step_name), "eval_step_fn": ("custom validation steps", "eval_step_fn"),
-        "objective": ("objectives", "objective"), "history": ("history journals", "history"),
+    named = {  # a custom train_step_fn runs under DDP (nnx_api.distributed.steps)
+        "eval_step_fn": ("custom validation steps", "eval_step_fn"), "objective": ("objectives", "objective"),
+        "history": ("history journals", "history"),
     }
     for key, (what, given) in named.items():
         if getattr(entry, key) is not None:

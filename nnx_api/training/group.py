@@ -24,6 +24,10 @@ class SingleProcess:
     def __init__(self) -> None:
         self.collective = LocalCollective()
 
+    def custom_sync(self) -> None:
+        """A custom step in one process: nothing to join."""
+        return None
+
     def step_sync(self) -> LocalSync:
         """How the default step's microbatches join: in this process alone."""
         return LocalSync()

@@ -188,14 +188,19 @@ class DefaultStep:
         state.after_window(status, [state.event(name, epoch, batch_idx, micro)])
 
 
+def _unweighted(count: float) -> None:
+    """``ctx.weigh(count)`` in one process: nothing to weigh against."""
+
+
 class CustomStep:
     """``train_step_fn(ctx) -> EvaluationDataPoint``: the step owns its update and reports it."""
 
     components: tuple[Any, ...] = ()
 
-    def __init__(self, fn: Any, scaler: Any = None) -> None:
+    def __init__(self, fn: Any, scaler: Any = None, sync: Any = None) -> None:
         self.fn = fn
         self.scaler = scaler
+        self.sync = sync  # under DDP(): joins the step's gradients and records (nnx_api.distributed.steps)
         self.accumulation = GradientAccumulationState()
         self._steps = self._reports = 0  # this batch's optimizer.step() calls and report_update() calls
         self._warned_nonfinite = False
@@ -205,7 +210,10 @@ class CustomStep:
         def counted(*_: Any) -> None:
             self._steps += 1
 
-        state.optimizers[state.primary].optimizer.register_step_post_hook(counted)
+        optimizer = state.optimizers[state.primary].optimizer
+        optimizer.register_step_post_hook(counted)
+        if self.sync is not None:
+            self.sync.bind(optimizer)
 
     def begin_epoch(self, state: Any, epoch: int) -> None:
         """A fresh accumulation state: a window never spans epochs."""
@@ -241,10 +249,21 @@ class CustomStep:
             extra_metrics=state.extra_fns,
             accumulation_state=self.accumulation,
             epoch_summary=state.summary,
+            weigh=_unweighted if self.sync is None else self.sync.weigh,
             session=state,
         )
         self._steps = self._reports = 0
-        record = checked_record(self.fn(ctx), "train_step_fn")
+        if self.sync is None:
+            record = checked_record(self.fn(ctx), "train_step_fn")
+        else:  # every rank raises any rank's failure and records the global batch
+            self.sync.begin(f"train_step_fn in epoch {epoch} batch {batch_idx}")
+            error: BaseException | None = None
+            local = None
+            try:
+                local = checked_record(self.fn(ctx), "train_step_fn")
+            except Exception as exc:
+                error = exc
+            record = self.sync.end(local, error)
         if record.loss is not None and not math.isfinite(record.loss) and not self._warned_nonfinite:
             self._warned_nonfinite = True  # once a run: the step owns its NaN guard, NNx only says so
             warnings.warn(
@@ -394,7 +413,7 @@ def owner_for(
     kind: EntryKind,
     step_fn: Any = None,
     objective: Any = None,
-    sync: Any = None,
+    group: Any = None,
 ) -> Ownership:
     """The run's one update owner (the checks that there is exactly one ran before)."""
     scaler = make_grad_scaler(model.device) if model.precision == "fp16" else None
@@ -417,5 +436,8 @@ def owner_for(
     if scaler is not None:  # fp16 default or custom step: a scaled backward, steps through the scaler
         optimizers = {n: ScaledTorchOptimizer.wrap(o, scaler) for n, o in optimizers.items()}
         task = ScaledLoss(task, scaler)
-    owner = CustomStep(step_fn, scaler) if step_fn is not None else DefaultStep(optim_params[primary], sync)
+    if step_fn is not None:
+        owner: Any = CustomStep(step_fn, scaler, group.custom_sync() if group is not None else None)
+    else:
+        owner = DefaultStep(optim_params[primary], group.step_sync() if group is not None else None)
     return Ownership(owner=owner, optimizers=optimizers, task=task)

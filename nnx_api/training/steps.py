@@ -181,6 +181,11 @@ class TrainStepContext:
     ``extra``; ``default_train_step`` does); ``accumulation_state`` the epoch's open window
     (:class:`GradientAccumulationState`); ``epoch_summary`` the whole-epoch training summary's
     accumulator when the run declares metrics or a monitor (``default_train_step`` feeds it).
+
+    ``weigh(count)`` states the denominator of this microbatch's loss (its rows, or valid
+    targets): under ``DDP()`` each rank's gradient is then weighed by its share of the window's
+    rows, so unequal per-rank counts still give one process's update on the union; without it
+    every rank weighs the same. In one process it changes nothing.
     """
 
     model: Any
@@ -198,6 +203,7 @@ class TrainStepContext:
     extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None
     accumulation_state: GradientAccumulationState | None = None
     epoch_summary: Any = None
+    weigh: Callable[[float], None] = attrs.field(default=lambda count: None, repr=False)
     session: Any = attrs.field(repr=False)
 
 

@@ -244,3 +244,50 @@ def task_case(kind: str, *, single: bool) -> tuple[nnx.NNModel, nnx.NNTrainParam
         progress=False,
     )
     return model, params
+
+
+# ------------------------------------------------------------------------------- custom steps
+def custom_dataset() -> TensorDataset:
+    """40 rows, every 5th target ignored: the ranks' batches hold unequal valid counts, none empty."""
+    x, y = _labelled(40, 2024)
+    y[::5] = IGNORE
+    return TensorDataset(x, y)
+
+
+def custom_step(*, weigh: bool, fail: tuple[int, int, int] | None = None, nan: tuple[int, int, int] | None = None):
+    """The documented custom step (docs/steps-objectives.md): forward through ``ctx.model.net``, a
+    mean loss over the valid targets, its own backward and optimizer step, one report. ``weigh``:
+    it states its loss's denominator (``ctx.weigh``); ``fail`` / ``nan``: (rank, epoch, batch) where
+    it raises, or where its loss turns NaN."""
+    import torch.nn.functional as F
+
+    def step(ctx: Any) -> nnx.EvaluationDataPoint:
+        x, y = ctx.batch
+        rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+        here = (rank, ctx.epoch_idx, ctx.batch_idx)
+        if here == fail:
+            raise ValueError(f"injected step failure on rank {rank}")
+        out = ctx.model.net(x)
+        if here == nan:
+            out = out * float("nan")
+        loss = F.cross_entropy(out, y, ignore_index=IGNORE)
+        valid = int((y != IGNORE).sum())
+        if weigh:
+            ctx.weigh(valid)
+        ctx.optimizer.zero_grad()
+        loss.backward()
+        ctx.optimizer.step()
+        ctx.report_update()
+        return nnx.EvaluationDataPoint(loss=loss.item(), count=valid)
+
+    return step
+
+
+def custom_params(*, single: bool, **kw: Any) -> nnx.NNTrainParams:
+    data = custom_dataset()
+    train = UnionLoader(data) if single else distributed.train_loader(data, BATCH, "pad", LOADER_SEED)
+    kw.setdefault("n_epochs", 3)
+    return nnx.NNTrainParams(
+        seed=0, optim=nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.2, momentum=0.9), train_loader=train,
+        metrics=(nnx.MetricSpec(id="accuracy"),), progress=False, **kw,
+    )

@@ -153,7 +153,6 @@ def launch_main(rank: int, out: Path, root: Path) -> dict[str, Any]:
         "borrowed tracker": lambda: common.model().train(
             small(), callbacks=[nnx.TensorBoardCallback(log_dir=out / "borrowed")], root=root / "r", distributed=distributed.DDP()),
         "batch norm": lambda: bn.train(small(), root=root / "r", distributed=distributed.DDP()),
-        "train step": lambda: common.model().train(small(), train_step_fn=nnx.default_train_step, root=root / "r", distributed=distributed.DDP()),
         "objective": lambda: common.model().train(small(), objective=nnx.supervised_objective(), root=root / "r", distributed=distributed.DDP()),
         "history journal": lambda: common.model().train(small(), history=nnx.HistoryJournal(), root=root / "r", distributed=distributed.DDP()),
         "mixed precision": lambda: common.model(precision=nnx.PrecisionPolicy(mode="bf16")).train(small(), root=root / "r", distributed=distributed.DDP()),
@@ -250,8 +249,40 @@ def launch_hooks(rank: int, out: Path, root: Path) -> dict[str, Any]:
     return result
 
 
+def launch_custom(rank: int, out: Path, root: Path) -> dict[str, Any]:
+    """A custom train_step_fn on 2 ranks: weighed and unweighed, a step failure and a NaN loss on
+    rank 1 only, and the number of gradient all-reduces (one per optimizer step)."""
+    result: dict[str, Any] = {}
+    real_all_reduce, joins = torch.distributed.all_reduce, []
+
+    def counted(tensor: torch.Tensor, *args: Any, **kw: Any) -> Any:
+        if tensor.numel() > 16:  # a gradient buffer (agreements are a few values)
+            joins.append(tensor.numel())
+        return real_all_reduce(tensor, *args, **kw)
+
+    torch.distributed.all_reduce = counted
+    for weigh in (True, False):
+        model = common.model()
+        run = model.train(common.custom_params(single=False), train_step_fn=common.custom_step(weigh=weigh),
+                          salt=f"weigh-{weigh}", root=root / "custom", distributed=distributed.DDP())
+        result[f"weigh={weigh}"] = {"final": final_weights(model), "idps": run.idps, "joins": len(joins)}
+        joins.clear()
+    for name, kw in (("fail", {"fail": (1, 1, 2)}), ("nan", {"nan": (1, 1, 2)})):  # rank 1, epoch 1, batch 2
+        model = common.model()
+        result[name] = error_of(lambda model=model, name=name, kw=kw: model.train(
+            common.custom_params(single=False, n_epochs=2), train_step_fn=common.custom_step(weigh=True, **kw),
+            salt=name, root=root / "custom-faults", distributed=distributed.DDP(),
+        ))
+        result[f"{name}_final"] = final_weights(model)
+        runs = root / "custom-faults"
+        result[f"{name}_last"] = [RunFiles(FileStorage(runs), p.name).read_tag(LAST).epoch for p in runs.iterdir()
+                                  if not p.name.startswith(".") and (p / "checkpoints").exists()] if rank == 0 else None
+    torch.distributed.all_reduce = real_all_reduce
+    return result
+
+
 LAUNCHES = {"main": launch_main, "crash": launch_crash, "resume": launch_resume, "refuse": launch_refuse,
-            "hooks": launch_hooks}
+            "hooks": launch_hooks, "custom": launch_custom}
 
 
 def main() -> None:

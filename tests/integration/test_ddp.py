@@ -254,7 +254,6 @@ REFUSALS = {
     "undeclared callback": ("ParamsError", "declares no rank behaviour"),
     "borrowed tracker": ("ParamsError", "writer_only"),
     "batch norm": ("ParamsError", "batch normalization"),
-    "train step": ("ParamsError", "custom train steps"),
     "objective": ("ParamsError", "objectives"),
     "history journal": ("ParamsError", "history journals"),
     "mixed precision": ("ParamsError", "mixed precision"),
@@ -341,3 +340,46 @@ def test_the_torchrun_recipe_trains_one_run_on_two_ranks(tmp_path):
     assert [rank for rank, *_ in found] == ["0", "1"], done.stdout
     assert found[0][1:] == found[1][1:]  # the same run id and the same records on both ranks
     assert len(list((tmp_path / "runs").glob("*/run.yaml"))) == 1
+
+
+# ------------------------------------------------------------------------------- custom train steps
+@pytest.fixture(scope="module")
+def custom(base: Path) -> list[dict[str, Any]]:
+    return check_ok(launch(2, "custom", base))
+
+
+def _union_custom(base: Path, weigh: bool) -> tuple[dict[str, torch.Tensor], Any]:
+    """The documented custom step in one process on the union of the ranks' batches."""
+    model = common.model()
+    run = model.train(common.custom_params(single=True), train_step_fn=common.custom_step(weigh=weigh),
+                      salt=f"union-{weigh}", root=base / "custom-single")
+    return {k: v.detach().clone() for k, v in model.net.state_dict().items()}, run
+
+
+def test_a_custom_step_runs_unchanged_and_with_its_denominator_equals_one_process_on_the_union(base, custom):
+    """Unequal valid counts on the ranks: a step that states its loss's denominator (ctx.weigh)
+    makes every update one process's on the union (float32 summation order aside); without it the
+    ranks' gradients weigh equally, which is not the union's update. Both ranks end identical."""
+    union, single = _union_custom(base, weigh=True)
+    weighed, unweighed = (custom[0][f"weigh={w}"] for w in (True, False))
+    for key in ("weigh=True", "weigh=False"):
+        assert common.same(custom[0][key]["final"], custom[1][key]["final"])  # identical parameters on both ranks
+        assert custom[0][key]["idps"] == custom[1][key]["idps"]  # and identical records
+    assert all(torch.allclose(weighed["final"][k], union[k], rtol=1e-5, atol=1e-6) for k in union)
+    assert not all(torch.allclose(unweighed["final"][k], union[k], rtol=1e-5, atol=1e-6) for k in union)
+    # every batch's record is the union's batch: the loss over both ranks' valid targets
+    ours = [r.train_edp.loss for r in weighed["idps"]]
+    theirs = [r.train_edp.loss for r in single.idps]
+    assert ours == pytest.approx(theirs, rel=1e-5)
+    assert weighed["joins"] == len(weighed["idps"])  # one gradient all-reduce per optimizer step, no more
+
+
+def test_a_custom_step_failing_or_turning_nan_on_one_rank_stops_every_rank_and_keeps_what_was_committed(custom):
+    for name, kind in (("fail", "AgreedError"), ("nan", "NonFiniteLossError")):  # a user's error: as the default step
+        errors = [r[name] for r in custom]
+        assert errors[0] is not None and errors[0]["type"] == errors[1]["type"] == kind, errors
+        assert errors[0]["message"] == errors[1]["message"]
+        assert common.same(custom[0][f"{name}_final"], custom[1][f"{name}_final"])  # no rank moved alone
+        assert all(bool(torch.isfinite(t).all()) for t in custom[0][f"{name}_final"].values())
+    assert "failed on rank 1: ValueError: injected step failure on rank 1" in custom[0]["fail"]["message"]
+    assert custom[0]["fail_last"] == [0] and sorted(custom[0]["nan_last"]) == [0, 0]  # epoch 0 stays committed

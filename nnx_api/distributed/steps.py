@@ -1,0 +1,139 @@
+"""A custom ``train_step_fn`` under ``DDP()``: the step runs unchanged, its gradients are joined.
+
+The documented step — forward through ``ctx.model.net``, its own ``loss.backward()`` and
+``ctx.optimizer.step()`` — needs no wrapper. ``CustomSync`` hooks the optimizer instead:
+
+* **Before every ``optimizer.step()``** (a step pre-hook, so an accumulating step syncs only on
+  its window's last microbatch): one small agreement (did any rank fail? is every rank stepping?),
+  then every gradient of the optimizer's parameters is summed over the ranks in one all-reduce,
+  each rank's share weighted by its declared denominator (``ctx.weigh(count)``; equal shares when
+  no rank declared one). The summed gradient is identical on every rank, so every rank takes the
+  same step; a non-finite summed gradient raises ``NonFiniteLossError`` on every rank before any
+  parameter moves.
+* **After every batch**: one agreement of the batch's record (loss and accuracy weighted by the
+  record's ``count``) and of the step's failure, so a step that raised on one rank raises on every
+  rank, and every rank records the same global batch.
+
+With equal per-rank batches (or declared denominators) and a step whose gradient is its loss's
+mean over its rows, each update equals one process training on the union of the ranks' batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from nnx_core import agreement
+from nnx_core.errors import NonFiniteLossError, UpdateOwnerError
+from nnx_core.records import EvaluationDataPoint
+
+_STEP, _END = 1.0, 2.0  # which agreement a rank is at (a step's pre-hook, or the batch's end)
+_WIDTH = 7  # both agreements have this many values, so a rank at one meets a rank at the other
+NONFINITE = (
+    "{where}: the gradient summed over the ranks is not finite; no parameter was updated. Lower the learning "
+    "rate, check the inputs for NaN/inf, or set grad_clip_norm"
+)
+
+
+class CustomSync:
+    """Joins a custom step's gradients and records across the ranks (module docstring)."""
+
+    def __init__(self, collective: Any) -> None:
+        self.collective = collective
+        self.world = collective.world_size
+        self.weight = 0.0  # this rank's declared denominator for the open window (0: none declared)
+        self.agreed_failure = False  # the last failure was raised by an agreement (every rank has it)
+        self.where = ""
+
+    def bind(self, optimizer: torch.optim.Optimizer) -> None:
+        """Join the gradients before each of the optimizer's steps."""
+        optimizer.register_step_pre_hook(lambda opt, args, kwargs: self._join(opt))
+
+    def weigh(self, count: float) -> None:
+        """``ctx.weigh(count)``: this microbatch's loss is a mean over ``count`` rows."""
+        self.weight += float(count)
+
+    def begin(self, where: str) -> None:
+        """A batch starts (``where`` names it in errors)."""
+        self.where, self.agreed_failure = where, False
+
+    def _agree(self, values: Sequence[float], error: BaseException | None) -> list[float]:
+        try:
+            return agreement.agreed_sum(self.collective, [*values, *[0.0] * (_WIDTH - len(values))], error, self.where)
+        except BaseException:
+            self.agreed_failure = True
+            raise
+
+    def _join(self, optimizer: torch.optim.Optimizer) -> None:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        reduced = self._agree([_STEP, self.weight, 1.0 if self.weight else 0.0], None)
+        self._check_phase(reduced[0], _STEP)
+        total, declared = reduced[1], reduced[2]
+        if declared and declared != self.world:
+            self.agreed_failure = True  # the same sums on every rank: every rank raises this
+            raise UpdateOwnerError(
+                f"{self.where}: ctx.weigh() was called on {int(declared)} of {self.world} ranks before optimizer.step(); "
+                "call it on every rank (with 0 where a rank's batch holds no rows) or on none"
+            )
+        share = self.weight / total if declared and total else 1.0 / self.world
+        self.weight = 0.0
+        present = self.collective.all_reduce_sum([1.0 if p.grad is not None else 0.0 for p in params])  # past the agreement
+        joined = [p for p, n in zip(params, present, strict=True) if n]
+        if not joined:
+            return
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in joined])
+        flat.mul_(share)
+        dist.all_reduce(flat)
+        if not bool(torch.isfinite(flat).all()):  # the same summed gradient on every rank: the same answer
+            self.agreed_failure = True
+            raise NonFiniteLossError(NONFINITE.format(where=self.where))
+        offset = 0
+        for p in joined:
+            n = p.numel()
+            chunk = flat[offset : offset + n].view_as(p)
+            if p.grad is None:
+                p.grad = chunk.clone()
+            else:
+                p.grad.copy_(chunk)
+            offset += n
+
+    def _check_phase(self, total: float, mine: float) -> None:
+        if total != mine * self.world:
+            self.agreed_failure = True  # every rank sees the same sum: every rank raises
+            raise UpdateOwnerError(
+                f"{self.where}: the ranks' steps disagree: some called optimizer.step() in this batch and others "
+                "did not; a custom step must step on every rank alike (the same accumulation windows)"
+            )
+
+    def end(self, record: EvaluationDataPoint | None, error: BaseException | None) -> EvaluationDataPoint:
+        """After the batch: every rank raises any rank's failure, else records the global batch."""
+        if error is not None and self.agreed_failure:
+            raise error  # already agreed inside optimizer.step(): every rank raises it
+        loss, accuracy = (None, None) if record is None else (record.loss, record.accuracy)
+        w = float(record.count) if record is not None and record.count else 1.0
+        extra = dict(sorted((record.extra or {}).items())) if record is not None else {}
+        values = [
+            _END,
+            (loss or 0.0) * w, w if loss is not None else 0.0,
+            (accuracy or 0.0) * w, w if accuracy is not None else 0.0,
+            float(record.count or 0) if record is not None else 0.0,
+            float(len(extra)),
+        ]
+        reduced = self._agree(values, error)
+        self._check_phase(reduced[0], _END)
+        assert record is not None
+        if reduced[6] != len(extra) * self.world:
+            self.agreed_failure = True
+            raise UpdateOwnerError(f"{self.where}: the ranks' records hold different extra values; return the same keys on every rank")
+        if extra:  # weighted like the loss, in key order (every rank is past the agreement: one plain sum)
+            *sums, weights = self.collective.all_reduce_sum([*(float(v) * w for v in extra.values()), w])
+            extra = {k: total / weights for k, total in zip(extra, sums, strict=True)}
+        mean_loss = reduced[1] / reduced[2] if reduced[2] else None
+        mean_acc = reduced[3] / reduced[4] if reduced[4] else None
+        return EvaluationDataPoint(
+            loss=mean_loss, accuracy=mean_acc, error=None if mean_acc is None else 1.0 - mean_acc,
+            count=int(reduced[5]) or None, extra=extra,
+        )
