@@ -1,142 +1,270 @@
 """NNx: train PyTorch models into durable, content-addressed, exactly resumable runs.
 
-Users write ``import nnx_api as nnx``. The public names are re-exported here.
+Users write ``import nnx_api as nnx``. The public names are re-exported here, lazily (PEP 562):
+importing the package binds none of them, and the first use of a re-exported object
+(``nnx.NNModel``, ``from nnx_api import NNRun``, ``from nnx_api import *``) imports every module
+below, in the order the package used to import them eagerly, and binds every name at once. A
+public module (``nnx.models``) is imported by itself, as ``import nnx_api.models`` would.
+
+Why lazily: every submodule import runs this ``__init__`` first, so the ``nnx`` console script
+(``nnx_api.cli``) paid for torch and the whole training stack before printing ``--help``.
+Why everything at the first use rather than one module per name: after it the package is exactly
+what the eager imports made it (the same objects, the modules bound as attributes, every import-time
+registration done, such as the converter hooks of ``nnx_api.config.convert``), so no user code can
+tell the difference; only code that never uses a re-exported object (the CLI) skips the imports.
+``_EXPORTS`` (module → names, in the eager order) and ``_MODULES`` are the table; the
+``TYPE_CHECKING`` block says the same to type checkers and IDEs (``tests/api/test_cli_startup.py``
+keeps the two equal), and ``__all__`` is the names, sorted, as before.
 """
 
-from nnx_core.compilation import CompileRecord
+import importlib
+from typing import TYPE_CHECKING, Any
 
-# NNx 0.4's public names (docs/nnx-compat.md); NNx's module paths live in nnx_api.nn and the modules below
-from nnx_core.errors import (
-    CodeChangedError,
-    CompileError,
-    ComponentRestoreError,
-    CorruptRunError,
-    DataChangedError,
-    HistoryCorruptionError,
-    InvalidRunIdError,
-    MonitorUnavailableError,
-    NNxError,
-    NonFiniteLossError,
-    OutOfScopeError,
-    ParamsError,
-    PrecisionUnsupportedError,
-    PredictionInputError,
-    ResumeMismatchError,
-    ResumePointError,
-    RunExistsError,
-    RunLeaseError,
-    RunNotFoundError,
-    ScheduleBudgetError,
-    TaskValidationError,
-    TrainingInputError,
-    UpdateOwnerError,
-)
-from nnx_core.monitor import MonitorDecision, MonitorSpec
-from nnx_core.precision import ResolvedPrecision
-from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
-from nnx_core.records import EvaluationDataPoint as NNEvaluationDataPoint
-from nnx_core.records import IterationDataPoint as NNIterationDataPoint
-from nnx_core.resume import ResumeStatus
-from nnx_adapters.pytorch.metrics import register_metric
-from nnx_adapters.pytorch.nets import ConvNN, FeedFwdNN
-from nnx_adapters.pytorch.state import dataloader_worker_init_fn, set_seed
-from nnx_api import (
-    decision_jobs,
-    decisions,
-    distributed,
-    finetune,
-    history,
-    models,
-    monitors,
-    objectives,
-    optimizers,
-    precision,
-    prediction,
-    seeding,
-    streaming,
-    tasks,
-)
-from nnx_api.callbacks import Callback, CallbackContext, EarlyStopping, LRMonitor, ModelCheckpoint, UpdateEvent
-from nnx_api.config.builders import NNOptimParamsBuilder, NNSchedulerParamsBuilder, NNTrainerParamsBuilder
-from nnx_api.config.compilation import CompileSpec
-from nnx_api.config.enums import Activations, Checkpoints, Device, Devices, Losses, Nets, Optims, Schedulers
-from nnx_api.config.metrics import MetricSpec
-from nnx_api.config.nets import NNConvParams
-from nnx_api.config.params import (
-    ModelSpec,
-    NNModelParams,
-    NNOptimFactoryParams,
-    NNOptimParams,
-    NNParamGroupSpec,
-    NNParams,
-    NNSchedulerParams,
-    NNTrainerParams,
-    NNTrainParams,
-    OptimizerFactorySpec,
-    PrecisionPolicy,
-    TaskSpec,
-)
-from nnx_api.datasets import NNDataset, NNDatasetBase, NNTabularDataset
-from nnx_api.finetune import LoadPretrainedResult, build_param_groups, freeze, frozen, load_pretrained, unfreeze
-from nnx_api.inference import (
-    PredictionBatch,
-    PredictionStream,
-    PredictionValidationError,
-    ProbabilitySpec,
-    StreamClosedError,
-    prediction_from_logits,
-)
-from nnx_api.model import NNModel, PredictionResult, PredictResult
-from nnx_api.models import (
-    BatchAdapter,
-    KeywordInputs,
-    MissingModelFactoryError,
-    PositionalInputs,
-    register_model_factory,
-    registered_model_factories,
-    unregister_model_factory,
-)
-from nnx_api.optimizers import (
-    MissingOptimizerFactoryError,
-    build_optimizer,
-    register_optimizer_factory,
-    registered_optimizer_factories,
-    unregister_optimizer_factory,
-)
-from nnx_api.precision import precision_support
-from nnx_api.runs.checkpoint import NNCheckpointTransform
-from nnx_api.runs.journal import HistoryJournal, export_history_csv, iter_history, migrate_history
-from nnx_api.runs.run import Checkpoint, NNCheckpoint, NNRun
 from nnx_api.scope import SCOPES as _OUT_OF_SCOPE
 from nnx_api.scope import placeholder as _placeholder
-from nnx_api.trainer import Trainer
-from nnx_api.training.objectives import LossTerm, Objective, ObjectiveContext, ObjectiveResult, kd_objective, supervised_objective
-from nnx_api.training.paradigms import kd_train_step_factory
-from nnx_api.training.steps import (
-    EvalStepContext,
-    EvalStepFn,
-    GradientAccumulationState,
-    TrainerStepContext,
-    TrainerStepFn,
-    TrainStepContext,
-    TrainStepFn,
-    default_train_step,
-    finalize_step,
-    streaming_eval_step,
-)
 
+if TYPE_CHECKING:
+    # NNx 0.4's public names (docs/nnx-compat.md); NNx's module paths live in nnx_api.nn and the modules below
+    from nnx_core.compilation import CompileRecord
+    from nnx_core.errors import (
+        CodeChangedError,
+        CompileError,
+        ComponentRestoreError,
+        CorruptRunError,
+        DataChangedError,
+        HistoryCorruptionError,
+        InvalidRunIdError,
+        MonitorUnavailableError,
+        NNxError,
+        NonFiniteLossError,
+        OutOfScopeError,
+        ParamsError,
+        PrecisionUnsupportedError,
+        PredictionInputError,
+        ResumeMismatchError,
+        ResumePointError,
+        RunExistsError,
+        RunLeaseError,
+        RunNotFoundError,
+        ScheduleBudgetError,
+        TaskValidationError,
+        TrainingInputError,
+        UpdateOwnerError,
+    )
+    from nnx_core.monitor import MonitorDecision, MonitorSpec
+    from nnx_core.precision import ResolvedPrecision
+    from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
+    from nnx_core.records import EvaluationDataPoint as NNEvaluationDataPoint
+    from nnx_core.records import IterationDataPoint as NNIterationDataPoint
+    from nnx_core.resume import ResumeStatus
+    from nnx_adapters.pytorch.metrics import register_metric
+    from nnx_adapters.pytorch.nets import ConvNN, FeedFwdNN
+    from nnx_adapters.pytorch.state import dataloader_worker_init_fn, set_seed
+    from nnx_api import (
+        decision_jobs,
+        decisions,
+        distributed,
+        finetune,
+        history,
+        models,
+        monitors,
+        objectives,
+        optimizers,
+        precision,
+        prediction,
+        seeding,
+        streaming,
+        tasks,
+    )
+    from nnx_api.callbacks import Callback, CallbackContext, EarlyStopping, LRMonitor, ModelCheckpoint, UpdateEvent
+    from nnx_api.config.builders import NNOptimParamsBuilder, NNSchedulerParamsBuilder, NNTrainerParamsBuilder
+    from nnx_api.config.compilation import CompileSpec
+    from nnx_api.config.enums import Activations, Checkpoints, Device, Devices, Losses, Nets, Optims, Schedulers
+    from nnx_api.config.metrics import MetricSpec
+    from nnx_api.config.nets import NNConvParams
+    from nnx_api.config.params import (
+        ModelSpec,
+        NNModelParams,
+        NNOptimFactoryParams,
+        NNOptimParams,
+        NNParamGroupSpec,
+        NNParams,
+        NNSchedulerParams,
+        NNTrainerParams,
+        NNTrainParams,
+        OptimizerFactorySpec,
+        PrecisionPolicy,
+        TaskSpec,
+    )
+    from nnx_api.datasets import NNDataset, NNDatasetBase, NNTabularDataset
+    from nnx_api.finetune import LoadPretrainedResult, build_param_groups, freeze, frozen, load_pretrained, unfreeze
+    from nnx_api.inference import (
+        PredictionBatch,
+        PredictionStream,
+        PredictionValidationError,
+        ProbabilitySpec,
+        StreamClosedError,
+        prediction_from_logits,
+    )
+    from nnx_api.model import NNModel, PredictionResult, PredictResult
+    from nnx_api.models import (
+        BatchAdapter,
+        KeywordInputs,
+        MissingModelFactoryError,
+        PositionalInputs,
+        register_model_factory,
+        registered_model_factories,
+        unregister_model_factory,
+    )
+    from nnx_api.optimizers import (
+        MissingOptimizerFactoryError,
+        build_optimizer,
+        register_optimizer_factory,
+        registered_optimizer_factories,
+        unregister_optimizer_factory,
+    )
+    from nnx_api.precision import precision_support
+    from nnx_api.runs.checkpoint import NNCheckpointTransform
+    from nnx_api.runs.journal import HistoryJournal, export_history_csv, iter_history, migrate_history
+    from nnx_api.runs.run import Checkpoint, NNCheckpoint, NNRun
+    from nnx_api.trainer import Trainer
+    from nnx_api.training.objectives import (
+        LossTerm,
+        Objective,
+        ObjectiveContext,
+        ObjectiveResult,
+        kd_objective,
+        supervised_objective,
+    )
+    from nnx_api.training.paradigms import kd_train_step_factory
+    from nnx_api.training.steps import (
+        EvalStepContext,
+        EvalStepFn,
+        GradientAccumulationState,
+        TrainerStepContext,
+        TrainerStepFn,
+        TrainStepContext,
+        TrainStepFn,
+        default_train_step,
+        finalize_step,
+        streaming_eval_step,
+    )
+
+# module -> the public names it gives ("A as B": bound as B), in the order of the eager imports
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "nnx_core.compilation": ("CompileRecord",),
+    "nnx_core.errors": (
+        "CodeChangedError", "CompileError", "ComponentRestoreError", "CorruptRunError", "DataChangedError",
+        "HistoryCorruptionError", "InvalidRunIdError", "MonitorUnavailableError", "NNxError", "NonFiniteLossError",
+        "OutOfScopeError", "ParamsError", "PrecisionUnsupportedError", "PredictionInputError", "ResumeMismatchError",
+        "ResumePointError", "RunExistsError", "RunLeaseError", "RunNotFoundError", "ScheduleBudgetError",
+        "TaskValidationError", "TrainingInputError", "UpdateOwnerError",
+    ),
+    "nnx_core.monitor": ("MonitorDecision", "MonitorSpec"),
+    "nnx_core.precision": ("ResolvedPrecision",),
+    "nnx_core.records": (
+        "EvaluationDataPoint", "IterationDataPoint", "MonitorRecord",
+        "EvaluationDataPoint as NNEvaluationDataPoint", "IterationDataPoint as NNIterationDataPoint",
+    ),
+    "nnx_core.resume": ("ResumeStatus",),
+    "nnx_adapters.pytorch.metrics": ("register_metric",),
+    "nnx_adapters.pytorch.nets": ("ConvNN", "FeedFwdNN"),
+    "nnx_adapters.pytorch.state": ("dataloader_worker_init_fn", "set_seed"),
+    **{f"nnx_api.{name}": () for name in (  # public modules (in _MODULES), imported here in this order
+        "decision_jobs", "decisions", "distributed", "finetune", "history", "models", "monitors", "objectives",
+        "optimizers", "precision", "prediction", "seeding", "streaming", "tasks",
+    )},
+    "nnx_api.callbacks": ("Callback", "CallbackContext", "EarlyStopping", "LRMonitor", "ModelCheckpoint", "UpdateEvent"),
+    "nnx_api.config.builders": ("NNOptimParamsBuilder", "NNSchedulerParamsBuilder", "NNTrainerParamsBuilder"),
+    "nnx_api.config.compilation": ("CompileSpec",),
+    "nnx_api.config.enums": ("Activations", "Checkpoints", "Device", "Devices", "Losses", "Nets", "Optims", "Schedulers"),
+    "nnx_api.config.metrics": ("MetricSpec",),
+    "nnx_api.config.nets": ("NNConvParams",),
+    "nnx_api.config.params": (
+        "ModelSpec", "NNModelParams", "NNOptimFactoryParams", "NNOptimParams", "NNParamGroupSpec", "NNParams",
+        "NNSchedulerParams", "NNTrainerParams", "NNTrainParams", "OptimizerFactorySpec", "PrecisionPolicy", "TaskSpec",
+    ),
+    "nnx_api.datasets": ("NNDataset", "NNDatasetBase", "NNTabularDataset"),
+    "nnx_api.finetune": ("LoadPretrainedResult", "build_param_groups", "freeze", "frozen", "load_pretrained", "unfreeze"),
+    "nnx_api.inference": (
+        "PredictionBatch", "PredictionStream", "PredictionValidationError", "ProbabilitySpec", "StreamClosedError",
+        "prediction_from_logits",
+    ),
+    "nnx_api.model": ("NNModel", "PredictionResult", "PredictResult"),
+    "nnx_api.models": (
+        "BatchAdapter", "KeywordInputs", "MissingModelFactoryError", "PositionalInputs", "register_model_factory",
+        "registered_model_factories", "unregister_model_factory",
+    ),
+    "nnx_api.optimizers": (
+        "MissingOptimizerFactoryError", "build_optimizer", "register_optimizer_factory", "registered_optimizer_factories",
+        "unregister_optimizer_factory",
+    ),
+    "nnx_api.precision": ("precision_support",),
+    "nnx_api.runs.checkpoint": ("NNCheckpointTransform",),
+    "nnx_api.runs.journal": ("HistoryJournal", "export_history_csv", "iter_history", "migrate_history"),
+    "nnx_api.runs.run": ("Checkpoint", "NNCheckpoint", "NNRun"),
+    "nnx_api.trainer": ("Trainer",),
+    "nnx_api.training.objectives": (
+        "LossTerm", "Objective", "ObjectiveContext", "ObjectiveResult", "kd_objective", "supervised_objective",
+    ),
+    "nnx_api.training.paradigms": ("kd_train_step_factory",),
+    "nnx_api.training.steps": (
+        "EvalStepContext", "EvalStepFn", "GradientAccumulationState", "TrainerStepContext", "TrainerStepFn",
+        "TrainStepContext", "TrainStepFn", "default_train_step", "finalize_step", "streaming_eval_step",
+    ),
+}
+# the package's own modules that are public names: those imported above, and those the eager imports bound
+_MODULES = (
+    "callbacks", "config", "datasets", "decide", "decision_jobs", "decisions", "distributed", "finetune", "history",
+    "inference", "launch", "model", "models", "monitors", "objectives", "optimizers", "parts", "precision",
+    "prediction", "runs", "scope", "seeding", "streaming", "tasks", "trainer", "training",
+)
+_NAMES: dict[str, tuple[str, str | None]] = {  # public name -> (module, attribute; None: the module itself)
+    **{name: (f"{__name__}.{name}", None) for name in _MODULES},
+    **{spec.rpartition(" as ")[2]: (module, spec.partition(" as ")[0]) for module, specs in _EXPORTS.items() for spec in specs},
+}
+# bound on first use, outside the load above: these modules import nnx_api themselves
 _LAZY = {"TensorBoardCallback": "nnx_api.callbacks.trackers", "WandbCallback": "nnx_api.callbacks.trackers",
          "ExperimentPlan": "nnx_api.experiments.plans"}
+_loading = False
 
 
-def __getattr__(name: str) -> object:  # these modules import nnx_api themselves: bound on first use
+def _load() -> None:
+    """Import every module of the table in the eager order and bind every public name."""
+    global _loading
+    _loading = True
+    try:
+        for module in _EXPORTS:
+            importlib.import_module(module)
+        for name in _NAMES:
+            _bind(name)
+    finally:
+        _loading = False
+
+
+def _bind(name: str) -> Any:
+    module, attribute = _NAMES[name]
+    value = importlib.import_module(module)
+    value = value if attribute is None else getattr(value, attribute)
+    globals()[name] = value
+    return value
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NAMES:
+        if _NAMES[name][1] is None or _loading:  # one of the package's modules (``from nnx_api import finetune``
+            return _bind(name)  # inside nnx_api.model), or a name a module the load is importing asks for
+        _load()  # the first re-exported object used: everything, as the eager package did
+        return globals()[name]
     if name in _OUT_OF_SCOPE:
         return _placeholder(name)
     if name not in _LAZY:
         raise AttributeError(f"module 'nnx_api' has no attribute {name!r}")
-    import importlib
-
     return getattr(importlib.import_module(_LAZY[name]), name)
 
 
-__all__ = [name for name in dir() if not name.startswith("_")] + list(_LAZY)
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+__all__ = sorted(_NAMES) + list(_LAZY)

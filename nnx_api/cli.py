@@ -17,6 +17,11 @@ walking its folders. Exit codes: 0 fine; 1 problems found
 allowed (``../x``, ``a/b``: ids never leave the runs root) or a prefix that names several runs.
 A run whose attempt record says "running" while nobody holds its lease is shown ``interrupted``
 (killed, or stopped with Ctrl-C): ``resume="auto"`` continues it.
+
+Start-up: ``--help``, ``list``, ``show`` and ``compare`` never import torch (``import nnx_api`` binds
+its names lazily, and the run readers import torch only to decode a blob or build a run's params);
+``verify`` decodes blobs and ``export`` builds the model, so they import it when they run
+(``tests/api/test_cli_startup.py``; docs/performance.md, "CLI start-up").
 """
 
 from __future__ import annotations

@@ -22,9 +22,7 @@ from typing import Any, TextIO
 
 from nnx_core.errors import NNxError
 from nnx_adapters.storage.fs import FileStorage
-from nnx_api.model import NNModel
 from nnx_api.runs.curves import committed_records, epoch_scalars, flatten_config, iter_epochs, monitor_name
-from nnx_api.runs.export import default_example_input, export_safetensors
 from nnx_api.runs.plots import image_formats
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
@@ -185,6 +183,9 @@ def _cell(value: Any) -> str:
 
 
 def _export(args: argparse.Namespace, out: TextIO) -> int:
+    from nnx_api.model import NNModel  # torch: imported by the command that needs it, not by `nnx --help`
+    from nnx_api.runs.export import default_example_input, export_safetensors
+
     root, storage = store(args)
     run = NNRun.load(args.id, root, storage=storage)
     target = Path(args.output)

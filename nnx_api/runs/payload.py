@@ -39,7 +39,6 @@ import attrs
 
 from nnx_core.convert import OMIT, Stateful, converter
 from nnx_core.errors import CorruptRunError
-from nnx_adapters.pytorch import state as torch_state
 from nnx_api.runs.checkpoint import STANDALONE_KIND
 
 __all__ = [
@@ -63,6 +62,15 @@ DDP_KIND = "nnmodel-ddp"  # written under DDP() (a single-process stateful resum
 WEIGHTS_KIND = "weights"  # a weights-only tag
 
 _FORMAT_KEY = "nnx_payload_format"  # added by the codec (nnx_adapters.pytorch.state), checked by its decode
+
+
+def _codec() -> Any:
+    """``nnx_adapters.pytorch.state``, the safe codec: imported (with torch) when a blob is encoded
+    or decoded, not with this module (``nnx runs list`` reads runs without torch)."""
+    from nnx_adapters.pytorch import state
+
+    return state
+
 
 SavedState = NewType("SavedState", Mapping[str, Any])
 """A saved part of a payload (a state dict, an optimizer's, schedule's, component's or RNG state,
@@ -96,7 +104,7 @@ class WeightsPayload(Stateful):
 
     def encode(self) -> bytes:
         """This payload as a checkpoint blob's bytes."""
-        return torch_state.encode(self.state())
+        return _codec().encode(self.state())
 
 
 @attrs.frozen(kw_only=True)
@@ -150,7 +158,7 @@ class CheckpointPayload(Stateful):
 
     def encoder(self) -> Callable[[Any], None]:
         """A producer writing this payload to a sink (``Storage.write_blob``)."""
-        return torch_state.encoder(self.state())
+        return _codec().encoder(self.state())
 
 
 Payload = CheckpointPayload | WeightsPayload
@@ -188,7 +196,7 @@ def read_payload(state: Mapping[str, Any], where: str) -> Payload:
 def decode_payload(data: bytes, where: str) -> Payload:
     """Decode a checkpoint blob with the safe loader (``nnx_adapters.pytorch.state.decode``) and
     read its payload; anything else is ``CorruptRunError`` naming ``where``."""
-    return read_payload(torch_state.decode(data, where=where), where)
+    return read_payload(_codec().decode(data, where=where), where)
 
 
 @attrs.frozen(kw_only=True)
@@ -209,13 +217,13 @@ class StandalonePayload(Stateful):
 
     def encode(self) -> bytes:
         """This file's bytes (the safe codec)."""
-        return torch_state.encode(self.state())
+        return _codec().encode(self.state())
 
 
 def decode_standalone(data: bytes, where: str) -> StandalonePayload:
     """A standalone checkpoint file, decoded with the safe loader; a file of another kind, or one
     with an unknown or missing key, is ``CorruptRunError`` naming ``where``."""
-    state = torch_state.decode(data, where=where)
+    state = _codec().decode(data, where=where)
     kind = state.get("kind") if isinstance(state, Mapping) else None
     if kind != STANDALONE_KIND:
         raise CorruptRunError(f"{where}: not an NNCheckpoint file (kind {kind!r})")

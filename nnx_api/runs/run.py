@@ -16,6 +16,10 @@ epoch's last record), ``training_state_present`` — and NNx's static loaders::
 ``from_file`` reads a checkpoint by path: a tag manifest of a run (``.../checkpoints/<tag>.json``;
 NNx's ``<tag>.pt`` name of the same tag is accepted, e.g. a ``ModelCheckpoint`` file
 ``snap_e0.pt``), or a standalone file written by ``to_file``. Missing files give None, as in NNx.
+
+Reading a run (``load``, ``all``, its history and BEST) needs no torch: torch is imported where a
+blob is decoded (``nnx_adapters.pytorch.state``) or a run's params are built (``nnx_api.config.params``),
+so ``nnx runs list`` starts without it.
 """
 
 from __future__ import annotations
@@ -24,10 +28,9 @@ import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import torch
 
 from nnx_core import replacement
 from nnx_core.commit import LAST, RunFiles, TagManifest, read_history, truncate_to_last
@@ -41,14 +44,17 @@ from nnx_core.journal_reader import JournalReader, has_journal
 from nnx_core.precision import ResolvedPrecision
 from nnx_core.records import IterationDataPoint
 from nnx_core.resume import ResumeStatus
-from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
-from nnx_api.config.params import NNModelParams, NNParams, NNTrainerParams, NNTrainParams
 from nnx_api.runs.checkpoint import NNCheckpointTransform
 from nnx_api.runs.html import run_html
 from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, StandalonePayload, decode_standalone, read_payload
 from nnx_api.runs.plots import plot_run
 from nnx_api.runs.store import dump_yaml, environment, load_yaml, resolve_run_id, run_folders, runs_root
+
+if TYPE_CHECKING:
+    import torch
+
+    from nnx_api.config.params import NNModelParams, NNParams, NNTrainerParams, NNTrainParams
 
 PHASE_TAGS = ("first", "q1", "q2", "q3", LAST)  # NNRun.checkpoints(): NNx's phase order, BEST excluded
 
@@ -75,6 +81,8 @@ class Checkpoint:
         the plain mapping it was written as (``contents`` reads it)."""
         files = self.run.files()
         data = files.read_blob(self.manifest.blobs["state"], verify=verify)
+        from nnx_adapters.pytorch import state as torch_state  # torch: only where a blob is decoded
+
         return torch_state.decode(data, where=self._where)
 
     def contents(self, *, verify: bool = True) -> Payload:
@@ -255,23 +263,31 @@ class NNRun:
     @property
     def model(self) -> NNModelParams:
         """The run's ``NNModelParams``."""
+        from nnx_api.config.params import NNModelParams
+
         return NNModelParams.from_state(self.config["model"])
 
     @property
     def net(self) -> NNParams | None:
         """The run's net shape (``NNParams`` or a subclass such as ``NNConvParams``); None for a
         custom module or a registered ``ModelSpec``."""
+        from nnx_api.config.params import NNParams
+
         net = self.config.get("net")
         return None if net is None else NNParams.resolve_from_state(net)
 
     @property
     def train(self) -> NNTrainParams:
         """The run's ``NNTrainParams`` (for a ``Trainer`` run: the representative ones)."""
+        from nnx_api.config.params import NNTrainParams
+
         return NNTrainParams.from_state(self.config["train"])
 
     @property
     def trainer(self) -> NNTrainerParams | None:
         """A ``Trainer`` run's ``NNTrainerParams``, else None."""
+        from nnx_api.config.params import NNTrainerParams
+
         trainer = self.config.get("trainer")
         return None if trainer is None else NNTrainerParams.from_state(trainer)
 
@@ -450,6 +466,8 @@ class NNCheckpoint:
         """The checkpoint at ``path``: a run's tag (``<root>/<run>/checkpoints/<tag>.json``, or
         NNx's ``<tag>.pt`` name for it) or a standalone ``to_file`` file. None when nothing is
         there; a file that is neither is refused with ``CorruptRunError`` (never unpickled)."""
+        from nnx_api.config.params import NNModelParams, NNParams
+
         path = Path(path)
         tag_file = path.with_suffix(".json")
         if path.parent.name == "checkpoints" and (path.suffix == ".json" or not path.exists()) and tag_file.is_file():

@@ -12,7 +12,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-import torch
 from ruamel.yaml import YAML
 
 from nnx_core import replacement
@@ -66,6 +65,8 @@ def load_yaml(data: bytes, *, where: str) -> dict[str, Any]:
 
 def environment() -> dict[str, Any]:
     """The environment record written to metadata.yaml (never part of the run id)."""
+    import torch  # here, not at the top: reading runs (`nnx runs list`) needs no torch
+
     try:
         nnx_version = version("nnx")
     except PackageNotFoundError:  # running from a source tree
