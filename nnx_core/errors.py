@@ -32,7 +32,8 @@ class RunNotFoundError(NNxError, FileNotFoundError, ValueError):
 
 
 class RunLeaseError(NNxError, RuntimeError):
-    """Another process holds this run's lease (it is training or overwriting it)."""
+    """Another process holds this run's lease (it is training or overwriting it), or a read-only
+    runs root has no lease file to lock for it."""
 
 
 class CorruptRunError(NNxError, ValueError):

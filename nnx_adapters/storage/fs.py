@@ -44,11 +44,23 @@ _HELD: set[tuple[str, str]] = set()
 _HELD_GUARD = threading.Lock()
 
 
+# errno values of a lease file that cannot be created or opened for writing: a read-only root
+_NOT_WRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
 @contextmanager
-def flock_lease(root: str, run_id: str) -> Iterator[None]:
+def flock_lease(root: str, run_id: str, *, run_folder: str | None = None) -> Iterator[None]:
     """The run lease of every store on a local folder ``root``: ``<root>/.leases/<run_id>.lock``
     held with ``flock`` (other processes) and a registry of this process's held leases (other
-    handles in this process). ``RunLeaseError`` at once if either says it is taken."""
+    handles in this process). ``RunLeaseError`` at once if either says it is taken.
+
+    On a read-only root an existing lease file is locked through a read-only handle (``flock``
+    needs no write access), so a finished run can be returned from an archive; without one the
+    lease cannot be taken (``RunLeaseError`` naming the read-only root). Given the run's folder
+    ``run_folder``, a lease file this lease created — and the root's folders it created — are
+    removed again on release when that folder does not exist then: a call refused under the lease
+    leaves nothing behind. A holder verifies after locking that its file is still the one the path
+    names (one removed meanwhile is taken afresh)."""
     check_run_id(run_id)
     key = (os.path.realpath(root), run_id)
     with _HELD_GUARD:
@@ -56,24 +68,105 @@ def flock_lease(root: str, run_id: str) -> Iterator[None]:
             raise RunLeaseError(lease_conflict_message(run_id))
         _HELD.add(key)
     try:
-        folder = os.path.join(root, LEASE_FOLDER)
-        os.makedirs(folder, exist_ok=True)
-        handle = open(os.path.join(folder, f"{run_id}.lock"), "a+b")  # noqa: SIM115
+        handle, made = _take_lease_file(root, run_id)
+        try:
+            yield
+        finally:
+            try:
+                if made and run_folder is not None and not os.path.lexists(run_folder):  # nothing of the run written
+                    _remove_made(made)
+            finally:
+                try:
+                    portalocker.unlock(handle)
+                finally:
+                    handle.close()
+    finally:
+        with _HELD_GUARD:
+            _HELD.discard(key)
+
+
+def _take_lease_file(root: str, run_id: str) -> tuple[Any, list[str]]:
+    """The lease file, open and ``flock``ed, and what taking it created (the file, then the lease
+    folder and the root's folders when the root did not exist), to remove on release."""
+    folder = os.path.join(root, LEASE_FOLDER)
+    path = os.path.join(folder, f"{run_id}.lock")
+    for _ in range(16):  # a releasing holder may remove the file (or the folders) between our steps
+        made = [folder, *_missing_folders(root)] if not os.path.isdir(root) else []
+        try:
+            os.makedirs(folder, exist_ok=True)
+            handle, created = _open_lease_file(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if exc.errno not in _NOT_WRITABLE:
+                raise
+            raise RunLeaseError(
+                f"run {run_id!r}: its lease file {path} cannot be created ({exc.strerror}): the runs root is read-only "
+                f"(or not writable by this user), so this call cannot hold the run's lease. Nothing was written. Read "
+                f"the run with nnx.NNRun.load({run_id!r}, root) (readers take no lease); to train, make the root "
+                "writable or pass another root"
+            ) from exc
         try:
             portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
         except portalocker.LockException:
             handle.close()
             raise RunLeaseError(lease_conflict_message(run_id)) from None
-        try:
-            yield
-        finally:
-            try:
-                portalocker.unlock(handle)
-            finally:
-                handle.close()
-    finally:
-        with _HELD_GUARD:
-            _HELD.discard(key)
+        if _names(path, handle):
+            return handle, [path, *made] if created else []
+        portalocker.unlock(handle)  # its holder removed it before we locked it: take the file the path names now
+        handle.close()
+    raise RunLeaseError(lease_conflict_message(run_id))
+
+
+def _missing_folders(folder: str) -> list[str]:
+    """``folder`` and those of its parents that do not exist, deepest first."""
+    missing = []
+    while folder and not os.path.lexists(folder) and os.path.dirname(folder) != folder:
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    return missing
+
+
+def _open_lease_file(path: str) -> tuple[Any, bool]:
+    """``(handle, created)``: a new lease file, an existing one for writing, or an existing one
+    read-only when the root cannot be written (the first error, when there is none)."""
+    try:
+        return open(path, "xb"), True  # noqa: SIM115
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        if exc.errno not in _NOT_WRITABLE:
+            raise
+    try:
+        return open(path, "a+b"), False  # noqa: SIM115
+    except OSError as exc:
+        if exc.errno not in _NOT_WRITABLE:
+            raise
+        denied = exc
+    try:
+        return open(path, "rb"), False  # noqa: SIM115
+    except FileNotFoundError:
+        raise denied from None
+
+
+def _names(path: str, handle: Any) -> bool:
+    """Whether ``path`` still names the open file ``handle``."""
+    try:
+        here, there = os.stat(path), os.fstat(handle.fileno())
+    except FileNotFoundError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _remove_made(made: list[str]) -> None:
+    """Remove the lease file, then the folders, this lease created (a folder another lease uses
+    meanwhile is not empty and stays)."""
+    for path in made:
+        with suppress(OSError):
+            if path == made[0]:
+                os.unlink(path)
+            else:
+                os.rmdir(path)
 
 
 def _write_all(fd: int, view: memoryview) -> None:
@@ -476,7 +569,7 @@ class FileStorage:
         Conflicts are detected across processes (``flock``) and within this process (a registry
         of held leases), so a second lease on the same run always fails immediately.
         """
-        return flock_lease(self.root, run_id)
+        return flock_lease(self.root, run_id, run_folder=self._abs((check_run_id(run_id),)))
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -506,12 +599,12 @@ class FileStorage:
 
     def _make_parents(self, parts: tuple[str, ...]) -> str:
         """Create the folders ``parts`` as needed, each made durable in its parent."""
-        if not self._root_ready:
-            os.makedirs(self.root, exist_ok=True)
-            self._root_ready = True
         target = self._abs(parts)
         if os.path.isdir(target):
             return target
+        if not self._root_ready or not os.path.isdir(self.root):  # a lease that made the root removes it unused
+            os.makedirs(self.root, exist_ok=True)
+            self._root_ready = True
         folder = self.root
         for name in parts:
             child = os.path.join(folder, name)

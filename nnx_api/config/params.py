@@ -346,7 +346,9 @@ CLOCKS = ("epoch", "optimizer_update")
 @_params
 class NNSchedulerParams(Params):
     """Learning-rate schedule. ``kind=None`` is reduce-on-plateau with the five plateau fields;
-    other kinds use their own fields (defaults derived from the run length). ``clock`` is
+    other kinds use their own fields (defaults derived from the run length n in clock ticks:
+    ``step_size`` ``max(1, n // 3)``, ``T_max`` and ``total_steps`` n, ``warmup_steps``
+    ``max(1, n // 10)``; docs/metrics.md §4). ``clock`` is
     ``"epoch"`` (one tick per epoch) or ``"optimizer_update"`` (one per committed update)."""
 
     min_lr: float = param(1e-7, check=real(minimum=0.0))

@@ -367,6 +367,15 @@ def _drop_checkpoints(root: Path) -> None:
     shutil.rmtree(root / RID[0] / "checkpoints")
 
 
+def _read_only(root: Path, call: Callable[[Path], Any]) -> Any:
+    """``call`` over ``root`` mounted read-only (simulated: the tests may run as root)."""
+    from tests.api.test_second_contact import read_only  # here: the table's generator runs without tests/
+
+    with pytest.MonkeyPatch.context() as patch:
+        read_only(patch, root)
+        return call(root)
+
+
 def _held(root: Path, rid: str) -> Any:
     with FileStorage(root).lease(rid):
         return rerun(root)
@@ -389,6 +398,11 @@ OVER_A_RUN: list[Case] = [
                                                                resume_mode="stateful"), nnx.ResumeMismatchError, "weights_only"),
     ("run", "checkpoint tag missing", lambda r: nnx.NNModel.from_checkpoint(RID[0], "q9", root=r), nnx.RunNotFoundError, "tags"),
     ("run", "an ambiguous id prefix", lambda r: nnx.NNRun.load("abc", r), nnx.InvalidRunIdError, "give more characters"),
+    ("run", "resume stateful into another optimizer", lambda r: fit(r, optim=nnx.NNOptimParams(name="sgd"),
+                                                                    resume_from_run_id=RID[0], resume_mode="stateful"),
+     nnx.ComponentRestoreError, "optimizer 'default': type"),
+    ("run", "a read-only root without its lease file", lambda r: _read_only(r, rerun), nnx.RunLeaseError,
+     "read-only.*NNRun.load"),
     ("run", "trainer resumes an NNModel run", lambda r: nnx.Trainer(nnx.NNModel(nnx.NNParams(**NET))).train(
         nnx.NNTrainerParams(n_epochs=3, optims={"default": nnx.NNOptimParams()}, train_loader=loader(), progress=False,
                             resume_from_run_id=RID[0], resume_mode="stateful"),
@@ -397,7 +411,8 @@ OVER_A_RUN: list[Case] = [
 RID: list[str] = []
 PREPARE = {"history lacks LAST's epoch": _drop_last_epoch, "checkpoints vanished": _drop_checkpoints,
            "checkpoints vanished, no resume": _drop_checkpoints,
-           "an ambiguous id prefix": lambda r: _two_dirs(r)}  # damage done before the snapshot
+           "an ambiguous id prefix": lambda r: _two_dirs(r),
+           "a read-only root without its lease file": lambda r: shutil.rmtree(r / ".leases")}  # done before the snapshot
 
 
 @pytest.fixture(scope="module")

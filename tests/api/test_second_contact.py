@@ -3,8 +3,11 @@ or the behaviour they expect from other tools (a shell's ``~``, a file's usual m
 
 from __future__ import annotations
 
+import builtins
+import errno
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -293,3 +296,178 @@ def test_a_custom_steps_epoch_summary_is_its_records_weighted_by_their_counts(tm
     expected = sum(v * n for v, n in first) / sum(n for _, n in first)
     summary = run.epochs[0].train_summary
     assert summary.count == 40 and summary.loss == pytest.approx(expected, rel=1e-12)
+
+
+# -- a read-only runs root, refusals that leave no lease file, a step schedule's default ----------
+_WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def read_only(monkeypatch, root: Path) -> None:
+    """Make ``root`` behave as a read-only mount (``EROFS`` on every write under it), as
+    ``chmod -R a-w`` does for a user who is not root (the sandbox runs as root, which may write
+    whatever the mode bits say): opening for writing, creating, renaming and removing fail there;
+    reading and ``flock`` do not."""
+    top = os.path.realpath(root)
+
+    def inside(path) -> bool:
+        if isinstance(path, int):
+            return False
+        real = os.path.realpath(os.fspath(path))
+        return real == top or real.startswith(top + os.sep)
+
+    def refuse(path):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))
+
+    def guard(real, *, writes=lambda *a, **k: True, paths=1):
+        def call(*args, **kwargs):
+            if any(inside(p) for p in args[:paths]) and writes(*args, **kwargs):
+                refuse(args[0])
+            return real(*args, **kwargs)
+        return call
+
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", guard(real_open, writes=lambda f, mode="r", *a, **k: set(mode) & set("wax+")))
+    monkeypatch.setattr(os, "open", guard(os.open, writes=lambda p, flags, *a, **k: bool(flags & _WRITES)))
+    for name in ("mkdir", "unlink", "remove", "rmdir"):
+        monkeypatch.setattr(os, name, guard(getattr(os, name)))
+    for name in ("rename", "replace", "link"):
+        monkeypatch.setattr(os, name, guard(getattr(os, name), paths=2))
+
+
+def _chmod_tree(root: Path, writable: bool) -> None:
+    for p in [root, *root.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200 if writable else p.stat().st_mode & ~0o222)
+
+
+@pytest.mark.parametrize("how", ["chmod", "simulated"])
+def test_a_finished_run_is_returned_from_a_read_only_root(tmp_path, monkeypatch, how):
+    """``resume="auto"`` over a finished run writes nothing, so a read-only root (an archive, a
+    shared mount) returns the run as a writable one does."""
+    root = tmp_path / "runs"
+    _, run = _train(root, resume="auto")
+    before = _files(root)
+    if how == "chmod":
+        _chmod_tree(root, writable=False)
+        if os.access(root, os.W_OK):  # uid 0 writes whatever the mode bits say
+            _chmod_tree(root, writable=True)
+            pytest.skip("this user writes to a chmod a-w folder (the simulated case covers it; as root, run under "
+                        "`setpriv --bounding-set=-dac_override,-dac_read_search --inh-caps=-dac_override,-dac_read_search`)")
+    else:
+        read_only(monkeypatch, root)
+    try:
+        model, again = _train(root, resume="auto")
+    finally:
+        monkeypatch.undo()
+        if how == "chmod":
+            _chmod_tree(root, writable=True)
+    assert again.id == run.id and again.idps == run.idps
+    finished = nnx.NNModel.from_checkpoint(run.id, root=root)
+    assert torch.equal(model.predict_proba(torch.ones(1, 4)).logits, finished.predict_proba(torch.ones(1, 4)).logits)
+    assert _files(root) == before
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every file (its bytes) and folder (None) under ``root``."""
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else None for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize("change", [
+    {"optim": nnx.NNOptimParams(name="sgd")},
+    {"scheduler": nnx.NNSchedulerParams(kind="one_cycle", clock="optimizer_update")},
+], ids=["another optimizer", "another schedule"])
+def test_a_refused_resume_from_run_id_leaves_the_root_as_it_was(tmp_path, change):
+    """The resume point's components do not fit (refused after the new run's lease is taken):
+    no lease file for the new run, no folder, nothing else."""
+    root = tmp_path / "runs"
+    _, run = _train(root)
+    before = _tree(root)
+    with pytest.raises(nnx.ComponentRestoreError, match=r"cannot restore components:\n  - optimizer 'default'"):
+        _train(root, resume_from_run_id=run.id, resume_mode="stateful", **change)
+    assert _tree(root) == before
+
+
+def _scheduled(root, sched, n_epochs):
+    """The history's learning rate, batch by batch, of a run with schedule ``sched`` (SGD at 0.1)."""
+    x, y = tiny_data()
+    nnx.set_seed(0)
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)))
+    params = nnx.NNTrainParams(n_epochs=n_epochs, seed=0, progress=False, train_loader=batches(x, y, 16),
+                               optim=nnx.NNOptimParams(name="sgd", max_lr=0.1), scheduler=sched)
+    return [r.lr for r in model.train(params, root=root).idps]
+
+
+@pytest.mark.parametrize("kind", ["step", nnx.Schedulers.STEP], ids=["text", "member"])
+def test_a_step_schedule_without_step_size_takes_the_documented_default(tmp_path, kind):
+    """NNx's documented default (REFERENCE §7.1, as NNx 0.4.1 does): ``step_size = max(1, n //
+    3)`` ticks of the schedule's clock, where n is the run's length on that clock: epochs, or
+    committed updates on the optimizer_update clock. PyTorch's StepLR over the same ticks agrees."""
+    sched = nnx.NNSchedulerParams(kind=kind, factor=0.5)
+    assert sched.step_size is None and "step_size" not in sched.state()  # the run id is NNx 0.4.1's
+
+    def torch_lrs(ticks: int, step_size: int) -> list[float]:
+        opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+        steplr = torch.optim.lr_scheduler.StepLR(opt, step_size=step_size, gamma=0.5)
+        lrs = []
+        for _ in range(ticks):
+            lrs.append(opt.param_groups[0]["lr"])
+            opt.step()
+            steplr.step()
+        return lrs
+
+    per_epoch = _scheduled(tmp_path / "epoch", sched, n_epochs=7)  # 3 batches an epoch, the LR constant in one
+    assert per_epoch == pytest.approx([lr for lr in torch_lrs(7, 7 // 3) for _ in range(3)])
+    clock = nnx.NNSchedulerParams(kind=kind, factor=0.5, clock="optimizer_update")
+    per_update = _scheduled(tmp_path / "update", clock, n_epochs=2)  # each row: the LR after its update ticked
+    assert per_update == pytest.approx(torch_lrs(7, 6 // 3)[1:])  # 2 epochs × 3 updates
+    assert _scheduled(tmp_path / "short", sched, n_epochs=2) == pytest.approx([0.1] * 3 + [0.05] * 3)  # max(1, 0)
+
+
+def test_a_lease_on_a_run_never_written_leaves_no_lease_file(tmp_path):
+    from nnx_adapters.storage.fs import FileStorage
+
+    fresh = FileStorage(tmp_path / "new" / "runs")
+    with fresh.lease("r1"):  # a fresh run that is discarded before its first commit
+        assert (tmp_path / "new" / "runs" / ".leases" / "r1.lock").is_file()
+        fresh.write("r1/run.yaml", b"x")
+        fresh.remove_tree("r1")
+    assert list(tmp_path.iterdir()) == []  # the lease made the root's folders: they are gone with the file
+    fresh.write("r1/run.yaml", b"x")  # the same store writes there again (it makes the root again)
+    with fresh.lease("r1"):
+        pass
+    assert (tmp_path / "new" / "runs" / ".leases" / "r1.lock").is_file()
+    store = FileStorage(tmp_path / "runs")
+    store.write("r2/run.yaml", b"x")
+    with store.lease("r2"):
+        pass
+    with store.lease("r3"):
+        pass
+    assert sorted(p.name for p in (tmp_path / "runs" / ".leases").iterdir()) == ["r2.lock"]  # a written run's stays
+
+
+def test_a_lease_file_removed_while_it_was_being_taken_is_taken_afresh(tmp_path, monkeypatch):
+    """The holder that removes its lease file does so while it holds the lock; a taker that
+    opened the old file first and locks it afterwards finds the path no longer names it, and takes
+    the new one, so two holders never lock two different files of one run."""
+    import portalocker
+
+    from nnx_adapters.storage import fs
+
+    store = fs.FileStorage(tmp_path)
+    path = tmp_path / ".leases" / "r1.lock"
+    path.parent.mkdir()
+    path.write_bytes(b"")
+    real_lock, calls = portalocker.lock, []
+
+    def lock(handle, flags):
+        calls.append(os.fstat(handle.fileno()).st_ino)
+        if len(calls) == 1:  # the holder released and removed the file between our open and our lock
+            path.unlink()
+        real_lock(handle, flags)
+
+    monkeypatch.setattr(fs.portalocker, "lock", lock)
+    with store.lease("r1"):
+        monkeypatch.undo()
+        assert len(calls) == 2 and path.is_file() and path.stat().st_ino == calls[1]
+        with open(path, "a+b") as other, pytest.raises(portalocker.LockException):
+            portalocker.lock(other, portalocker.LOCK_EX | portalocker.LOCK_NB)  # the file the path names is held
+    assert not path.exists()  # created by this lease, for a run that has no folder
