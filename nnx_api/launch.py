@@ -89,9 +89,7 @@ def launch(entry: TrainingEntry) -> NNRun:
 
 def _launch(entry: TrainingEntry, group: Any) -> NNRun:
     c, writer = group.collective, group.writer_rank
-    agree_given = getattr(group, "agree_given", None)  # 0. what each rank was given, agreed first (DDP)
-    if agree_given is not None:
-        agree_given(entry)
+    group.agree_given(entry)  # 0. what each rank was given, agreed before any other collective
     train = entry.train
     storage = entry.storage if entry.storage is not None else FileStorage(runs_root(entry.root))
     run = NNRun(config=entry.config, root=runs_root(entry.root), storage=storage, precision=entry.model.resolved_precision)
@@ -199,7 +197,10 @@ def _train(
     run = compilation.noted(run, attempt, compiled)
     try:
         share(c, group.writer_rank, "admission", lambda: resume.write_admitted(files, run, journal, fresh, attempt, replace=plan.replace))
-        opened = history.open_history(files, journal, fresh=fresh, idps=run.idps)
+        # the writer opens the journal (under the lease); the other ranks keep its window
+        opened = history.open_history(files, journal, fresh=fresh, idps=run.idps) if is_writer or journal is None else None
+        if c.world_size > 1:
+            opened = history.shared_history(opened, journal, lambda fn: share(c, group.writer_rank, "history", fn))
         shown = history.with_history_access(callbacks, opened)
         offset = int(payload.epoch) + 1 if payload is not None and fresh else 0  # a lineage run trains n_epochs more
         start = int(payload.epoch) + 1 if payload is not None else 0

@@ -68,6 +68,29 @@ def writer_only(factory: Callable[[], Any]) -> WriterOnly:
     return WriterOnly(factory)
 
 
+def describe_callbacks(callbacks: Any) -> str:
+    """The callbacks as the ranks compare them before training (``nnx_api.distributed.group.
+    agree_given``): each one's class (a plain function: its name) and declared rank behaviour, in
+    order, e.g. ``[EarlyStopping(all), WriterOnly(writer)]``. Never raises: what the checks refuse
+    is described too, so every rank takes part in the comparison."""
+    if callbacks is None:
+        return "[]"
+    if not isinstance(callbacks, (list, tuple)):
+        return f"<{type(callbacks).__name__}>"
+    return "[" + ", ".join(_declared(cb) for cb in callbacks) + "]"
+
+
+def _declared(cb: Any) -> str:
+    if isinstance(cb, type):
+        return f"<the class {cb.__qualname__}>"
+    if isinstance(cb, Callback):
+        behaviour = getattr(cb, "distributed", None)
+        return f"{type(cb).__qualname__}({behaviour if isinstance(behaviour, str) else 'undeclared'})"
+    if callable(cb):  # a plain function: wrapped as a LegacyCallback, which runs on the writer
+        return f"{getattr(cb, '__qualname__', type(cb).__qualname__)}({LegacyCallback.distributed})"
+    return f"<{type(cb).__name__}>"
+
+
 def _is_tracker(cb: Any) -> bool:
     return type(cb).__module__ == "nnx_api.callbacks.trackers" and type(cb).__name__ in ("TensorBoardCallback", "WandbCallback")
 
@@ -96,4 +119,4 @@ def resolve_callbacks(cbs: Sequence[Callback], is_writer: bool) -> tuple[list[Ca
     return cbs, here
 
 
-__all__ = ["WriterOnly", "resolve_callbacks", "writer_only"]
+__all__ = ["WriterOnly", "describe_callbacks", "resolve_callbacks", "writer_only"]

@@ -4,20 +4,28 @@
 per local rank), ``shutdown`` meets every rank at a bounded teardown barrier, and
 ``refuse_process_group`` is how single-process entry points refuse to run inside a larger group.
 Re-exported as ``nnx.distributed.init_process_group`` / ``shutdown`` / ``GroupInfo``.
+
+``agree_given`` is a ``DDP()`` run's first collective: before anything depends on them, the ranks
+compare what each was given (callbacks, writer rank, step functions, objective, precision,
+history journal, run configuration) and refuse a difference on every rank, naming it.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from nnx_core import agreement
 from nnx_core.errors import ParamsError
+from nnx_core.identity import run_id as content_address
 from nnx_core.validate import check_float
 from nnx_adapters.collective.torch import nccl_barrier
+from nnx_api.distributed.callbacks import describe_callbacks
 
 
 class GroupInfo(tuple[int, int]):
@@ -166,4 +174,137 @@ def _group_place(rank: int | None, world_size: int | None) -> tuple[int, int]:
     return 0, 1
 
 
-__all__ = ["GroupInfo", "init_process_group", "refuse_process_group", "shutdown"]
+# ------------------------------------------------------------------------------- what each rank was given
+CONFIGURATION = "run configuration"  # the description's key for the run id (the configuration's content address)
+SHOWN_DIFFERENCES = 8  # configuration keys named in a refusal at most
+
+
+def describe_given(entry: Any, writer_rank: int) -> dict[str, str]:
+    """What this rank was given, as the ranks compare it: a small dict of strings (a few hundred
+    bytes), the same on every rank of a well-formed run (nothing rank- or device-specific)."""
+    precision = entry.model.resolved_precision
+    return {
+        "DDP.writer_rank": str(writer_rank),
+        "callbacks": describe_callbacks(entry.callbacks),
+        entry.kind.step_name: _qualified(entry.step_fn),
+        "eval_step_fn": _qualified(entry.eval_step_fn),
+        "objective": _class_of(entry.objective),
+        "precision": precision.requested if not precision.fell_back else f"{precision.requested} (runs {precision.effective})",
+        "history": "none" if entry.history is None else repr(entry.history),
+        CONFIGURATION: content_address(entry.config),
+    }
+
+
+def agree_given(collective: Any, entry: Any, writer_rank: int) -> None:
+    """Every rank gathers every rank's :func:`describe_given` (one all-gather) and, when they
+    differ, raises the same ``ParamsError`` naming each differing item and the ranks' values.
+
+    Run it before any other collective of the run: a rank given other callbacks or another writer
+    rank takes other collective paths later, and would leave the others waiting in theirs until
+    the group's timeout. Different run ids cost a second all-gather (on every rank: they all see
+    them differ), of the configurations, to name the keys that differ.
+    """
+    if collective.world_size == 1:
+        return
+    own: BaseException | None = None
+    try:
+        mine: dict[str, str] | None = describe_given(entry, writer_rank)
+    except Exception as exc:  # a rank that cannot describe itself still takes part in the gather
+        mine, own = None, exc
+    gathered = collective.all_gather((mine, None if own is None else agreement.failure_of(own, collective.rank)))
+    failure = agreement.first_failure([g[1] for g in gathered])
+    agreement.raise_failure(failure, "setup", own if failure is not None and failure.rank == collective.rank else None)
+    given = [dict(g[0]) for g in gathered]
+    problems = given_problems(given)
+    parts = []
+    if problems:
+        parts.append(f"the ranks were given different train() arguments: {'; '.join(problems)}; pass the same ones on every rank")
+    if len({g.get(CONFIGURATION) for g in given}) > 1:
+        differences = config_differences(collective.all_gather(dict(entry.config)))
+        shown = "; ".join(differences) or by_rank([g.get(CONFIGURATION, "") for g in given])
+        parts.append(
+            f"the ranks built different run configurations ({shown}); build the model, params and salt the same way "
+            "on every rank"
+        )
+    if parts:
+        raise ParamsError("distributed", "; and ".join(parts))
+
+
+def given_problems(given: Sequence[Mapping[str, str]]) -> list[str]:
+    """Each item (other than the run configuration) whose value differs between the ranks, with
+    every rank's value: ``"writer_rank: 0 on rank 0, 1 on rank 1"``."""
+    keys = list(dict.fromkeys(k for g in given for k in g if k != CONFIGURATION))
+    problems = []
+    for key in keys:
+        values = [g.get(key, "<absent>") for g in given]
+        if len(set(values)) > 1:
+            problems.append(f"{key}: {by_rank(values)}")
+    return problems
+
+
+def config_differences(configs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The configuration keys whose values differ between the ranks (a recursive diff of the
+    mappings, lists of equal length item by item), with every rank's value:
+    ``"train.seed: 0 on rank 0, 1 on rank 1"``; at most ``SHOWN_DIFFERENCES``, then how many more."""
+    found: list[str] = []
+
+    def walk(values: list[Any], path: str) -> None:
+        if all(isinstance(v, Mapping) for v in values):
+            for key in dict.fromkeys(k for v in values for k in v):
+                walk([v.get(key, _ABSENT) for v in values], f"{path}.{key}" if path else str(key))
+        elif all(isinstance(v, (list, tuple)) for v in values) and len({len(v) for v in values}) == 1:
+            for i in range(len(values[0])):
+                walk([v[i] for v in values], f"{path}[{i}]")
+        elif any(v != values[0] for v in values[1:]):
+            found.append(f"{path or 'the configuration'}: {by_rank([_shown(v) for v in values])}")
+
+    walk(list(configs), "")
+    more = len(found) - SHOWN_DIFFERENCES
+    return found[:SHOWN_DIFFERENCES] + ([f"and {more} more"] if more > 0 else [])
+
+
+def by_rank(values: Sequence[str]) -> str:
+    """``"a on rank 0, b on rank 1"``; ranks with the same value together (``"a on ranks 0 and 2"``)."""
+    ranks: dict[str, list[int]] = {}
+    for rank, value in enumerate(values):
+        ranks.setdefault(value, []).append(rank)
+    return ", ".join(f"{value} on {_ranks(rs)}" for value, rs in ranks.items())
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_ABSENT = _Absent()
+
+
+def _ranks(ranks: list[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + ", ".join(str(r) for r in ranks[:-1]) + f" and {ranks[-1]}"
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _qualified(fn: Any) -> str:
+    """A step function by qualified name (a callable object: its class)."""
+    if fn is None:
+        return "none"
+    name = getattr(fn, "__qualname__", None)
+    if not isinstance(name, str):
+        return f"{_class_of(fn)} instance"
+    return f"{getattr(fn, '__module__', None) or '?'}.{name}"
+
+
+def _class_of(value: Any) -> str:
+    if value is None:
+        return "none"
+    cls = type(value)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+__all__ = ["GroupInfo", "agree_given", "describe_given", "init_process_group", "refuse_process_group", "shutdown"]

@@ -42,7 +42,7 @@ from nnx_adapters.pytorch.tasks import ModuleLossTask
 from nnx_api.distributed.callbacks import resolve_callbacks
 from nnx_api.distributed.group import agree_given
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, partition_of
-from nnx_api.distributed.steps import CustomSync
+from nnx_api.distributed.steps import CustomSync, joined_record
 from nnx_api.runs.payload import DDP_KIND, CheckpointPayload
 from nnx_api.training.checks import batch_problem
 
@@ -132,6 +132,11 @@ class DataParallel:
         functions, objective, precision, history, configuration) must be the same; a difference is
         refused on every rank, naming it (``nnx_api.distributed.group.agree_given``)."""
         agree_given(self.collective, entry, self.writer_rank)
+
+    def join_record(self, record: Any, error: BaseException | None, where: str) -> Any:
+        """A custom validation's records of the ranks' shards as one, identical on every rank
+        (``joined_record``: weighted by each record's ``count``); any rank's error on every rank."""
+        return joined_record(self.collective, record, error, where)
 
     def custom_sync(self) -> CustomSync:
         """How a custom step's gradients and records join across this group."""
@@ -227,19 +232,30 @@ def scope_problems(entry: Any, collective: Any) -> list[str]:
     """The seed's out-of-scope list, refused before anything is written (same answer on every rank)."""
     model, params = entry.model, entry.train
     problems = []
-    named = {  # a custom train_step_fn runs under DDP (nnx_api.distributed.steps)
-        "eval_step_fn": ("custom validation steps", "eval_step_fn"), "objective": ("objectives", "objective"),
-        "history": ("history journals", "history"),
+    named = {  # custom steps (nnx_api.distributed.steps) and history journals run under DDP
+        "objective": ("objectives", "objective"),
     }
     for key, (what, given) in named.items():
         if getattr(entry, key) is not None:
             problems.append(f"{what} ({given}=) are out of scope for distributed runs; use the default step")
+    full = [
+        type(cb).__name__ for cb in entry.callbacks
+        if getattr(cb, "history_access", None) == "full" and getattr(cb, "distributed", None) != "writer"
+    ]
+    if entry.history is not None and full:
+        problems.append(
+            f"callbacks reading the full history (history_access='full': {', '.join(full)}) would run on every rank, but "
+            "only the writer holds the journal; declare distributed = 'writer' on them"
+        )
     if isinstance(model.task_adapter, ModuleLossTask):
         problems.append("an assigned model.loss_fn is out of scope for distributed runs; use NNModelParams(loss=...)")
     policy = model.params.precision
     mode = policy.mode if policy is not None and policy.mode != "fp32" else model.precision  # NNx's mixed_precision flag too
-    if mode != "fp32":
-        problems.append(f"mixed precision ({mode}) is out of scope for distributed runs; use fp32")
+    if mode == "fp16":
+        problems.append(
+            "fp16 mixed precision is out of scope for distributed runs (its loss scaler's skip-or-step decision is not "
+            "agreed between the ranks); use PrecisionPolicy('bf16') or fp32"
+        )
     norms = sorted({type(m).__name__ for m in model.net.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)})
     if norms:
         problems.append(

@@ -112,28 +112,40 @@ class CustomSync:
         """After the batch: every rank raises any rank's failure, else records the global batch."""
         if error is not None and self.agreed_failure:
             raise error  # already agreed inside optimizer.step(): every rank raises it
-        loss, accuracy = (None, None) if record is None else (record.loss, record.accuracy)
-        w = float(record.count) if record is not None and record.count else 1.0
-        extra = dict(sorted((record.extra or {}).items())) if record is not None else {}
-        values = [
-            _END,
-            (loss or 0.0) * w, w if loss is not None else 0.0,
-            (accuracy or 0.0) * w, w if accuracy is not None else 0.0,
-            float(record.count or 0) if record is not None else 0.0,
-            float(len(extra)),
-        ]
-        reduced = self._agree(values, error)
-        self._check_phase(reduced[0], _END)
-        assert record is not None
-        if reduced[6] != len(extra) * self.world:
-            self.agreed_failure = True
-            raise UpdateOwnerError(f"{self.where}: the ranks' records hold different extra values; return the same keys on every rank")
-        if extra:  # weighted like the loss, in key order (every rank is past the agreement: one plain sum)
-            *sums, weights = self.collective.all_reduce_sum([*(float(v) * w for v in extra.values()), w])
-            extra = {k: total / weights for k, total in zip(extra, sums, strict=True)}
-        mean_loss = reduced[1] / reduced[2] if reduced[2] else None
-        mean_acc = reduced[3] / reduced[4] if reduced[4] else None
-        return EvaluationDataPoint(
-            loss=mean_loss, accuracy=mean_acc, error=None if mean_acc is None else 1.0 - mean_acc,
-            count=int(reduced[5]) or None, extra=extra,
-        )
+        return joined_record(self.collective, record, error, self.where, phase=(_END, self._check_phase))
+
+
+def joined_record(
+    collective: Any, record: EvaluationDataPoint | None, error: BaseException | None, where: str, *,
+    phase: tuple[float, Any] | None = None,
+) -> EvaluationDataPoint:
+    """One record for the group from each rank's (a custom step's batch, a custom validation's
+    epoch): loss, accuracy and each ``extra`` value averaged with the records' ``count`` as
+    weights (1 where a record has none), as one process would weigh the union's rows; ``count``
+    summed. Any rank's ``error`` is raised on every rank first. ``phase``: the agreement's marker
+    and its check (a custom step's batch end meets its optimizer steps' agreements)."""
+    loss, accuracy = (None, None) if record is None else (record.loss, record.accuracy)
+    w = float(record.count) if record is not None and record.count else 1.0
+    extra = dict(sorted((record.extra or {}).items())) if record is not None else {}
+    values = [
+        phase[0] if phase else 0.0,
+        (loss or 0.0) * w, w if loss is not None else 0.0,
+        (accuracy or 0.0) * w, w if accuracy is not None else 0.0,
+        float(record.count or 0) if record is not None else 0.0,
+        float(len(extra)),
+    ]
+    reduced = agreement.agreed_sum(collective, values, error, where)
+    if phase:
+        phase[1](reduced[0], phase[0])
+    assert record is not None
+    if reduced[6] != len(extra) * collective.world_size:
+        raise UpdateOwnerError(f"{where}: the ranks' records hold different extra values; return the same keys on every rank")
+    if extra:  # weighted like the loss, in key order (every rank is past the agreement: one plain sum)
+        *sums, weights = collective.all_reduce_sum([*(float(v) * w for v in extra.values()), w])
+        extra = {k: total / weights for k, total in zip(extra, sums, strict=True)}
+    mean_loss = reduced[1] / reduced[2] if reduced[2] else None
+    mean_acc = reduced[3] / reduced[4] if reduced[4] else None
+    return EvaluationDataPoint(
+        loss=mean_loss, accuracy=mean_acc, error=None if mean_acc is None else 1.0 - mean_acc,
+        count=int(reduced[5]) or None, extra=extra,
+    )

@@ -24,6 +24,15 @@ class SingleProcess:
     def __init__(self) -> None:
         self.collective = LocalCollective()
 
+    def agree_given(self, entry: Any) -> None:
+        """One process: nothing to compare."""
+
+    def join_record(self, record: Any, error: BaseException | None, where: str) -> Any:
+        """A custom validation's record is already the whole one (an error is raised as it is)."""
+        if error is not None:
+            raise error
+        return record
+
     def custom_sync(self) -> None:
         """A custom step in one process: nothing to join."""
         return None

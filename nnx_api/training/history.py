@@ -10,13 +10,14 @@ whose hooks see the lazy full history.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import collections
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.errors import ParamsError
 from nnx_core.history import EagerHistory
-from nnx_core.journal import FullHistory, HistoryJournal, JournalWriter
+from nnx_core.journal import FullHistory, HistoryJournal, HistoryWindow, JournalWriter
 from nnx_core.journal_reader import has_journal
 from nnx_core.lifecycle import HOOKS, overrides
 from nnx_api.callbacks import Callback, LegacyCallback
@@ -70,6 +71,33 @@ def open_history(files: RunFiles, spec: HistoryJournal | None, *, fresh: bool, i
         return EagerHistory(() if fresh else idps)
     last = None if fresh else files.read_tag(LAST)
     return JournalWriter(files.storage, files.run_id, spec, last_epoch=None if last is None else last.epoch)
+
+
+class JournalWindow:
+    """A rank that does not write, under ``DDP()``: the journal's window only. The writer holds the
+    journal's files and writes its chunks and manifest; every other rank keeps the same last
+    ``retention`` records (the writer's window at the start, then every epoch's records, which
+    are global), so ``ctx.idps`` is the same on every rank."""
+
+    def __init__(self, spec: HistoryJournal, window: Iterable[Any], committed_records: int) -> None:
+        self.spec = spec
+        self.window: collections.deque[Any] = collections.deque(window, maxlen=spec.retention)
+        self.idps = HistoryWindow(self.window)
+        self.committed_records = committed_records
+
+    def extend(self, records: Iterable[Any]) -> None:
+        """Add an epoch's records to the window."""
+        self.window.extend(records)
+
+
+def shared_history(history: Any, spec: HistoryJournal | None, share: Any) -> Any:
+    """Every rank's history in a group: a journal's window and record count come from the writer
+    (``share(fn)`` runs ``fn`` on the writer and gives every rank its answer); a rank that does not
+    write keeps them as a ``JournalWindow``. ``history`` is None on those ranks."""
+    if spec is None:
+        return history
+    window, committed = share(lambda: (list(history.window), history.committed_records))
+    return history if isinstance(history, JournalWriter) else JournalWindow(spec, window, committed)
 
 
 class _FullHistoryAccess(Callback):

@@ -48,6 +48,7 @@ from nnx_api.callbacks import Callback, CallbackContext, UpdateEvent
 from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, WeightsPayload
 from nnx_api.training.checkpoint import component_required, restore_checkpoint, training_state
 from nnx_api.training.epoch import EpochState, records_summary, warn_unreported
+from nnx_api.training.history import JournalWindow
 from nnx_api.training.owners import DefaultStep
 from nnx_api.training.roles import EntryKind, Group, UpdateOwner
 from nnx_api.training.steps import EvalStepContext, score
@@ -73,7 +74,7 @@ class SessionSetup:
     callbacks: Sequence[Callback]
     components: Mapping[str, Any]
     eval_step_fn: Callable[[EvalStepContext], Any] | None
-    history: EagerHistory | JournalWriter
+    history: EagerHistory | JournalWriter | JournalWindow
     group: Group
     start_epoch: int
     phase_offset: int
@@ -120,7 +121,7 @@ class TrainingSession:
         if self.kind.named_optimizers:
             self.ctx.optimizers = types.MappingProxyType({n: o.optimizer for n, o in self.optimizers.items()})
             self.ctx.trainer = setup.trainer
-        if isinstance(self.history, JournalWriter):
+        if not isinstance(self.history, EagerHistory):  # a journal (its window on a rank that does not write)
             self.ctx.retention = self.history.spec.retention
         self.state = EpochState(  # what the update owner works with (it never sees the session)
             model=self.model, task=self.task, device=self.device, autocast=self.autocast, forward=self.forward,
@@ -245,15 +246,20 @@ class TrainingSession:
         val_loader = self.params.val_loader
         val: EvaluationDataPoint | None = None
         if val_loader is not None and self.setup.eval_step_fn is not None:
-            with torch.no_grad():
-                val = self.setup.eval_step_fn(
-                    EvalStepContext(
-                        model=self.model, val_loader=val_loader, epoch_idx=epoch, metrics=self.specs,
-                        extra_metrics=self.extra_fns,
+            failure: BaseException | None = None
+            try:
+                with torch.no_grad():
+                    val = self.setup.eval_step_fn(
+                        EvalStepContext(
+                            model=self.model, val_loader=val_loader, epoch_idx=epoch, metrics=self.specs,
+                            extra_metrics=self.extra_fns,
+                        )
                     )
-                )
-            if not isinstance(val, EvaluationDataPoint):
-                raise TrainingInputError(f"eval_step_fn must return an EvaluationDataPoint, got {type(val).__name__}")
+                if not isinstance(val, EvaluationDataPoint):
+                    raise TrainingInputError(f"eval_step_fn must return an EvaluationDataPoint, got {type(val).__name__}")
+            except Exception as exc:  # a group raises it on every rank
+                failure = exc
+            val = self.group.join_record(val, failure, f"epoch {epoch} eval_step_fn")
         val_acc = val_extras = None
         if val_loader is not None and val is None:
             val_acc = EpochAccumulator(self.model.task_adapter, self.model.head.width, self.specs, full_scores=True)

@@ -186,3 +186,23 @@ def test_a_gloo_collective_keeps_the_monitored_barrier(monkeypatch):
     fake.backend = "gloo"
     TorchCollective(shared_memory=False).barrier(timeout=3)
     assert fake.calls == [("monitored_barrier", {"timeout": datetime.timedelta(seconds=3), "wait_all_ranks": True})]
+
+
+def test_ddp_on_cuda_refuses_fp16_and_trains_bf16(monkeypatch):
+    """On CUDA (nccl), fp16's loss scaler would decide skip-or-step per rank: refused before
+    training, naming bf16 and fp32; bf16 passes the same check."""
+    import types
+
+    from nnx_api.distributed.session import scope_problems
+
+    def entry(mode: str) -> types.SimpleNamespace:
+        model = types.SimpleNamespace(
+            params=types.SimpleNamespace(precision=nnx.PrecisionPolicy(mode=mode)), precision=mode,
+            net=torch.nn.Linear(2, 2), task_adapter=None, device=torch.device("cuda", 0),
+        )
+        train = types.SimpleNamespace(train_loader=[1], val_loader=None)
+        return types.SimpleNamespace(model=model, train=train, objective=None, history=None, callbacks=())
+
+    nccl = types.SimpleNamespace(backend="nccl", world_size=2)
+    assert any("fp16 mixed precision" in p and "bf16" in p for p in scope_problems(entry("fp16"), nccl))
+    assert not any("precision" in p for p in scope_problems(entry("bf16"), nccl))

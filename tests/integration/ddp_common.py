@@ -283,6 +283,21 @@ def custom_step(*, weigh: bool, fail: tuple[int, int, int] | None = None, nan: t
     return step
 
 
+def custom_eval_step(ctx: Any) -> nnx.EvaluationDataPoint:
+    """A custom validation over its loader (one rank's shard under DDP): the mean loss and
+    accuracy over its rows, with ``count`` the rows it scored."""
+    import torch.nn.functional as F
+
+    total = correct = rows = 0.0
+    for x, y in ctx.val_loader:
+        out = ctx.model.net(x)
+        total += float(F.cross_entropy(out, y, reduction="sum"))
+        correct += float((out.argmax(-1) == y).sum())
+        rows += len(y)
+    return nnx.EvaluationDataPoint(loss=total / rows, accuracy=correct / rows, count=int(rows),
+                                   extra={"rows_seen": rows})
+
+
 def custom_params(*, single: bool, **kw: Any) -> nnx.NNTrainParams:
     data = custom_dataset()
     train = UnionLoader(data) if single else distributed.train_loader(data, BATCH, "pad", LOADER_SEED)
@@ -291,3 +306,26 @@ def custom_params(*, single: bool, **kw: Any) -> nnx.NNTrainParams:
         seed=0, optim=nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.2, momentum=0.9), train_loader=train,
         metrics=(nnx.MetricSpec(id="accuracy"),), progress=False, **kw,
     )
+
+
+class WindowLog(nnx.Callback):
+    """``ctx.idps`` at every epoch's end, as (epoch, batch) pairs: the journal's window."""
+
+    distributed = "all"
+
+    def __init__(self) -> None:
+        self.seen: list[list[tuple[int, int]]] = []
+
+    def on_epoch_end(self, ctx: Any) -> None:
+        self.seen.append([(r.epoch_idx, r.batch_idx) for r in ctx.idps])
+
+
+class FullReader(nnx.Callback):
+    """A callback reading the full history, declared to run on every rank."""
+
+    distributed = "all"
+    history_access = "full"
+
+
+JOURNAL = nnx.HistoryJournal(retention=7, chunk_size=3)  # less than two epochs of 5 batches
+

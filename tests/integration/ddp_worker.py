@@ -154,8 +154,9 @@ def launch_main(rank: int, out: Path, root: Path) -> dict[str, Any]:
             small(), callbacks=[nnx.TensorBoardCallback(log_dir=out / "borrowed")], root=root / "r", distributed=distributed.DDP()),
         "batch norm": lambda: bn.train(small(), root=root / "r", distributed=distributed.DDP()),
         "objective": lambda: common.model().train(small(), objective=nnx.supervised_objective(), root=root / "r", distributed=distributed.DDP()),
-        "history journal": lambda: common.model().train(small(), history=nnx.HistoryJournal(), root=root / "r", distributed=distributed.DDP()),
-        "mixed precision": lambda: common.model(precision=nnx.PrecisionPolicy(mode="bf16")).train(small(), root=root / "r", distributed=distributed.DDP()),
+        "full history on every rank": lambda: common.model().train(
+            small(), history=nnx.HistoryJournal(), callbacks=[common.FullReader()], root=root / "r", distributed=distributed.DDP()),
+        "mixed precision": lambda: common.model(precision=nnx.PrecisionPolicy(mode="fp16")).train(small(), root=root / "r", distributed=distributed.DDP()),
         "unsharded validation": lambda: common.model().train(
             small(val_loader=[(x[:4], y[:4])]), root=root / "r", distributed=distributed.DDP()),
         "partition mismatch": lambda: common.model().train(
@@ -267,6 +268,23 @@ def launch_custom(rank: int, out: Path, root: Path) -> dict[str, Any]:
                           salt=f"weigh-{weigh}", root=root / "custom", distributed=distributed.DDP())
         result[f"weigh={weigh}"] = {"final": final_weights(model), "idps": run.idps, "joins": len(joins)}
         joins.clear()
+    model = common.model()  # a custom validation on each rank's shard
+    run = model.train(common.custom_params(single=False, val_loader=distributed.validation_loader(common.validation_set(), 8)),
+                      train_step_fn=common.custom_step(weigh=True), eval_step_fn=common.custom_eval_step,
+                      salt="eval", root=root / "custom", distributed=distributed.DDP())
+    result["eval"] = {"idps": run.idps, "final": final_weights(model)}
+    logs = [common.WindowLog(), common.WindowLog()]  # a history journal: crashed at epoch 2, then resumed
+    params = common.custom_params(single=False, resume="auto")
+    result["journal_crash"] = error_of(lambda: common.model().train(
+        params, history=common.JOURNAL, callbacks=[logs[0], common.CrashAt(2)], salt="journal", root=root / "journal",
+        distributed=distributed.DDP()))
+    run = common.model().train(params, history=common.JOURNAL, callbacks=[logs[1]], salt="journal", root=root / "journal",
+                               distributed=distributed.DDP())
+    result["journal"] = {"windows": logs[0].seen + logs[1].seen, "id": run.id, "status": run.resume_status.mode,
+                         "records": [(r.epoch_idx, r.batch_idx, r.train_edp.loss) for r in nnx.NNRun.load(run.id, root / "journal").idps]}
+    model = common.model(precision=nnx.PrecisionPolicy(mode="bf16"))  # the default step in bf16
+    run = model.train(common.main_params(single=False), salt="bf16", root=root / "custom", distributed=distributed.DDP())
+    result["bf16"] = {"idps": run.idps, "final": final_weights(model)}
     for name, kw in (("fail", {"fail": (1, 1, 2)}), ("nan", {"nan": (1, 1, 2)})):  # rank 1, epoch 1, batch 2
         model = common.model()
         result[name] = error_of(lambda model=model, name=name, kw=kw: model.train(

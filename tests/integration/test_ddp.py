@@ -255,8 +255,8 @@ REFUSALS = {
     "borrowed tracker": ("ParamsError", "writer_only"),
     "batch norm": ("ParamsError", "batch normalization"),
     "objective": ("ParamsError", "objectives"),
-    "history journal": ("ParamsError", "history journals"),
-    "mixed precision": ("ParamsError", "mixed precision"),
+    "full history on every rank": ("ParamsError", "only the writer holds the journal"),
+    "mixed precision": ("PrecisionUnsupportedError", "fp16 needs CUDA"),  # on CUDA, DDP refuses fp16 (test_nccl_paths)
     "unsharded validation": ("ParamsError", "validation_loader"),
     "partition mismatch": ("TrainingInputError", "train loaders disagree"),
     "configuration mismatch": ("ParamsError", "different run configurations"),
@@ -383,3 +383,50 @@ def test_a_custom_step_failing_or_turning_nan_on_one_rank_stops_every_rank_and_k
         assert all(bool(torch.isfinite(t).all()) for t in custom[0][f"{name}_final"].values())
     assert "failed on rank 1: ValueError: injected step failure on rank 1" in custom[0]["fail"]["message"]
     assert custom[0]["fail_last"] == [0] and sorted(custom[0]["nan_last"]) == [0, 0]  # epoch 0 stays committed
+
+
+def test_a_custom_validation_on_each_ranks_shard_gives_one_global_record_equal_to_one_process(base, custom):
+    """Each rank's eval_step_fn scores its own shard; the epoch's validation record is the rows'
+    weighted mean (count as weights), identical on both ranks and equal to one process scoring
+    the whole validation set."""
+    model = common.model()
+    run = model.train(
+        common.custom_params(single=True, val_loader=nnx.distributed.validation_loader(common.validation_set(), 8, rank=0, world_size=1)),
+        train_step_fn=common.custom_step(weigh=True), eval_step_fn=common.custom_eval_step, salt="eval-union",
+        root=base / "custom-single",
+    )
+    ranks = [r["eval"]["idps"] for r in custom]
+    assert ranks[0] == ranks[1]
+    ours = [r.val_edp for r in ranks[0] if r.val_edp is not None]
+    theirs = [r.val_edp for r in run.idps if r.val_edp is not None]
+    assert [v.count for v in ours] == [v.count for v in theirs] == [31] * 3
+    assert [v.loss for v in ours] == pytest.approx([v.loss for v in theirs], rel=1e-5)
+    assert [v.accuracy for v in ours] == pytest.approx([v.accuracy for v in theirs], rel=1e-6)
+    # an extra value is weighted like the loss: rank 0 scored 16 rows, rank 1 15
+    assert all(v.extra["rows_seen"] == pytest.approx((16 * 16 + 15 * 15) / 31) for v in ours)
+
+
+def test_the_default_step_in_bf16_on_two_ranks_matches_one_process_on_the_union(base, custom):
+    model = common.model(precision=nnx.PrecisionPolicy(mode="bf16"))
+    model.train(common.main_params(single=True), salt="bf16", root=base / "custom-single")
+    union = model.net.state_dict()
+    assert common.same(custom[0]["bf16"]["final"], custom[1]["bf16"]["final"])
+    assert custom[0]["bf16"]["idps"] == custom[1]["bf16"]["idps"]
+    assert all(torch.allclose(custom[0]["bf16"]["final"][k], union[k], rtol=2e-2, atol=2e-3) for k in union)
+
+
+def test_a_history_journal_on_two_ranks_keeps_one_window_everywhere_across_a_resume(base, custom):
+    """The writer writes the journal's chunks and manifest; every rank keeps the same window
+    (``ctx.idps``), also right after a resume (the writer's window reaches the other rank), and
+    the journal holds what one process on the union records."""
+    log = common.WindowLog()
+    single = common.model().train(common.custom_params(single=True), history=common.JOURNAL, callbacks=[log],
+                                  salt="journal", root=base / "custom-single")
+    ranks = [r["journal"] for r in custom]
+    assert all(r["journal_crash"]["message"].endswith("RuntimeError: crash at epoch 2") for r in custom)
+    assert ranks[0]["status"] == "stateful"
+    assert ranks[0]["windows"] == ranks[1]["windows"] == log.seen
+    assert len(log.seen[-1]) == 7  # the window, not the whole history
+    records = [(r.epoch_idx, r.batch_idx, r.train_edp.loss) for r in nnx.NNRun.load(single.id, base / "custom-single").idps]
+    assert [r[:2] for r in ranks[0]["records"]] == [r[:2] for r in records] and len(records) == 7  # a loaded journal run: its window
+    assert [r[2] for r in ranks[0]["records"]] == pytest.approx([r[2] for r in records], rel=1e-5)
