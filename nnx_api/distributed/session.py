@@ -38,7 +38,6 @@ from nnx_core.errors import ParamsError, TrainingInputError
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.statistics import SufficientStatistics, UnmergeableMetricError, statistic_slots
-from nnx_adapters.pytorch.tasks import ModuleLossTask
 from nnx_api.distributed.callbacks import resolve_callbacks
 from nnx_api.distributed.group import agree_given
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, partition_of
@@ -107,6 +106,7 @@ class RankSync:
         """The batch's statistics over the group: the agreed loss and counts; a categorical task's
         predicted classes stay per rank and are summed at the epoch's end (``DataParallel.total``)."""
         numbers, task = self.numbers, state.task
+        state.stats.additive = task.additive  # a summed loss_fn's records are sums, as in one process
         loss = torch.tensor(numbers.loss, dtype=torch.float64)
         if task.categorical:
             state.stats.add_output(loss, int(numbers.count), part.output, part.target, task)
@@ -247,8 +247,6 @@ def scope_problems(entry: Any, collective: Any) -> list[str]:
             f"callbacks reading the full history (history_access='full': {', '.join(full)}) would run on every rank, but "
             "only the writer holds the journal; declare distributed = 'writer' on them"
         )
-    if isinstance(model.task_adapter, ModuleLossTask):
-        problems.append("an assigned model.loss_fn is out of scope for distributed runs; use NNModelParams(loss=...)")
     policy = model.params.precision
     mode = policy.mode if policy is not None and policy.mode != "fp32" else model.precision  # NNx's mixed_precision flag too
     if mode == "fp16":

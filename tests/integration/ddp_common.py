@@ -302,8 +302,9 @@ def custom_params(*, single: bool, **kw: Any) -> nnx.NNTrainParams:
     data = custom_dataset()
     train = UnionLoader(data) if single else distributed.train_loader(data, BATCH, "pad", LOADER_SEED)
     kw.setdefault("n_epochs", 3)
+    kw.setdefault("optim", nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.2, momentum=0.9))
     return nnx.NNTrainParams(
-        seed=0, optim=nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.2, momentum=0.9), train_loader=train,
+        seed=0, train_loader=train,
         metrics=(nnx.MetricSpec(id="accuracy"),), progress=False, **kw,
     )
 
@@ -328,4 +329,5 @@ class FullReader(nnx.Callback):
 
 
 JOURNAL = nnx.HistoryJournal(retention=7, chunk_size=3)  # less than two epochs of 5 batches
+LOSS_FN_OPTIM = nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.02)  # small: a summed loss's steps are batch-sized
 

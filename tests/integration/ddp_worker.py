@@ -282,6 +282,12 @@ def launch_custom(rank: int, out: Path, root: Path) -> dict[str, Any]:
                                distributed=distributed.DDP())
     result["journal"] = {"windows": logs[0].seen + logs[1].seen, "id": run.id, "status": run.resume_status.mode,
                          "records": [(r.epoch_idx, r.batch_idx, r.train_edp.loss) for r in nnx.NNRun.load(run.id, root / "journal").idps]}
+    for reduction in ("sum", "mean"):  # an assigned loss_fn: additive (the ranks' sum) and mean-reduced
+        model = common.model()
+        model.loss_fn = nn.CrossEntropyLoss(reduction=reduction, ignore_index=common.IGNORE)
+        run = model.train(common.custom_params(single=False, optim=common.LOSS_FN_OPTIM), salt=f"loss-fn-{reduction}",
+                          root=root / "custom", distributed=distributed.DDP())
+        result[f"loss_fn={reduction}"] = {"final": final_weights(model), "idps": run.idps}
     model = common.model(precision=nnx.PrecisionPolicy(mode="bf16"))  # the default step in bf16
     run = model.train(common.main_params(single=False), salt="bf16", root=root / "custom", distributed=distributed.DDP())
     result["bf16"] = {"idps": run.idps, "final": final_weights(model)}

@@ -430,3 +430,19 @@ def test_a_history_journal_on_two_ranks_keeps_one_window_everywhere_across_a_res
     records = [(r.epoch_idx, r.batch_idx, r.train_edp.loss) for r in nnx.NNRun.load(single.id, base / "custom-single").idps]
     assert [r[:2] for r in ranks[0]["records"]] == [r[:2] for r in records] and len(records) == 7  # a loaded journal run: its window
     assert [r[2] for r in ranks[0]["records"]] == pytest.approx([r[2] for r in records], rel=1e-5)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_an_assigned_loss_fn_on_two_ranks_matches_one_process_on_the_union(base, custom, reduction):
+    """``model.loss_fn`` under DDP: a summed loss is additive — its update is DDP's average × the
+    world size, the ranks' sum, as one process sums the union — and a mean-reduced one is divided
+    by the union's valid targets; both against one process on the union, both ranks identical."""
+    model = common.model()
+    model.loss_fn = torch.nn.CrossEntropyLoss(reduction=reduction, ignore_index=common.IGNORE)
+    run = model.train(common.custom_params(single=True, optim=common.LOSS_FN_OPTIM), salt=f"loss-fn-{reduction}",
+                      root=base / "custom-single")
+    ranks = [r[f"loss_fn={reduction}"] for r in custom]
+    assert common.same(ranks[0]["final"], ranks[1]["final"]) and ranks[0]["idps"] == ranks[1]["idps"]
+    union = model.net.state_dict()
+    assert all(torch.allclose(ranks[0]["final"][k], union[k], rtol=1e-5, atol=1e-6) for k in union)
+    assert [r.train_edp.loss for r in ranks[0]["idps"]] == pytest.approx([r.train_edp.loss for r in run.idps], rel=1e-5)
