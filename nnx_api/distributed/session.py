@@ -41,7 +41,7 @@ from nnx_adapters.pytorch.statistics import SufficientStatistics, UnmergeableMet
 from nnx_api.distributed.callbacks import resolve_callbacks
 from nnx_api.distributed.group import agree_given
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, partition_of
-from nnx_api.distributed.steps import CustomSync, joined_record
+from nnx_api.distributed.steps import CustomSync, ObjectiveSync, joined_record
 from nnx_api.runs.payload import DDP_KIND, CheckpointPayload
 from nnx_api.training.checks import batch_problem
 
@@ -138,6 +138,10 @@ class DataParallel:
         (``joined_record``: weighted by each record's ``count``); any rank's error on every rank."""
         return joined_record(self.collective, record, error, where)
 
+    def objective_sync(self) -> ObjectiveSync:
+        """How an objective's readings, gradients and records join across this group."""
+        return ObjectiveSync(self.collective)
+
     def custom_sync(self) -> CustomSync:
         """How a custom step's gradients and records join across this group."""
         return CustomSync(self.collective)
@@ -232,12 +236,6 @@ def scope_problems(entry: Any, collective: Any) -> list[str]:
     """The seed's out-of-scope list, refused before anything is written (same answer on every rank)."""
     model, params = entry.model, entry.train
     problems = []
-    named = {  # custom steps (nnx_api.distributed.steps) and history journals run under DDP
-        "objective": ("objectives", "objective"),
-    }
-    for key, (what, given) in named.items():
-        if getattr(entry, key) is not None:
-            problems.append(f"{what} ({given}=) are out of scope for distributed runs; use the default step")
     full = [
         type(cb).__name__ for cb in entry.callbacks
         if getattr(cb, "history_access", None) == "full" and getattr(cb, "distributed", None) != "writer"

@@ -23,12 +23,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import torch
 import torch.distributed as dist
 
 from nnx_core import agreement
 from nnx_core.errors import NonFiniteLossError, UpdateOwnerError
 from nnx_core.records import EvaluationDataPoint
+from nnx_adapters.pytorch.gradients import TorchGradientSlots
 
 _STEP, _END = 1.0, 2.0  # which agreement a rank is at (a step's pre-hook, or the batch's end)
 _WIDTH = 7  # both agreements have this many values, so a rank at one meets a rank at the other
@@ -44,7 +46,8 @@ class CustomSync:
     def __init__(self, collective: Any) -> None:
         self.collective = collective
         self.world = collective.world_size
-        self.weight = 0.0  # this rank's declared denominator for the open window (0: none declared)
+        self.weight = 0.0  # this rank's declared denominator for the open window
+        self.weighed = False  # ctx.weigh() was called in the open window
         self.agreed_failure = False  # the last failure was raised by an agreement (every rank has it)
         self.where = ""
 
@@ -55,6 +58,7 @@ class CustomSync:
     def weigh(self, count: float) -> None:
         """``ctx.weigh(count)``: this microbatch's loss is a mean over ``count`` rows."""
         self.weight += float(count)
+        self.weighed = True
 
     def begin(self, where: str) -> None:
         """A batch starts (``where`` names it in errors)."""
@@ -69,7 +73,7 @@ class CustomSync:
 
     def _join(self, optimizer: torch.optim.Optimizer) -> None:
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        reduced = self._agree([_STEP, self.weight, 1.0 if self.weight else 0.0], None)
+        reduced = self._agree([_STEP, self.weight, 1.0 if self.weighed else 0.0], None)
         self._check_phase(reduced[0], _STEP)
         total, declared = reduced[1], reduced[2]
         if declared and declared != self.world:
@@ -79,26 +83,10 @@ class CustomSync:
                 "call it on every rank (with 0 where a rank's batch holds no rows) or on none"
             )
         share = self.weight / total if declared and total else 1.0 / self.world
-        self.weight = 0.0
-        present = self.collective.all_reduce_sum([1.0 if p.grad is not None else 0.0 for p in params])  # past the agreement
-        joined = [p for p, n in zip(params, present, strict=True) if n]
-        if not joined:
-            return
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in joined])
-        flat.mul_(share)
-        dist.all_reduce(flat)
-        if not bool(torch.isfinite(flat).all()):  # the same summed gradient on every rank: the same answer
+        self.weight, self.weighed = 0.0, False
+        if not sum_gradients(self.collective, params, share):  # the same summed gradient on every rank: one answer
             self.agreed_failure = True
             raise NonFiniteLossError(NONFINITE.format(where=self.where))
-        offset = 0
-        for p in joined:
-            n = p.numel()
-            chunk = flat[offset : offset + n].view_as(p)
-            if p.grad is None:
-                p.grad = chunk.clone()
-            else:
-                p.grad.copy_(chunk)
-            offset += n
 
     def _check_phase(self, total: float, mine: float) -> None:
         if total != mine * self.world:
@@ -113,6 +101,79 @@ class CustomSync:
         if error is not None and self.agreed_failure:
             raise error  # already agreed inside optimizer.step(): every rank raises it
         return joined_record(self.collective, record, error, self.where, phase=(_END, self._check_phase))
+
+
+def sum_gradients(collective: Any, params: Sequence[torch.Tensor], share: float = 1.0) -> bool:
+    """Replace each parameter's gradient by the sum over the ranks of ``share`` × its gradient (one
+    all-reduce of one flat buffer; a parameter without a gradient on some rank counts zeros
+    there, one without a gradient on every rank keeps none). Returns whether the sum is finite —
+    the same answer on every rank. Every rank calls it at the same point."""
+    present = collective.all_reduce_sum([1.0 if p.grad is not None else 0.0 for p in params])
+    joined = [p for p, n in zip(params, present, strict=True) if n]
+    if not joined:
+        return True
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in joined])
+    if share != 1.0:
+        flat.mul_(share)
+    dist.all_reduce(flat)
+    offset = 0
+    for p in joined:
+        n = p.numel()
+        chunk = flat[offset : offset + n].view_as(p)
+        if p.grad is None:
+            p.grad = chunk.clone()
+        else:
+            p.grad.copy_(chunk)
+        offset += n
+    return bool(torch.isfinite(flat).all())
+
+
+class ObjectiveSync:
+    """An objective's update engine across the ranks: every microbatch's term readings are summed
+    over the ranks before the engine sees them (so each window's denominators W_t, the finiteness
+    decision and the records are global, the same on every rank, and each rank back-propagates
+    its own numerators over the global W_t), and the combined gradients are summed over the
+    ranks before the update tail — one process's update on the union of the ranks' batches."""
+
+    def __init__(self, collective: Any) -> None:
+        self.collective = collective
+
+    def readings(
+        self, readings: Sequence[Any] | None, record: EvaluationDataPoint | None, error: BaseException | None, where: str
+    ) -> tuple[list[Any], EvaluationDataPoint | None]:
+        """The group's readings of one microbatch, and its record joined (``joined_record``) when
+        the objective returns one; every rank raises any rank's failure first."""
+        world = self.collective.world_size
+        count, records = agreement.agreed_sum(
+            self.collective, [float(len(readings or ())), 1.0 if record is not None else 0.0], error, where
+        )
+        assert readings is not None
+        if count != len(readings) * world or records not in (0.0, float(world)):
+            raise UpdateOwnerError(f"{where}: the ranks' objectives returned different loss terms or records")
+        values = [v for r in readings for v in (r.numerator, r.denominator or 0.0)]
+        summed = self.collective.all_reduce_sum(values)
+        joined = [
+            attrs.evolve(r, numerator=summed[2 * i], denominator=None if r.denominator is None else summed[2 * i + 1])
+            for i, r in enumerate(readings)
+        ]
+        return joined, joined_record(self.collective, record, None, where) if records else None
+
+    def slots(self, params: Sequence[torch.Tensor], scaler: Any = None) -> SummedGradientSlots:
+        """The engine's gradient slots, their combined gradients summed over the ranks."""
+        return SummedGradientSlots(params, scaler, self.collective)
+
+
+class SummedGradientSlots(TorchGradientSlots):
+    """Gradient slots whose combined gradients (the window's update, before the update tail) are
+    summed over the ranks: each rank's are its numerators' gradients over the global W_t."""
+
+    def __init__(self, params: Sequence[torch.Tensor], scaler: Any, collective: Any) -> None:
+        super().__init__(params, scaler)
+        self.collective = collective
+
+    def combine(self, factors: Sequence[float]) -> None:
+        super().combine(factors)
+        sum_gradients(self.collective, self.params)  # non-finite stays non-finite: the tail decides alike
 
 
 def joined_record(

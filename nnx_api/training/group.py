@@ -33,6 +33,10 @@ class SingleProcess:
             raise error
         return record
 
+    def objective_sync(self) -> None:
+        """An objective in one process: its readings are already the whole batch's."""
+        return None
+
     def custom_sync(self) -> None:
         """A custom step in one process: nothing to join."""
         return None

@@ -322,8 +322,9 @@ class TrainerStep:
 class ObjectiveStep:
     """An objective's loss terms through the shared update engine (every named optimizer)."""
 
-    def __init__(self, objective: Any, engine: UpdateEngine, gradients: TorchGradientSlots) -> None:
+    def __init__(self, objective: Any, engine: UpdateEngine, gradients: TorchGradientSlots, sync: Any = None) -> None:
         self.objective = objective
+        self.sync = sync  # under DDP(): the readings and records summed over the ranks (nnx_api.distributed.steps)
         self.engine = engine
         self.gradients = gradients
         self.components = (engine,)
@@ -344,13 +345,17 @@ class ObjectiveStep:
             model=state.model, batch=batch, epoch_idx=epoch, batch_idx=batch_idx, precision=state.model.precision,
             metrics=state.specs, extra_metrics=state.extra_fns,
         )
-        result = self.objective(ctx)
-        if not isinstance(result, ObjectiveResult):
-            raise TrainingInputError(
-                f"an objective must return ObjectiveResult(terms=[LossTerm(...), ...]), got {type(result).__name__}; "
-                "a function that runs backward and steps the optimizer itself belongs in train_step_fn"
-            )
-        tensors, readings = read_terms(result.terms)
+        if self.sync is None:
+            result, tensors, readings = self._read(ctx)
+        else:  # every rank raises any rank's failure; the engine sees the group's numbers
+            where = f"objective in epoch {epoch} batch {batch_idx}"
+            error: BaseException | None = None
+            try:
+                result, tensors, readings = self._read(ctx)
+            except Exception as exc:
+                error, result, tensors, readings = exc, None, [], None
+            readings, joined = self.sync.readings(readings, result.record if result is not None else None, error, where)
+            result = attrs.evolve(result, record=joined)
         self.gradients.set_terms(tensors)
         commit = self.engine.add(readings, is_last_batch=is_last)
         self.gradients.set_terms(())
@@ -371,6 +376,17 @@ class ObjectiveStep:
             record = attrs.evolve(record, loss=loss, count=0 if loss is None and record.count is None else record.count)
         state.stats.records.append(record)
         state.mark_batch()
+
+    def _read(self, ctx: ObjectiveContext) -> tuple[ObjectiveResult, list[torch.Tensor], list[Any]]:
+        """The objective's result, its numerators and their readings (one host read)."""
+        result = self.objective(ctx)
+        if not isinstance(result, ObjectiveResult):
+            raise TrainingInputError(
+                f"an objective must return ObjectiveResult(terms=[LossTerm(...), ...]), got {type(result).__name__}; "
+                "a function that runs backward and steps the optimizer itself belongs in train_step_fn"
+            )
+        tensors, readings = read_terms(result.terms)
+        return result, tensors, readings
 
 
 def checked_record(record: Any, source: str) -> EvaluationDataPoint:
@@ -421,7 +437,9 @@ def owner_for(
     if objective is not None:
         if scaler is not None:
             optimizers = {n: ScaledTorchOptimizer.wrap(o, scaler, auto_update=False) for n, o in optimizers.items()}
-        gradients = TorchGradientSlots([p for o in optimizers.values() for p in o.params], scaler)
+        params = [p for o in optimizers.values() for p in o.params]
+        sync = group.objective_sync() if group is not None else None
+        gradients = TorchGradientSlots(params, scaler) if sync is None else sync.slots(params, scaler)
         engine = UpdateEngine(
             optimizers,
             gradients,
@@ -430,7 +448,7 @@ def owner_for(
             nonfinite=getattr(objective, "nonfinite", "fail"),
             loss_scale=TorchLossScale(scaler) if scaler is not None else None,
         )
-        return Ownership(owner=ObjectiveStep(objective, engine, gradients), optimizers=optimizers, task=task)
+        return Ownership(owner=ObjectiveStep(objective, engine, gradients, sync), optimizers=optimizers, task=task)
     if step_fn is not None and kind.named_optimizers:
         return Ownership(owner=TrainerStep(step_fn), optimizers=optimizers, task=task)
     if scaler is not None:  # fp16 default or custom step: a scaled backward, steps through the scaler

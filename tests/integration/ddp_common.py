@@ -120,8 +120,8 @@ def main_params(*, single: bool, **kw: Any) -> nnx.NNTrainParams:
         train, val = UnionLoader(data), distributed.validation_loader(validation_set(), 8, rank=0, world_size=1)
     else:
         train, val = distributed.train_loader(data, BATCH, "pad", LOADER_SEED), distributed.validation_loader(validation_set(), 8)
+    kw.setdefault("n_epochs", MAIN_EPOCHS)
     return nnx.NNTrainParams(
-        n_epochs=MAIN_EPOCHS,
         seed=0,
         optim=nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.1, momentum=0.9, grad_clip_norm=1.0, accumulate_grad_batches=ACCUMULATE),
         scheduler=nnx.NNSchedulerParams(factor=0.5, patience=0, cooldown=0),
@@ -330,4 +330,10 @@ class FullReader(nnx.Callback):
 
 JOURNAL = nnx.HistoryJournal(retention=7, chunk_size=3)  # less than two epochs of 5 batches
 LOSS_FN_OPTIM = nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.02)  # small: a summed loss's steps are batch-sized
+
+
+def teacher() -> nn.Module:
+    """A fixed teacher for distillation (another initialisation of the same shape)."""
+    torch.manual_seed(17)
+    return nn.Sequential(nn.Linear(FEATURES, 8), nn.Tanh(), nn.Linear(8, CLASSES))
 

@@ -153,7 +153,6 @@ def launch_main(rank: int, out: Path, root: Path) -> dict[str, Any]:
         "borrowed tracker": lambda: common.model().train(
             small(), callbacks=[nnx.TensorBoardCallback(log_dir=out / "borrowed")], root=root / "r", distributed=distributed.DDP()),
         "batch norm": lambda: bn.train(small(), root=root / "r", distributed=distributed.DDP()),
-        "objective": lambda: common.model().train(small(), objective=nnx.supervised_objective(), root=root / "r", distributed=distributed.DDP()),
         "full history on every rank": lambda: common.model().train(
             small(), history=nnx.HistoryJournal(), callbacks=[common.FullReader()], root=root / "r", distributed=distributed.DDP()),
         "mixed precision": lambda: common.model(precision=nnx.PrecisionPolicy(mode="fp16")).train(small(), root=root / "r", distributed=distributed.DDP()),
@@ -288,6 +287,11 @@ def launch_custom(rank: int, out: Path, root: Path) -> dict[str, Any]:
         run = model.train(common.custom_params(single=False, optim=common.LOSS_FN_OPTIM), salt=f"loss-fn-{reduction}",
                           root=root / "custom", distributed=distributed.DDP())
         result[f"loss_fn={reduction}"] = {"final": final_weights(model), "idps": run.idps}
+    for name, objective in (("supervised", nnx.supervised_objective()), ("kd", nnx.kd_objective(common.teacher(), alpha=0.3))):
+        model = common.model()  # objectives through the update engine: accumulation 2, masks, clipping
+        run = model.train(common.main_params(single=False, n_epochs=3), objective=objective, salt=f"objective-{name}",
+                          root=root / "custom", distributed=distributed.DDP())
+        result[f"objective={name}"] = {"final": final_weights(model), "idps": run.idps}
     model = common.model(precision=nnx.PrecisionPolicy(mode="bf16"))  # the default step in bf16
     run = model.train(common.main_params(single=False), salt="bf16", root=root / "custom", distributed=distributed.DDP())
     result["bf16"] = {"idps": run.idps, "final": final_weights(model)}

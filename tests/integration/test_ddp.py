@@ -254,7 +254,6 @@ REFUSALS = {
     "undeclared callback": ("ParamsError", "declares no rank behaviour"),
     "borrowed tracker": ("ParamsError", "writer_only"),
     "batch norm": ("ParamsError", "batch normalization"),
-    "objective": ("ParamsError", "objectives"),
     "full history on every rank": ("ParamsError", "only the writer holds the journal"),
     "mixed precision": ("PrecisionUnsupportedError", "fp16 needs CUDA"),  # on CUDA, DDP refuses fp16 (test_nccl_paths)
     "unsharded validation": ("ParamsError", "validation_loader"),
@@ -446,3 +445,25 @@ def test_an_assigned_loss_fn_on_two_ranks_matches_one_process_on_the_union(base,
     union = model.net.state_dict()
     assert all(torch.allclose(ranks[0]["final"][k], union[k], rtol=1e-5, atol=1e-6) for k in union)
     assert [r.train_edp.loss for r in ranks[0]["idps"]] == pytest.approx([r.train_edp.loss for r in run.idps], rel=1e-5)
+
+
+@pytest.mark.parametrize("name", ["supervised", "kd"])
+def test_an_objective_on_two_ranks_matches_one_process_on_the_union(base, custom, name):
+    """Objectives through the shared update engine under DDP — the supervised objective and
+    knowledge distillation (two terms with their own denominators) — with accumulation 2, unequal
+    valid counts, an all-masked window and clipping: every rank ends identical, with identical
+    records, and equal to one process on the union of the ranks' batches."""
+    objective = nnx.supervised_objective() if name == "supervised" else nnx.kd_objective(common.teacher(), alpha=0.3)
+    model = common.model()
+    run = model.train(common.main_params(single=True, n_epochs=3), objective=objective, salt=f"objective-{name}",
+                      root=base / "custom-single")
+    ranks = [r[f"objective={name}"] for r in custom]
+    assert common.same(ranks[0]["final"], ranks[1]["final"]) and ranks[0]["idps"] == ranks[1]["idps"]
+    union = model.net.state_dict()
+    assert all(torch.allclose(ranks[0]["final"][k], union[k], rtol=1e-5, atol=1e-6) for k in union)
+    ours, theirs = ranks[0]["idps"], run.idps
+    losses = [(r.train_edp.loss, q.train_edp.loss) for r, q in zip(ours, theirs, strict=True)]
+    assert all((a is None) == (b is None) for a, b in losses)  # a fully masked microbatch has no loss, alike
+    assert name == "kd" or any(a is None for a, _ in losses)  # (distillation's soft term is never masked)
+    assert [a for a, _ in losses if a is not None] == pytest.approx([b for _, b in losses if b is not None], rel=1e-5)
+    assert [r.update_count for r in ours] == [r.update_count for r in theirs]  # the masked window skipped alike
