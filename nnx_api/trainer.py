@@ -23,7 +23,7 @@ from typing import Any
 
 from nnx_core.errors import ParamsError
 from nnx_api.config.params import NNTrainerParams
-from nnx_api.distributed import refuse_process_group
+from nnx_api.distributed import DDP, refuse_process_group
 from nnx_api.launch import TrainingEntry, launch
 from nnx_api.model import NNModel
 from nnx_api.runs.run import NNRun
@@ -60,15 +60,20 @@ class Trainer:
         storage: Any = None,
         provenance: Any = None,
         compile: Any = None,  # noqa: A002 - NNx's keyword
+        distributed: Any = None,
     ) -> NNRun:
         """Train into ``<root>/<run id>/`` and return the committed :class:`NNRun` (as NNModel.train;
         ``storage=`` a ``Storage`` adapter, default the file system under ``root``; NNx's
-        ``provenance=`` is out of scope: ``OutOfScopeError``). ``compile=`` is refused before
+        ``provenance=`` is out of scope: ``OutOfScopeError``; ``distributed=nnx.distributed.DDP()``
+        trains on every rank of a torchrun group, docs/distributed.md). ``compile=`` is refused before
         anything is written: it compiles NNModel's built-in default step, and a Trainer run's
         forwards are in its ``trainer_step_fn`` or objective."""
         if provenance is not None:
             refuse("Trainer.train(provenance=...)", EXTRAS)
-        refuse_process_group("Trainer.train")  # data parallelism covers NNModel.train(distributed=DDP()) only
+        if distributed is None:
+            refuse_process_group("Trainer.train")
+        elif not isinstance(distributed, DDP):
+            raise ParamsError("distributed", f"must be nnx.distributed.DDP() or None, got {type(distributed).__name__}")
         if not isinstance(params, NNTrainerParams):
             raise ParamsError("params", f"must be NNTrainerParams, got {type(params).__name__}")
         return launch(
@@ -78,7 +83,7 @@ class Trainer:
                 schedulers={name: params.scheduler_for(name) for name in params.optims}, primary=params.primary,
                 strict_groups=True, auto_step=params.auto_step_schedulers, step_fn=trainer_step_fn,
                 objective=objective, eval_step_fn=eval_step_fn, callbacks=callbacks or (), components=components or (),
-                history=history, root=root, storage=storage, trainer=self, compile=compile,
+                history=history, root=root, storage=storage, trainer=self, compile=compile, distributed=distributed,
             )
         )
 

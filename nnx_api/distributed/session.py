@@ -42,7 +42,7 @@ from nnx_api.distributed.callbacks import resolve_callbacks
 from nnx_api.distributed.group import agree_given
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, partition_of
 from nnx_api.distributed.steps import CustomSync, ObjectiveSync, joined_record
-from nnx_api.runs.payload import DDP_KIND, CheckpointPayload
+from nnx_api.runs.payload import CheckpointPayload
 from nnx_api.training.checks import batch_problem
 
 # no buffer broadcast before every forward ("forward_sync_buffers" in newer torch, "broadcast_buffers" before)
@@ -119,7 +119,6 @@ class RankSync:
 class DataParallel:
     """The session's group behaviour on one rank of a torchrun group (module docstring)."""
 
-    accepted_kinds = ("nnmodel",)
 
     def __init__(self, collective: Any, writer_rank: int) -> None:
         self.collective = collective
@@ -187,8 +186,12 @@ class DataParallel:
         )
 
     def kind(self, entry_kind: str) -> str:
-        """The payload kind of a distributed checkpoint."""
-        return DDP_KIND
+        """The payload kind of a distributed checkpoint: ``nnmodel-ddp`` or ``trainer-ddp``."""
+        return f"{entry_kind}-ddp"
+
+    def accepted_kinds(self, entry_kind: str) -> tuple[str, ...]:
+        """A run of the entry's own single-process kind (its resume is refused on the partition)."""
+        return (entry_kind,)
 
     # ------------------------------------------------------------- during training
     def begin_epoch(self, session: Any, epoch: int) -> None:

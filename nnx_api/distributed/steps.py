@@ -46,23 +46,30 @@ class CustomSync:
     def __init__(self, collective: Any) -> None:
         self.collective = collective
         self.world = collective.world_size
-        self.weight = 0.0  # this rank's declared denominator for the open window
-        self.weighed = False  # ctx.weigh() was called in the open window
+        self.windows: dict[int, list[Any]] = {}  # per optimizer: [accumulate, declared rows, weighed?]
         self.agreed_failure = False  # the last failure was raised by an agreement (every rank has it)
         self.where = ""
 
-    def bind(self, optimizer: torch.optim.Optimizer) -> None:
-        """Join the gradients before each of the optimizer's steps."""
+    def bind(self, optimizer: torch.optim.Optimizer, accumulate: int = 1) -> None:
+        """Join the gradients before each of the optimizer's steps (``accumulate``: its
+        ``accumulate_grad_batches``, over which its declared rows add up)."""
+        self.windows[id(optimizer)] = [accumulate, 0.0, False]
         optimizer.register_step_pre_hook(lambda opt, args, kwargs: self._join(opt))
 
     def weigh(self, count: float) -> None:
-        """``ctx.weigh(count)``: this microbatch's loss is a mean over ``count`` rows."""
-        self.weight += float(count)
-        self.weighed = True
+        """``ctx.weigh(count)``: this microbatch's loss is a mean over ``count`` rows; every
+        optimizer stepped in this batch (or, accumulating, at its window's end) weighs by them."""
+        for window in self.windows.values():
+            window[1] += float(count)
+            window[2] = True
 
     def begin(self, where: str) -> None:
-        """A batch starts (``where`` names it in errors)."""
+        """A batch starts (``where`` names it in errors); an optimizer that does not accumulate
+        forgets the rows declared in earlier batches."""
         self.where, self.agreed_failure = where, False
+        for window in self.windows.values():
+            if window[0] == 1:
+                window[1], window[2] = 0.0, False
 
     def _agree(self, values: Sequence[float], error: BaseException | None) -> list[float]:
         try:
@@ -73,7 +80,8 @@ class CustomSync:
 
     def _join(self, optimizer: torch.optim.Optimizer) -> None:
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        reduced = self._agree([_STEP, self.weight, 1.0 if self.weighed else 0.0], None)
+        window = self.windows[id(optimizer)]
+        reduced = self._agree([_STEP, window[1], 1.0 if window[2] else 0.0], None)
         self._check_phase(reduced[0], _STEP)
         total, declared = reduced[1], reduced[2]
         if declared and declared != self.world:
@@ -82,8 +90,8 @@ class CustomSync:
                 f"{self.where}: ctx.weigh() was called on {int(declared)} of {self.world} ranks before optimizer.step(); "
                 "call it on every rank (with 0 where a rank's batch holds no rows) or on none"
             )
-        share = self.weight / total if declared and total else 1.0 / self.world
-        self.weight, self.weighed = 0.0, False
+        share = window[1] / total if declared and total else 1.0 / self.world
+        window[1], window[2] = 0.0, False
         if not sum_gradients(self.collective, params, share):  # the same summed gradient on every rank: one answer
             self.agreed_failure = True
             raise NonFiniteLossError(NONFINITE.format(where=self.where))

@@ -14,7 +14,7 @@ module is the only place that mapping is read by key. Two forms:
       [compile]                                     the CompileRecord (only with train(compile=...))
 
   ``kind`` is the entry point that wrote it: ``"nnmodel"``, ``"trainer"`` or ``"nnmodel-ddp"``
-  (:data:`DDP_KIND`). A key in brackets is absent when unset, as before this class.
+  (:data:`DDP_KIND`), ``"trainer-ddp"``. A key in brackets is absent when unset, as before this class.
 * :class:`WeightsPayload` — a weights-only tag (``ModelCheckpoint``): ``kind`` (``"weights"``),
   ``epoch``, ``weights``.
 
@@ -43,7 +43,9 @@ from nnx_api.runs.checkpoint import STANDALONE_KIND
 
 __all__ = [
     "DDP_KIND",
+    "DDP_KINDS",
     "NNMODEL_KIND",
+    "TRAINER_DDP_KIND",
     "TRAINER_KIND",
     "WEIGHTS_KIND",
     "CheckpointPayload",
@@ -58,7 +60,9 @@ __all__ = [
 
 NNMODEL_KIND = "nnmodel"  # written by NNModel.train in one process
 TRAINER_KIND = "trainer"  # written by Trainer.train
-DDP_KIND = "nnmodel-ddp"  # written under DDP() (a single-process stateful resume refuses it)
+DDP_KIND = "nnmodel-ddp"  # written by NNModel.train under DDP() (a single-process stateful resume refuses it)
+TRAINER_DDP_KIND = "trainer-ddp"  # written by Trainer.train under DDP()
+DDP_KINDS = (DDP_KIND, TRAINER_DDP_KIND)
 WEIGHTS_KIND = "weights"  # a weights-only tag
 
 _FORMAT_KEY = "nnx_payload_format"  # added by the codec (nnx_adapters.pytorch.state), checked by its decode
@@ -142,7 +146,7 @@ class CheckpointPayload(Stateful):
 
     def distributed_state(self) -> Mapping[str, Any] | None:
         """The ``distributed`` record of a checkpoint written under ``DDP()`` (None otherwise)."""
-        return self.distributed if self.kind == DDP_KIND else None
+        return self.distributed if self.kind in DDP_KINDS else None
 
     def rank_view(self, rank: int) -> CheckpointPayload:
         """A distributed checkpoint as ``rank`` restores it: its own RNG streams."""

@@ -18,11 +18,14 @@ from nnx_api.training.owners import LocalSync
 class SingleProcess:
     """The group behaviour of one process: a group of one, so nothing to agree, reduce or gather."""
 
-    accepted_kinds: tuple[str, ...] = ()
     writer_rank = 0
 
     def __init__(self) -> None:
         self.collective = LocalCollective()
+
+    def accepted_kinds(self, entry_kind: str) -> tuple[str, ...]:
+        """Other checkpoint kinds a stateful resume restores: none (one process restores its own)."""
+        return ()
 
     def agree_given(self, entry: Any) -> None:
         """One process: nothing to compare."""

@@ -213,7 +213,7 @@ class CustomStep:
         optimizer = state.optimizers[state.primary].optimizer
         optimizer.register_step_post_hook(counted)
         if self.sync is not None:
-            self.sync.bind(optimizer)
+            self.sync.bind(optimizer, state.optim_params_of(state.primary).accumulate_grad_batches)
 
     def begin_epoch(self, state: Any, epoch: int) -> None:
         """A fresh accumulation state: a window never spans epochs."""
@@ -253,17 +253,7 @@ class CustomStep:
             session=state,
         )
         self._steps = self._reports = 0
-        if self.sync is None:
-            record = checked_record(self.fn(ctx), "train_step_fn")
-        else:  # every rank raises any rank's failure and records the global batch
-            self.sync.begin(f"train_step_fn in epoch {epoch} batch {batch_idx}")
-            error: BaseException | None = None
-            local = None
-            try:
-                local = checked_record(self.fn(ctx), "train_step_fn")
-            except Exception as exc:
-                error = exc
-            record = self.sync.end(local, error)
+        record = run_step(self.fn, ctx, self.sync, "train_step_fn", epoch, batch_idx)
         if record.loss is not None and not math.isfinite(record.loss) and not self._warned_nonfinite:
             self._warned_nonfinite = True  # once a run: the step owns its NaN guard, NNx only says so
             warnings.warn(
@@ -280,13 +270,17 @@ class TrainerStep:
 
     components: tuple[Any, ...] = ()
 
-    def __init__(self, fn: Any) -> None:
+    def __init__(self, fn: Any, sync: Any = None) -> None:
         self.fn = fn
+        self.sync = sync  # under DDP(): joins every named optimizer's gradients and the records
         self._views: dict[str, Mapping[str, Any]] = {}
 
     def bind(self, state: Any) -> None:
         """Freeze the read-only views every step context shares."""
         names = list(state.optimizers)
+        if self.sync is not None:
+            for name in names:
+                self.sync.bind(state.optimizers[name].optimizer, state.optim_params_of(name).accumulate_grad_batches)
         optims = [state.optim_params_of(n) for n in names]
 
         def view(values: list[Any]) -> Mapping[str, Any]:
@@ -312,10 +306,11 @@ class TrainerStep:
             precision=state.model.precision,
             report_update=lambda name: state.report(name, epoch, batch_idx),
             extra_metrics=state.extra_fns,
+            weigh=_unweighted if self.sync is None else self.sync.weigh,
             session=state,
             **self._views,
         )
-        state.stats.records.append(checked_record(self.fn(ctx), "trainer_step_fn"))
+        state.stats.records.append(run_step(self.fn, ctx, self.sync, "trainer_step_fn", epoch, batch_idx))
         state.mark_batch()
 
 
@@ -389,6 +384,21 @@ class ObjectiveStep:
         return result, tensors, readings
 
 
+def run_step(fn: Any, ctx: Any, sync: Any, source: str, epoch: int, batch_idx: int) -> EvaluationDataPoint:
+    """A step function's record for the batch; under ``DDP()`` (``sync``) every rank raises any
+    rank's failure and records the group's batch (``nnx_api.distributed.steps.CustomSync``)."""
+    if sync is None:
+        return checked_record(fn(ctx), source)
+    sync.begin(f"{source} in epoch {epoch} batch {batch_idx}")
+    error: BaseException | None = None
+    local = None
+    try:
+        local = checked_record(fn(ctx), source)
+    except Exception as exc:
+        error = exc
+    return sync.end(local, error)
+
+
 def checked_record(record: Any, source: str) -> EvaluationDataPoint:
     """A step's return value, refused unless it is an EvaluationDataPoint. A one-element tensor
     in a number field (``loss=loss``, still holding its graph) becomes its float, so the record
@@ -450,7 +460,8 @@ def owner_for(
         )
         return Ownership(owner=ObjectiveStep(objective, engine, gradients, sync), optimizers=optimizers, task=task)
     if step_fn is not None and kind.named_optimizers:
-        return Ownership(owner=TrainerStep(step_fn), optimizers=optimizers, task=task)
+        sync = group.custom_sync() if group is not None else None
+        return Ownership(owner=TrainerStep(step_fn, sync), optimizers=optimizers, task=task)
     if scaler is not None:  # fp16 default or custom step: a scaled backward, steps through the scaler
         optimizers = {n: ScaledTorchOptimizer.wrap(o, scaler) for n, o in optimizers.items()}
         task = ScaledLoss(task, scaler)

@@ -113,7 +113,7 @@ def refuse(entry: Any, group: Any, payload: Payload, stateful: bool) -> None:
     """A checkpoint of another entry point, world size or partition is refused for a stateful resume."""
     if not stateful:
         return
-    kind = adm.kind_refusal(payload.kind, group.kind(entry.kind.name), accepted=group.accepted_kinds)
+    kind = adm.kind_refusal(payload.kind, group.kind(entry.kind.name), accepted=group.accepted_kinds(entry.kind.name))
     if kind is not None or not isinstance(payload, CheckpointPayload):  # a weights-only one: kind 'weights'
         raise ComponentRestoreError([kind or f"checkpoint of kind {payload.kind!r} holds no training state"])
     reason = group.refusal(payload, stateful)

@@ -214,7 +214,8 @@ class TrainerStepContext:
     The step owns zero_grad, forwards, losses, backwards and ``optimizers[name].step()``; after
     each real step it calls ``ctx.report_update(name)`` once (``finalize_step(loss, ctx,
     paradigm=..., optimizer=name)`` does all of that). It returns the batch's
-    ``EvaluationDataPoint``.
+    ``EvaluationDataPoint``. ``weigh(count)`` states the denominator of the batch's losses, as in
+    ``TrainStepContext`` (under ``DDP()`` each rank's gradients weigh by their share of the rows).
     """
 
     model: Any
@@ -229,6 +230,7 @@ class TrainerStepContext:
     accumulate_grad_batches: Mapping[str, int]
     report_update: Callable[[str], None]
     extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None
+    weigh: Callable[[float], None] = attrs.field(default=lambda count: None, repr=False)
     session: Any = attrs.field(repr=False)
 
 

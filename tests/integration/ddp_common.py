@@ -337,3 +337,39 @@ def teacher() -> nn.Module:
     torch.manual_seed(17)
     return nn.Sequential(nn.Linear(FEATURES, 8), nn.Tanh(), nn.Linear(8, CLASSES))
 
+
+
+# ------------------------------------------------------------------------------- Trainer
+def cadence_step(seen: list[tuple[float, float]]):
+    """A Trainer step: the head commits on every batch, the encoder (the primary) on every other,
+    each loss the mean over its valid targets, weighed (``ctx.weigh``); ``seen`` gets each batch's
+    learning rates before stepping."""
+    import torch.nn.functional as F
+
+    def step(ctx: Any) -> nnx.EvaluationDataPoint:
+        seen.append((ctx.optimizers["encoder"].param_groups[0]["lr"], ctx.optimizers["head"].param_groups[0]["lr"]))
+        x, y = ctx.batch
+        valid = int((y != IGNORE).sum())
+        ctx.weigh(valid)
+        for name in (["encoder", "head"] if ctx.batch_idx % 2 else ["head"]):
+            opt = ctx.optimizers[name]
+            opt.zero_grad()
+            loss = F.cross_entropy(ctx.model.net(x), y, ignore_index=IGNORE)
+            loss.backward()
+            opt.step()
+            ctx.report_update(name)
+        return nnx.EvaluationDataPoint(loss=float(loss), count=valid)
+
+    return step
+
+
+def cadence_params(*, single: bool) -> nnx.NNTrainerParams:
+    data = custom_dataset()
+    train = UnionLoader(data) if single else distributed.train_loader(data, BATCH, "pad", LOADER_SEED)
+    halve = nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP, step_size=1, factor=0.7, clock="optimizer_update")
+    sgd = {"name": nnx.Optims.SGD, "max_lr": 0.3, "momentum": 0.0}
+    return nnx.NNTrainerParams(
+        n_epochs=2, seed=0, train_loader=train, progress=False, schedulers={"encoder": halve, "head": halve},
+        optims={"encoder": nnx.NNOptimParams(**sgd, param_groups=[nnx.NNParamGroupSpec(name_pattern="0.*")]),
+                "head": nnx.NNOptimParams(**sgd, param_groups=[nnx.NNParamGroupSpec(name_pattern="2.*")])},
+    )

@@ -163,7 +163,6 @@ def launch_main(rank: int, out: Path, root: Path) -> dict[str, Any]:
             distributed=distributed.DDP()),
         "configuration mismatch": lambda: common.model().train(small(), salt=f"rank-{rank}", root=root / "r", distributed=distributed.DDP()),
         "NNModel.train without distributed": lambda: common.model().train(small(), root=root / "r"),
-        "Trainer.train": lambda: nnx.Trainer(common.model()).train(None),
     }
     result["refusals"] = {name: error_of(fn) for name, fn in refusals.items()}
     result["no_writes"] = sorted(p.name for p in (root / "r").glob("*")) if (root / "r").exists() else []
@@ -309,8 +308,31 @@ def launch_custom(rank: int, out: Path, root: Path) -> dict[str, Any]:
     return result
 
 
+def launch_trainer(rank: int, out: Path, root: Path) -> dict[str, Any]:
+    """Trainer on 2 ranks: the documented GAN example, and a step whose non-primary optimizer
+    commits on its own cadence (update-clock schedules)."""
+    import dataclasses
+    import runpy
+
+    from torch.utils.data import TensorDataset
+
+    gan = runpy.run_path(str(Path(__file__).resolve().parents[2] / "examples" / "gan_trainer.py"), run_name="gan_example")
+    trainer, params = gan["build"](3)
+    params = dataclasses.replace(params, train_loader=distributed.train_loader(TensorDataset(gan["ring"](512)), 32, "pad", 5))
+    run = trainer.train(params, trainer_step_fn=gan["gan_step"], root=root / "trainer", distributed=distributed.DDP())
+    result: dict[str, Any] = {"gan": {"final": final_weights(trainer.model), "idps": run.idps}}
+    seen: list[tuple[float, float]] = []
+    model = common.model()
+    run = nnx.Trainer(model).train(common.cadence_params(single=False), trainer_step_fn=common.cadence_step(seen),
+                                   root=root / "trainer", distributed=distributed.DDP())
+    payload = run.checkpoint("last").payload()
+    result["cadence"] = {"final": final_weights(model), "idps": run.idps, "seen": seen,
+                         "counts": payload["update_counts"], "ticks": {n: s["ticks"] for n, s in payload["schedules"].items()}}
+    return result
+
+
 LAUNCHES = {"main": launch_main, "crash": launch_crash, "resume": launch_resume, "refuse": launch_refuse,
-            "hooks": launch_hooks, "custom": launch_custom}
+            "hooks": launch_hooks, "custom": launch_custom, "trainer": launch_trainer}
 
 
 def main() -> None:

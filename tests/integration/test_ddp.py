@@ -260,7 +260,6 @@ REFUSALS = {
     "partition mismatch": ("TrainingInputError", "train loaders disagree"),
     "configuration mismatch": ("ParamsError", "different run configurations"),
     "NNModel.train without distributed": ("ParamsError", "2-rank process group"),
-    "Trainer.train": ("ParamsError", "2-rank process group"),
 }
 
 
@@ -467,3 +466,37 @@ def test_an_objective_on_two_ranks_matches_one_process_on_the_union(base, custom
     assert name == "kd" or any(a is None for a, _ in losses)  # (distillation's soft term is never masked)
     assert [a for a, _ in losses if a is not None] == pytest.approx([b for _, b in losses if b is not None], rel=1e-5)
     assert [r.update_count for r in ours] == [r.update_count for r in theirs]  # the masked window skipped alike
+
+
+# ------------------------------------------------------------------------------- Trainer
+@pytest.fixture(scope="module")
+def trainer_launch(base: Path) -> list[dict[str, Any]]:
+    return check_ok(launch(2, "trainer", base))
+
+
+def test_the_gan_example_trains_on_two_ranks_with_identical_parameters(trainer_launch):
+    """Each rank draws its own noise, so no single process reproduces the run; what holds: every
+    optimizer's gradients are the ranks' average, so both ranks end with identical parameters
+    and records."""
+    a, b = (r["gan"] for r in trainer_launch)
+    assert common.same(a["final"], b["final"]) and a["idps"] == b["idps"]
+    assert all(bool(torch.isfinite(t).all()) for t in a["final"].values())
+    assert len({r.epoch_idx for r in a["idps"]}) == 3
+
+
+def test_a_trainer_on_two_ranks_matches_one_process_and_ticks_each_clock_once_per_own_commit(base, trainer_launch):
+    """Named optimizers on their own cadences under DDP: the same updates as one process on the
+    union (ctx.weigh: unequal valid counts), and each optimizer's update-clock schedule ticks once
+    per commit of its own optimizer — the learning rates every batch sees match one process."""
+    seen: list[tuple[float, float]] = []
+    model = common.model()
+    run = nnx.Trainer(model).train(common.cadence_params(single=True), trainer_step_fn=common.cadence_step(seen),
+                                   root=base / "trainer-single")
+    ranks = [r["cadence"] for r in trainer_launch]
+    assert common.same(ranks[0]["final"], ranks[1]["final"]) and ranks[0]["idps"] == ranks[1]["idps"]
+    union = model.net.state_dict()
+    assert all(torch.allclose(ranks[0]["final"][k], union[k], rtol=1e-5, atol=1e-6) for k in union)
+    assert ranks[0]["seen"] == ranks[1]["seen"] == seen  # the same clock arithmetic: the same floats
+    payload = run.checkpoint("last").payload()
+    assert ranks[0]["counts"] == payload["update_counts"] == {"encoder": 4, "head": 10}
+    assert ranks[0]["ticks"] == {"encoder": 4, "head": 10}
