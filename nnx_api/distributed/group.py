@@ -1,7 +1,7 @@
 """The process group torchrun started: join it, leave it, and refuse it where one process trains.
 
 ``init_process_group`` joins the group the environment describes (gloo on CPU, nccl with one GPU
-per local rank), ``shutdown`` meets every rank at a bounded teardown barrier, and
+per local rank), on one node or several, ``shutdown`` meets every rank at a bounded teardown barrier, and
 ``refuse_process_group`` is how single-process entry points refuse to run inside a larger group.
 Re-exported as ``nnx.distributed.init_process_group`` / ``shutdown`` / ``GroupInfo``.
 
@@ -30,18 +30,26 @@ from nnx_api.distributed.callbacks import describe_callbacks
 
 class GroupInfo(tuple[int, int]):
     """This process's place in the group: ``(rank, world_size)`` as NNx returns it (it unpacks,
-    indexes and compares as that 2-tuple), with ``rank``, ``world_size``, ``local_rank`` and
-    ``backend`` as attributes.
+    indexes and compares as that 2-tuple), with ``rank``, ``world_size``, ``local_rank``,
+    ``backend``, ``node_rank`` (this node's place among the nodes, torchrun's ``GROUP_RANK``) and
+    ``local_world_size`` (the ranks on this node, torchrun's ``LOCAL_WORLD_SIZE``) as attributes.
+    ``node_rank`` defaults to 0 and ``local_world_size`` to ``world_size``: one node.
 
     >>> rank, world_size = GroupInfo(1, 2, 1, "gloo")
+    >>> GroupInfo(1, 2, 0, "gloo", node_rank=1, local_world_size=1).node_rank
+    1
     """
 
     local_rank: int
     backend: str
+    node_rank: int
+    local_world_size: int
 
-    def __new__(cls, rank: int, world_size: int, local_rank: int, backend: str) -> GroupInfo:
+    def __new__(cls, rank: int, world_size: int, local_rank: int, backend: str, *, node_rank: int = 0,
+                local_world_size: int | None = None) -> GroupInfo:
         info = super().__new__(cls, (rank, world_size))
         info.local_rank, info.backend = local_rank, backend
+        info.node_rank, info.local_world_size = node_rank, world_size if local_world_size is None else local_world_size
         return info
 
     @property
@@ -56,7 +64,7 @@ class GroupInfo(tuple[int, int]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, GroupInfo):  # two infos: every field; a plain tuple: (rank, world_size)
-            return tuple(self) == tuple(other) and (self.local_rank, self.backend) == (other.local_rank, other.backend)
+            return tuple(self) == tuple(other) and self._place() == other._place()
         return tuple.__eq__(self, other)
 
     def __ne__(self, other: object) -> bool:
@@ -64,28 +72,53 @@ class GroupInfo(tuple[int, int]):
 
     __hash__ = tuple.__hash__
 
+    def _place(self) -> tuple[int, str, int, int]:
+        return self.local_rank, self.backend, self.node_rank, self.local_world_size
+
     def __repr__(self) -> str:
-        return f"GroupInfo(rank={self[0]}, world_size={self[1]}, local_rank={self.local_rank}, backend={self.backend!r})"
+        return (
+            f"GroupInfo(rank={self[0]}, world_size={self[1]}, local_rank={self.local_rank}, backend={self.backend!r}, "
+            f"node_rank={self.node_rank}, local_world_size={self.local_world_size})"
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (GroupInfo, (self[0], self[1], self.local_rank, self.backend))
+        return (_rebuild, (self[0], self[1], self.local_rank, self.backend, self.node_rank, self.local_world_size))
+
+
+def _rebuild(rank: int, world_size: int, local_rank: int, backend: str, node_rank: int, local_world_size: int) -> GroupInfo:
+    return GroupInfo(rank, world_size, local_rank, backend, node_rank=node_rank, local_world_size=local_world_size)
+
+
+def _node_place(rank: int, world: int) -> tuple[int, int, int]:
+    """``(local_rank, local_world_size, node_rank)`` from torchrun's environment: ``LOCAL_RANK``,
+    ``LOCAL_WORLD_SIZE`` and ``GROUP_RANK`` (the node's rank; ``rank // local_world_size`` where it
+    is not set, as torchrun numbers the ranks node by node). Without them: one node."""
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    node_rank = int(os.environ.get("GROUP_RANK", rank // max(local_world, 1)))
+    return local_rank, local_world, node_rank
 
 
 def _info() -> GroupInfo:
-    local = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
-    return GroupInfo(dist.get_rank(), dist.get_world_size(), local, str(dist.get_backend()))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local_rank, local_world, node_rank = _node_place(rank, world)
+    return GroupInfo(rank, world, local_rank, str(dist.get_backend()), node_rank=node_rank, local_world_size=local_world)
 
 
 def init_process_group(backend: str | None = None, *, timeout_seconds: float = 1800.0) -> GroupInfo:
     """Join the process group torchrun describes in the environment (``RANK``, ``WORLD_SIZE``,
-    ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) and return ``(rank, world_size)`` (a
-    :class:`GroupInfo`, which also carries ``local_rank`` and ``backend``).
+    ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) and
+    return ``(rank, world_size)`` (a :class:`GroupInfo`, which also carries ``local_rank``,
+    ``backend``, ``node_rank`` and ``local_world_size``).
 
-    ``backend`` None: nccl when torch has NCCL and this node a GPU per local rank (each rank then
-    uses ``cuda:LOCAL_RANK``), else gloo. ``backend="nccl"`` on a node without a GPU for this local
-    rank is refused (``ParamsError``) before any group is joined. ``timeout_seconds`` bounds every
-    collective: a rank that disappears makes the others fail after it instead of blocking forever.
-    Calling it again returns the existing group's info.
+    One node or several: torchrun's static rendezvous (``--nnodes=N --node-rank=i``) and its c10d
+    rendezvous both give every rank this environment. ``backend`` None: nccl when torch has NCCL
+    and this node a GPU per local rank (each rank then uses ``cuda:LOCAL_RANK``), else gloo; each
+    node decides for itself, so pass ``backend`` explicitly where the nodes' GPUs differ.
+    ``backend="nccl"`` on a node without a GPU for this local rank is refused (``ParamsError``)
+    before any group is joined. ``timeout_seconds`` bounds every collective: a rank that
+    disappears makes the others fail after it instead of blocking forever. Calling it again
+    returns the existing group's info.
     """
     if dist.is_available() and dist.is_initialized():
         return _info()
@@ -96,11 +129,14 @@ def init_process_group(backend: str | None = None, *, timeout_seconds: float = 1
             f"init_process_group: {', '.join(missing)} not set; start the script with torchrun, e.g. "
             "`torchrun --standalone --nproc_per_node=2 train.py`"
         )
-    world = int(os.environ["WORLD_SIZE"])
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    if local_world != world:
-        raise ParamsError("distributed", f"multi-node runs are out of scope ({world} ranks, {local_world} on this node)")
-    local_rank = int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank, local_world, _ = _node_place(rank, world)
+    if not 0 <= local_rank < local_world <= world:
+        raise ParamsError(
+            "distributed",
+            f"the environment places local rank {local_rank} among {local_world} rank(s) on this node, of {world} in all; "
+            "start the script with torchrun",
+        )
     if backend is None:
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         backend = "nccl" if dist.is_nccl_available() and gpus >= local_world else "gloo"

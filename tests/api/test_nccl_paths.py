@@ -1,6 +1,6 @@
 """The NCCL branches of the process group and the collective, on a machine without NCCL or a GPU.
 
-NCCL needs one GPU per rank, so these paths cannot run here. What they do is decided in Python
+NCCL needs one GPU per rank, so these paths cannot run here (on one node or several). What they do is decided in Python
 before anything reaches NCCL: which backend is chosen, which device each rank binds, what is
 refused before a group is joined, and how long a teardown barrier may keep the host waiting.
 These tests replace the ``torch.distributed`` and ``torch.cuda`` calls with a recording fake
@@ -91,8 +91,11 @@ class FakeNccl:
         return [c[0] for c in self.calls]
 
 
-def torchrun_env(monkeypatch, *, rank: int, world: int) -> None:
-    for key, value in {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": world, "LOCAL_WORLD_SIZE": world,
+def torchrun_env(monkeypatch, *, rank: int, world: int, nodes: int = 1) -> None:
+    """torchrun's environment for global rank ``rank`` of ``world``, ``world // nodes`` ranks per node."""
+    local_world = world // nodes
+    for key, value in {"RANK": rank, "LOCAL_RANK": rank % local_world, "WORLD_SIZE": world,
+                       "LOCAL_WORLD_SIZE": local_world, "GROUP_RANK": rank // local_world, "GROUP_WORLD_SIZE": nodes,
                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": 29511}.items():
         monkeypatch.setenv(key, str(value))
 
@@ -123,6 +126,57 @@ def test_nccl_without_a_gpu_for_this_rank_is_refused_before_any_group_is_joined(
     with pytest.raises(nnx.ParamsError, match=match):
         nnx.distributed.init_process_group(backend="nccl")
     assert fake.calls == []  # no device bound, no group joined
+
+
+# ------------------------------------------------------------------------ several nodes
+@pytest.mark.parametrize(("rank", "world", "nodes", "gpus", "device"),
+                         [(1, 2, 2, 1, 0), (0, 2, 2, 1, 0), (3, 4, 2, 2, 1), (2, 4, 2, 2, 0)],
+                         ids=["2x1-node1", "2x1-node0", "2x2-node1-local1", "2x2-node1-local0"])
+def test_on_several_nodes_each_rank_binds_the_gpu_of_its_local_rank_and_knows_its_node(
+        monkeypatch, rank, world, nodes, gpus, device):
+    """A GPU per *local* rank is enough: node 1's first rank (global rank 1 or 2) uses cuda:0."""
+    torchrun_env(monkeypatch, rank=rank, world=world, nodes=nodes)
+    fake = FakeNccl(monkeypatch, gpus=gpus, rank=rank, world=world)
+    info = nnx.distributed.init_process_group(timeout_seconds=42)
+    assert fake.calls == [("set_device", device), ("init", "nccl", datetime.timedelta(seconds=42))]
+    local_world = world // nodes
+    assert info == nnx.distributed.GroupInfo(rank, world, device, "nccl", node_rank=rank // local_world,
+                                             local_world_size=local_world)
+    assert (info.node_rank, info.local_world_size, tuple(info)) == (rank // local_world, local_world, (rank, world))
+    assert nnx.distributed.init_process_group() == info  # joined: the same place, read again
+
+
+def test_the_collective_and_the_teardown_barrier_of_a_second_nodes_rank_use_its_local_gpu(monkeypatch):
+    torchrun_env(monkeypatch, rank=1, world=2, nodes=2)
+    fake = FakeNccl(monkeypatch, gpus=1, rank=1, world=2)
+    nnx.distributed.init_process_group()
+    collective = TorchCollective(shared_memory=False)
+    assert collective.device == torch.device("cuda", 0) and collective.rank == 1
+    fake.work = FakeWork(blocking_wait=True, completes_after=0)
+    nnx.distributed.shutdown(timeout_seconds=7)
+    assert fake.calls[-2:] == [("barrier", True, [0]), ("destroy",)]
+
+
+def test_a_node_with_fewer_gpus_than_its_local_ranks_chooses_gloo_and_refuses_nccl(monkeypatch):
+    torchrun_env(monkeypatch, rank=3, world=4, nodes=2)  # node 1, local rank 1, one GPU on the node
+    fake = FakeNccl(monkeypatch, gpus=1, rank=3, world=4)
+    with pytest.raises(nnx.ParamsError, match="local rank 1 has none"):
+        nnx.distributed.init_process_group(backend="nccl")
+    assert fake.calls == []
+    nnx.distributed.init_process_group()
+    assert fake.calls == [("init", "gloo", datetime.timedelta(seconds=1800))]
+
+
+@pytest.mark.parametrize(("env", "match"), [({"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "1"}, "local rank 1 among 1"),
+                                            ({"LOCAL_WORLD_SIZE": "3"}, "among 3 rank.s. on this node, of 2")])
+def test_an_environment_that_places_the_rank_nowhere_is_refused_before_any_group_is_joined(monkeypatch, env, match):
+    torchrun_env(monkeypatch, rank=1, world=2, nodes=2)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    fake = FakeNccl(monkeypatch, gpus=2, rank=1)
+    with pytest.raises(nnx.ParamsError, match=match):
+        nnx.distributed.init_process_group()
+    assert fake.calls == []
 
 
 # ------------------------------------------------------------------------ shutdown
