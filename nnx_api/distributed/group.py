@@ -193,8 +193,8 @@ def refuse_process_group(entry: str) -> None:
         raise ParamsError(
             "distributed",
             f"{entry} trains in one process, but this process is rank {dist.get_rank()} of a "
-            f"{dist.get_world_size()}-rank process group; use model.train(params, distributed=nnx.distributed.DDP()) "
-            "(NNModel only), or run it outside torchrun",
+            f"{dist.get_world_size()}-rank process group; pass distributed=nnx.distributed.DDP() to {entry} to train "
+            "on every rank, or run it outside torchrun",
         )
 
 

@@ -163,6 +163,7 @@ def launch_main(rank: int, out: Path, root: Path) -> dict[str, Any]:
             distributed=distributed.DDP()),
         "configuration mismatch": lambda: common.model().train(small(), salt=f"rank-{rank}", root=root / "r", distributed=distributed.DDP()),
         "NNModel.train without distributed": lambda: common.model().train(small(), root=root / "r"),
+        "Trainer.train without distributed": lambda: nnx.Trainer(common.model()).train(None),
     }
     result["refusals"] = {name: error_of(fn) for name, fn in refusals.items()}
     result["no_writes"] = sorted(p.name for p in (root / "r").glob("*")) if (root / "r").exists() else []

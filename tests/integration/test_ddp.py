@@ -260,6 +260,7 @@ REFUSALS = {
     "partition mismatch": ("TrainingInputError", "train loaders disagree"),
     "configuration mismatch": ("ParamsError", "different run configurations"),
     "NNModel.train without distributed": ("ParamsError", "2-rank process group"),
+    "Trainer.train without distributed": ("ParamsError", "2-rank process group"),
 }
 
 
