@@ -1,18 +1,70 @@
 """The group of one process: ``SingleProcess``, the ``Group`` role (``nnx_api.training.roles``)
-when no ``DDP()`` is given — nothing to agree, reduce or gather. ``nnx_api.distributed``'s
-``DataParallel`` plays the same role over a torchrun group."""
+when no ``DDP()`` is given — nothing to agree, reduce or gather — and ``LocalSync``, how the one
+default step's microbatches join in it. ``nnx_api.distributed``'s ``DataParallel`` and
+``RankSync`` play the same roles over a torchrun group."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import torch
 
 from nnx_adapters.collective.local import LocalCollective
 from nnx_adapters.pytorch import state as torch_state
 from nnx_api.runs.payload import CheckpointPayload
-from nnx_api.training.owners import LocalSync
+from nnx_api.training.checks import batch_problem
+
+
+class LocalSync:
+    """How the default step's microbatches join in one process: nothing to agree (a failure is
+    raised here, naming the batch), the window's own count divides it, and its finiteness is read
+    once at the window's end. ``nnx_api.distributed`` supplies the group form (``RankSync``)."""
+
+    scale = 1  # the backward seed's numerator: DDP averages over the ranks, one process does not
+    agrees_finite = False  # finiteness is checked at the window's end (one read), not agreed per microbatch
+
+    def bind(self, state: Any, net: Any) -> Any:
+        """The module the step runs forward through: the net (or its compiled forward)."""
+        return net
+
+    def microbatch(self, closes: bool) -> contextlib.AbstractContextManager[Any]:
+        """Around one microbatch's forward and backward: nothing."""
+        return contextlib.nullcontext()
+
+    def agree(self, state: Any, part: Microbatch, error: BaseException | None, batch: Any, where: str) -> float:
+        """Raise this microbatch's failure (naming what is wrong with the batch when the first
+        batch's checks find it); else its denominator: the valid count."""
+        if error is not None:
+            problem = batch_problem(state.model, batch, where) if isinstance(error, _BATCH_ERRORS) else None
+            if problem is None:
+                raise error
+            raise problem from error
+        return part.count
+
+    def weight(self, window_weight: float | None) -> float | None:
+        """What the window's gradients are divided by: its denominator W."""
+        return window_weight
+
+    def record(self, state: Any, part: Microbatch, denominator: float) -> None:
+        """The batch's statistics, on the device."""
+        state.stats.add_output(part.loss, part.count, part.output, part.target, state.task)
+
+
+_BATCH_ERRORS = (RuntimeError, IndexError, TypeError, ValueError)  # what a batch unlike the first raises in torch
+
+
+@attrs.define(slots=True)
+class Microbatch:
+    """One microbatch of the default step: its detached loss numerator, valid count, detached
+    output and target (this rank's), and its correct count and rows (for a group's agreement)."""
+
+    loss: torch.Tensor
+    count: int
+    output: torch.Tensor
+    target: torch.Tensor
 
 
 class SingleProcess:

@@ -20,7 +20,6 @@ process; under ``DDP()`` ``nnx_api.distributed``'s ``RankSync`` runs it through
 
 from __future__ import annotations
 
-import contextlib
 import math
 import types
 import warnings
@@ -37,59 +36,10 @@ from nnx_core.update import UpdateWindow, commit_window
 from nnx_adapters.pytorch.batches import batch_parts, net_output, to_device
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
 from nnx_adapters.pytorch.scaling import ScaledLoss, ScaledTorchOptimizer, TorchLossScale, make_grad_scaler
-from nnx_api.training.checks import batch_problem
+from nnx_api.training.group import LocalSync, Microbatch
 from nnx_api.training.objectives import ObjectiveContext, ObjectiveResult, ObjectiveSummary, microbatch_loss, read_terms
 from nnx_api.training.roles import EntryKind
 from nnx_api.training.steps import GradientAccumulationState, TrainerStepContext, TrainStepContext
-
-
-class LocalSync:
-    """How the default step's microbatches join in one process: nothing to agree (a failure is
-    raised here, naming the batch), the window's own count divides it, and its finiteness is read
-    once at the window's end. ``nnx_api.distributed`` supplies the group form (``RankSync``)."""
-
-    scale = 1  # the backward seed's numerator: DDP averages over the ranks, one process does not
-    agrees_finite = False  # finiteness is checked at the window's end (one read), not agreed per microbatch
-
-    def bind(self, state: Any, net: Any) -> Any:
-        """The module the step runs forward through: the net (or its compiled forward)."""
-        return net
-
-    def microbatch(self, closes: bool) -> contextlib.AbstractContextManager[Any]:
-        """Around one microbatch's forward and backward: nothing."""
-        return contextlib.nullcontext()
-
-    def agree(self, state: Any, part: Microbatch, error: BaseException | None, batch: Any, where: str) -> float:
-        """Raise this microbatch's failure (naming what is wrong with the batch when the first
-        batch's checks find it); else its denominator: the valid count."""
-        if error is not None:
-            problem = batch_problem(state.model, batch, where) if isinstance(error, _BATCH_ERRORS) else None
-            if problem is None:
-                raise error
-            raise problem from error
-        return part.count
-
-    def weight(self, window_weight: float | None) -> float | None:
-        """What the window's gradients are divided by: its denominator W."""
-        return window_weight
-
-    def record(self, state: Any, part: Microbatch, denominator: float) -> None:
-        """The batch's statistics, on the device."""
-        state.stats.add_output(part.loss, part.count, part.output, part.target, state.task)
-
-
-_BATCH_ERRORS = (RuntimeError, IndexError, TypeError, ValueError)  # what a batch unlike the first raises in torch
-
-
-@attrs.define(slots=True)
-class Microbatch:
-    """One microbatch of the default step: its detached loss numerator, valid count, detached
-    output and target (this rank's), and its correct count and rows (for a group's agreement)."""
-
-    loss: torch.Tensor
-    count: int
-    output: torch.Tensor
-    target: torch.Tensor
 
 
 class DefaultStep:
