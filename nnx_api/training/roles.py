@@ -55,7 +55,7 @@ TRAINER = EntryKind("trainer", "trainer_step_fn", named_optimizers=True, owner_r
 
 
 class StepSync(Protocol):
-    """How the default step's microbatches join in a group (``nnx_api.training.owners.LocalSync``)."""
+    """How the default step's microbatches join in a group (``nnx_api.training.group.LocalSync``)."""
 
     scale: int  # the backward seed's numerator (DDP averages over the ranks: the world size)
     agrees_finite: bool  # a non-finite loss is refused before backward (else read at the window's end)
