@@ -1,7 +1,8 @@
-"""A custom ``train_step_fn`` under ``DDP()``: the step runs unchanged, its gradients are joined.
+"""Your own steps and objectives under ``DDP()``: they run unchanged; gradients and records join.
 
-The documented step — forward through ``ctx.model.net``, its own ``loss.backward()`` and
-``ctx.optimizer.step()`` — needs no wrapper. ``CustomSync`` hooks the optimizer instead:
+``CustomSync`` — a custom ``train_step_fn`` or a ``Trainer``'s ``trainer_step_fn``. The documented
+step (forward through ``ctx.model.net``, its own ``loss.backward()`` and ``optimizer.step()``)
+needs no wrapper; each optimizer is hooked instead:
 
 * **Before every ``optimizer.step()``** (a step pre-hook, so an accumulating step syncs only on
   its window's last microbatch): one small agreement (did any rank fail? is every rank stepping?),
@@ -10,9 +11,15 @@ The documented step — forward through ``ctx.model.net``, its own ``loss.backwa
   no rank declared one). The summed gradient is identical on every rank, so every rank takes the
   same step; a non-finite summed gradient raises ``NonFiniteLossError`` on every rank before any
   parameter moves.
-* **After every batch**: one agreement of the batch's record (loss and accuracy weighted by the
-  record's ``count``) and of the step's failure, so a step that raised on one rank raises on every
-  rank, and every rank records the same global batch.
+* **After every batch**: one agreement of the batch's record (``joined_record``: loss, accuracy
+  and ``extra`` weighted by the record's ``count``) and of the step's failure, so a step that
+  raised on one rank raises on every rank, and every rank records the same global batch.
+
+``ObjectiveSync`` — an objective: every microbatch's term readings are summed over the ranks
+before the update engine sees them, and the engine's combined gradients are summed over the
+ranks before the update tail (``SummedGradientSlots``).
+
+``joined_record`` also joins a custom ``eval_step_fn``'s per-shard records into the epoch's one.
 
 With equal per-rank batches (or declared denominators) and a step whose gradient is its loss's
 mean over its rows, each update equals one process training on the union of the ranks' batches.
