@@ -128,25 +128,22 @@ def _missing_folders(folder: str) -> list[str]:
 
 
 def _open_lease_file(path: str) -> tuple[Any, bool]:
-    """``(handle, created)``: a new lease file, an existing one for writing, or an existing one
-    read-only when the root cannot be written (the first error, when there is none)."""
+    """``(handle, created)``: an existing lease file for writing (read-only when the root cannot be
+    written), else a new one. One open in the common cases, none that fails on purpose: every
+    open is a file event a crash test can stop the process at."""
+    if os.path.exists(path):
+        try:
+            return open(path, "a+b"), False  # noqa: SIM115
+        except FileNotFoundError:
+            pass  # removed by its releasing holder meanwhile: create it
+        except OSError as exc:
+            if exc.errno not in _NOT_WRITABLE:
+                raise
+            return open(path, "rb"), False  # noqa: SIM115  # a read-only root: flock needs no write access
     try:
         return open(path, "xb"), True  # noqa: SIM115
     except FileExistsError:
-        pass
-    except OSError as exc:
-        if exc.errno not in _NOT_WRITABLE:
-            raise
-    try:
-        return open(path, "a+b"), False  # noqa: SIM115
-    except OSError as exc:
-        if exc.errno not in _NOT_WRITABLE:
-            raise
-        denied = exc
-    try:
-        return open(path, "rb"), False  # noqa: SIM115
-    except FileNotFoundError:
-        raise denied from None
+        return open(path, "a+b"), False  # noqa: SIM115  # created by another taker meanwhile
 
 
 def _names(path: str, handle: Any) -> bool:
