@@ -13,6 +13,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import attrs
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
@@ -373,3 +374,19 @@ def cadence_params(*, single: bool) -> nnx.NNTrainerParams:
         optims={"encoder": nnx.NNOptimParams(**sgd, param_groups=[nnx.NNParamGroupSpec(name_pattern="0.*")]),
                 "head": nnx.NNOptimParams(**sgd, param_groups=[nnx.NNParamGroupSpec(name_pattern="2.*")])},
     )
+
+
+class FaultyObjective(nnx.Objective):
+    """The supervised objective, raising (``fail``) or NaN (``nan``) on rank 1 at epoch 1 batch 2."""
+
+    def __init__(self, fault: str) -> None:
+        self.fault, self.inner = fault, nnx.supervised_objective()
+
+    def __call__(self, ctx: Any) -> Any:
+        if torch.distributed.get_rank() == 1 and (ctx.epoch_idx, ctx.batch_idx) == (1, 2):
+            if self.fault == "fail":
+                raise ValueError("injected objective failure on rank 1")
+            x, y = ctx.batch
+            ctx = attrs.evolve(ctx, batch=(x * float("nan"), y))
+        return self.inner(ctx)
+

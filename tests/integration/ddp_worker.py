@@ -292,6 +292,12 @@ def launch_custom(rank: int, out: Path, root: Path) -> dict[str, Any]:
         run = model.train(common.main_params(single=False, n_epochs=3), objective=objective, salt=f"objective-{name}",
                           root=root / "custom", distributed=distributed.DDP())
         result[f"objective={name}"] = {"final": final_weights(model), "idps": run.idps}
+    for fault in ("fail", "nan"):  # an objective failing, or its loss NaN, on rank 1 only
+        model = common.model()
+        result[f"objective_{fault}"] = error_of(lambda model=model, fault=fault: model.train(
+            common.custom_params(single=False, n_epochs=2), objective=common.FaultyObjective(fault), salt=f"objective-{fault}",
+            root=root / "objective-faults", distributed=distributed.DDP()))
+        result[f"objective_{fault}_final"] = final_weights(model)
     model = common.model(precision=nnx.PrecisionPolicy(mode="bf16"))  # the default step in bf16
     run = model.train(common.main_params(single=False), salt="bf16", root=root / "custom", distributed=distributed.DDP())
     result["bf16"] = {"idps": run.idps, "final": final_weights(model)}

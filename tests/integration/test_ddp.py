@@ -501,3 +501,13 @@ def test_a_trainer_on_two_ranks_matches_one_process_and_ticks_each_clock_once_pe
     payload = run.checkpoint("last").payload()
     assert ranks[0]["counts"] == payload["update_counts"] == {"encoder": 4, "head": 10}
     assert ranks[0]["ticks"] == {"encoder": 4, "head": 10}
+
+
+def test_an_objective_failing_or_turning_nan_on_one_rank_stops_every_rank_alike(custom):
+    """The objective raising, or its loss NaN, on rank 1 only: both ranks raise the same error
+    (the NaN through the summed readings, before any backward), and no rank moved alone."""
+    for fault, kind in (("fail", "AgreedError"), ("nan", "NonFiniteLossError")):
+        errors = [r[f"objective_{fault}"] for r in custom]
+        assert errors[0] is not None and errors[0] == errors[1] and errors[0]["type"] == kind, errors
+        assert common.same(custom[0][f"objective_{fault}_final"], custom[1][f"objective_{fault}_final"])
+    assert "failed on rank 1: ValueError: injected objective failure on rank 1" in custom[0]["objective_fail"]["message"]
