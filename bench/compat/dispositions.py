@@ -196,16 +196,6 @@ _kept(
 )
 
 _kept(
-    "not yet matched: supervised_objective()'s loss term is named \"supervised\" here; NNx names it \"loss\"",
-    "s19_callback_events/log[2]",
-    "s19_callback_events/log[3]",
-    "s19_callback_events/log[4]",
-    "s19_callback_events/log[7]",
-    "s19_callback_events/log[8]",
-    "s19_callback_events/log[9]",
-)
-
-_kept(
     "default activation is RELU here (NNx: LEAKY_RELU), as documented: changing it would change every existing run id; pass activation= for NNx's network",
     "s10_params_dataclasses/NNParams.state.activation",
 )

@@ -251,11 +251,11 @@ class SupervisedObjective(Objective):
         task = ctx.model.task_adapter
         task.check(output, target)
         numerator, count = supervised_terms(task, output, target)
-        return ObjectiveResult(supervised_term("supervised", task, numerator, count), _record(task, output, target, count))
+        return ObjectiveResult(supervised_term("loss", task, numerator, count), _record(task, output, target, count))
 
 
 def supervised_objective(*, nonfinite: str = "fail") -> SupervisedObjective:
-    """The default supervised loss as an objective (term ``"supervised"``)."""
+    """The default supervised loss as an objective (term ``"loss"``, as NNx names it)."""
     return SupervisedObjective(nonfinite=nonfinite)
 
 
