@@ -46,14 +46,6 @@ pytestmark = [
 ]
 
 
-def rank_env(rank: int, world: int, port: int) -> dict[str, str]:
-    return {
-        **os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NNX_PROGRESS": "0", "OMP_NUM_THREADS": "1",
-        "PYTHONUNBUFFERED": "1",
-    }
-
-
 @attrs.frozen
 class Launch:
     codes: list[int]
@@ -72,7 +64,7 @@ def launch(world: int, name: str, base: Path, *extra: str) -> Launch:
         with open(logs[rank], "w") as log:
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, str(WORKER), name, str(out), str(root), *extra], env=rank_env(rank, world, port),
+                    [sys.executable, str(WORKER), name, str(out), str(root), *extra], env=common.rank_env(rank, world, port),
                     stdout=log, stderr=subprocess.STDOUT, cwd=HERE,
                 )
             )

@@ -9,7 +9,6 @@ same typed error naming what differs and each rank's value.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,11 +37,7 @@ def launch(mode: str, base: Path, world: int = 2) -> list[dict[str, Any]]:
     logs = [out / f"{mode}_rank{r}.log" for r in range(world)]
     procs = []
     for rank in range(world):
-        env = {
-            **os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
-            "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NNX_PROGRESS": "0",
-            "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
-        }
+        env = common.rank_env(rank, world, port)
         with open(logs[rank], "w") as log:
             procs.append(subprocess.Popen([sys.executable, str(WORKER), mode, str(out), str(root)], env=env,
                                           stdout=log, stderr=subprocess.STDOUT, cwd=HERE))
