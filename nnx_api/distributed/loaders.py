@@ -50,6 +50,7 @@ class ShardedTrainLoader:
             raise ParamsError("train_loader.seed", f"must be an int ≥ 0, got {seed!r}")
         self.dataset, self.batch_size, self.policy, self.seed = dataset, batch_size, policy, seed
         self.rank, self.world_size = rank, world_size
+        self.global_batch_size: int | None = None  # train_loader(global_batch_size=...): the group's rows per step
         self.sampler = DistributedSampler(
             dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed, drop_last=policy == "drop"
         )
@@ -82,10 +83,13 @@ class ShardedTrainLoader:
 
     def partition(self) -> dict[str, Any]:
         """What a checkpoint records of this deal (a stateful resume needs the same)."""
-        return {
+        record = {
             "kind": "nnx.train_loader", "rows": self.rows, "batch_size": self.batch_size, "policy": self.policy,
             "seed": self.seed, "world_size": self.world_size, "rank": self.rank, "steps": len(self),
         }
+        if self.global_batch_size is not None:  # only then: the records of runs before it stay as they were
+            record["global_batch_size"] = self.global_batch_size
+        return record
 
 
 class ShardedValidationLoader:
@@ -110,14 +114,43 @@ class ShardedValidationLoader:
 
 
 def train_loader(
-    dataset: Any, batch_size: int, policy: str = "pad", seed: int = 0, *, rank: int | None = None,
-    world_size: int | None = None,
+    dataset: Any, batch_size: int | None = None, policy: str = "pad", seed: int = 0, *,
+    global_batch_size: int | None = None, rank: int | None = None, world_size: int | None = None,
 ) -> ShardedTrainLoader:
     """This rank's training batches: each epoch's permutation (seeded by ``seed + epoch``) padded or
     dropped to a multiple of the world size and dealt to the ranks, so every rank takes the same
-    number of steps. ``rank`` / ``world_size`` default to the process group's (0 / 1 without one)."""
+    number of steps. ``rank`` / ``world_size`` default to the process group's (0 / 1 without one).
+
+    ``batch_size`` is the rows of one rank's step; ``global_batch_size=G`` fixes the rows of one
+    step over the whole group instead (``G / world_size`` per rank; a ``G`` that does not divide is
+    refused, naming the nearest sizes that do). The ranks' batch *i* together are then the same
+    rows of the epoch's permutation on any number of ranks (all but the epoch's padded or dropped
+    tail), so the updates do not depend on the world size, up to float summation order."""
     r, w = _group_place(rank, world_size)
-    return ShardedTrainLoader(dataset, batch_size, policy, seed, r, w)
+    if global_batch_size is not None:
+        if batch_size is not None:
+            raise ParamsError("train_loader", "give batch_size (rows per rank and step) or global_batch_size, not both")
+        batch_size = per_rank_batch(global_batch_size, w)
+    elif batch_size is None:
+        raise ParamsError("train_loader.batch_size", "give batch_size (rows per rank and step) or global_batch_size=")
+    loader = ShardedTrainLoader(dataset, batch_size, policy, seed, r, w)
+    loader.global_batch_size = global_batch_size
+    return loader
+
+
+def per_rank_batch(global_batch_size: Any, world_size: int) -> int:
+    """``global_batch_size / world_size``, refused unless it is a whole number of rows ≥ 1."""
+    g = global_batch_size
+    if isinstance(g, bool) or not isinstance(g, int) or g < 1:
+        raise ParamsError("train_loader.global_batch_size", f"must be an int ≥ 1, got {g!r}")
+    if g % world_size:
+        lower, upper = g - g % world_size, g - g % world_size + world_size
+        nearest = f"{lower} or {upper}" if lower else f"{upper}"
+        raise ParamsError(
+            "train_loader.global_batch_size",
+            f"{g} rows do not divide among {world_size} ranks; use {nearest} (a multiple of {world_size})",
+        )
+    return g // world_size
 
 
 def validation_loader(

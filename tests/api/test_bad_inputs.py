@@ -312,6 +312,8 @@ CASES: list[Case] = [
     ("ids", "DDP writer rank negative", lambda r: nnx.distributed.DDP(writer_rank=-1), E, "writer_rank"),
     ("ids", "a train loader's policy", lambda r: nnx.distributed.train_loader(TensorDataset(X, Y), 8, policy="wrap"), E, "pad"),
     ("ids", "a train loader's batch size", lambda r: nnx.distributed.train_loader(TensorDataset(X, Y), 0), E, "batch_size"),
+    ("ids", "a global batch that does not divide among the ranks",
+     lambda r: nnx.distributed.train_loader(TensorDataset(X, Y), global_batch_size=30, rank=0, world_size=4), E, "28 or 32"),
     ("ids", "a sharded loader of a tensor", lambda r: nnx.distributed.validation_loader(X.tolist, 8), E, "dataset"),
 ]
 
