@@ -44,6 +44,7 @@ from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoa
 from nnx_api.distributed.steps import CustomSync, ObjectiveSync, joined_record
 from nnx_api.runs.payload import CheckpointPayload
 from nnx_api.training.checks import batch_problem
+from nnx_api.training.group import batch_place
 
 # no buffer broadcast before every forward ("forward_sync_buffers" in newer torch, "broadcast_buffers" before)
 _BUFFER_SYNC = (
@@ -79,7 +80,9 @@ class RankSync:
         assert self.ddp is not None
         return contextlib.nullcontext() if closes else self.ddp.no_sync()
 
-    def agree(self, state: Any, part: Any, error: BaseException | None, batch: Any, where: str) -> float:
+    def agree(
+        self, state: Any, part: Any, error: BaseException | None, batch: Any, epoch: int, batch_idx: int
+    ) -> float:
         """One all-reduce before backward: any rank's failure or non-finite loss is raised on every
         rank; else the group's numbers, whose count is this microbatch's share of the global W."""
         local = MicrobatchNumbers()
@@ -93,8 +96,8 @@ class RankSync:
             except Exception as exc:
                 error = exc
         if error is not None:
-            error = batch_problem(state.model, batch, where) or error
-        self.numbers = agreement.agree_microbatch(self.collective, local, error, where)
+            error = batch_problem(state.model, batch, batch_place(epoch, batch_idx)) or error
+        self.numbers = agreement.agree_microbatch(self.collective, local, error, f"epoch {epoch} batch {batch_idx}")
         return self.numbers.count
 
     def weight(self, window_weight: float | None) -> float:

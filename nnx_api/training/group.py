@@ -34,10 +34,13 @@ class LocalSync:
         """Around one microbatch's forward and backward: nothing."""
         return contextlib.nullcontext()
 
-    def agree(self, state: Any, part: Microbatch, error: BaseException | None, batch: Any, where: str) -> float:
+    def agree(
+        self, state: Any, part: Microbatch, error: BaseException | None, batch: Any, epoch: int, batch_idx: int
+    ) -> float:
         """Raise this microbatch's failure (naming what is wrong with the batch when the first
         batch's checks find it); else its denominator: the valid count."""
         if error is not None:
+            where = batch_place(epoch, batch_idx)  # built only on a failure: nothing per batch
             problem = batch_problem(state.model, batch, where) if isinstance(error, _BATCH_ERRORS) else None
             if problem is None:
                 raise error
@@ -51,6 +54,11 @@ class LocalSync:
     def record(self, state: Any, part: Microbatch, denominator: float) -> None:
         """The batch's statistics, on the device."""
         state.stats.add_output(part.loss, part.count, part.output, part.target, state.task)
+
+
+def batch_place(epoch: int, batch_idx: int) -> str:
+    """How errors name a training batch."""
+    return f"train_loader's batch {batch_idx} (0-based) of epoch {epoch}"
 
 
 _BATCH_ERRORS = (RuntimeError, IndexError, TypeError, ValueError)  # what a batch unlike the first raises in torch

@@ -80,7 +80,6 @@ class DefaultStep:
         process, the group's summed count under DDP.
         """
         model, task, sync, window = state.model, state.task, self.sync, self.window
-        where = f"train_loader's batch {batch_idx} (0-based) of epoch {epoch}"
         with sync.microbatch(window.closes(is_last)):  # DDP: gradients sync on the window's last microbatch only
             error: BaseException | None = None
             part: Any = None
@@ -93,7 +92,7 @@ class DefaultStep:
                 part = Microbatch(loss=loss_sum.detach(), count=count, output=output.detach(), target=target)
             except Exception as exc:  # agreed: every rank raises it (one process: here, naming the batch)
                 error = exc
-            denominator = sync.agree(state, part, error, batch, where)
+            denominator = sync.agree(state, part, error, batch, epoch, batch_idx)
             if task.additive:  # a sum-reduced loss_fn: the window's gradients are not normalised
                 loss_sum.backward()
                 window.add(None)
