@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         ComponentRestoreError,
         CorruptRunError,
         DataChangedError,
+        DivergedCopiesError,
         HistoryCorruptionError,
         InvalidRunIdError,
         MonitorUnavailableError,
@@ -155,7 +156,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "nnx_core.compilation": ("CompileRecord",),
     "nnx_core.errors": (
         "CodeChangedError", "CompileError", "ComponentRestoreError", "CorruptRunError", "DataChangedError",
-        "HistoryCorruptionError", "InvalidRunIdError", "MonitorUnavailableError", "NNxError", "NonFiniteLossError",
+        "DivergedCopiesError", "HistoryCorruptionError", "InvalidRunIdError", "MonitorUnavailableError", "NNxError", "NonFiniteLossError",
         "OutOfScopeError", "ParamsError", "PrecisionUnsupportedError", "PredictionInputError", "ResumeMismatchError",
         "ResumePointError", "RunExistsError", "RunLeaseError", "RunNotFoundError", "ScheduleBudgetError",
         "TaskValidationError", "TrainingInputError", "UpdateOwnerError",

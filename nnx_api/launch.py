@@ -88,11 +88,15 @@ def launch(entry: TrainingEntry) -> NNRun:
 
 
 def _launch(entry: TrainingEntry, group: Any) -> NNRun:
-    c, writer = group.collective, group.writer_rank
+    c = group.collective
     group.agree_given(entry)  # 0. what each rank was given, agreed before any other collective
     train = entry.train
     storage = entry.storage if entry.storage is not None else FileStorage(runs_root(entry.root))
     run = NNRun(config=entry.config, root=runs_root(entry.root), storage=storage, precision=entry.model.resolved_precision)
+    # 0. where the run lives: each rank's own root may hold it; the newest committed state's holder writes
+    note, writer = group.place_writer(run.id, storage), group.writer_rank
+    if note is not None and c.rank == writer:
+        _say(f"run {run.id[:8]}: {note}", train)
     # 1. checks and identity, on every rank
     ready = agreed(c, "setup", lambda: _checks(entry, group))
     group.setup(run.id, train)

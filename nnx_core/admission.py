@@ -22,7 +22,9 @@ Decided by the writer under the run lease, before any session starts (``admit``)
 
 The attempt record (``attempt.json``) is written when an attempt starts ("running") and when it
 ends ("completed"; "stopped" after a stop at an update boundary; "failed"; "interrupted" after
-Ctrl-C). It is not rewritten
+Ctrl-C). A continuation's record counts on from the previous one (``number``) and lists the
+earlier attempts (``earlier``: each one's id, status, times and committed epoch), so restarts
+— a relaunch, or torchrun's ``--max-restarts`` — show in the run's own files. It is not rewritten
 per epoch: LAST's manifest is the commit marker and names the committed epoch. A "running" record
 whose lease is free belongs to an interrupted attempt (killed, or stopped with Ctrl-C):
 ``attempt_status`` reports it as "interrupted".
@@ -206,6 +208,10 @@ def attempt_status(record: Mapping[str, Any] | None, *, lease_free: bool) -> str
     return INTERRUPTED if status == RUNNING and lease_free else status
 
 
+EARLIER_KEPT = 100  # earlier attempts an attempt record lists (its ``number`` keeps counting past them)
+EARLIER_FIELDS = ("attempt_id", "status", "started_at", "finished_at", "last_committed_epoch", "error")
+
+
 @attrs.define(kw_only=True)
 class AttemptRecord:
     """The writer's record of one ``train()`` attempt (``attempt.json``)."""
@@ -219,6 +225,22 @@ class AttemptRecord:
     last_committed_tag: str | None = None
     error: str | None = None
     compile: Mapping[str, Any] | None = None  # the CompileRecord's state, only when compilation was asked for
+    number: int = 1  # this attempt's place among the run's attempts (1: the attempt that started it)
+    earlier: list[dict[str, Any]] = attrs.Factory(list)  # the run's earlier attempts, oldest first (at most EARLIER_KEPT)
+
+    def follow(self, previous: Mapping[str, Any] | None) -> None:
+        """Continue the count of a run's attempts from the record the last one left (read by the
+        writer under the lease, so a "running" record is an attempt that was killed or lost:
+        it is kept as "interrupted"). Restarts show here, counted from the run's own files, not
+        from the launcher's environment."""
+        if previous is None:
+            return
+        earlier = [dict(e) for e in previous.get("earlier", ()) if isinstance(e, Mapping)]
+        number = previous.get("number", 1)
+        number = number if isinstance(number, int) and not isinstance(number, bool) and number >= 1 else len(earlier) + 1
+        summary = {key: previous.get(key) for key in EARLIER_FIELDS}
+        summary["number"], summary["status"] = number, attempt_status(previous, lease_free=True)
+        self.number, self.earlier = number + 1, (earlier + [summary])[-EARLIER_KEPT:]
 
     def save(self, files: RunFiles) -> None:
         """Atomically replace attempt.json (``compile`` only when there is a record)."""

@@ -23,6 +23,9 @@ rules below, over the ``Collective`` port only:
                               (None, an additive window: 1/world, the ranks' plain sum)
     agree_same(value, what)   Σv and Σv² in one all-reduce: equal on every rank iff
                               world·Σv² == (Σv)² (e.g. the epoch's number of steps)
+    writer_for(holdings)      where the run continues: every rank reports what its own runs root
+                              holds (LAST's epoch and digest); the newest committed state wins,
+                              and its holder writes (the configured writer when it holds it)
     resume_refusal(...)       which checkpoints a run of this world size and partition may
                               restore statefully (the writer decides, then broadcasts)
     callback_problems(...)    where each callback runs; undeclared, borrowed and stateful writer
@@ -41,7 +44,7 @@ from typing import Any, TypeVar
 import attrs
 
 from nnx_core import errors
-from nnx_core.errors import NNxError, NonFiniteLossError, ResumeMismatchError, TrainingInputError
+from nnx_core.errors import DivergedCopiesError, NNxError, NonFiniteLossError, ResumeMismatchError, TrainingInputError
 from nnx_core.ports import Collective
 
 _EPS = 2.0**-52  # float64's machine epsilon
@@ -274,6 +277,51 @@ def partition_problems(partitions: Sequence[Mapping[str, Any]]) -> list[str]:
         if part != shared[0]:
             problems.append(f"rank {rank}'s partition {part} differs from rank 0's {shared[0]}")
     return problems
+
+
+# ------------------------------------------------------------------------------- where the run lives
+@attrs.frozen
+class Holding:
+    """What one rank's own runs root holds of the run: LAST's epoch and the SHA-256 of LAST's
+    manifest bytes (both None: no committed epoch there), ``unreadable`` when LAST is there but
+    cannot be read, and ``place`` (host and root) to name it."""
+
+    place: str
+    epoch: int | None = None
+    digest: str | None = None
+    unreadable: bool = False
+
+
+def writer_for(holdings: Sequence[Holding], preferred: int) -> int:
+    """The rank that writes this run: the newest committed state wins, wherever it lies.
+
+    No rank holds LAST: ``preferred`` (a fresh run). Otherwise the holders of the newest epoch
+    (a root whose LAST cannot be read counts as newest: its writer refuses or replaces it as one
+    process would, and nothing starts over beside it); ``preferred`` when it is one of them, else
+    the lowest such rank. Roots holding *different* LASTs of that epoch are refused
+    (``DivergedCopiesError``) naming the places. Shared storage (one root seen by every rank)
+    reports the same LAST everywhere, so the configured writer keeps writing.
+    """
+    if not any(h.unreadable or h.epoch is not None for h in holdings):
+        return preferred
+    unreadable = [r for r, h in enumerate(holdings) if h.unreadable]
+    if unreadable:
+        newest = unreadable
+    else:
+        top = max(h.epoch for h in holdings if h.epoch is not None)
+        newest = [r for r, h in enumerate(holdings) if h.epoch == top]
+        copies: dict[str | None, list[int]] = {}
+        for r in newest:
+            copies.setdefault(holdings[r].digest, []).append(r)
+        if len(copies) > 1:
+            shown = "; ".join(
+                f"{holdings[rs[0]].place} (rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))})" for rs in copies.values()
+            )
+            raise DivergedCopiesError(
+                f"the ranks' runs roots hold different copies of this run at epoch {top}: {shown}; keep the copy to "
+                "continue, move the other run folder away, and start again"
+            )
+    return preferred if preferred in newest else newest[0]
 
 
 # ------------------------------------------------------------------------------- resume

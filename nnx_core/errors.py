@@ -44,6 +44,11 @@ class ResumeMismatchError(NNxError, ValueError):
     """A resume point does not fit the run being resumed (optimizer, topology, world size...)."""
 
 
+class DivergedCopiesError(ResumeMismatchError):
+    """Two runs roots of one data-parallel group hold different copies of one run at the same
+    epoch; nothing was written. Keep the copy to continue and move the other away."""
+
+
 class DataChangedError(ResumeMismatchError):
     """``resume="auto"`` found this configuration's run, but it was trained on other data (its
     recorded data fingerprint differs); pass ``data_id=`` for a distinct run."""

@@ -24,7 +24,9 @@ rules live in ``nnx_core.agreement``; traffic per step and per epoch: docs/distr
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import inspect
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +36,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from nnx_core import agreement
 from nnx_core.agreement import MicrobatchNumbers
-from nnx_core.errors import ParamsError, TrainingInputError
+from nnx_core.commit import LAST, RunFiles, TagManifest
+from nnx_core.errors import CorruptRunError, ParamsError, TrainingInputError
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.statistics import SufficientStatistics, UnmergeableMetricError, statistic_slots
@@ -125,8 +128,31 @@ class DataParallel:
 
     def __init__(self, collective: Any, writer_rank: int) -> None:
         self.collective = collective
-        self.writer_rank = writer_rank
+        self.writer_rank = writer_rank  # DDP(writer_rank=...), until place_writer finds the run elsewhere
         self.partitions: list[dict[str, Any]] = []
+
+    def place_writer(self, run_id: str, storage: Any) -> str | None:
+        """Where the run continues, when each node may have its own runs root: every rank reports
+        what its own root holds of ``run_id`` (LAST's epoch and the SHA-256 of LAST's manifest,
+        no blob read), in one all-gather, and the newest committed state wins
+        (``agreement.writer_for``): its holder becomes the writer for this call, so a run is never
+        started over while any rank's root holds a committed LAST. Different copies of one
+        epoch are refused on every rank, naming both places. Returns what to tell the user
+        (the writer moved, older copies left as they are), or None."""
+        own: BaseException | None = None
+        try:
+            mine: agreement.Holding | None = holding(storage, run_id)
+        except Exception as exc:  # an unreadable root still takes part in the gather
+            mine, own = None, exc
+        gathered = self.collective.all_gather((mine, None if own is None else agreement.failure_of(own, self.collective.rank)))
+        failure = agreement.first_failure([g[1] for g in gathered])
+        agreement.raise_failure(failure, "setup", own if failure is not None and failure.rank == self.collective.rank else None)
+        holdings = [g[0] for g in gathered]
+        configured, writer = self.writer_rank, agreement.writer_for(holdings, self.writer_rank)
+        self.writer_rank = writer
+        if hasattr(self.collective, "writer_rank"):
+            self.collective.writer_rank = writer
+        return placement_note(holdings, configured, writer)
 
     # ------------------------------------------------------------- before training
     def agree_given(self, entry: Any) -> None:
@@ -236,6 +262,68 @@ class DataParallel:
         close = getattr(self.collective, "close", None)
         if close is not None:
             close()
+
+
+def holding(storage: Any, run_id: str) -> agreement.Holding:
+    """What this rank's runs root holds of the run: LAST's epoch and manifest digest (cheap: one
+    small file read, no blob hashed), or that LAST is there but unreadable."""
+    place = f"{socket.gethostname()}:{getattr(storage, 'root', storage)}"
+    files = RunFiles(storage, run_id)
+    try:
+        data = storage.read(files.tag_path(LAST))
+    except FileNotFoundError:
+        return agreement.Holding(place)
+    try:
+        epoch = TagManifest.from_bytes(data, tag=LAST, run_id=run_id).epoch
+    except CorruptRunError:
+        return agreement.Holding(place, unreadable=True)
+    return agreement.Holding(place, epoch, hashlib.sha256(data).hexdigest())
+
+
+def placement_note(holdings: Sequence[agreement.Holding], configured: int, writer: int) -> str | None:
+    """What the user is told where the run is not where ``DDP(writer_rank=...)`` would write it,
+    or where another root keeps an older copy (left as it is)."""
+    chosen = holdings[writer]
+    parts = []
+    if writer != configured:
+        held = "an unreadable LAST" if chosen.unreadable else f"its newest committed epoch ({chosen.epoch})"
+        parts.append(f"rank {writer}'s runs root {chosen.place} holds {held}, so rank {writer} writes this run "
+                     f"instead of rank {configured}")
+    places = {chosen.place}
+    for rank, h in enumerate(holdings):
+        if h.place not in places and h.epoch is not None and h.digest != chosen.digest:
+            places.add(h.place)
+            parts.append(f"rank {rank}'s runs root {h.place} keeps an older copy (epoch {h.epoch}), left as it is")
+    return "; ".join(parts) or None
+
+
+def sync_batch_norms(net: nn.Module) -> list[tuple[nn.Module, str, nn.Module]]:
+    """Swap every batch normalization below ``net`` for a ``torch.nn.SyncBatchNorm``
+    (``convert_sync_batchnorm``), in place, so a training forward normalises over the union of
+    the ranks' batches and every rank keeps the same running statistics — one process's batch
+    norm on the union. The SyncBatchNorm holds the original's parameters and buffers (the same
+    tensors, the same state-dict keys), so the optimizer, checkpoints and the run identity are
+    unchanged. Returns ``(parent, name, original)`` for ``restore_batch_norms``. (``net`` itself
+    cannot be swapped in place: ``scope_problems`` refuses a net that is one batch norm.)"""
+    swapped = []
+    for parent in list(net.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.modules.batchnorm._BatchNorm) and not isinstance(child, nn.SyncBatchNorm):
+                parent._modules[name] = nn.SyncBatchNorm.convert_sync_batchnorm(child)
+                swapped.append((parent, name, child))
+    return swapped
+
+
+def restore_batch_norms(swapped: Sequence[tuple[nn.Module, str, nn.Module]]) -> None:
+    """Put the original batch norms back where ``sync_batch_norms`` swapped them, holding the
+    SyncBatchNorm's current parameters, buffers and mode (what training left)."""
+    for parent, name, original in reversed(swapped):
+        synced = parent._modules[name]
+        if synced is not None:
+            original._parameters.update(synced._parameters)
+            original._buffers.update(synced._buffers)
+            original.training = synced.training
+        parent._modules[name] = original
 
 
 def scope_problems(entry: Any, collective: Any) -> list[str]:

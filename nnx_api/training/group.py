@@ -90,6 +90,10 @@ class SingleProcess:
     def agree_given(self, entry: Any) -> None:
         """One process: nothing to compare."""
 
+    def place_writer(self, run_id: str, storage: Any) -> str | None:
+        """One process writes where it runs: nothing to place."""
+        return None
+
     def join_record(self, record: Any, error: BaseException | None, where: str) -> Any:
         """A custom validation's record is already the whole one (an error is raised as it is)."""
         if error is not None:

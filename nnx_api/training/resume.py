@@ -172,12 +172,13 @@ def write_admitted(
 ) -> None:
     """The writer's first writes, once every check passed: a fresh run's run.yaml, metadata and
     empty history (a replacement first moves the committed run aside), or a continuation's
-    metadata; then the attempt record."""
+    metadata; then the attempt record (a continuation's counts on from the previous one's)."""
     if replace:
         replacement.begin(files, attempt.attempt_id, attempt.started_at)
     if fresh:
         run.save(eager_history=journal is None)
     else:
+        attempt.follow(adm.read_attempt(files))
         files.storage.write(files.metadata_yaml, dump_yaml(run.metadata()))
     attempt.save(files)
 

@@ -223,6 +223,13 @@ def test_failure_after_a_commit_keeps_committed_epochs(runs):
 
     attempt = json.loads((run.path / "attempt.json").read_text())
     assert attempt["status"] == "failed" and attempt["last_committed_epoch"] == 1 and "boom" in attempt["error"]
+    assert attempt["number"] == 1 and attempt["earlier"] == []
+
+    # the same call again, continued: attempt 2, listing attempt 1 as it ended
+    resumed = model_for().train(nnx.NNTrainParams(n_epochs=4, train_loader=[(x, y)], resume="auto"), root=runs)
+    attempt = json.loads((resumed.path / "attempt.json").read_text())
+    assert attempt["status"] == "completed" and attempt["number"] == 2 and attempt["last_committed_epoch"] == 3
+    assert [(e["number"], e["status"], e["last_committed_epoch"]) for e in attempt["earlier"]] == [(1, "failed", 1)]
 
 
 def test_custom_step_and_eval_step(runs):

@@ -132,7 +132,7 @@ def test_the_attempt_record_writes_every_field_and_compile_only_when_there_is_on
     adm.AttemptRecord(attempt_id="a", run_id=RUN, started_at="t0").save(files)
     assert adm.read_attempt(files) == {"attempt_id": "a", "run_id": RUN, "status": adm.RUNNING, "started_at": "t0",
                                        "finished_at": None, "last_committed_epoch": None, "last_committed_tag": None,
-                                       "error": None}
+                                       "error": None, "number": 1, "earlier": []}
     adm.AttemptRecord(attempt_id="a", run_id=RUN, started_at="t0", compile={"status": "eager"}).save(files)
     assert adm.read_attempt(files)["compile"] == {"status": "eager"} and adm.read_attempt(files)["finished_at"] is None
 

@@ -1,12 +1,14 @@
-"""One rank of a multi-node test: ``torchrun ... multinode_worker.py <out dir> <runs root> [epochs] [kill epoch]``.
+"""One rank of a multi-node test: ``torchrun ... multinode_worker.py <out dir> <runs root> [epochs] [kill epoch] [victim]``.
 
 ``test_multinode.py`` starts it under torchrun, two agents acting as two nodes (or one agent with
 two ranks, the reference). It joins the group, trains ``ddp_common``'s tiny categorical run
 (Adam, a padded tail, a validation set) for a few epochs under ``DDP()`` with ``resume="auto"``,
 and saves what it saw to ``<out>/rank<r>.pt``: its place in the group (the ``GroupInfo``
 fields and torchrun's environment), the final parameters, the records and the run id. With a
-kill epoch, rank 1 SIGKILLs itself at its second update of that epoch, in torchrun's first
-attempt only (``TORCHELASTIC_RESTART_COUNT`` 0): a node lost mid-epoch.
+kill epoch, the victim rank (default 1) SIGKILLs itself at its second update of that epoch, once
+per job (a marker file in the out dir; torchrun's ``TORCHELASTIC_RESTART_COUNT`` counts each
+agent's own restarts only, so it cannot tell): a node lost mid-epoch. Each
+agent may be given its own runs root (a node without shared storage).
 """
 
 from __future__ import annotations
@@ -31,25 +33,26 @@ ENV = ("RANK", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE
 
 
 class Killer(nnx.Callback):
-    """SIGKILLs rank 1 at its second update of epoch ``epoch``, in torchrun's first attempt only."""
+    """SIGKILLs the victim rank at its second update of epoch ``epoch``, once (``marker``)."""
 
     distributed = "all"
 
-    def __init__(self, epoch: int) -> None:
-        self.epoch, self.seen = epoch, 0
+    def __init__(self, epoch: int, victim: int, marker: Path) -> None:
+        self.epoch, self.victim, self.marker, self.seen = epoch, victim, marker, 0
 
     def on_optimizer_update(self, ctx: Any, event: Any) -> None:
-        first = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
-        if event.epoch_idx == self.epoch and torch.distributed.get_rank() == 1 and first:
+        if event.epoch_idx == self.epoch and torch.distributed.get_rank() == self.victim and not self.marker.exists():
             self.seen += 1
             if self.seen == 2:
+                self.marker.parent.mkdir(parents=True, exist_ok=True)
+                self.marker.touch()
                 os.kill(os.getpid(), signal.SIGKILL)
 
 
-def main(out: Path, root: Path, epochs: int, kill_epoch: int | None) -> None:
+def main(out: Path, root: Path, epochs: int, kill_epoch: int | None, victim: int) -> None:
     info = distributed.init_process_group(timeout_seconds=60)
     model = common.model()
-    callbacks = [] if kill_epoch is None else [Killer(kill_epoch)]
+    callbacks = [] if kill_epoch is None else [Killer(kill_epoch, victim, out / "killed")]
     run = model.train(common.crash_params(n_epochs=epochs, resume="auto"), callbacks=callbacks, root=root,
                       distributed=distributed.DDP())
     saved = {
@@ -68,4 +71,4 @@ def main(out: Path, root: Path, epochs: int, kill_epoch: int | None) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 2,
-         int(sys.argv[4]) if len(sys.argv) > 4 else None)
+         int(sys.argv[4]) if len(sys.argv) > 4 else None, int(sys.argv[5]) if len(sys.argv) > 5 else 1)

@@ -1,8 +1,8 @@
 """Data parallelism across nodes: two torchrun agents on this machine act as two nodes (gloo, CPU).
 
 Each test starts ``multinode_worker.py`` under ``torchrun --nnodes=2 --nproc-per-node=1``, once
-per "node", both agents on 127.0.0.1 with one free port per test and the same runs root (shared
-storage: one writer, one lease, one set of files). Every agent has a hard wall-clock limit (its
+per "node", both agents on 127.0.0.1 with one free port per test, and either the same runs root
+(shared storage: one writer, one lease, one set of files) or one root each. Every agent has a hard wall-clock limit (its
 whole process group is killed past it) and the process group's timeout is 60 s, so nothing can
 hang the suite. ``OMP_NUM_THREADS=1`` is set for every launch: torchrun sets it only where a node
 runs more than one process, and the reference below runs two on one node.
@@ -11,12 +11,17 @@ runs more than one process, and the reference below runs two on one node.
   node (``GroupInfo.node_rank``, ``local_world_size``), both ranks end with identical parameters
   and records, one run is written under the shared root, and the result equals the same job on
   one node with two processes bit for bit;
-* ``NNX_DEEP=1``: the non-writer node's rank is SIGKILLed mid-epoch, torchrun (c10d,
-  ``--max-restarts=1``) restarts the group and ``resume="auto"`` continues the run bit for bit.
+* no shared storage (each agent its own runs root): the writer is SIGKILLed, and a relaunch with
+  the node ranks swapped (rank 0 now on the empty root) continues from the root that holds the
+  run, bit for bit;
+* a rank SIGKILLed mid-epoch, torchrun (c10d, ``--max-restarts=1``) restarts the group and
+  ``resume="auto"`` continues the run bit for bit, attempt.json counting the restart (the writer
+  on separate roots here; the other rank, and shared storage, with ``NNX_DEEP=1``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -82,19 +87,26 @@ def results(out: Path, codes: list[int], logs: Path) -> list[dict[str, Any]]:
     return [torch.load(out / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
 
 
-def two_nodes(base: Path, rendezvous: str, *, epochs: int = EPOCHS, kill_epoch: int | None = None,
+def two_nodes(base: Path, rendezvous: str, *, epochs: int = EPOCHS, kill_epoch: int | None = None, victim: int = 1,
+              roots: tuple[Path, Path] | None = None, node_ranks: tuple[int, int] = (0, 1), succeed: bool = True,
               **env: str) -> list[dict[str, Any]]:
-    """Two agents, one process each, on the same runs root: static node ranks or c10d."""
+    """Two agents, one process each: static node ranks (agent i is node ``node_ranks[i]``) or
+    c10d; one shared runs root, or each agent its own (``roots``: a node without shared storage)."""
     port = common.free_port()
     common_args = ["--nnodes=2", "--nproc-per-node=1"]
     if rendezvous == "static":
-        launchers = [[*common_args, f"--node-rank={n}", "--master-addr=127.0.0.1", f"--master-port={port}"] for n in (0, 1)]
+        launchers = [[*common_args, f"--node-rank={n}", "--master-addr=127.0.0.1", f"--master-port={port}"] for n in node_ranks]
     else:
         rdzv = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id=nnx-{base.name}"]
-        restarts = ["--max-restarts=1"] if kill_epoch is not None else []
+        restarts = ["--max-restarts=1"] if kill_epoch is not None and succeed else []
         launchers = [[*common_args, *restarts, *rdzv]] * 2
-    job = [str(WORKER), str(base / "out"), str(base / "runs"), str(epochs), *([] if kill_epoch is None else [str(kill_epoch)])]
-    codes = run_agents([torchrun(*launcher, *job) for launcher in launchers], base / "logs", agent_env(**env))
+    agent_roots = roots if roots is not None else (base / "runs", base / "runs")
+    kill = [] if kill_epoch is None else [str(kill_epoch), str(victim)]
+    jobs = [[str(WORKER), str(base / "out"), str(root), str(epochs), *kill] for root in agent_roots]
+    codes = run_agents([torchrun(*launcher, *job) for launcher, job in zip(launchers, jobs, strict=True)], base / "logs", agent_env(**env))
+    if not succeed:
+        assert any(codes), "the launch was meant to lose a rank"
+        return []
     return results(base / "out", codes, base / "logs")
 
 
@@ -134,14 +146,62 @@ def test_two_nodes_train_one_run_equal_to_one_node_with_two_processes(tmp_path, 
     check_one_run(ranks, reference, tmp_path / "runs")
 
 
-@pytest.mark.skipif(not DEEP, reason="NNX_DEEP=1: a node lost mid-epoch, restarted by torchrun")
-def test_a_node_lost_mid_epoch_is_restarted_and_resume_auto_continues_bit_for_bit(tmp_path):
-    """c10d, --max-restarts=1, TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (docs/distributed.md): rank 1
-    (the non-writer node) is SIGKILLed at its second update of epoch 2 of 4; torchrun restarts
-    both nodes' workers, the writer's lease was released, and resume="auto" continues from the
-    last committed epoch to the uninterrupted one-node run's parameters and records."""
-    ranks = two_nodes(tmp_path / "two", "c10d", epochs=4, kill_epoch=2, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
-    uninterrupted = one_node(tmp_path / "one", epochs=4)
+@pytest.fixture(scope="module")
+def reference4(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The uninterrupted 4-epoch job on one node with two processes."""
+    return one_node(tmp_path_factory.mktemp("one-node-4"), epochs=4)
+
+
+def check_continued(ranks: list[dict[str, Any]], uninterrupted: list[dict[str, Any]], roots: tuple[Path, ...]) -> Path:
+    """Both ranks continued statefully, identical, equal to the uninterrupted job bit for bit, and
+    exactly one of ``roots`` holds the run (the others none); returns that run's folder."""
+    r0, r1 = ranks
     assert [r["resume"] for r in ranks] == ["stateful", "stateful"]
-    assert ranks[1]["env"]["TORCHELASTIC_RESTART_COUNT"] == "1"
-    check_one_run(ranks, uninterrupted, tmp_path / "two" / "runs")
+    assert common.same(r0["final"], r1["final"]) and r0["idps"] == r1["idps"] and r0["id"] == r1["id"]
+    assert common.same(r0["final"], uninterrupted[0]["final"]) and r0["idps"] == uninterrupted[0]["idps"]
+    held = [root for root in roots if root.exists() and any(not p.name.startswith(".") for p in root.iterdir())]
+    assert len(held) == 1 and [p.name for p in held[0].iterdir() if not p.name.startswith(".")] == [r0["id"]]
+    assert nnx.NNRun.load(r0["id"], held[0]).idps == r0["idps"]
+    return held[0] / r0["id"]
+
+
+def attempts(run_folder: Path) -> tuple[int, list[str]]:
+    """attempt.json's number and the earlier attempts' statuses."""
+    record = json.loads((run_folder / "attempt.json").read_text())
+    assert record["status"] == "completed"
+    return record["number"], [e["status"] for e in record["earlier"]]
+
+
+def test_writer_lost_then_node_ranks_swapped_continues_from_the_root_that_holds_the_run(tmp_path, reference4):
+    """No shared storage: each agent has its own runs root. The writer (rank 0, agent A) is
+    SIGKILLed in epoch 2 of 4 and the launch fails. Relaunched with the node ranks swapped, rank 0
+    sits on agent B's empty root: the ranks find that A's root holds the newest committed state,
+    rank 1 writes there, and resume="auto" continues bit for bit to the uninterrupted one-node
+    job. Nothing is written under B's root; A's attempt.json counts the lost attempt."""
+    roots = (tmp_path / "node-a", tmp_path / "node-b")
+    two_nodes(tmp_path / "first", "static", epochs=4, kill_epoch=2, victim=0, roots=roots, succeed=False)
+    assert nnx.NNRun.load(reference4[0]["id"], roots[0]).idps[-1].epoch_idx == 1  # epochs 0-1 committed on A only
+    ranks = two_nodes(tmp_path / "second", "static", epochs=4, roots=roots, node_ranks=(1, 0))
+    assert [r["info"][4] for r in ranks] == [0, 1]  # rank 0 is node 0: agent B, whose root was empty
+    folder = check_continued(ranks, reference4, roots)
+    assert folder.parent == roots[0]
+    assert attempts(folder) == (2, ["interrupted"])
+
+
+@pytest.mark.parametrize("victim,storage", [
+    (0, "separate"),
+    pytest.param(1, "separate", marks=pytest.mark.skipif(not DEEP, reason="NNX_DEEP=1: the other rank")),
+    pytest.param(1, "shared", marks=pytest.mark.skipif(not DEEP, reason="NNX_DEEP=1: shared storage")),
+])
+def test_a_rank_lost_mid_epoch_is_restarted_and_resume_auto_continues_bit_for_bit(tmp_path, reference4, victim, storage):
+    """c10d, --max-restarts=1, TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (docs/distributed.md): one
+    rank is SIGKILLed at its second update of epoch 2 of 4; torchrun restarts both nodes' workers
+    (c10d may deal the ranks to the agents anew), and resume="auto" continues from the last
+    committed epoch to the uninterrupted one-node job's parameters and records. attempt.json
+    shows the restart, counted from the run's own files."""
+    roots = (tmp_path / "node-a", tmp_path / "node-b") if storage == "separate" else None
+    ranks = two_nodes(tmp_path / "two", "c10d", epochs=4, kill_epoch=2, victim=victim, roots=roots,
+                      TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
+    assert "1" in {r["env"]["TORCHELASTIC_RESTART_COUNT"] for r in ranks}  # (an agent counts its own restarts only)
+    folder = check_continued(ranks, reference4, roots or (tmp_path / "two" / "runs",))
+    assert attempts(folder) == (2, ["interrupted"])
