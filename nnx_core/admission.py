@@ -160,7 +160,9 @@ def data_refusal(run_id: str, recorded: Mapping[str, Any] | None, current: Mappi
         if before is None or now is None:
             changes.append(f"{loader} {'is given now, not then' if before is None else 'was given then, not now'}")
             continue
-        diff = [f"{key} {before.get(key)} → {now.get(key)}" for key in ("rows", "batches") if before.get(key) != now.get(key)]
+        diff = [f"rows {before.get('rows')} → {now.get('rows')}"] if before.get("rows") != now.get("rows") else []
+        if None not in (before.get("batches"), now.get("batches")) and before.get("batches") != now.get("batches"):
+            diff.append(f"batches {before.get('batches')} → {now.get('batches')}")  # None: not known (a rank's share)
         if before.get("batch") != now.get("batch"):
             diff.append(f"first batch {now.get('batch')} (was {before.get('batch')})")
         if before.get("sample") != now.get("sample") and not diff:

@@ -325,13 +325,20 @@ def writer_for(holdings: Sequence[Holding], preferred: int) -> int:
 
 
 # ------------------------------------------------------------------------------- resume
+WORLD_KEYS = ("rank", "world_size", "batch_size")  # a partition's entries that follow the world size
+
+
 def resume_refusal(
-    saved: Mapping[str, Any] | None, *, stateful: bool, world_size: int, partitions: Sequence[Mapping[str, Any]]
+    saved: Mapping[str, Any] | None, *, stateful: bool, world_size: int, partitions: Sequence[Mapping[str, Any]],
+    reshard: bool = False,
 ) -> str | None:
     """Why a distributed run may not restore a checkpoint statefully (None: it may).
 
     ``saved`` is the checkpoint's ``distributed`` section (None: written by one process). A
-    weights-only resume starts fresh from the weights at any world size.
+    weights-only resume starts fresh from the weights at any world size. Another world size is
+    restored only with ``reshard`` (``resume_mode="reshard"``), and only when both deals fixed the
+    same global batch with a world-size-independent tail (``train_loader(global_batch_size=G)``):
+    the partitions must then agree on everything but the world size's own entries.
     """
     if not stateful:
         return None
@@ -342,11 +349,24 @@ def resume_refusal(
             f"the same world size ({world_size}) and partition" + hint
         )
     saved_world = int(saved.get("world_size", 0))
-    if saved_world != world_size:
-        return f"the checkpoint was written by {saved_world} ranks, this run has {world_size}" + hint
     saved_parts = [dict(p) for p in saved.get("partitions", ())]
-    if saved_parts != [dict(p) for p in partitions]:
-        return f"the checkpoint's partition {saved_parts} differs from this run's {list(partitions)}" + hint
+    if saved_world == world_size:
+        if saved_parts != [dict(p) for p in partitions]:
+            return f"the checkpoint's partition {saved_parts} differs from this run's {list(partitions)}" + hint
+        return None
+    moved = f"the checkpoint was written by {saved_world} ranks, this run has {world_size}"
+    if not reshard:
+        return moved + "; resume_mode='reshard' continues it on this world size when its train_loader fixed global_batch_size" + hint
+    fixed = [p for p in [*saved_parts[:1], *partitions[:1]] if p.get("global_batch_size") and p.get("tail") == "global"]
+    if len(fixed) < 2:
+        return (
+            moved + ", and resume_mode='reshard' needs a run whose batches do not depend on the world size: its "
+            "train_loader must fix the rows per step for the whole group, nnx.distributed.train_loader(dataset, "
+            "global_batch_size=G), and so must this one" + hint
+        )
+    before, now = ({k: v for k, v in p.items() if k not in WORLD_KEYS} for p in (saved_parts[0], partitions[0]))
+    if before != now:
+        return f"{moved}, and its deal {before} differs from this run's {now} beyond the world size" + hint
     return None
 
 

@@ -115,6 +115,11 @@ def restore_rng(state: Mapping[str, Any], loaders: Iterable[Any] = ()) -> None:
         )
     for gen, gen_state in zip(gens, saved, strict=True):
         gen.set_state(gen_state)
+    if "reseed" in state:  # a rank new to a resharded run: its own streams, derived (CheckpointPayload.reshard_view)
+        seed = int(state["reseed"])
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
 
 
 def set_seed(seed: int, strict: bool = False) -> None:

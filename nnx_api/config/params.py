@@ -383,7 +383,7 @@ class NNSchedulerParams(Params):
         return NNSchedulerParamsBuilder(cls)
 
 
-RESUME_MODES = ("auto", "stateful", "weights_only")
+RESUME_MODES = ("auto", "stateful", "weights_only", "reshard")  # reshard: a DDP run on another world size
 
 
 def _loader(path: str, value: Any) -> Any:

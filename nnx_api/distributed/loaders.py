@@ -3,7 +3,10 @@
 ``train_loader(dataset, batch_size, policy=, seed=)`` deals each epoch's permutation (seeded by
 ``seed + epoch``) to the ranks after padding ("pad": leading rows repeated) or dropping ("drop")
 the tail, so every rank takes the same number of steps: exactly torch's ``DistributedSampler``,
-which does the dealing (NNx calls ``set_epoch`` before every epoch). Batches of a
+which does the dealing (NNx calls ``set_epoch`` before every epoch). With
+``global_batch_size=G`` the same permutation is padded or dropped to a multiple of ``G`` instead
+(of the world size) and dealt the same way, so the group's batch *i* is rows ``i·G … i·G+G-1``
+of the padded permutation on any world size, the tail included. Batches of a
 ``TensorDataset`` are gathered with one index per tensor. ``validation_loader(dataset,
 batch_size)`` scores rows ``rank::world`` unpadded (a ``Subset``): every row exactly once, a rank
 may have none, and the validation loop runs no collective.
@@ -67,14 +70,30 @@ class ShardedTrainLoader:
     @property
     def rows_per_rank(self) -> int:
         """How many rows each rank takes per epoch."""
-        return self.sampler.num_samples
+        if self.global_batch_size is None:
+            return self.sampler.num_samples
+        return self._global_rows() // self.world_size
+
+    def _global_rows(self) -> int:
+        """Under ``global_batch_size``: the epoch's rows after padding or dropping to a multiple of it."""
+        g = self.global_batch_size
+        assert g is not None
+        return -(-self.rows // g) * g if self.policy == "pad" else self.rows // g * g
 
     def __len__(self) -> int:
         return -(-self.rows_per_rank // self.batch_size)
 
     def indices(self) -> list[int]:
         """This rank's rows of the current epoch, in batch order."""
-        return list(iter(self.sampler))
+        if self.global_batch_size is None:
+            return list(iter(self.sampler))
+        g = torch.Generator()
+        g.manual_seed(self.seed + self.sampler.epoch)  # DistributedSampler's permutation
+        order = torch.randperm(self.rows, generator=g).tolist()
+        total = self._global_rows()
+        while len(order) < total:  # "pad": leading rows again, as often as needed
+            order += order[: total - len(order)]
+        return order[:total][self.rank :: self.world_size]
 
     def __iter__(self) -> Iterator[Any]:
         index = self.indices()
@@ -89,6 +108,7 @@ class ShardedTrainLoader:
         }
         if self.global_batch_size is not None:  # only then: the records of runs before it stay as they were
             record["global_batch_size"] = self.global_batch_size
+            record["tail"] = "global"  # padded or dropped to a multiple of the global batch, not of the world size
         return record
 
 
@@ -123,9 +143,11 @@ def train_loader(
 
     ``batch_size`` is the rows of one rank's step; ``global_batch_size=G`` fixes the rows of one
     step over the whole group instead (``G / world_size`` per rank; a ``G`` that does not divide is
-    refused, naming the nearest sizes that do). The ranks' batch *i* together are then the same
-    rows of the epoch's permutation on any number of ranks (all but the epoch's padded or dropped
-    tail), so the updates do not depend on the world size, up to float summation order."""
+    refused, naming the nearest sizes that do). The permutation is then padded ("pad": its
+    leading rows repeated) or dropped ("drop") to a multiple of ``G``, not of the world size, so
+    the ranks' batch *i* together are the same rows of the epoch on any number of ranks, the tail
+    included, and every step has ``G`` rows: the updates do not depend on the world size, up to
+    float summation order, and ``resume_mode="reshard"`` can continue the run on another one."""
     r, w = _group_place(rank, world_size)
     if global_batch_size is not None:
         if batch_size is not None:
@@ -135,6 +157,12 @@ def train_loader(
         raise ParamsError("train_loader.batch_size", "give batch_size (rows per rank and step) or global_batch_size=")
     loader = ShardedTrainLoader(dataset, batch_size, policy, seed, r, w)
     loader.global_batch_size = global_batch_size
+    if global_batch_size is not None and policy == "drop" and loader.rows < global_batch_size:
+        raise ParamsError(
+            "train_loader.global_batch_size",
+            f"policy='drop' with {global_batch_size} rows per step drops all {loader.rows} rows of the dataset; use a "
+            "smaller global_batch_size or policy='pad'",
+        )
     return loader
 
 

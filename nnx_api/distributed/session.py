@@ -130,6 +130,7 @@ class DataParallel:
         self.collective = collective
         self.writer_rank = writer_rank  # DDP(writer_rank=...), until place_writer finds the run elsewhere
         self.partitions: list[dict[str, Any]] = []
+        self.reshard = False  # resume_mode="reshard": a checkpoint of another world size may be restored
 
     def place_writer(self, run_id: str, storage: Any) -> str | None:
         """Where the run continues, when each node may have its own runs root: every rank reports
@@ -204,14 +205,17 @@ class DataParallel:
                 "params and salt the same way on every rank"
             )
         self.partitions = [dict(g[1]) for g in gathered]
+        self.reshard = params.resume_mode == "reshard"
         problems = agreement.partition_problems(self.partitions)
         if problems:
             raise TrainingInputError("the ranks' train loaders disagree: " + "; ".join(problems))
 
     def refusal(self, payload: CheckpointPayload, stateful: bool) -> str | None:
-        """A stateful resume needs a checkpoint of this world size and partition."""
+        """A stateful resume needs a checkpoint of this world size and partition (another world size:
+        ``resume_mode="reshard"`` and a deal that fixed the global batch)."""
         return agreement.resume_refusal(
-            payload.distributed_state(), stateful=stateful, world_size=self.collective.world_size, partitions=self.partitions
+            payload.distributed_state(), stateful=stateful, world_size=self.collective.world_size, partitions=self.partitions,
+            reshard=self.reshard,
         )
 
     def kind(self, entry_kind: str) -> str:
@@ -254,7 +258,10 @@ class DataParallel:
         return {"world_size": self.collective.world_size, "writer_rank": self.writer_rank, "partitions": self.partitions}
 
     def restore_view(self, payload: CheckpointPayload) -> CheckpointPayload:
-        """This rank's view of a distributed checkpoint: its own RNG streams."""
+        """This rank's view of a distributed checkpoint: its own RNG streams (resharded: a new
+        rank's are derived, ``CheckpointPayload.reshard_view``)."""
+        if len(payload.rng["ranks"]) != self.collective.world_size:
+            return payload.reshard_view(self.collective.rank)
         return payload.rank_view(self.collective.rank)
 
     def close(self) -> None:

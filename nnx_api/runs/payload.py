@@ -32,6 +32,7 @@ The standalone ``NNCheckpoint.to_file`` file is a third form, :class:`Standalone
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NewType
 
@@ -151,6 +152,20 @@ class CheckpointPayload(Stateful):
     def rank_view(self, rank: int) -> CheckpointPayload:
         """A distributed checkpoint as ``rank`` restores it: its own RNG streams."""
         return attrs.evolve(self, rng=self.rng["ranks"][rank])
+
+    def reshard_view(self, rank: int) -> CheckpointPayload:
+        """A distributed checkpoint as ``rank`` of a group of another size restores it
+        (``resume_mode="reshard"``): a rank the checkpoint had keeps its own RNG streams; a new
+        rank takes rank 0's with its torch, NumPy and Python streams moved to a seed derived from
+        rank 0's torch state and its own rank, so no two ranks draw the same dropout."""
+        ranks = self.rng["ranks"]
+        if rank < len(ranks):
+            return self.rank_view(rank)
+        base = dict(ranks[0])
+        digest = hashlib.sha256(base["torch"].numpy().tobytes() + f"rank {rank}".encode()).digest()
+        seed = int.from_bytes(digest[:8], "little") >> 1
+        base["reseed"] = seed  # restore_rng puts the streams back, then seeds them with it
+        return attrs.evolve(self, rng=base)
 
     def training_state(self) -> dict[str, Any]:
         """``NNCheckpoint.load_training_state``'s view: every key but the weights, then

@@ -5,8 +5,10 @@ would return or continue a run trained on other data. Each loader's fingerprint 
 
     rows      len(loader.dataset) for a map-style dataset (None otherwise)
     batches   len(loader) (None when the loader has no length; left out for NNx's sharded
-              DDP loaders, whose per-rank batch count depends on the world size)
-    batch     the first batch's structure: shape and dtype of every tensor in it
+              DDP loaders, whose per-rank batch count depends on the world size; None on
+              either side is not compared)
+    batch     the first batch's structure: shape and dtype of every tensor in it (a train
+              loader with a fixed global batch: the group's batch, G rows, on any world size)
     sample    SHA-256 (16 hex digits) of a fixed sample of rows: up to SAMPLE_ROWS rows at evenly
               spaced indices of the dataset (always the first and the last), read with
               ``dataset[i]`` — or, for a loader without a map-style dataset (a list of batches,
@@ -88,14 +90,18 @@ def sample_indices(rows: int, limit: int = SAMPLE_ROWS) -> list[int]:
     return sorted({round(i * (rows - 1) / (limit - 1)) for i in range(limit)})
 
 
-def structure(value: Any) -> Any:
-    """Shapes and dtypes of the tensors in a batch, nested as the batch is (YAML-safe)."""
+def structure(value: Any, rows: int | None = None) -> Any:
+    """Shapes and dtypes of the tensors in a batch, nested as the batch is (YAML-safe); ``rows``:
+    the batch dimension to record instead of the tensors' own (the group's rows per step)."""
     if isinstance(value, (torch.Tensor, np.ndarray)):
-        return f"{type(value).__name__ if isinstance(value, np.ndarray) else 'tensor'}{list(value.shape)} {value.dtype}"
+        shape = list(value.shape)
+        if rows is not None and shape:
+            shape[0] = rows
+        return f"{type(value).__name__ if isinstance(value, np.ndarray) else 'tensor'}{shape} {value.dtype}"
     if isinstance(value, Mapping):
-        return {str(k): structure(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+        return {str(k): structure(v, rows) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     if isinstance(value, (tuple, list)):
-        return [structure(v) for v in value]
+        return [structure(v, rows) for v in value]
     return type(value).__name__
 
 
@@ -135,7 +141,7 @@ def loader_fingerprint(loader: Any, first: Any) -> dict[str, Any]:
     dataset = dataset_of(loader)
     rows = len(dataset) if dataset is not None else None
     batches = None
-    if not isinstance(loader, Sharded):
+    if not isinstance(loader, (Sharded, ShardedValidation)):  # a rank's share: its count follows the world size
         with contextlib.suppress(TypeError):
             batches = len(loader)
     digest = hashlib.sha256()
@@ -147,8 +153,10 @@ def loader_fingerprint(loader: Any, first: Any) -> dict[str, Any]:
     else:
         _feed(digest, first)
         sampled = "the first batch"
-    return {
-        "rows": rows, "batches": batches, "batch": structure(first), "sample": digest.hexdigest()[:16], "sampled": sampled,
+    group_rows = getattr(loader, "global_batch_size", None) if isinstance(loader, Sharded) else None
+    return {  # a fixed global batch: the group's batch, the same on any world size (resume_mode="reshard")
+        "rows": rows, "batches": batches, "batch": structure(first, group_rows), "sample": digest.hexdigest()[:16],
+        "sampled": sampled,
     }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 import torch
 
+from nnx_core.errors import ParamsError
 from nnx_adapters.collective.local import LocalCollective
 from nnx_adapters.pytorch import state as torch_state
 from nnx_api.runs.payload import CheckpointPayload
@@ -117,7 +118,14 @@ class SingleProcess:
         return list(callbacks), list(callbacks)
 
     def check(self, entry: Any) -> None:
-        """One process trains anything an entry point accepts."""
+        """One process trains anything an entry point accepts; ``resume_mode="reshard"`` is for a
+        data-parallel run."""
+        if entry.train.resume_mode == "reshard":
+            raise ParamsError(
+                "NNTrainParams.resume_mode",
+                "'reshard' continues a distributed run on another world size and needs distributed=nnx.distributed.DDP() "
+                "(one process: torchrun --nproc-per-node=1); a run of one process resumes with 'auto' or 'stateful'",
+            )
 
     def setup(self, run_id: str, params: Any) -> None:
         """Nothing to compare with other ranks."""

@@ -62,7 +62,7 @@ def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
         raise RunNotFoundError(f"run {source_id} has no committed {tag!r} checkpoint (tags: {source.tags()})")
     data, payload = verified(source.files(), checkpoint.manifest, f"run {source_id} tag {tag!r}")
     stateful = payload.stateful
-    if train.resume_mode == "stateful" and not stateful:
+    if train.resume_mode in ("stateful", "reshard") and not stateful:
         raise ResumeMismatchError(f"{source_id}:{tag} holds weights only; use resume_mode='weights_only'")
     if not stateful and train.resume_mode == "auto":
         warnings.warn(

@@ -8,6 +8,8 @@ of it.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 import torch
 from torch.utils.data import TensorDataset
@@ -36,6 +38,32 @@ def test_a_global_batch_is_the_same_rows_on_one_two_and_four_ranks():
         assert union_batches(world) == expected, world
 
 
+@pytest.mark.parametrize("policy", ["pad", "drop"])
+def test_the_tail_is_the_same_rows_on_any_world_size(policy):
+    """45 rows in steps of 8: "pad" fills the last step with the permutation's leading rows (so
+    6 steps of 8), "drop" leaves the last 5 rows out (5 steps), whatever the number of ranks; each
+    step is a multiset (a padded row may train twice in a step)."""
+    rows, g = 45, 8
+    data = TensorDataset(torch.arange(rows))
+    permutation = torch.randperm(rows, generator=torch.Generator().manual_seed(SEED + EPOCH)).tolist()
+    padded = (permutation + permutation[:3]) if policy == "pad" else permutation[:40]
+    expected = [Counter(padded[i : i + g]) for i in range(0, len(padded), g)]
+    for world in (1, 2, 4, 8):
+        loaders = [nnx.distributed.train_loader(data, global_batch_size=g, policy=policy, seed=SEED, rank=r,
+                                                world_size=world) for r in range(world)]
+        for loader in loaders:
+            loader.set_epoch(EPOCH)
+        per_rank = [[batch[0].tolist() for batch in loader] for loader in loaders]
+        assert {len(steps) for steps in per_rank} == {len(expected)}, world
+        assert all(len(batch) == g // world for steps in per_rank for batch in steps), world  # every step full
+        assert [sum((Counter(steps[i]) for steps in per_rank), Counter()) for i in range(len(expected))] == expected, world
+
+
+def test_dropping_every_row_is_refused():
+    with pytest.raises(nnx.ParamsError, match="drops all 5 rows"):
+        nnx.distributed.train_loader(TensorDataset(torch.arange(5)), global_batch_size=8, policy="drop", rank=0, world_size=2)
+
+
 def test_a_global_batch_that_does_not_divide_is_refused_naming_the_nearest_sizes():
     data = TensorDataset(torch.arange(ROWS))
     with pytest.raises(nnx.ParamsError, match=r"30 rows do not divide among 4 ranks; use 28 or 32"):
@@ -52,4 +80,6 @@ def test_the_partition_records_the_global_batch_only_when_given():
     data = TensorDataset(torch.arange(ROWS))
     fixed = nnx.distributed.train_loader(data, global_batch_size=G, rank=1, world_size=2)
     assert fixed.batch_size == G // 2 and fixed.partition()["global_batch_size"] == G
-    assert "global_batch_size" not in nnx.distributed.train_loader(data, 8, rank=1, world_size=2).partition()
+    assert fixed.partition()["tail"] == "global"
+    plain = nnx.distributed.train_loader(data, 8, rank=1, world_size=2).partition()
+    assert "global_batch_size" not in plain and "tail" not in plain

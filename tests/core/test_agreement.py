@@ -200,7 +200,8 @@ def test_a_stateful_resume_needs_the_same_world_and_partition():
     single = agreement.resume_refusal(None, stateful=True, world_size=2, partitions=parts)
     assert single.startswith("the checkpoint was written by one process") and "(2)" in single and single.endswith(hint)
     assert agreement.resume_refusal(saved, stateful=True, world_size=3, partitions=parts) == (
-        "the checkpoint was written by 2 ranks, this run has 3" + hint)
+        "the checkpoint was written by 2 ranks, this run has 3; resume_mode='reshard' continues it on this world size "
+        "when its train_loader fixed global_batch_size" + hint)
     assert agreement.resume_refusal({}, stateful=True, world_size=1, partitions=[deal(0, world=1)]).startswith(
         "the checkpoint was written by 0 ranks")  # a section without a world size is nobody's
     other = agreement.resume_refusal(saved, stateful=True, world_size=2, partitions=[deal(0, seed=5), deal(1, seed=5)])

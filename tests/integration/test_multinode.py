@@ -14,6 +14,9 @@ runs more than one process, and the reference below runs two on one node.
 * no shared storage (each agent its own runs root): the writer is SIGKILLed, and a relaunch with
   the node ranks swapped (rank 0 now on the empty root) continues from the root that holds the
   run, bit for bit;
+* the world size as a choice: a run with ``train_loader(global_batch_size=8)`` trained on 2, then
+  1, then 4 ranks (``resume_mode="reshard"``) ends within float32 summation-order tolerance of
+  the same run trained on 2 ranks throughout;
 * a rank SIGKILLed mid-epoch, torchrun (c10d, ``--max-restarts=1``) restarts the group and
   ``resume="auto"`` continues the run bit for bit, attempt.json counting the restart (the writer
   on separate roots here; the other rank, and shared storage, with ``NNX_DEEP=1``).
@@ -22,6 +25,7 @@ runs more than one process, and the reference below runs two on one node.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -38,6 +42,7 @@ import nnx_api as nnx
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "multinode_worker.py"
+RESHARD = HERE / "reshard_worker.py"
 AGENT_TIMEOUT = 120  # seconds for one agent (rendezvous, both epochs, teardown); the group's timeout is 60 s
 DEEP = os.environ.get("NNX_DEEP") == "1"
 EPOCHS = 2
@@ -205,3 +210,39 @@ def test_a_rank_lost_mid_epoch_is_restarted_and_resume_auto_continues_bit_for_bi
     assert "1" in {r["env"]["TORCHELASTIC_RESTART_COUNT"] for r in ranks}  # (an agent counts its own restarts only)
     folder = check_continued(ranks, reference4, roots or (tmp_path / "two" / "runs",))
     assert attempts(folder) == (2, ["interrupted"])
+
+
+def one_agent(base: Path, nproc: int, root: Path, stop: int | None = None) -> dict[str, Any] | None:
+    """``reshard_worker.py`` on one node with ``nproc`` ranks; stopped at the start of epoch ``stop``."""
+    command = torchrun("--standalone", f"--nproc-per-node={nproc}", str(RESHARD), str(base / "out"), str(root),
+                       *([] if stop is None else [str(stop)]))
+    codes = run_agents([command], base / "logs", agent_env())
+    assert codes == [0], (base / "logs" / "agent0.log").read_text()[-4000:]
+    return None if stop is not None else torch.load(base / "out" / "result.pt", weights_only=False)
+
+
+def test_a_run_resumed_on_two_then_one_then_four_ranks_follows_the_uninterrupted_run(tmp_path):
+    """Epochs 0-1 on 2 ranks, epoch 2 on 1, epochs 3-4 on 4 (``resume="auto"``,
+    ``resume_mode="reshard"``), against epochs 0-4 on 2 ranks: the same run id, records
+    (epochs, batches, update counts) and, within float32 summation-order tolerance, the same
+    losses and parameters. The deal fixes 8 rows per step for the whole group, tail included,
+    and the net has no dropout, so every update is the same up to summation order."""
+    root = tmp_path / "runs"
+    one_agent(tmp_path / "on-2", 2, root, stop=2)
+    one_agent(tmp_path / "on-1", 1, root, stop=3)
+    resharded = one_agent(tmp_path / "on-4", 4, root)
+    straight = one_agent(tmp_path / "straight", 2, tmp_path / "straight-runs")
+    assert resharded is not None and straight is not None
+    assert resharded["id"] == straight["id"] and resharded["resume"]["mode"] == "stateful"
+    assert resharded["resume"]["source_epoch"] == 2
+    shape = [(r.epoch_idx, r.batch_idx, r.update_count) for r in resharded["idps"]]
+    assert shape == [(r.epoch_idx, r.batch_idx, r.update_count) for r in straight["idps"]]
+    assert len({r.epoch_idx for r in resharded["idps"]}) == 5
+    def losses(idps: list[Any]) -> list[float]:  # a fully masked batch has no loss (None: nan here)
+        values = [r.train_edp.loss for r in idps] + [r.val_edp.loss for r in idps if r.val_edp]
+        return [math.nan if v is None else v for v in values]
+
+    assert losses(resharded["idps"]) == pytest.approx(losses(straight["idps"]), rel=1e-4, abs=1e-5, nan_ok=True)
+    for name, value in straight["final"].items():
+        torch.testing.assert_close(resharded["final"][name], value, rtol=1e-4, atol=1e-5)
+    assert not common.same(resharded["final"], common.net().state_dict())  # it trained
