@@ -2,10 +2,13 @@
 
     .venv/bin/python bench/ddp.py            # every row (about 2 minutes on 2 cores)
     .venv/bin/python bench/ddp.py --quick    # fewer repetitions, for a smoke run
+    .venv/bin/python bench/ddp.py --nodes 2  # the ranks under two torchrun agents acting as two nodes
 
 The job is bench/_common's (MLP, Adam lr 1e-2, cross-entropy, validation accuracy every epoch,
 one thread per process), on ``--world`` ranks (default 2) started the way torchrun starts them
-(one process per rank with RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT; gloo on CPU). Every
+(one process per rank with RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT; gloo on CPU), or with
+``--nodes N`` under N torchrun agents on this machine (``--nnodes=N --node-rank=i``, static
+rendezvous on 127.0.0.1: every arm's traffic then crosses the agents as between nodes). Every
 rank takes 64 steps of ``batch`` rows per epoch, dealt by ``nnx.distributed.train_loader``.
 Arms, interleaved in the same processes (the order rotates every repetition):
 
@@ -281,23 +284,28 @@ def worker(out: str, rows: list[dict[str, Any]], quick: bool) -> None:
 
 
 # ------------------------------------------------------------------------------- launcher
-def launch(world: int, rows: list[dict[str, Any]], quick: bool) -> list[dict[str, Any]]:
+def launch(world: int, rows: list[dict[str, Any]], quick: bool, nodes: int = 1) -> list[dict[str, Any]]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "results.json")
         spec = json.dumps({"rows": rows, "quick": quick})
+        job = [os.path.abspath(__file__), "--worker", out, spec]
+        base = {**os.environ, "NNX_PROGRESS": "0", "OMP_NUM_THREADS": "1"}
         procs = []
-        for rank in range(world):
+        if nodes > 1:  # one torchrun agent per "node", static rendezvous
+            agent = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}", f"--nproc-per-node={world // nodes}",
+                     "--master-addr=127.0.0.1", f"--master-port={port}"]
+            procs = [subprocess.Popen([*agent, f"--node-rank={n}", *job], env=base) for n in range(nodes)]
+        for rank in range(world if nodes == 1 else 0):
             env = {
-                **os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
-                "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NNX_PROGRESS": "0",
-                "OMP_NUM_THREADS": "1",
+                **base, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
+                "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
             }
-            procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", out, spec], env=env))
+            procs.append(subprocess.Popen([sys.executable, *job], env=env))
         codes = [p.wait(timeout=1800) for p in procs]
-        if codes != [0] * world:
+        if codes != [0] * len(procs):
             raise SystemExit(f"a rank failed: exit codes {codes}")
         with open(out) as f:
             return json.load(f)
@@ -318,15 +326,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 repetitions per row")
     parser.add_argument("--world", type=int, default=2)
+    parser.add_argument("--nodes", type=int, default=1, help="torchrun agents acting as nodes (static rendezvous)")
     args = parser.parse_args(argv)
-    print(f"machine: {C.machine()}; load average {os.getloadavg()[0]:.1f}; {args.world} ranks (gloo, 1 thread each)")
+    if args.nodes < 1 or args.world % args.nodes:
+        parser.error(f"--world {args.world} does not divide among --nodes {args.nodes}")
+    layout = f"{args.nodes} torchrun agents × {args.world // args.nodes}" if args.nodes > 1 else "one node"
+    print(f"machine: {C.machine()}; load average {os.getloadavg()[0]:.1f}; {args.world} ranks (gloo, 1 thread each; {layout})")
     singles = []
     for row in ROWS:  # one process first, while the ranks do not compete for the cores
         job = job_of(row, args.world)
         reps = 2 if args.quick else row["reps"]
         single_arm(job, row, row["epochs"], args.world)  # warm-up
         singles.append([single_arm(job, row, row["epochs"], args.world)["epoch"] for _ in range(reps)])
-    results = launch(args.world, [dict(r, hidden=list(r["hidden"])) for r in ROWS], args.quick)
+    results = launch(args.world, [dict(r, hidden=list(r["hidden"])) for r in ROWS], args.quick, args.nodes)
     print("\nsteady-state ms/epoch (median over repetitions; ratios: medians of per-repetition ratios, quartiles)\n")
     print(
         "| row | params | steps/epoch/rank | 1 process ms | plain DDP ms | nnx DDP ms (gloo) | **nnx / plain DDP** "

@@ -7,6 +7,9 @@
 * ``ScaledLoss`` — wraps a task adapter so the loss numerator's gradient is multiplied by the
   loss scale as it enters autograd (a tensor hook): the default step's backward becomes a scaled
   backward without changing its code, and the recorded loss stays unscaled.
+* ``AgreedGradScaler`` — a ``GradScaler`` whose overflow decision is a group's (``DDP()``): the
+  found-inf flag of every ``unscale_`` is agreed over the ranks before ``step`` reads it, so every
+  rank skips, or steps, and backs off its scale alike.
 
 fp16 needs CUDA; these paths are written to torch's documented ``GradScaler`` protocol
 (``scale`` → backward → ``unscale_`` → clip → ``step`` → ``update``) but are not exercised on a
@@ -15,6 +18,7 @@ GPU by this repository's tests (the scaler mechanics are, on CPU).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,9 +26,41 @@ import torch
 from nnx_adapters.pytorch.optim import TorchOptimizer
 
 
-def make_grad_scaler(device: torch.device) -> Any:
-    """A ``GradScaler`` for ``device`` (fp16 runs are only admitted on CUDA)."""
-    return torch.amp.GradScaler(device.type)
+def make_grad_scaler(device: torch.device, agree: Callable[[bool], bool] | None = None) -> Any:
+    """A ``GradScaler`` for ``device`` (fp16 runs are only admitted on CUDA); with ``agree`` (a
+    group's overflow agreement) an ``AgreedGradScaler``."""
+    if agree is None:
+        return torch.amp.GradScaler(device.type)
+    return AgreedGradScaler(device.type, agree)
+
+
+class AgreedGradScaler(torch.amp.GradScaler):
+    """A ``GradScaler`` whose skip-or-step decision is the group's.
+
+    ``unscale_`` finds (or not) inf/NaN in this rank's gradients; ``agree(found)`` — called at
+    the same point on every rank, True when any rank found one — then becomes every found-inf
+    flag ``step`` and ``update`` read. So a scaler-skipped step is skipped on every rank and the
+    scale backs off alike, even where the ranks' gradients differ (a custom step unscales before
+    its gradients are summed). The flags are torch's own per-optimizer state, as in torch's
+    sharded (FSDP) scaler; one host read per ``unscale_`` (``step`` reads the flag anyway).
+    """
+
+    def __init__(self, device: str, agree: Callable[[bool], bool]) -> None:
+        super().__init__(device)
+        self.agree = agree
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
+        """Unscale this rank's gradients, then make the overflow flag the group's."""
+        super().unscale_(optimizer)
+        if not self.is_enabled():
+            return
+        found = self._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
+        overflow = self.agree(any(bool(flag.item()) for flag in found.values()))
+        if not found:  # no gradient on this rank: it still takes the group's decision
+            assert self._scale is not None
+            found[self._scale.device] = torch.zeros((), dtype=torch.float32, device=self._scale.device)
+        for flag in found.values():
+            flag.fill_(1.0 if overflow else 0.0)
 
 
 class ScaledTorchOptimizer(TorchOptimizer):

@@ -57,6 +57,12 @@ _BUFFER_SYNC = (
 )
 
 
+# the devices on which DDP admits fp16 (a GradScaler: CUDA, as in one process) and batch norm
+# (torch's SyncBatchNorm needs CUDA); tests on CPU widen them to fake a GPU (tests/integration)
+FP16_DEVICES = frozenset({"cuda"})
+SYNC_NORM_DEVICES = frozenset({"cuda"})
+
+
 class RankSync:
     """How the default step's microbatches join across the ranks (module docstring): through DDP,
     agreed before every backward, divided by the group's W."""
@@ -71,12 +77,19 @@ class RankSync:
 
     def bind(self, state: Any, net: Any) -> DistributedDataParallel:
         """Wrap the model for this fit (never assigned to ``model.net``: checkpoints keep its keys)."""
-        options: dict[str, Any] = {_BUFFER_SYNC: False}  # batch norm is refused; other buffers sync once at init
+        # buffers sync once at init; batch norm's (CUDA only) are SyncBatchNorm's, computed over the union
+        options: dict[str, Any] = {_BUFFER_SYNC: False}
         device = state.device
         if device.type == "cuda":
             options["device_ids"] = [device.index if device.index is not None else torch.cuda.current_device()]
         self.ddp = DistributedDataParallel(state.model.net, **options)
         return self.ddp
+
+    def overflow(self, found: bool) -> bool:
+        """The fp16 scaler's overflow decision over the group (``AgreedGradScaler``, at the
+        window's ``unscale_``): DDP averaged the gradients, so every rank found the same; agreed
+        anyway (one all-reduce of one number), so the skip-or-step decision cannot diverge."""
+        return self.collective.all_reduce_sum([1.0 if found else 0.0])[0] > 0
 
     def microbatch(self, closes: bool) -> contextlib.AbstractContextManager[Any]:
         """Gradients synchronise on the window's last microbatch only."""
@@ -119,6 +132,7 @@ class RankSync:
         else:
             correct = torch.tensor(numbers.correct, dtype=torch.float64) if task.kind != "regression" else None
             rows = int(numbers.rows) if task.kind == "multilabel" else None
+            state.stats.add_errors(part.output, part.target, task)  # a regression's error sums: added at the epoch's end
             state.stats.add_batch(loss, int(numbers.count), correct, rows)
 
 
@@ -131,6 +145,7 @@ class DataParallel:
         self.writer_rank = writer_rank  # DDP(writer_rank=...), until place_writer finds the run elsewhere
         self.partitions: list[dict[str, Any]] = []
         self.reshard = False  # resume_mode="reshard": a checkpoint of another world size may be restored
+        self.norms: list[tuple[nn.Module, str, nn.Module]] = []  # batch norms swapped for SyncBatchNorm (CUDA)
 
     def place_writer(self, run_id: str, storage: Any) -> str | None:
         """Where the run continues, when each node may have its own runs root: every rank reports
@@ -194,6 +209,8 @@ class DataParallel:
             statistic_slots(probe, model.head.width)
         except UnmergeableMetricError as exc:
             raise ParamsError("NNTrainParams.metrics", str(exc)) from exc
+        if model.device.type in SYNC_NORM_DEVICES:  # before DDP wraps the net and any training forward; undone by close()
+            self.norms.extend(sync_batch_norms(model.net))
 
     def setup(self, run_id: str, params: Any) -> None:
         """Every rank built the same run and deals the same data (only its rank differs)."""
@@ -265,7 +282,10 @@ class DataParallel:
         return payload.rank_view(self.collective.rank)
 
     def close(self) -> None:
-        """Release the collective (the shared-memory segment, when opted in)."""
+        """Put the net's own batch norms back (``restore_batch_norms``) and release the collective
+        (the shared-memory segment, when opted in)."""
+        norms, self.norms = self.norms, []
+        restore_batch_norms(norms)
         close = getattr(self.collective, "close", None)
         if close is not None:
             close()
@@ -348,16 +368,29 @@ def scope_problems(entry: Any, collective: Any) -> list[str]:
         )
     policy = model.params.precision
     mode = policy.mode if policy is not None and policy.mode != "fp32" else model.precision  # NNx's mixed_precision flag too
-    if mode == "fp16":
+    device = model.device.type
+    if mode == "fp16" and device not in FP16_DEVICES:
         problems.append(
-            "fp16 mixed precision is out of scope for distributed runs (its loss scaler's skip-or-step decision is not "
-            "agreed between the ranks); use PrecisionPolicy('bf16') or fp32"
+            "fp16 needs CUDA (it uses a GradScaler): under DDP it trains on the nccl group's GPUs only, and on "
+            f"{device} it is refused, even with fallback='fp32' or mixed_precision; use PrecisionPolicy('bf16') or fp32"
+        )
+    elif mode == "fp16" and getattr(entry, "step_fn", None) is not None and getattr(entry.kind, "named_optimizers", False):
+        problems.append(
+            "fp16 with a trainer_step_fn is refused under DDP: the step owns its loss scaling, so its GradScaler would "
+            "decide skip-or-step on each rank alone; use an objective (its scaler is agreed), bf16 or fp32"
         )
     norms = sorted({type(m).__name__ for m in model.net.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)})
-    if norms:
+    if norms and device not in SYNC_NORM_DEVICES:
         problems.append(
-            f"batch normalization ({', '.join(norms)}) is refused: its running statistics would differ per rank; "
-            "use LayerNorm or GroupNorm"
+            f"batch normalization ({', '.join(norms)}) is refused on {device}: each rank's running statistics would "
+            "be its own batches', and torch's SyncBatchNorm, which computes them over the union of the ranks' "
+            "batches, runs on CUDA only; use LayerNorm or GroupNorm, or train on GPUs (nccl), where NNx converts "
+            "batch norm to SyncBatchNorm"
+        )
+    elif isinstance(model.net, nn.modules.batchnorm._BatchNorm):
+        problems.append(
+            f"the net is itself a batch normalization ({type(model.net).__name__}), which cannot be converted to "
+            "SyncBatchNorm in place; wrap it (nn.Sequential(norm))"
         )
     try:
         len(params.train_loader)
@@ -371,7 +404,6 @@ def scope_problems(entry: Any, collective: Any) -> list[str]:
     for loader in (params.train_loader, params.val_loader):
         if isinstance(loader, (ShardedTrainLoader, ShardedValidationLoader)) and loader.world_size != collective.world_size:
             problems.append(f"a loader was built for {loader.world_size} ranks, the group has {collective.world_size}")
-    device = model.device.type
     backend = getattr(collective, "backend", None)
     if backend == "nccl" and device != "cuda":
         problems.append("the nccl backend needs the model on CUDA (NNModelParams(device=Devices.CUDA))")

@@ -11,6 +11,9 @@ needs no wrapper; each optimizer is hooked instead:
   no rank declared one). The summed gradient is identical on every rank, so every rank takes the
   same step; a non-finite summed gradient raises ``NonFiniteLossError`` on every rank before any
   parameter moves.
+* **fp16** (the run's ``ctx.scaler``, an ``AgreedGradScaler``): its ``unscale_`` — inside
+  ``scaler.step`` — agrees the overflow flag in one more agreement of the same kind, before the
+  scaler decides, so every rank skips ``optimizer.step()`` alike, or steps (and joins).
 * **After every batch**: one agreement of the batch's record (``joined_record``: loss, accuracy
   and ``extra`` weighted by the record's ``count``) and of the step's failure, so a step that
   raised on one rank raises on every rank, and every rank records the same global batch.
@@ -40,6 +43,7 @@ from nnx_core.records import EvaluationDataPoint
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
 
 _STEP, _END = 1.0, 2.0  # which agreement a rank is at (a step's pre-hook, or the batch's end)
+# a scaler's unscale_ (fp16) is at 2·world + 1: no mix of ranks at the three adds up to a pure sum
 _WIDTH = 7  # both agreements have this many values, so a rank at one meets a rank at the other
 NONFINITE = (
     "{where}: the gradient summed over the ranks is not finite; no parameter was updated. Lower the learning "
@@ -56,6 +60,7 @@ class CustomSync:
         self.windows: dict[int, list[Any]] = {}  # per optimizer: [accumulate, declared rows, weighed?]
         self.agreed_failure = False  # the last failure was raised by an agreement (every rank has it)
         self.where = ""
+        self._unscale = 2.0 * self.world + 1.0  # the fp16 overflow agreement's phase marker
 
     def bind(self, optimizer: torch.optim.Optimizer, accumulate: int = 1) -> None:
         """Join the gradients before each of the optimizer's steps (``accumulate``: its
@@ -102,6 +107,14 @@ class CustomSync:
         if not sum_gradients(self.collective, params, share):  # the same summed gradient on every rank: one answer
             self.agreed_failure = True
             raise NonFiniteLossError(NONFINITE.format(where=self.where))
+
+    def overflow(self, found: bool) -> bool:
+        """The run's scaler's overflow decision (``AgreedGradScaler``): whether any rank found
+        inf/NaN in its gradients at this ``unscale_``; a rank elsewhere (stepping without the
+        scaler, or at the batch's end) makes every rank raise instead."""
+        reduced = self._agree([self._unscale, 1.0 if found else 0.0], None)
+        self._check_phase(reduced[0], self._unscale)
+        return reduced[1] > 0
 
     def _check_phase(self, total: float, mine: float) -> None:
         if total != mine * self.world:
@@ -172,6 +185,11 @@ class ObjectiveSync:
             for i, r in enumerate(readings)
         ]
         return joined, joined_record(self.collective, record, None, where) if records else None
+
+    def overflow(self, found: bool) -> bool:
+        """The scaler's overflow decision over the group (``AgreedGradScaler``): the gradients
+        were summed before the tail unscales them, so every rank found the same; agreed anyway."""
+        return self.collective.all_reduce_sum([1.0 if found else 0.0])[0] > 0
 
     def slots(self, params: Sequence[torch.Tensor], scaler: Any = None) -> SummedGradientSlots:
         """The engine's gradient slots, their combined gradients summed over the ranks."""

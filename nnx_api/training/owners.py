@@ -39,7 +39,7 @@ from nnx_adapters.pytorch.scaling import ScaledLoss, ScaledTorchOptimizer, Torch
 from nnx_api.training.group import LocalSync, Microbatch
 from nnx_api.training.objectives import ObjectiveContext, ObjectiveResult, ObjectiveSummary, microbatch_loss, read_terms
 from nnx_api.training.roles import EntryKind
-from nnx_api.training.steps import GradientAccumulationState, TrainerStepContext, TrainStepContext
+from nnx_api.training.steps import GradientAccumulationState, StepLink, TrainerStepContext, TrainStepContext
 
 
 class DefaultStep:
@@ -47,6 +47,7 @@ class DefaultStep:
     group's ``sync`` (``LocalSync`` in one process) says how its microbatches join."""
 
     components: tuple[Any, ...] = ()
+    records_updates = False  # a step-function / default-step run: records leave update_count None (as NNx)
 
     def __init__(self, optim: Any, sync: Any = None) -> None:
         self.window = UpdateWindow(optim.accumulate_grad_batches)
@@ -145,6 +146,7 @@ class CustomStep:
     """``train_step_fn(ctx) -> EvaluationDataPoint``: the step owns its update and reports it."""
 
     components: tuple[Any, ...] = ()
+    records_updates = False  # a step-function / default-step run: records leave update_count None (as NNx)
 
     def __init__(self, fn: Any, scaler: Any = None, sync: Any = None) -> None:
         self.fn = fn
@@ -186,20 +188,22 @@ class CustomStep:
             model=state.model,
             batch=batch,
             optimizer=state.optimizers[name].optimizer,
-            scheduler=state.schedule_object(name),
+            scaler=self.scaler,
             grad_clip_norm=optim.grad_clip_norm,
+            extra_metrics=state.extra_fns,
             accumulate_grad_batches=optim.accumulate_grad_batches,
             batch_idx=batch_idx,
             epoch_idx=epoch,
             is_last_batch=is_last,
-            precision=state.model.precision,
-            report_update=lambda: self._report(state, name, epoch, batch_idx),
-            scaler=self.scaler,
-            extra_metrics=state.extra_fns,
             accumulation_state=self.accumulation,
             epoch_summary=state.summary,
-            weigh=_unweighted if self.sync is None else self.sync.weigh,
-            session=state,
+            precision=state.model.precision,
+            report_update=StepLink(  # carries the run: ctx.session / scheduler / weigh (nnx_api.training.steps)
+                lambda: self._report(state, name, epoch, batch_idx),
+                session=state,
+                scheduler=state.schedule_object(name),
+                weigh=_unweighted if self.sync is None else self.sync.weigh,
+            ),
         )
         self._steps = self._reports = 0
         record = run_step(self.fn, ctx, self.sync, "train_step_fn", epoch, batch_idx)
@@ -218,6 +222,7 @@ class TrainerStep:
     """``trainer_step_fn(ctx) -> EvaluationDataPoint`` over named optimizers (each reported by name)."""
 
     components: tuple[Any, ...] = ()
+    records_updates = False  # a step-function / default-step run: records leave update_count None (as NNx)
 
     def __init__(self, fn: Any, sync: Any = None) -> None:
         self.fn = fn
@@ -246,25 +251,34 @@ class TrainerStep:
         """Nothing to reset."""
 
     def step(self, state: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
+        views = self._views
         ctx = TrainerStepContext(
             model=state.model,
             batch=batch,
+            optimizers=views["optimizers"],
+            schedulers=views["schedulers"],
+            extra_metrics=state.extra_fns,
             batch_idx=batch_idx,
             epoch_idx=epoch,
-            is_last_batch=is_last,
-            precision=state.model.precision,
-            report_update=lambda name: state.report(name, epoch, batch_idx),
-            extra_metrics=state.extra_fns,
-            weigh=_unweighted if self.sync is None else self.sync.weigh,
-            session=state,
-            **self._views,
+            report_update=StepLink(  # carries the run and the window facts (nnx_api.training.steps)
+                lambda name: state.report(name, epoch, batch_idx),
+                session=state,
+                weigh=_unweighted if self.sync is None else self.sync.weigh,
+                is_last_batch=is_last,
+                precision=state.model.precision,
+                grad_clip_norms=views["grad_clip_norms"],
+                accumulate_grad_batches=views["accumulate_grad_batches"],
+            ),
         )
         state.stats.records.append(run_step(self.fn, ctx, self.sync, "trainer_step_fn", epoch, batch_idx))
         state.mark_batch()
 
 
 class ObjectiveStep:
-    """An objective's loss terms through the shared update engine (every named optimizer)."""
+    """An objective's loss terms through the shared update engine (every named optimizer); each
+    record carries the run's committed-update count after its microbatch (0 before the first)."""
+
+    records_updates = True
 
     def __init__(self, objective: Any, engine: UpdateEngine, gradients: TorchGradientSlots, sync: Any = None) -> None:
         self.objective = objective
@@ -286,8 +300,8 @@ class ObjectiveStep:
 
     def step(self, state: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
         ctx = ObjectiveContext(
-            model=state.model, batch=batch, epoch_idx=epoch, batch_idx=batch_idx, precision=state.model.precision,
-            metrics=state.specs, extra_metrics=state.extra_fns,
+            model=state.model, batch=batch, epoch_idx=epoch, batch_idx=batch_idx, extra_metrics=state.extra_fns,
+            precision=state.model.precision,
         )
         if self.sync is None:
             result, tensors, readings = self._read(ctx)
@@ -379,6 +393,13 @@ class Ownership:
     task: Any
 
 
+def _grad_scaler(device: Any, sync: Any) -> Any:
+    """The run's fp16 ``GradScaler``; under ``DDP()`` its overflow flag is agreed over the ranks
+    (the sync's ``overflow``: ``nnx_adapters.pytorch.scaling.AgreedGradScaler``)."""
+    agree = getattr(sync, "overflow", None)
+    return make_grad_scaler(device) if agree is None else make_grad_scaler(device, agree)
+
+
 def owner_for(
     *,
     model: Any,
@@ -391,13 +412,14 @@ def owner_for(
     group: Any = None,
 ) -> Ownership:
     """The run's one update owner (the checks that there is exactly one ran before)."""
-    scaler = make_grad_scaler(model.device) if model.precision == "fp16" else None
+    fp16 = model.precision == "fp16"  # a GradScaler (``_grad_scaler``)
     task = model.task_adapter
     if objective is not None:
+        sync = group.objective_sync() if group is not None else None
+        scaler = _grad_scaler(model.device, sync) if fp16 else None
         if scaler is not None:
             optimizers = {n: ScaledTorchOptimizer.wrap(o, scaler, auto_update=False) for n, o in optimizers.items()}
         params = [p for o in optimizers.values() for p in o.params]
-        sync = group.objective_sync() if group is not None else None
         gradients = TorchGradientSlots(params, scaler) if sync is None else sync.slots(params, scaler)
         engine = UpdateEngine(
             optimizers,
@@ -411,11 +433,16 @@ def owner_for(
     if step_fn is not None and kind.named_optimizers:
         sync = group.custom_sync() if group is not None else None
         return Ownership(owner=TrainerStep(step_fn, sync), optimizers=optimizers, task=task)
+    if group is None:
+        sync = None
+    else:
+        sync = group.custom_sync() if step_fn is not None else group.step_sync()
+    scaler = _grad_scaler(model.device, sync) if fp16 else None
     if scaler is not None:  # fp16 default or custom step: a scaled backward, steps through the scaler
         optimizers = {n: ScaledTorchOptimizer.wrap(o, scaler) for n, o in optimizers.items()}
         task = ScaledLoss(task, scaler)
     if step_fn is not None:
-        owner: Any = CustomStep(step_fn, scaler, group.custom_sync() if group is not None else None)
+        owner: Any = CustomStep(step_fn, scaler, sync)
     else:
-        owner = DefaultStep(optim_params[primary], group.step_sync() if group is not None else None)
+        owner = DefaultStep(optim_params[primary], sync)
     return Ownership(owner=owner, optimizers=optimizers, task=task)

@@ -9,12 +9,12 @@ words (``spec_partition``), never through the product's ``partition_indices`` or
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 from pathlib import Path
 from typing import Any
 
-import attrs
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
@@ -159,17 +159,19 @@ def crash_params(**kw: Any) -> nnx.NNTrainParams:
 
 
 class WeightTrace(nnx.Callback):
-    """The weights after every committed update (and the update count at each)."""
+    """The weights after every committed update (and the update count and epoch at each)."""
 
     distributed = "all"
 
     def __init__(self) -> None:
         self.weights: list[dict[str, torch.Tensor]] = []
         self.updates: list[int] = []
+        self.epochs: list[int] = []
 
     def on_optimizer_update(self, ctx: Any, event: Any) -> None:
         self.weights.append({k: v.detach().clone() for k, v in ctx.model.net.state_dict().items()})
         self.updates.append(event.update_idx)
+        self.epochs.append(event.epoch_idx)
 
 
 class Hooks(nnx.Callback):
@@ -397,6 +399,45 @@ class FaultyObjective(nnx.Objective):
             if self.fault == "fail":
                 raise ValueError("injected objective failure on rank 1")
             x, y = ctx.batch
-            ctx = attrs.evolve(ctx, batch=(x * float("nan"), y))
+            ctx = dataclasses.replace(ctx, batch=(x * float("nan"), y))
         return self.inner(ctx)
+
+
+# ------------------------------------------------------------------------------- fp16 (faked on the CPU)
+FP16_INJECT = 3  # rank 1's gradients overflow in its 3rd training batch (epoch 0, batch 2)
+FP16_CASES = ("default", "flag", "custom", "objective")
+
+
+def fp16_entry(case: str, here: Any, scales: list[float]) -> dict[str, Any]:
+    """The step of an fp16 case: the default step ("default": a real inf in rank 1's gradient,
+    averaged by DDP; "flag": only rank 1's scaler flag says overflow), the documented custom step
+    through ``ctx.scaler`` with a real inf in rank 1's own gradient before the scaler's decision
+    ("custom"), or the supervised objective ("objective")."""
+    import torch.nn.functional as F
+
+    if case == "objective":
+        return {"objective": nnx.supervised_objective()}
+    if case != "custom":
+        return {}
+
+    def step(ctx: Any) -> nnx.EvaluationDataPoint:
+        x, y = ctx.batch
+        with torch.autocast("cpu", dtype=torch.float16):
+            out = ctx.model.net(x)
+        loss = F.cross_entropy(out.float(), y, ignore_index=IGNORE)
+        valid = int((y != IGNORE).sum())
+        ctx.weigh(valid)
+        ctx.optimizer.zero_grad()
+        ctx.scaler.scale(loss).backward()
+        if here():
+            next(ctx.model.net.parameters()).grad.fill_(float("inf"))
+        before = ctx.scaler.get_scale()
+        ctx.scaler.step(ctx.optimizer)  # skipped on every rank when any rank overflowed
+        ctx.scaler.update()
+        scales.append(ctx.scaler.get_scale())
+        if ctx.scaler.get_scale() >= before:  # a scaler-skipped step is no update: not reported
+            ctx.report_update()
+        return nnx.EvaluationDataPoint(loss=loss.item(), count=valid)
+
+    return {"train_step_fn": step}
 

@@ -338,8 +338,83 @@ def launch_trainer(rank: int, out: Path, root: Path) -> dict[str, Any]:
     return result
 
 
+def fake_cuda_fp16() -> None:
+    """Admit fp16 on the CPU, as if it were CUDA: the model resolves fp16 (autocast to float16, a
+    ``GradScaler("cpu")``) and DDP's CUDA-only gate lets it through. Only this test worker does this."""
+    import nnx_api.model
+    from nnx_api.distributed import session
+
+    session.FP16_DEVICES = frozenset({"cuda", "cpu"})
+    real = nnx_api.model.precision_problem
+    nnx_api.model.precision_problem = lambda mode, device: None if mode == "fp16" else real(mode, device)
+
+
+def saved_scale(state: Any) -> float | None:
+    """The loss scale a checkpoint saved with its optimizer (the first ``scaler`` state found)."""
+    if isinstance(state, dict):
+        if isinstance(state.get("scaler"), dict):
+            return float(state["scaler"]["scale"])
+        for value in state.values():
+            found = saved_scale(value)
+            if found is not None:
+                return found
+    return None
+
+
+class UpdateLog(nnx.Callback):
+    """Every committed update's (epoch, batch)."""
+
+    distributed = "all"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int]] = []
+
+    def on_optimizer_update(self, ctx: Any, event: Any) -> None:
+        self.seen.append((event.epoch_idx, event.batch_idx))
+
+
+def launch_fp16(rank: int, out: Path, root: Path) -> dict[str, Any]:
+    """fp16 (faked on the CPU) on 2 ranks: one rank's gradients overflow at epoch 0 batch 2 (really,
+    or only in its scaler's flag); every rank must skip that same update and stay identical."""
+    fake_cuda_fp16()
+    return {case: fp16_case(case, rank, root) for case in common.FP16_CASES}
+
+
+def fp16_case(case: str, rank: int, root: Path) -> dict[str, Any]:
+    model = common.model(precision=nnx.PrecisionPolicy("fp16"))
+    log, forwards = UpdateLog(), [0]
+    model.net.register_forward_pre_hook(lambda m, args: forwards.__setitem__(0, forwards[0] + m.training))
+
+    def here() -> bool:  # rank 1, in its FP16_INJECT-th training batch (one training forward per batch)
+        return rank == 1 and forwards[0] == common.FP16_INJECT
+
+    if case in ("default", "objective"):  # a real inf in rank 1's gradient (DDP averages it / the objective sums it)
+        next(model.net.parameters()).register_hook(lambda g: g * float("inf") if here() else g)
+    real_unscale = torch.amp.GradScaler._unscale_grads_
+
+    def flagged(self: Any, *args: Any) -> Any:  # "flag": only rank 1's scaler sees an overflow
+        found = real_unscale(self, *args)
+        if case == "flag" and here():
+            for flag in found.values():
+                flag.fill_(1.0)
+        return found
+
+    torch.amp.GradScaler._unscale_grads_ = flagged
+    scales: list[float] = []
+    try:
+        run = model.train(
+            common.custom_params(single=False, n_epochs=2), callbacks=[log], root=root / "fp16", salt=case,
+            distributed=distributed.DDP(), **common.fp16_entry(case, here, scales),
+        )
+    finally:
+        torch.amp.GradScaler._unscale_grads_ = real_unscale
+    return {"final": final_weights(model), "updates": log.seen, "scales": scales,
+            "scaler": saved_scale(run.checkpoint("last").payload()),
+            "idps": [(r.epoch_idx, r.batch_idx, r.train_edp.loss) for r in run.idps]}
+
+
 LAUNCHES = {"main": launch_main, "crash": launch_crash, "resume": launch_resume, "refuse": launch_refuse,
-            "hooks": launch_hooks, "custom": launch_custom, "trainer": launch_trainer}
+            "hooks": launch_hooks, "custom": launch_custom, "trainer": launch_trainer, "fp16": launch_fp16}
 
 
 def main() -> None:

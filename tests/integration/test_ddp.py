@@ -152,8 +152,10 @@ def test_an_all_masked_global_window_is_skipped_on_both_ranks(main, single):
     for idps in (main[0]["main"]["idps"], main[1]["main"]["idps"], single["run"].idps):
         epoch0 = [r for r in idps if r.epoch_idx == 0]
         assert [r.train_edp.count for r in epoch0][2:4] == [0, 0]  # window 1: every target ignored on both ranks
-        assert epoch0[-1].update_count == 2  # 3 windows, the masked one committed nothing
+        assert all(r.update_count is None for r in epoch0)  # a default-step run's records carry none (as NNx)
         assert all(r.train_edp.count > 0 for r in epoch0[:2] + epoch0[4:])
+    assert single["trace"].epochs.count(0) == 2  # 3 windows, the masked one committed nothing
+    assert main[0]["main"]["updates"] == main[1]["main"]["updates"] == single["trace"].updates  # so on 2 ranks too
 
 
 # ------------------------------------------------------------------------------- records and decisions
@@ -503,3 +505,29 @@ def test_an_objective_failing_or_turning_nan_on_one_rank_stops_every_rank_alike(
         assert errors[0] is not None and errors[0] == errors[1] and errors[0]["type"] == kind, errors
         assert common.same(custom[0][f"objective_{fault}_final"], custom[1][f"objective_{fault}_final"])
     assert "failed on rank 1: ValueError: injected objective failure on rank 1" in custom[0]["objective_fail"]["message"]
+
+
+# ------------------------------------------------------------------------------- fp16 (CUDA faked on the CPU)
+@pytest.fixture(scope="module")
+def fp16(base: Path) -> list[dict[str, Any]]:
+    return check_ok(launch(2, "fp16", base))
+
+
+@pytest.mark.parametrize("case", common.FP16_CASES)
+def test_an_overflow_on_one_rank_skips_the_same_fp16_step_on_every_rank(fp16, case):
+    """fp16 with its GradScaler (the CUDA gate faked on the CPU): rank 1's gradients overflow in
+    epoch 0 batch 2 — a real inf (the default step, where DDP averages it; the objective, which sums
+    it; a custom step through ``ctx.scaler``, before its gradients are joined), or only rank 1's
+    scaler flag ("flag"). The loss is finite, so nothing fails: every rank skips that update, and
+    only it, backs off the scale alike and ends with identical parameters and records."""
+    ranks = [r[case] for r in fp16]
+    every = [(e, b) for e in range(2) for b in range(5)]
+    for seen in ranks:
+        assert seen["updates"] == [u for u in every if u != (0, 2)], seen["updates"]
+        assert seen["scaler"] == 2.0 ** 15  # 2^16 halved once: the one skipped step
+    assert common.same(ranks[0]["final"], ranks[1]["final"])
+    assert ranks[0]["idps"] == ranks[1]["idps"]
+    assert all(math.isfinite(loss) for _, _, loss in ranks[0]["idps"] if loss is not None)
+    if case == "custom":
+        assert ranks[0]["scales"] == ranks[1]["scales"] and ranks[0]["scales"][2] == 2.0 ** 15
+
