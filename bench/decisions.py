@@ -74,7 +74,7 @@ def real_model() -> Any | None:
 
         return nnx.NNModel(
             nnx.NNParams(input_dim=64, output_dim=10, hidden_dims=(64,), dropout_prob=0.0),
-            nnx.NNModelParams(),
+            nnx.NNModelParams(task=nnx.TaskSpec.categorical()),  # predict_proba without a spec needs a TaskSpec
         )
     except (ImportError, AttributeError):
         return None

@@ -94,6 +94,8 @@ def train_arm(arm: str, epochs: int) -> dict[str, float]:
 def predict_arm(arm: str, rows: int) -> dict[str, float]:
     import torch
 
+    import nnx_api as nnx
+
     C.setup_threads()  # the NNx model below imports NNx in both arms
     job = C.Job(batch=64)
     model, _params = job.nnx_job(1)
@@ -105,10 +107,15 @@ def predict_arm(arm: str, rows: int) -> dict[str, float]:
             logits = torch.cat([net(chunk) for chunk in data.split(256)])
             _probabilities, _classes = torch.softmax(logits, -1), logits.argmax(-1)
 
-    def batched(data: torch.Tensor) -> None:  # a loader of the plain loop's batches
-        model.predict_proba(list(data.split(256)))
+    spec = nnx.ProbabilitySpec("categorical")  # the model has no TaskSpec: predict_proba needs the spec
 
-    run = plain if arm.startswith("plain") else batched if arm.endswith("batches") else model.predict_proba
+    def batched(data: torch.Tensor) -> None:  # a loader of the plain loop's batches
+        model.predict_proba(list(data.split(256)), spec)
+
+    def whole(data: torch.Tensor) -> None:
+        model.predict_proba(data, spec)
+
+    run = plain if arm.startswith("plain") else batched if arm.endswith("batches") else whole
     run(x[:1000])  # first-call costs before the baseline
     base = start()
     run(x)

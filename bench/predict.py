@@ -67,13 +67,14 @@ def measure(hidden: tuple[int, ...], batch: int | None, rows: int, reps: int) ->
     )
     model.net.load_state_dict(job.initial_state)
     net = job.net()
-    assert torch.equal(model.predict(data).classes, plain_predict(net, data)[1])
-    assert torch.allclose(model.predict_proba(data).probabilities, plain_predict_proba(net, data)[1])
+    spec = nnx.ProbabilitySpec("categorical")  # the model has no TaskSpec: predict_proba needs the spec
+    assert torch.equal(torch.from_numpy(model.predict(data).classes), plain_predict(net, data)[1])
+    assert torch.allclose(torch.from_numpy(model.predict_proba(data, spec).probabilities), plain_predict_proba(net, data)[1])
     arms: dict[str, Callable[[], Any]] = {
         "plain predict": lambda: plain_predict(net, data),
         "nnx predict": lambda: model.predict(data),
         "plain predict_proba": lambda: plain_predict_proba(net, data),
-        "nnx predict_proba": lambda: model.predict_proba(data),
+        "nnx predict_proba": lambda: model.predict_proba(data, spec),
     }
     samples: dict[str, list[float]] = {name: [] for name in arms}
     names = list(arms)

@@ -24,6 +24,7 @@ from nnx_core.errors import (
     PredictionInputError,
     ResumeMismatchError,
     RunNotFoundError,
+    TaskValidationError,
     TrainingInputError,
 )
 from nnx_core.precision import ResolvedPrecision
@@ -44,6 +45,7 @@ from nnx_api.parts.inference import (
     ProbabilitySpec,
     check_fits,
     concatenate,
+    host_array,
     prediction_from_logits,
     row_ids,
 )
@@ -65,10 +67,12 @@ class Head(NamedTuple):
 
 
 class PredictResult(NamedTuple):
-    """``predict`` output: raw logits and decoded classes/values."""
+    """``predict`` output, as NumPy arrays (as NNx 0.4.1 returns them): raw ``logits`` (float32
+    for a float32 net) and decoded ``classes`` (``int64`` class indices or 0/1 indicators, or the
+    values of a regression). ``torch.from_numpy(result.logits)`` gives a tensor."""
 
-    logits: torch.Tensor
-    classes: torch.Tensor
+    logits: np.ndarray
+    classes: np.ndarray
 
 
 def module_signature(module: nn.Module) -> dict[str, Any]:
@@ -165,7 +169,15 @@ class NNModel:
         self.net = net.to(self.device)
         self._loss_fn = params.loss().to(self.device)
         task = params.resolved_task
-        self._task = self.task_adapter = TaskAdapter(task.kind, params.loss.value, task.ignore_index, task.threshold)
+        width = getattr(net_params, "output_dim", None)
+        if params.task is not None and params.task.n is not None and width is not None and width != params.task.n:
+            raise TaskValidationError(
+                f"NNModelParams.task.n is {params.task.n} (a {params.task.kind} TaskSpec) but NNParams.output_dim is "
+                f"{width}; make them equal (or leave n unset)"
+            )
+        self._task = self.task_adapter = TaskAdapter(
+            task.kind, params.loss.value, task.ignore_index, task.threshold, explicit=params.task is not None
+        )
         self._resolved_precision = self._resolve_precision()
         self.precision = self._resolved_precision.effective
         self._topology_transforms: tuple[Any, ...] = ()
@@ -342,37 +354,66 @@ class NNModel:
             yield out
 
     def _forward_all(self, data: Any) -> torch.Tensor:
+        """The logits of all of ``data`` as one tensor on the model's device (the inference pass
+        ``predict`` / ``predict_proba`` convert to NumPy)."""
         outputs = list(self._outputs(data))
         if not outputs:
-            raise TrainingInputError("nothing to predict: the loader produced zero batches")
+            raise PredictionInputError("nothing to predict: the input is empty (the loader produced zero batches)")
         return concatenate(outputs)
+
+    def _task_result(self, logits: torch.Tensor, ids: np.ndarray) -> PredictionResult:
+        """The ``PredictionResult`` the model's ``TaskSpec`` gives ``logits`` (NumPy arrays)."""
+        task = self.task_adapter
+        probabilities = task.probabilities(logits)
+        return PredictionResult(
+            host_array(logits), None if probabilities is None else host_array(probabilities),
+            host_array(task.decode(logits)), ids,
+        )
+
+    def _refuse_unspecified(self, caller: str) -> None:
+        """Without a ``spec`` probabilities come from the model's ``TaskSpec``, never from the
+        logits' shape: without either, refuse (a ``TypeError``, as NNx raises)."""
+        if self.params.task is None:
+            raise ParamsError(
+                f"NNModel.{caller}.spec",
+                "is required without a TaskSpec: probabilities are never inferred from the outputs; pass "
+                "spec=ProbabilitySpec(kind='categorical' or 'bernoulli') or set NNModelParams(task=TaskSpec...)",
+            )
 
     def predict(self, X: Any) -> PredictResult:
         """Raw outputs and decoded predictions (argmax classes, thresholded labels, or values) of
-        ``X``: a tensor, an ndarray, a tuple of them, or a loader of batches (targets ignored)."""
+        ``X``: a tensor, an ndarray, a tuple of them, or a loader of batches (targets ignored).
+        Both are NumPy arrays on the host (``PredictResult``); an empty input raises
+        ``PredictionInputError`` (a ``ValueError`` and a ``RuntimeError``)."""
         logits = self._forward_all(X)
-        return PredictResult(logits, self.task_adapter.decode(logits))
+        return PredictResult(host_array(logits), host_array(self.task_adapter.decode(logits)))
 
     def predict_proba(self, X: Any, spec: ProbabilitySpec | None = None) -> PredictionResult:
-        """Logits, probabilities, decoded predictions and row ids of ``X``. ``spec`` declares how
-        logits become probabilities (``ProbabilitySpec``); without one the model's task decides
-        (softmax / sigmoid; None for regression). Eval mode, each submodule's mode restored."""
+        """Logits, probabilities, decoded predictions and row ids of ``X``, as NumPy arrays.
+        ``spec`` declares how logits become probabilities (``ProbabilitySpec``); without one the
+        model's ``TaskSpec`` decides (softmax / sigmoid; None for regression), and without a
+        ``TaskSpec`` either it raises ``ParamsError`` (a ``TypeError``): the spec is never
+        inferred. Eval mode, each submodule's mode restored."""
+        if spec is None:
+            self._refuse_unspecified("predict_proba")
         _warn_if_shuffled(X, "predict_proba")
         logits = self._forward_all(X)
         if spec is not None:
             return prediction_from_logits(logits, spec)
-        task = self.task_adapter
-        return PredictionResult(logits, task.probabilities(logits), task.decode(logits), row_ids(0, logits.shape[0]))
+        return self._task_result(logits, row_ids(0, logits.shape[0]))
 
     def iter_predict(self, X: Any, spec: ProbabilitySpec | None = None, *, rich: bool = False) -> PredictionStream:
         """Stream the predictions of a loader one batch at a time: a ``PredictionStream`` (use it
         as a context manager) of ``PredictionBatch(logits, classes, sample_ids)``, or with a
-        ``spec`` / ``rich=True`` of ``PredictionResult``; concatenated they equal the eager
-        result. An empty loader yields nothing."""
+        ``spec`` / ``rich=True`` of ``PredictionResult`` (NumPy arrays, as the eager calls return);
+        concatenated they equal the eager result. ``rich=True`` without a ``spec`` needs the
+        model's ``TaskSpec``, as ``predict_proba`` does. An empty loader yields nothing."""
         if isinstance(X, (torch.Tensor, np.ndarray)):
             raise TrainingInputError("iter_predict streams a loader of batches; use predict / predict_proba for arrays")
         if spec is not None and not isinstance(spec, ProbabilitySpec):
             raise ParamsError("iter_predict.spec", f"must be a ProbabilitySpec, got {type(spec).__name__}")
+        if spec is None and rich:
+            self._refuse_unspecified("iter_predict")
         _warn_if_shuffled(X, "iter_predict")
         task = self.task_adapter
 
@@ -385,9 +426,9 @@ class NNModel:
                     check_fits(logits, spec)
                     yield prediction_from_logits(logits, spec, sample_ids=ids)
                 elif rich:
-                    yield PredictionResult(logits, task.probabilities(logits), task.decode(logits), ids)
+                    yield self._task_result(logits, ids)
                 else:
-                    yield PredictionBatch(logits, task.decode(logits), ids)
+                    yield PredictionBatch(host_array(logits), host_array(task.decode(logits)), ids)
 
         return PredictionStream(batches())
 
@@ -397,6 +438,9 @@ class NNModel:
     ) -> EvaluationDataPoint:
         """Score a loader of ``(inputs, targets)``: loss (Σ numerators / Σ valid targets), error,
         accuracy, macro F1/precision/recall and declared ``metrics``, each over the whole pass.
+        With a ``TaskSpec`` the record also holds the task ``kind`` and ``count`` (valid
+        targets; a regression adds ``metrics.mse`` / ``metrics.mae``); without one both stay
+        None, as in NNx's records.
 
         ``extra_metrics`` (``{name: fn(y_true, y_pred) -> float}``) are called once, on the
         NumPy arrays of every valid target and decoded prediction; their values land in ``extra``.
@@ -406,7 +450,10 @@ class NNModel:
         extras = ExtraMetrics(self.task_adapter, fns) if fns else None
         if score(self, self._first_batch_checked(loader), acc, extras) == 0:
             raise TrainingInputError("the evaluation loader yielded no batches")
-        edp = EvaluationDataPoint(**acc.result())
+        fields = acc.result()
+        if self.params.task is None:
+            fields.pop("count", None)  # NNx writes count with a TaskSpec only
+        edp = EvaluationDataPoint(**fields)
         return edp if extras is None else attrs.evolve(edp, extra=extras.values(extras.whole()))
 
     # ------------------------------------------------------------------ checkpoints

@@ -28,7 +28,13 @@ from typing import Any, TypeVar
 import attrs
 import cattrs
 from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.gen import (
+    make_dict_structure_fn,
+    make_dict_structure_fn_from_attrs,
+    make_dict_unstructure_fn,
+    make_dict_unstructure_fn_from_attrs,
+    override,
+)
 from cattrs.v import format_exception, transform_error
 
 from nnx_core.errors import NNxError, ParamsError
@@ -84,16 +90,31 @@ def _is_stateful(cls: Any) -> bool:
     return isinstance(cls, type) and issubclass(cls, Stateful)
 
 
+def _attrs_fields(cls: type) -> list[Any]:
+    """An attrs class's fields, string annotations resolved. cattrs reads a class that also has
+    ``__dataclass_fields__`` (``nnx_core.dataclass_view``: the records) as a dataclass, which
+    would lose the attrs converters and change the state's field order; attrs comes first here."""
+    if any(isinstance(f.type, str) for f in attrs.fields(cls)):
+        attrs.resolve_types(cls)
+    return list(attrs.fields(cls))
+
+
 def _unstructure_fn(cls: type) -> Any:
     rules = _rules(cls)
     overrides: dict[str, Any] = {
         n: override(omit=True) if r == "runtime" else override(omit_if_default=True) for n, r in rules.items()
     }
+    if attrs.has(cls):
+        return make_dict_unstructure_fn_from_attrs(_attrs_fields(cls), cls, converter, **overrides)
     return make_dict_unstructure_fn(cls, converter, **overrides)
 
 
 def _structure_fn(cls: type) -> Any:
     overrides: dict[str, Any] = {n: override(omit=True) for n, r in _rules(cls).items() if r == "runtime"}
+    if attrs.has(cls):
+        return make_dict_structure_fn_from_attrs(
+            _attrs_fields(cls), cls, converter, _cattrs_forbid_extra_keys=True, **overrides
+        )
     return make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)
 
 

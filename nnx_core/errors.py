@@ -79,13 +79,15 @@ class TrainingInputError(NNxError, ValueError):
 
 class PredictionInputError(TrainingInputError, RuntimeError):
     """Inputs ``predict`` / ``predict_proba`` / ``evaluate`` cannot take: a Python list, rows of
-    another width than ``NNParams.input_dim``, another dtype than the parameters'. A
-    ``RuntimeError`` too, as NNx raises there (torch's own error)."""
+    another width than ``NNParams.input_dim``, another dtype than the parameters', an empty input
+    to predict. A ``RuntimeError`` too, as NNx raises there (torch's own error), and a
+    ``ValueError``, as REFERENCE documents."""
 
 
 class TaskValidationError(TrainingInputError):
     """A batch the model's task refuses (target shape, dtype, range or width), raised before
-    backward; the message names what the task expected."""
+    backward, or a ``TaskSpec`` whose width differs from the net's ``output_dim``, raised when
+    the ``NNModel`` is built; the message names what the task expected."""
 
 
 class NonFiniteLossError(NNxError, FloatingPointError):

@@ -46,6 +46,13 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _is_record_kind(column: str) -> bool:
+    """``train_edp.kind`` / ``val_edp.kind`` / ``train_summary.kind``: a record's task kind (a
+    string), not a metric named ``kind`` (``train_edp.metrics.kind`` stays a number)."""
+    record, _, leaf = column.partition(".")
+    return leaf == "kind" and bool(record)
+
+
 def _parse_cell(column: str, text: str) -> Any:
     if text == "":
         return None
@@ -53,7 +60,7 @@ def _parse_cell(column: str, text: str) -> Any:
         return int(text)
     if column.endswith(_BOOL_SUFFIXES):
         return text == "true"
-    if column.endswith(_STR_SUFFIXES):
+    if column.endswith(_STR_SUFFIXES) or _is_record_kind(column):
         return text
     return float(text)
 

@@ -5,7 +5,10 @@ and any named metrics. ``IterationDataPoint`` (IDP) is one training batch: its i
 rate and training EDP; the epoch's last IDP also carries the validation EDP, the whole-epoch
 training summary and the monitor's decision. ``state()`` / ``from_state()`` go through the one
 converter (``nnx_core.convert``); unset fields are left out, so rows and ids stay stable as fields
-are added.
+are added. The one exception is what ``EvaluationDataPoint.state()`` itself returns: there
+``loss`` and ``error`` are always present (None while unset), as NNx writes them; a record nested
+in an ``IterationDataPoint``'s state (``idps.csv``, the journal, checkpoints) still leaves them
+out while unset, so saved runs keep their layout.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import attrs
 
 from nnx_core.convert import OMIT, Stateful
+from nnx_core.dataclass_view import expose_dataclass_fields
 from nnx_core.errors import ParamsError
 from nnx_core.scores import confusion_of, label_scores
 
@@ -34,7 +38,9 @@ def _unset() -> Any:
 
 @attrs.frozen(kw_only=True)
 class EvaluationDataPoint(Stateful):
-    """A scored pass over data. Every value is a plain float or None (not computed)."""
+    """A scored pass over data. Every value is a plain float or None (not computed); ``kind`` is
+    the declared ``TaskSpec``'s kind (``"categorical"``, ``"multilabel"``, ``"regression"``) or
+    None without one, ``count`` the valid targets scored (None where NNx leaves it unset)."""
 
     loss: float | None = _unset()
     error: float | None = _unset()
@@ -43,8 +49,16 @@ class EvaluationDataPoint(Stateful):
     precision: float | None = _unset()
     recall: float | None = _unset()
     count: int | None = _unset()
+    kind: str | None = _unset()
     metrics: Mapping[str, float] = attrs.field(factory=dict, converter=_frozen_mapping, metadata=OMIT)
     extra: Mapping[str, float] = attrs.field(factory=dict, converter=_frozen_mapping, metadata=OMIT)
+
+    def state(self) -> dict[str, Any]:
+        """The plain mapping of this record: ``loss`` and ``error`` always (None while unset, as
+        NNx writes them), every other field only when set (``extra`` / ``metrics`` when
+        non-empty). ``from_state`` reads it back."""
+        state = super().state()
+        return {"loss": self.loss, "error": self.error, **state}
 
     def get(self, name: str) -> float | None:
         """A field or a named metric by name (``"loss"``, ``"error"``, ``"accuracy"``, ``"f1"``, ...)."""
@@ -187,3 +201,14 @@ def fallback_signal(idp: IterationDataPoint | None) -> float | None:
         train.error,
         train.loss,
     )
+
+
+# dataclasses.fields() / asdict() / replace() work on the records as on NNx's, NNx's field order first
+expose_dataclass_fields(
+    EvaluationDataPoint,
+    ("f1", "recall", "accuracy", "precision", "loss", "error", "extra", "kind", "count", "status", "metrics"),
+)
+expose_dataclass_fields(
+    IterationDataPoint,
+    ("lr", "iter_idx", "epoch_idx", "batch_idx", "train_edp", "val_edp", "train_summary", "selection", "update_count"),
+)

@@ -417,6 +417,9 @@ class EpochAccumulator:
     ``update`` adds one batch; targets equal to the task's ``ignore_index`` are masked out of
     every score. ``result`` reads everything once and returns EDP fields: loss, error, accuracy,
     f1, precision, recall, count and metrics (metrics are left out of an empty, all-masked pass).
+    With a declared ``TaskSpec`` (``task.explicit``) it adds the task ``kind``, and a regression
+    its ``metrics.mse`` / ``metrics.mae`` over every element (a declared metric of the same name
+    wins).
     """
 
     def __init__(self, task: TaskAdapter, n_classes: int | None, specs: Sequence[Any], *, full_scores: bool) -> None:
@@ -431,6 +434,7 @@ class EpochAccumulator:
             for s in specs
         ]
         self._probabilities = any(e.input == "probabilities" for _, e, _ in self.metrics)
+        self.regression = RegressionSums() if task.kind == "regression" and getattr(task, "explicit", False) else None
 
     def add_loss(self, loss_sum: torch.Tensor, count: int) -> None:
         """Add a batch's loss numerator and denominator."""
@@ -477,6 +481,8 @@ class EpochAccumulator:
             for _, _, acc in self.metrics:
                 acc.update(labels, pred)
         else:
+            if self.regression is not None:
+                self.regression.add(output, target)
             for _, _, acc in self.metrics:
                 acc.update(target, output)
 
@@ -484,6 +490,9 @@ class EpochAccumulator:
         """Read everything (one sync per accumulator) into EDP fields."""
         count = int(self.loss.count)
         out: dict[str, Any] = {"count": count}
+        kind = getattr(self.task, "record_kind", None)
+        if kind is not None:
+            out["kind"] = kind
         if count:
             out["loss"] = float(self.loss.total) if getattr(self.task, "additive", False) else self.loss.result()
         if self.confusion is not None:
@@ -497,6 +506,37 @@ class EpochAccumulator:
                 out["accuracy"] = float(self.correct) / rows
         if "accuracy" in out:
             out["error"] = 1.0 - out["accuracy"]
-        if self.metrics and count:
-            out["metrics"] = {label: acc.result() for label, _, acc in self.metrics}
+        builtin = self.regression.result() if self.regression is not None and count else {}
+        if (self.metrics or builtin) and count:
+            out["metrics"] = {**builtin, **{label: acc.result() for label, _, acc in self.metrics}}
         return out
+
+
+class RegressionSums:
+    """The squared and absolute errors of a regression pass, summed on the device (float64;
+    float32 on MPS):
+    ``result()`` gives ``{"mse": ..., "mae": ...}`` over every element (one host read), or ``{}``
+    before any element."""
+
+    __slots__ = ("squared", "absolute", "elements")
+
+    def __init__(self) -> None:
+        self.squared: torch.Tensor | float = 0.0
+        self.absolute: torch.Tensor | float = 0.0
+        self.elements: torch.Tensor | int = 0  # a tensor once added across ranks (``statistic_slots``)
+
+    def add(self, output: torch.Tensor, target: torch.Tensor) -> None:
+        """Add one batch's outputs and targets (same shape)."""
+        wide = torch.float32 if output.device.type == "mps" else torch.float64  # MPS has no float64
+        diff = output.detach().to(wide) - target.detach().to(output.device, wide)
+        self.squared = self.squared + diff.square().sum()
+        self.absolute = self.absolute + diff.abs().sum()
+        self.elements += diff.numel()
+
+    def result(self) -> dict[str, float]:
+        """``{"mse", "mae"}`` means over every element added (empty before any)."""
+        elements = float(self.elements)
+        if not elements:
+            return {}
+        squared, absolute = torch.stack([torch.as_tensor(self.squared), torch.as_tensor(self.absolute)]).tolist()
+        return {"mse": squared / elements, "mae": absolute / elements}

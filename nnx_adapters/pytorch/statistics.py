@@ -95,6 +95,8 @@ def statistic_slots(acc: EpochAccumulator, width: int) -> list[_Slot]:
     if acc.confusion is not None:
         slots += _confusion_slots(acc.confusion, width)
     slots += [_Slot(acc, "correct", 1, ()), _Slot(acc, "rows", 1, ())]
+    if acc.regression is not None:  # a declared regression's mse / mae sums
+        slots += [_Slot(acc.regression, name, 1, ()) for name in ("squared", "absolute", "elements")]
     for _, _, metric in acc.metrics:
         slots += _metric_slots(metric, width)
     return slots

@@ -38,12 +38,21 @@ class TaskAdapter:
 
     additive = False  # True: the loss is a sum (reduction="sum"): windows are not normalised, records hold the sum
 
-    def __init__(self, kind: str, loss: str, ignore_index: int | None = None, threshold: float = 0.5) -> None:
+    def __init__(
+        self, kind: str, loss: str, ignore_index: int | None = None, threshold: float = 0.5, *, explicit: bool = False
+    ) -> None:
         self.kind = kind
         self.loss = loss
         self.ignore_index = ignore_index
         self.threshold = threshold
         self.categorical = kind == "categorical"
+        self.explicit = explicit  # a TaskSpec the user declared (not the one the loss implies)
+
+    @property
+    def record_kind(self) -> str | None:
+        """The ``kind`` a record of this task carries: the declared ``TaskSpec``'s kind, or None
+        when the task is only implied by the loss (NNx's records without a TaskSpec)."""
+        return self.kind if self.explicit else None
 
     def with_loss(self, fn: Any) -> TaskAdapter:
         """This task with its loss computed by ``fn`` (a ``model.loss_fn`` the user assigned)."""
@@ -158,7 +167,7 @@ class ModuleLossTask(TaskAdapter):
     """
 
     def __init__(self, base: TaskAdapter, fn: Any) -> None:
-        super().__init__(base.kind, base.loss, base.ignore_index, base.threshold)
+        super().__init__(base.kind, base.loss, base.ignore_index, base.threshold, explicit=base.explicit)
         self.fn = fn
         self.reduction = getattr(fn, "reduction", "mean")
         self.additive = self.reduction == "sum"

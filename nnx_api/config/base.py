@@ -26,8 +26,8 @@ from nnx_core.errors import ParamsError
 from nnx_core.validate import check_choice, check_float, check_int, check_str
 
 __all__ = [
-    "Params", "ParamsBuilder", "count", "flag", "instance", "items", "member", "one_of", "optional", "param", "real",
-    "text", "typed_init",
+    "FrozenDict", "FrozenDims", "Params", "ParamsBuilder", "count", "flag", "frozen_dims", "instance", "items", "member",
+    "one_of", "optional", "param", "real", "text", "typed_init",
 ]
 
 Check = Callable[[str, Any], Any]
@@ -179,6 +179,95 @@ def items(check: Check) -> Check:
         return tuple(check(f"{path}[{i}]", item) for i, item in enumerate(value))
 
     return run
+
+
+def _immutable(owner: str, method: str) -> TypeError:
+    return TypeError(
+        f"{owner} is immutable: params are frozen, so {method}() cannot change it in place; build a new value "
+        "instead, e.g. dataclasses.replace(params, hidden_dims=[*params.hidden_dims, 16])"
+    )
+
+
+class FrozenDims(tuple):  # type: ignore[type-arg]
+    """A params field's sequence (``NNParams.hidden_dims``): a tuple — equal to, hashed and written
+    exactly like the plain tuple, so run ids and ``state()`` do not change — whose list methods
+    (``append``, ``extend``, ``insert``, ``remove``, ``pop``, ``clear``, ``sort``, ``reverse``)
+    raise ``TypeError`` saying params are immutable, as NNx's immutable list does (a bare tuple
+    would raise ``AttributeError``)."""
+
+    __slots__ = ()
+
+    def _refuse(self, method: str) -> TypeError:
+        return _immutable("hidden_dims", method)
+
+    def append(self, *_: Any) -> None:
+        """Refused (``TypeError``): params are immutable."""
+        raise self._refuse("append")
+
+    def extend(self, *_: Any) -> None:
+        """Refused (``TypeError``): params are immutable."""
+        raise self._refuse("extend")
+
+    def insert(self, *_: Any) -> None:
+        """Refused (``TypeError``): params are immutable."""
+        raise self._refuse("insert")
+
+    def remove(self, *_: Any) -> None:
+        """Refused (``TypeError``): params are immutable."""
+        raise self._refuse("remove")
+
+    def pop(self, *_: Any) -> None:
+        """Refused (``TypeError``): params are immutable."""
+        raise self._refuse("pop")
+
+    def clear(self) -> None:
+        """Refused (``TypeError``): params are immutable."""
+        raise self._refuse("clear")
+
+    def sort(self, *_: Any, **__: Any) -> None:
+        """Refused (``TypeError``): params are immutable."""
+        raise self._refuse("sort")
+
+    def reverse(self) -> None:
+        """Refused (``TypeError``): params are immutable."""
+        raise self._refuse("reverse")
+
+    def __setitem__(self, *_: Any) -> None:
+        raise TypeError("hidden_dims is immutable: params are frozen; use dataclasses.replace(params, hidden_dims=...)")
+
+    def __delitem__(self, *_: Any) -> None:
+        raise TypeError("hidden_dims is immutable: params are frozen; use dataclasses.replace(params, hidden_dims=...)")
+
+
+def frozen_dims(check: Check) -> Check:
+    """``check``'s tuple stored as a :class:`FrozenDims`."""
+    return lambda path, value: FrozenDims(check(path, value))
+
+
+class FrozenDict(dict):  # type: ignore[type-arg]
+    """A read-only mapping of a params field (``NNTrainerParams.optims`` / ``schedulers``,
+    ``extra_metrics``): a ``dict`` whose mutating methods raise ``TypeError``. Unlike
+    ``types.MappingProxyType`` it deep-copies and pickles, so ``dataclasses.asdict(params)`` and
+    ``copy.deepcopy(params)`` work (as on NNx's params)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *_: Any, **__: Any) -> Any:
+        raise TypeError(f"{type(self).__name__} is read-only: params are frozen; use dataclasses.replace(params, ...)")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self),))
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
+        import copy
+
+        return type(self)({copy.deepcopy(k, memo): copy.deepcopy(v, memo) for k, v in self.items()})
 
 
 # ---------------------------------------------------------------------------------- builders

@@ -14,7 +14,6 @@ builders (``.builder()``, see ``nnx_api.config.builders``).
 from __future__ import annotations
 
 import dataclasses
-import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,7 +21,22 @@ from nnx_core.convert import OMIT, RUNTIME, as_given
 from nnx_core.errors import InvalidRunIdError, ParamsError
 from nnx_core.identity import validate_tag
 from nnx_core.monitor import MonitorSpec
-from nnx_api.config.base import Params, count, flag, instance, items, member, one_of, optional, param, real, text, typed_init
+from nnx_api.config.base import (
+    FrozenDict,
+    Params,
+    count,
+    flag,
+    frozen_dims,
+    instance,
+    items,
+    member,
+    one_of,
+    optional,
+    param,
+    real,
+    text,
+    typed_init,
+)
 from nnx_api.config.builders import NNOptimParamsBuilder, NNSchedulerParamsBuilder, NNTrainerParamsBuilder
 from nnx_api.config.convert import Momentum, converter
 from nnx_api.config.enums import Activations, Device, Devices, Losses, Nets, Optims, Schedulers, device_of
@@ -51,7 +65,7 @@ class NNParams(Params):
 
     input_dim: int = param(check=count(1))
     output_dim: int = param(check=count(1))
-    hidden_dims: tuple[int, ...] = param((), check=items(count(1)))
+    hidden_dims: tuple[int, ...] = param((), check=frozen_dims(items(count(1))))
     dropout_prob: float = param(0.0, check=_PROB)
     activation: Activations = param(Activations.RELU, check=member(Activations))
     activations: tuple[Activations, ...] | None = param(None, check=optional(items(member(Activations))), state=OMIT)
@@ -408,7 +422,7 @@ def check_extra_metrics(path: str, value: Any) -> Mapping[str, Callable[[Any, An
         text()(f"{path} key", name)
         if not callable(fn):
             raise ParamsError(f"{path}[{name!r}]", f"must be a function fn(y_true, y_pred) -> float, got {fn!r}")
-    return types.MappingProxyType(dict(value))
+    return FrozenDict(value)
 
 
 def _monitor_hint(value: Any) -> str:
@@ -515,13 +529,13 @@ def _named(what: str, check: Callable[[str, Any], Any]) -> Any:
         if not isinstance(value, Mapping):
             raise ParamsError(path, f"must be a mapping name → {what}, got {type(value).__name__}")
         named = {_optimizer_name(path, name): check(f"{path}[{name!r}]", v) for name, v in value.items()}
-        return types.MappingProxyType(dict(sorted(named.items())))
+        return FrozenDict(sorted(named.items()))
 
     return run
 
 
 def _no_schedulers() -> Mapping[str, NNSchedulerParams]:
-    return types.MappingProxyType({})
+    return FrozenDict()
 
 
 @_params

@@ -23,6 +23,7 @@ import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from nnx_core.decision_capabilities import Capabilities, DecisionProvider
@@ -390,9 +391,11 @@ class FixedHeadProvider:
             for module, training in flags:
                 module.training = training
         logits = output if direct else output.logits
+        if isinstance(logits, np.ndarray) and logits.dtype.kind == "f":  # NNModel.predict_proba's NumPy logits
+            logits = torch.from_numpy(logits)
         if not isinstance(logits, torch.Tensor):
             raise InvalidDecisionResponse(
-                f"the model returned logits of type {type(logits).__name__}, not a tensor"
+                f"the model returned logits of type {type(logits).__name__}, not a float array or tensor"
             )
         logits = logits.detach()
         if self._bernoulli and logits.dim() == 1:

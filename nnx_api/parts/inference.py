@@ -5,7 +5,8 @@
   argmax decoding) or ``"bernoulli"`` (element-wise sigmoid, ``logit >= 0`` decoding into 0/1
   indicators). ``labels`` name the classes / outputs in order.
 * ``prediction_from_logits(logits, spec, sample_ids=None)`` builds a ``PredictionResult``;
-  ``NNModel.predict_proba(X, spec)`` does so from the model's outputs. A spec that does not fit
+  ``NNModel.predict_proba(X, spec)`` does so from the model's outputs (without a spec the
+  model's ``TaskSpec`` decides; without either it refuses: never inferred). A spec that does not fit
   the logits (class axis out of range or the sample axis, wrong label count, fewer than two
   categorical classes) or non-finite logits raise ``PredictionValidationError``.
 * ``NNModel.iter_predict(loader, spec=None, rich=False)`` returns a ``PredictionStream``: a
@@ -13,8 +14,12 @@
   spec / ``rich=True`` one ``PredictionResult`` — per loader batch. Concatenated, the batches
   equal the eager result; a closed stream raises ``StreamClosedError``.
 
-Results hold ``torch`` tensors (on the model's device); ``sample_ids`` is an ``int64`` CPU
-tensor of row indices (the row's position in the input, or in the loader's iteration order).
+Results hold NumPy arrays on the host, as NNx 0.4.1 returns them: ``logits`` in the network's
+float dtype (float32 for a float32 net; bfloat16 outputs become float32, which NumPy cannot hold
+otherwise), ``probabilities`` in at least float32, categorical classes and 0/1 indicators ``int64``, regression values
+in the logits' dtype, and ``sample_ids`` ``int64`` row indices (the row's position in the input,
+or in the loader's iteration order). Code that needs tensors converts explicitly:
+``torch.from_numpy(result.logits)``.
 
 >>> spec = ProbabilitySpec("categorical", labels=("no", "yes"))
 >>> prediction_from_logits(torch.tensor([[0.0, 2.0]]), spec).decoded_labels()
@@ -27,6 +32,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 
 from nnx_core.errors import NNxError, ParamsError
@@ -96,14 +102,15 @@ class ProbabilitySpec:
 
 
 class PredictionResult(NamedTuple):
-    """``predict_proba`` output: raw ``logits``, ``probabilities`` (None for regression),
-    ``decoded`` predictions (class indices, 0/1 indicators or values), the row index of each
-    sample, and the ``spec`` that produced them (None when the model's task decided)."""
+    """``predict_proba`` output, as NumPy arrays: raw ``logits``, ``probabilities`` (None for
+    regression), ``decoded`` predictions (``int64`` class indices or 0/1 indicators, or the
+    values), the ``int64`` row index of each sample, and the ``spec`` that produced them (None
+    when the model's task decided)."""
 
-    logits: torch.Tensor
-    probabilities: torch.Tensor | None
-    decoded: torch.Tensor
-    sample_ids: torch.Tensor
+    logits: np.ndarray
+    probabilities: np.ndarray | None
+    decoded: np.ndarray
+    sample_ids: np.ndarray
     spec: ProbabilitySpec | None = None
 
     @property
@@ -111,14 +118,16 @@ class PredictionResult(NamedTuple):
         """``"categorical"``, ``"bernoulli"`` or ``"continuous"`` (no probabilities)."""
         if self.spec is not None:
             return self.spec.kind
-        return "continuous" if self.probabilities is None else "categorical" if self.decoded.dim() < self.logits.dim() else "bernoulli"
+        if self.probabilities is None:
+            return "continuous"
+        return "categorical" if np.ndim(self.decoded) < np.ndim(self.logits) else "bernoulli"
 
     @property
     def class_axis(self) -> int:
         """The non-negative class axis of ``logits`` (probabilistic results only)."""
         if self.spec is None:
             raise TypeError("class_axis is defined for probabilistic results; this one is continuous")
-        return self.spec.axis(self.logits.dim())
+        return self.spec.axis(np.ndim(self.logits))
 
     @property
     def labels(self) -> tuple[str, ...] | None:
@@ -126,7 +135,7 @@ class PredictionResult(NamedTuple):
         return None if self.spec is None else self.spec.labels
 
     @property
-    def class_indices(self) -> torch.Tensor:
+    def class_indices(self) -> np.ndarray:
         """Decoded class indices; bernoulli indicators are not classes and are refused."""
         if self.kind != "categorical":
             raise TypeError(f"class_indices is defined for categorical predictions only, this one is {self.kind}")
@@ -136,25 +145,38 @@ class PredictionResult(NamedTuple):
         """The decoded classes as their labels (needs ``spec.labels``)."""
         if self.labels is None:
             raise PredictionValidationError("decoded_labels() needs ProbabilitySpec(labels=...)")
-        return [self.labels[i] for i in self.class_indices.reshape(-1).tolist()]
+        return [self.labels[i] for i in np.asarray(self.class_indices).reshape(-1).tolist()]
 
 
 @dataclasses.dataclass(frozen=True)
 class PredictionBatch:
-    """One streamed batch: raw ``logits``, decoded ``classes`` and the ``sample_ids`` of its rows;
-    ``len(batch)`` is its row count."""
+    """One streamed batch, as NumPy arrays (as ``predict`` returns them): raw ``logits``, decoded
+    ``classes`` and the ``int64`` ``sample_ids`` of its rows; ``len(batch)`` is its row count."""
 
-    logits: torch.Tensor
-    classes: torch.Tensor
-    sample_ids: torch.Tensor
+    logits: np.ndarray
+    classes: np.ndarray
+    sample_ids: np.ndarray
 
     def __len__(self) -> int:  # rows, not fields
         return len(self.sample_ids)
 
 
-def check_fits(logits: torch.Tensor, spec: ProbabilitySpec) -> int:
-    """Check ``spec`` against the logits' shape; the class axis."""
-    axis = spec.axis(logits.dim())
+def host_array(values: Any) -> np.ndarray:
+    """A tensor (any device) or array as a NumPy array on the host, without a copy where it can:
+    bfloat16, which NumPy cannot hold, becomes float32; other dtypes are kept."""
+    if isinstance(values, np.ndarray):
+        return values
+    if isinstance(values, torch.Tensor):
+        tensor = values.detach()
+        if tensor.dtype == torch.bfloat16:
+            tensor = tensor.float()
+        return tensor.cpu().numpy()
+    return np.asarray(values)
+
+
+def check_fits(logits: Any, spec: ProbabilitySpec) -> int:
+    """Check ``spec`` against the logits' shape (a tensor or an array); the class axis."""
+    axis = spec.axis(len(logits.shape))
     width = logits.shape[axis]
     if spec.labels is not None and len(spec.labels) != width:
         raise PredictionValidationError(
@@ -165,17 +187,18 @@ def check_fits(logits: torch.Tensor, spec: ProbabilitySpec) -> int:
     return axis
 
 
-def row_ids(start: int, count: int) -> torch.Tensor:
-    """``int64`` ids ``start .. start + count - 1``."""
-    return torch.arange(start, start + count, dtype=torch.int64)
+def row_ids(start: int, count: int) -> np.ndarray:
+    """``int64`` ids ``start .. start + count - 1`` (a NumPy array)."""
+    return np.arange(start, start + count, dtype=np.int64)
 
 
 def prediction_from_logits(logits: Any, spec: ProbabilitySpec, *, sample_ids: Any = None) -> PredictionResult:
-    """The ``PredictionResult`` of ``logits`` under ``spec`` (probabilities computed in at least
-    float32; ``sample_ids`` default to the row indices)."""
+    """The ``PredictionResult`` of ``logits`` (a tensor or an array) under ``spec``, as NumPy
+    arrays: probabilities computed in at least float32, ``int64`` decoded classes / indicators;
+    ``sample_ids`` default to the row indices."""
     if not isinstance(spec, ProbabilitySpec):
         raise ParamsError("spec", f"must be a ProbabilitySpec, got {type(spec).__name__}")
-    logits = torch.as_tensor(logits)
+    logits = logits.detach() if isinstance(logits, torch.Tensor) else torch.as_tensor(np.asarray(logits))
     axis = check_fits(logits, spec)
     if not bool(torch.isfinite(logits).all()):
         raise PredictionValidationError(
@@ -187,12 +210,14 @@ def prediction_from_logits(logits: Any, spec: ProbabilitySpec, *, sample_ids: An
         probabilities, decoded = torch.softmax(work, dim=axis), logits.argmax(dim=axis)
     else:
         probabilities, decoded = torch.sigmoid(work), (logits >= 0).long()
-    ids = row_ids(0, logits.shape[0]) if sample_ids is None else torch.as_tensor(sample_ids)
-    if ids.dim() != 1 or len(ids) != logits.shape[0] or ids.dtype.is_floating_point or ids.dtype == torch.bool:
+    ids = row_ids(0, logits.shape[0]) if sample_ids is None else host_array(sample_ids)
+    if ids.ndim != 1 or len(ids) != logits.shape[0] or ids.dtype.kind not in "iu":
         raise PredictionValidationError(
             f"sample_ids must be one integer id per sample ({logits.shape[0]} samples), got shape {tuple(ids.shape)}"
         )
-    return PredictionResult(logits, probabilities, decoded, ids.to(torch.int64), spec)
+    return PredictionResult(
+        host_array(logits), host_array(probabilities), host_array(decoded), ids.astype(np.int64, copy=False), spec
+    )
 
 
 def concatenate_predictions(parts: Sequence[Any]) -> Any:
@@ -252,6 +277,11 @@ class PredictionStream:
             raise StreamClosedError("this PredictionStream is closed (or consumed); call iter_predict again")
 
 
-def concatenate(parts: Sequence[torch.Tensor]) -> torch.Tensor:
-    """One tensor of per-batch tensors (no copy for a single batch)."""
-    return parts[0] if len(parts) == 1 else torch.cat(list(parts))
+def concatenate(parts: Sequence[Any]) -> Any:
+    """One tensor of per-batch tensors, or one array of per-batch arrays (no copy for a single
+    batch)."""
+    if len(parts) == 1:
+        return parts[0]
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(list(parts))
+    return torch.cat(list(parts))

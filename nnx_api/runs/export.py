@@ -126,7 +126,7 @@ def check_onnx_parity(
     for batch in batches:
         args = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
         got = session.run(None, {n: a.detach().cpu().numpy() for n, a in zip(names, args, strict=True)})[0]
-        expected = model.predict(args if len(args) > 1 else args[0]).logits.detach().cpu().float().numpy()
+        expected = np.asarray(model.predict(args if len(args) > 1 else args[0]).logits, dtype=np.float32)
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, err_msg=f"batch of {len(args[0])} rows")
         diffs.append(float(np.max(np.abs(got - expected))) if got.size else 0.0)
     return diffs

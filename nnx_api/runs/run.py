@@ -35,6 +35,7 @@ import attrs
 from nnx_core import replacement
 from nnx_core.commit import LAST, RunFiles, TagManifest, read_history, truncate_to_last
 from nnx_core.compilation import CompileRecord
+from nnx_core.dataclass_view import expose_dataclass_fields
 from nnx_core.errors import CorruptRunError, ParamsError, RunNotFoundError
 from nnx_core.history import EagerHistory, epoch_rows
 from nnx_core.identity import run_id as content_address
@@ -513,6 +514,13 @@ class NNCheckpoint:
         tmp.write_bytes(payload.encode())
         os.replace(tmp, target)
         return target
+
+
+# dataclasses.fields() / asdict() / replace() work on it as on NNx's: NNx's fields first, then ours
+expose_dataclass_fields(
+    NNCheckpoint,
+    ("net_params", "net_state", "model_params", "idp", "transforms", "training_state_id", "training_state_present"),
+)
 
 
 def _committed(run: str | NNRun, type: Any, root: Any, storage: Any) -> Checkpoint | None:

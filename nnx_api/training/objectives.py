@@ -20,6 +20,7 @@ The update engine runs as the run's update owner (``nnx_api.training.owners.Obje
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
@@ -142,22 +143,23 @@ class ObjectiveResult:
         return sum(live) if live else None
 
 
-@attrs.define(kw_only=True)
+@dataclasses.dataclass(frozen=True)
 class ObjectiveContext:
-    """What an objective receives for one microbatch.
+    """What an objective receives for one microbatch: a frozen dataclass with NNx's fields in
+    NNx's order.
 
-    ``precision`` is the run's resolved precision ("fp32", "bf16", "fp16"); run the forward under
-    ``ctx.autocast()`` and compute losses from ``ctx.full_precision(output)``. ``extra_metrics``
-    are the run's ``{name: fn(y_true, y_pred)}``, for the ``extra`` of the result's record.
+    ``precision`` is the run's resolved precision ("fp32", "bf16", "fp16"; None on a context
+    built by hand: full precision); run the forward under ``ctx.autocast()`` and compute losses
+    from ``ctx.full_precision(output)``. ``extra_metrics`` are the run's ``{name: fn(y_true,
+    y_pred)}``, for the ``extra`` of the result's record.
     """
 
     model: Any
     batch: Any
     epoch_idx: int
     batch_idx: int
-    precision: str = "fp32"
-    metrics: tuple[Any, ...] = ()
     extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None
+    precision: str | None = None
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """The forward's autocast context for the run's precision (a no-op in fp32)."""

@@ -169,6 +169,7 @@ class TrainingSession:
         self.owner.begin_epoch(state, epoch)
         batch_idx = -1
         for batch_idx, (batch, is_last) in enumerate(lookahead(loader)):
+            state.begin_batch()
             self.owner.step(state, batch, epoch, batch_idx, is_last)
             if self.stopped_update:
                 return
@@ -294,8 +295,11 @@ class TrainingSession:
         self._record_epoch(epoch, val, summary)
 
     def _record_epoch(self, epoch: int, val: EvaluationDataPoint | None, summary: EvaluationDataPoint | None) -> None:
-        """The epoch's iteration records; validation, summary and update count on the last one."""
+        """The epoch's iteration records; validation and summary on the last one. An objective
+        run's records each carry the committed-update count after their microbatch; other runs
+        leave it None (as NNx)."""
         stats, extras = self.state.stats, self.state.train_extras
+        counted = getattr(self.owner, "records_updates", False)
         edps = stats.edps(self.group.total)
         if extras is not None:
             scored = [extras.values(rows) for rows in gathered_batches(extras, self.collective)]
@@ -310,7 +314,7 @@ class TrainingSession:
                 train_edp=edp,
                 val_edp=val if i == last else None,
                 train_summary=summary if i == last else None,
-                update_count=stats.updates[i] if i == last else None,
+                update_count=stats.updates[i] if counted else None,
             )
             for i, edp in enumerate(edps)
         ]

@@ -19,7 +19,9 @@ and ``finalize_step`` report their own updates (never report them again).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -35,6 +37,8 @@ from nnx_adapters.pytorch.batches import lookahead as lookahead
 from nnx_adapters.pytorch.batches import split_batch as split_batch
 from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_adapters.pytorch.metrics import BatchScores, EpochAccumulator
+from nnx_adapters.pytorch.optim import TorchOptimizer
+from nnx_adapters.pytorch.scaling import ScaledTorchOptimizer
 
 TrainStepFn = Callable[["TrainStepContext"], EvaluationDataPoint]
 """``train_step_fn(ctx) -> EvaluationDataPoint``: a custom NNModel step."""
@@ -70,7 +74,10 @@ class EpochStats:
     """Per-batch training statistics kept on the device until the epoch ends (``edps`` reads
     them with one host synchronisation for the whole epoch)."""
 
-    __slots__ = ("losses", "counts", "corrects", "rows", "lrs", "updates", "records", "labels", "additive")
+    __slots__ = (
+        "losses", "counts", "corrects", "rows", "lrs", "updates", "records", "labels", "additive", "kind", "errors",
+        "elements",
+    )
 
     def __init__(self) -> None:
         self.losses: list[torch.Tensor] = []
@@ -82,6 +89,9 @@ class EpochStats:
         self.records: list[EvaluationDataPoint] = []  # custom steps return records directly
         self.labels: BatchScores | None = None  # a categorical default step's per-batch scores
         self.additive = False  # a sum-reduced loss_fn: a record's loss is the batch's sum
+        self.kind: str | None = None  # a declared TaskSpec's kind, written on each default-step record
+        self.errors: list[torch.Tensor] = []  # a declared regression's per-batch [Σ squared, Σ absolute] errors
+        self.elements: list[int] = []
 
     def __len__(self) -> int:
         return len(self.lrs)
@@ -98,7 +108,9 @@ class EpochStats:
         """One default-step batch: a categorical task keeps its predicted classes for the per-batch
         accuracy, F1, precision and recall (``BatchScores``); other tasks their correct count."""
         self.additive = task.additive
+        self.kind = getattr(task, "record_kind", None)
         if not task.categorical:
+            self.add_errors(output, target, task)
             self.add_batch(loss, count, *task.correct(output, target))
             return
         if self.labels is None:
@@ -108,6 +120,15 @@ class EpochStats:
         self.counts.append(count)
         self.rows.append(None)
 
+    def add_errors(self, output: torch.Tensor, target: torch.Tensor, task: Any) -> None:
+        """Note the declared task's ``kind``; a regression's batch also keeps its summed squared
+        and absolute errors (this process's rows; ``edps`` adds them over a group)."""
+        self.kind = getattr(task, "record_kind", None)
+        if self.kind == "regression":
+            diff = output.detach().float() - target.detach().float()
+            self.errors.append(torch.stack([diff.square().sum(), diff.abs().sum()]))
+            self.elements.append(diff.numel())
+
     def edps(self, total: Any = None) -> list[EvaluationDataPoint]:
         """One training record per batch (one host sync for the whole epoch); ``total`` sums the
         per-batch class counts over the ranks (``BatchScores.table``)."""
@@ -116,15 +137,35 @@ class EpochStats:
         losses = torch.stack(self.losses).double()
         if self.labels is not None:
             table = torch.cat([losses.unsqueeze(1), self.labels.table(total)], dim=1).tolist()
-            return [
+            return self._with_task([
                 batch_record(loss, count, correct, None, f1=f1, precision=precision, recall=recall, additive=self.additive)
                 for (loss, correct, _valid, f1, precision, recall), count in zip(table, self.counts, strict=True)
-            ]
+            ], total)
         corrects = torch.stack(self.corrects).tolist() if self.corrects else [None] * len(self.losses)
-        return [
+        return self._with_task([
             batch_record(loss, count, correct, rows, additive=self.additive)
             for loss, count, correct, rows in zip(losses.tolist(), self.counts, corrects, self.rows, strict=True)
-        ]
+        ], total)
+
+    def _with_task(self, records: list[EvaluationDataPoint], total: Any = None) -> list[EvaluationDataPoint]:
+        """The records with the declared task's ``kind``, and a regression's per-batch
+        ``metrics.mse`` / ``metrics.mae`` (as NNx's task records carry them; ``total`` adds the
+        error sums over a group's ranks, as it adds the class counts)."""
+        if self.kind is None:
+            return records
+        sums = elements = None
+        if self.errors and len(self.errors) == len(records):
+            table = torch.cat([torch.stack(self.errors).double().cpu(),
+                               torch.tensor(self.elements, dtype=torch.float64).unsqueeze(1)], dim=1)
+            summed = (total(table) if total is not None else table).tolist()
+            sums, elements = [row[:2] for row in summed], [row[2] for row in summed]
+        out = []
+        for i, record in enumerate(records):
+            metrics = dict(record.metrics)
+            if sums is not None and elements is not None and elements[i]:
+                metrics = {"mse": sums[i][0] / elements[i], "mae": sums[i][1] / elements[i], **metrics}
+            out.append(attrs.evolve(record, kind=self.kind, metrics=metrics))
+        return out
 
 
 def batch_record(
@@ -168,9 +209,66 @@ class GradientAccumulationState:
     normalization_required: bool = True
 
 
-@attrs.define(kw_only=True)
+def _unreported() -> None:
+    """A hand-built context's ``report_update()``: no run listens, so nothing is counted (as NNx)."""
+
+
+def _unreported_named(name: str) -> None:
+    """A hand-built ``TrainerStepContext``'s ``report_update(name)``: no run listens."""
+
+
+def _unweighed(count: float) -> None:
+    """``ctx.weigh(count)`` with no group to weigh against (one process, or a hand-built context)."""
+
+
+class StepLink:
+    """What ties a step context to its run; the context carries it as its ``report_update``.
+
+    NNx's step contexts are frozen dataclasses of its documented fields only. What this project
+    adds — the epoch state ``default_train_step`` / ``finalize_step`` work through (``session``),
+    the optimizer's ``scheduler``, ``weigh(count)`` and, for a Trainer step, ``is_last_batch``,
+    ``precision``, ``grad_clip_norms`` and ``accumulate_grad_batches`` — travels inside the
+    reporter, so ``dataclasses.fields(ctx)`` lists NNx's fields and ``dataclasses.replace(ctx,
+    ...)`` keeps the run. Calling it reports one committed update (``report()`` or
+    ``report(name)``).
+    """
+
+    __slots__ = ("report", "session", "scheduler", "weigh", "is_last_batch", "precision", "grad_clip_norms",
+                 "accumulate_grad_batches")
+
+    def __init__(
+        self,
+        report: Callable[..., None],
+        *,
+        session: Any,
+        weigh: Callable[[float], None] = _unweighed,
+        scheduler: Any = None,
+        is_last_batch: bool = False,
+        precision: Any = None,
+        grad_clip_norms: Mapping[str, float | None] | None = None,
+        accumulate_grad_batches: Mapping[str, int] | None = None,
+    ) -> None:
+        self.report, self.session, self.weigh, self.scheduler = report, session, weigh, scheduler
+        self.is_last_batch, self.precision = is_last_batch, precision
+        self.grad_clip_norms, self.accumulate_grad_batches = grad_clip_norms, accumulate_grad_batches
+
+    def __call__(self, *name: str) -> None:
+        self.report(*name)
+
+    def __repr__(self) -> str:
+        return "StepLink()"
+
+
+def _link(ctx: Any) -> StepLink | None:
+    report = ctx.report_update
+    return report if isinstance(report, StepLink) else None
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainStepContext:
-    """What a custom ``train_step_fn(ctx)`` receives for one batch.
+    """What a custom ``train_step_fn(ctx)`` receives for one batch: a frozen dataclass with NNx's
+    fields in NNx's order, so one can also be built by hand (keyword or positional; the fields
+    from ``is_last_batch`` on have defaults) and changed with ``dataclasses.replace``.
 
     A custom step owns zero_grad, forward, loss, backward, ``optimizer.step()`` and its NaN guard;
     after each real optimizer step it must call ``ctx.report_update()`` (once). It may instead
@@ -180,69 +278,130 @@ class TrainStepContext:
     the run's ``{name: fn(y_true, y_pred)}`` (a step may put their values in its record's
     ``extra``; ``default_train_step`` does); ``accumulation_state`` the epoch's open window
     (:class:`GradientAccumulationState`); ``epoch_summary`` the whole-epoch training summary's
-    accumulator when the run declares metrics or a monitor (``default_train_step`` feeds it).
+    accumulator when the run declares metrics or a monitor (``default_train_step`` feeds it);
+    ``precision`` the run's resolved precision (``"fp32"``, ``"bf16"``, ``"fp16"``; None on a
+    hand-built context).
 
-    ``weigh(count)`` states the denominator of this microbatch's loss (its rows, or valid
-    targets): under ``DDP()`` each rank's gradient is then weighed by its share of the window's
-    rows, so unequal per-rank counts still give one process's update on the union; without it
-    every rank weighs the same. In one process it changes nothing.
+    Beyond NNx's fields (properties, None or a no-op on a hand-built context): ``scheduler`` (the
+    optimizer's scheduler), ``session`` (the run's epoch state) and ``weigh(count)``, which states
+    the denominator of this microbatch's loss (its rows, or valid targets): under ``DDP()`` each
+    rank's gradient is then weighed by its share of the window's rows, so unequal per-rank counts
+    still give one process's update on the union; without it every rank weighs the same. In one
+    process it changes nothing.
     """
 
     model: Any
     batch: Any
     optimizer: torch.optim.Optimizer
-    scheduler: Any
+    scaler: Any
     grad_clip_norm: float | None
+    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None
     accumulate_grad_batches: int
     batch_idx: int
     epoch_idx: int
-    is_last_batch: bool
-    precision: Any
-    report_update: Callable[[], None]
-    scaler: Any = None
-    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None
+    is_last_batch: bool = False
     accumulation_state: GradientAccumulationState | None = None
     epoch_summary: Any = None
-    weigh: Callable[[float], None] = attrs.field(default=lambda count: None, repr=False)
-    session: Any = attrs.field(repr=False)
+    precision: Any = None
+    report_update: Callable[[], None] = _unreported
+
+    @property
+    def scheduler(self) -> Any:
+        """The optimizer's scheduler (the torch scheduler or the plateau rule); None when hand-built."""
+        link = _link(self)
+        return None if link is None else link.scheduler
+
+    @property
+    def session(self) -> Any:
+        """The run's epoch state ``default_train_step`` works through; None when hand-built."""
+        link = _link(self)
+        return None if link is None else link.session
+
+    @property
+    def weigh(self) -> Callable[[float], None]:
+        """``weigh(count)``: the denominator of this microbatch's loss (see the class docstring)."""
+        link = _link(self)
+        return _unweighed if link is None else link.weigh
 
 
-@attrs.define(kw_only=True)
+@dataclasses.dataclass(frozen=True)
 class TrainerStepContext:
-    """What a ``trainer_step_fn(ctx)`` receives for one batch.
+    """What a ``trainer_step_fn(ctx)`` receives for one batch: a frozen dataclass with NNx's fields
+    in NNx's order.
 
     The step owns zero_grad, forwards, losses, backwards and ``optimizers[name].step()``; after
     each real step it calls ``ctx.report_update(name)`` once (``finalize_step(loss, ctx,
     paradigm=..., optimizer=name)`` does all of that). It returns the batch's
-    ``EvaluationDataPoint``. ``weigh(count)`` states the denominator of the batch's losses, as in
-    ``TrainStepContext`` (under ``DDP()`` each rank's gradients weigh by their share of the rows).
+    ``EvaluationDataPoint``.
+
+    Beyond NNx's fields (properties): ``is_last_batch``, ``precision``, ``grad_clip_norms`` and
+    ``accumulate_grad_batches`` (by optimizer name), ``session``, and ``weigh(count)``, which
+    states the denominator of the batch's losses, as in ``TrainStepContext`` (under ``DDP()``
+    each rank's gradients weigh by their share of the rows). On a hand-built context they are
+    False, None, no clipping, 1, None and a no-op.
     """
 
     model: Any
     batch: Any
     optimizers: Mapping[str, torch.optim.Optimizer]
     schedulers: Mapping[str, Any]
+    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None
     batch_idx: int
     epoch_idx: int
-    is_last_batch: bool
-    precision: str
-    grad_clip_norms: Mapping[str, float | None]
-    accumulate_grad_batches: Mapping[str, int]
-    report_update: Callable[[str], None]
-    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None
-    weigh: Callable[[float], None] = attrs.field(default=lambda count: None, repr=False)
-    session: Any = attrs.field(repr=False)
+    report_update: Callable[[str], None] = _unreported_named
+
+    @property
+    def is_last_batch(self) -> bool:
+        """Whether this is the epoch's last batch."""
+        link = _link(self)
+        return False if link is None else link.is_last_batch
+
+    @property
+    def precision(self) -> Any:
+        """The run's resolved precision (``"fp32"``, ``"bf16"``, ``"fp16"``); None when hand-built."""
+        link = _link(self)
+        return None if link is None else link.precision
+
+    @property
+    def grad_clip_norms(self) -> Mapping[str, float | None]:
+        """Each optimizer's ``grad_clip_norm`` (None: no clipping)."""
+        link = _link(self)
+        if link is None or link.grad_clip_norms is None:
+            return types.MappingProxyType(dict.fromkeys(self.optimizers))
+        return link.grad_clip_norms
+
+    @property
+    def accumulate_grad_batches(self) -> Mapping[str, int]:
+        """Each optimizer's ``accumulate_grad_batches``."""
+        link = _link(self)
+        if link is None or link.accumulate_grad_batches is None:
+            return types.MappingProxyType(dict.fromkeys(self.optimizers, 1))
+        return link.accumulate_grad_batches
+
+    @property
+    def session(self) -> Any:
+        """The run's epoch state ``finalize_step`` works through; None when hand-built."""
+        link = _link(self)
+        return None if link is None else link.session
+
+    @property
+    def weigh(self) -> Callable[[float], None]:
+        """``weigh(count)``: the denominator of the batch's losses (see the class docstring)."""
+        link = _link(self)
+        return _unweighed if link is None else link.weigh
 
 
-@attrs.define(kw_only=True)
+@dataclasses.dataclass(frozen=True)
 class EvalStepContext:
-    """What a custom ``eval_step_fn(ctx)`` receives once per epoch (it owns the whole loader);
-    ``extra_metrics`` are the run's ``{name: fn(y_true, y_pred)}``, for its record's ``extra``."""
+    """What a custom ``eval_step_fn(ctx)`` receives once per epoch (it owns the whole loader): a
+    frozen dataclass with NNx's fields in NNx's order. ``extra_metrics`` are the run's
+    ``{name: fn(y_true, y_pred)}``, for its record's ``extra``; ``metrics`` the run's declared
+    ``MetricSpec``s."""
 
     model: Any
     val_loader: Any
+    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None
     epoch_idx: int
-    extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None
     metrics: tuple[Any, ...] = ()
 
 
@@ -287,8 +446,15 @@ def default_train_step(ctx: TrainStepContext) -> EvaluationDataPoint:
     (never report it again). Returns the batch's record, scored as the default step scores it
     (read at once: one host sync), with ``ctx.extra_metrics`` computed on the batch's valid
     targets and decoded predictions.
+
+    On a context built by hand (no run: ``ctx.session`` is None) the same happens on its own
+    terms: the window closes at ``is_last_batch`` or every ``accumulate_grad_batches`` batches
+    (counted by ``batch_idx``), its valid-target count is kept in ``ctx.accumulation_state``
+    (required when accumulating), and ``ctx.report_update()`` is called after the update.
     """
     session = ctx.session
+    if session is None:
+        return _standalone_train_step(ctx)
     step = session.builtin_step()
     extras = ExtraMetrics(session.model.task_adapter, ctx.extra_metrics) if ctx.extra_metrics else None
     part, _ = step.update(session, ctx.batch, ctx.epoch_idx, ctx.batch_idx, ctx.is_last_batch, extras)
@@ -302,6 +468,56 @@ def default_train_step(ctx: TrainStepContext) -> EvaluationDataPoint:
         state.loss_numerator = 0.0 if closed else state.loss_numerator + float(part.loss)
         state.normalization_required = not step.window.additive
     return record if extras is None else attrs.evolve(record, extra=extras.values(extras.whole()))
+
+
+def _port(ctx: Any, name: str, optimizer: torch.optim.Optimizer) -> TorchOptimizer:
+    """Optimizer ``name``'s port: the run's (fp16: through its scaler), or a plain one around the
+    hand-built context's optimizer (its ``scaler``, if any)."""
+    session = ctx.session
+    if session is not None:
+        return session.optimizers[name]
+    scaler = getattr(ctx, "scaler", None)
+    return TorchOptimizer(optimizer) if scaler is None else ScaledTorchOptimizer(optimizer, None, scaler)
+
+
+def _standalone_train_step(ctx: TrainStepContext) -> EvaluationDataPoint:
+    """``default_train_step`` on a context built by hand (see its docstring)."""
+    model, accumulate, state = ctx.model, ctx.accumulate_grad_batches, ctx.accumulation_state
+    if accumulate != 1 and state is None:
+        raise ParamsError(
+            "TrainStepContext.accumulation_state",
+            f"accumulating {accumulate} batches needs the window's state across calls: pass "
+            "accumulation_state=GradientAccumulationState() (one for the whole epoch)",
+        )
+    task = model.task_adapter
+    args, kwargs, target = to_device(batch_parts(model, ctx.batch), model.device)
+    with model.autocast_context()():
+        output = net_output(model, model.net, args, kwargs)
+    task.check(output, target)
+    loss_sum, count = task.loss_terms(output, target)
+    (loss_sum if ctx.scaler is None else ctx.scaler.scale(loss_sum)).backward()
+    weight = float(count) + (state.normalization_weight if state is not None else 0.0)
+    if state is not None:
+        state.normalization_weight, state.normalization_required = weight, not task.additive
+        state.loss_numerator += float(loss_sum.detach())
+    if ctx.is_last_batch or (ctx.batch_idx + 1) % accumulate == 0:
+        port = _port(ctx, "default", ctx.optimizer)
+        status = commit_window(
+            {"default": port}, None if task.additive else weight, max_norms={"default": ctx.grad_clip_norm},
+            finite=(lambda: True) if ctx.scaler is not None else None,  # a scaler skips an overflowing step itself
+        )
+        if state is not None:
+            state.normalization_weight = state.loss_numerator = 0.0
+        if status == COMMITTED:
+            ctx.report_update()
+    stats = EpochStats()
+    stats.add_output(loss_sum.detach(), count, output.detach(), target, task)
+    record = stats.edps()[0]
+    if not ctx.extra_metrics:
+        return record
+    extras = ExtraMetrics(task, ctx.extra_metrics)
+    extras.add(output.detach(), target)
+    return attrs.evolve(record, extra=extras.values(extras.whole()))
 
 
 def finalize_step(loss: torch.Tensor, ctx: Any, *, paradigm: str, optimizer: str | None = None) -> float:
@@ -319,13 +535,15 @@ def finalize_step(loss: torch.Tensor, ctx: Any, *, paradigm: str, optimizer: str
                 f"a Trainer step must name one of its optimizers {sorted(ctx.optimizers)}, got {optimizer!r}",
             )
         name, clip, accumulate = optimizer, ctx.grad_clip_norms[optimizer], ctx.accumulate_grad_batches[optimizer]
+        torch_optimizer = ctx.optimizers[optimizer]
 
         def report() -> None:
             ctx.report_update(name)
     else:
         if optimizer is not None:
             raise ParamsError(f"{paradigm}: finalize_step.optimizer", "an NNModel step has one optimizer; leave it out")
-        name, clip, accumulate, report = ctx.session.primary, ctx.grad_clip_norm, ctx.accumulate_grad_batches, ctx.report_update
+        name = ctx.session.primary if ctx.session is not None else "default"
+        clip, accumulate, report, torch_optimizer = ctx.grad_clip_norm, ctx.accumulate_grad_batches, ctx.report_update, ctx.optimizer
     if accumulate != 1:
         raise ParamsError(
             f"{paradigm}: accumulate_grad_batches",
@@ -337,6 +555,11 @@ def finalize_step(loss: torch.Tensor, ctx: Any, *, paradigm: str, optimizer: str
             f"{paradigm} steps are full-precision only (finalize_step does no loss scaling), but the run resolves to "
             f"{ctx.precision}; use PrecisionPolicy('fp32') or an objective"
         )
+    if getattr(ctx, "scaler", None) is not None:
+        raise PrecisionUnsupportedError(
+            f"{paradigm} steps are full-precision only (finalize_step does no loss scaling), but the context holds a "
+            "GradScaler; build it with scaler=None, or use an objective"
+        )
     value = float(loss.detach())
     if not math.isfinite(value):
         raise NonFiniteLossError(
@@ -344,7 +567,7 @@ def finalize_step(loss: torch.Tensor, ctx: Any, *, paradigm: str, optimizer: str
             "set grad_clip_norm or check the inputs"
         )
     loss.backward()
-    port = ctx.session.optimizers[name]
+    port = _port(ctx, name, torch_optimizer)
     if commit_window({name: port}, None, max_norms={name: clip}, finite=lambda: True) == COMMITTED:
         report()
     return value

@@ -133,8 +133,8 @@ CASES: list[Case] = [
     ("model", "net params and module", lambda r: nnx.NNModel(nnx.NNParams(**NET), module=Wide()), E, "leave them out"),
     ("model", "fp16 on cpu", lambda r: nnx.NNModel(nnx.NNParams(**NET), nnx.NNModelParams(precision=nnx.PrecisionPolicy("fp16"))),
      nnx.PrecisionUnsupportedError, "fp16|fallback"),
-    ("model", "task n disagrees with output_dim", lambda r: fit(r, model={"task": nnx.TaskSpec.categorical(n=5)}), E,
-     "task.n.*output_dim"),
+    ("model", "task n disagrees with output_dim", lambda r: fit(r, model={"task": nnx.TaskSpec.categorical(n=5)}),
+     nnx.TaskValidationError, "task.n.*output_dim"),  # NNx refuses it when the model is built
     ("model", "labels disagree with width", lambda r: fit(r, model={"task": nnx.TaskSpec.categorical(labels=("a", "b"))}),
      E, "labels"),
     # -- optimizer and scheduler ----------------------------------------------------------------

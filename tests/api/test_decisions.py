@@ -492,7 +492,7 @@ def test_nnmodel_answers_match_its_predict_proba_logits_in_float64() -> None:
     direct = FixedHeadProvider(model).decide(animals("dog", "fox", "cat"), X)
     through = FixedHeadProvider(OnlyPredictProba(model)).decide(animals("dog", "fox", "cat"), X)
     assert direct == through
-    expected = torch.softmax(model.predict_proba(X).logits.double(), -1)[:, [1, 2, 0]]
+    expected = torch.softmax(torch.from_numpy(model.predict_proba(X).logits).double(), -1)[:, [1, 2, 0]]
     for row, result in enumerate(direct):
         assert [p for _, p in result.distribution] == pytest.approx(expected[row].tolist(), abs=1e-12)
         assert result.raw == through[row].raw
@@ -508,7 +508,7 @@ def test_nnmodel_bernoulli_head_and_batches() -> None:
     assert provider.model_calls == 3
     # the float64 sigmoid of what predict_proba gives for the rows of each call (3, 3, 1): the
     # same batching on both sides, as a 7-row batch may round differently on another machine
-    logits = torch.cat([model.predict_proba(X[a:b]).logits for a, b in ((0, 3), (3, 6), (6, 7))])
+    logits = torch.cat([torch.from_numpy(model.predict_proba(X[a:b]).logits) for a, b in ((0, 3), (3, 6), (6, 7))])
     expected = torch.sigmoid(logits.double())[:, 0]
     assert [r.p_true for r in results] == pytest.approx(expected.tolist(), abs=1e-12)
 

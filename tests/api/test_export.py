@@ -45,7 +45,7 @@ def test_onnx_export_of_a_digits_mlp_matches_pytorch_on_batches_1_2_7(digits_run
     for rows in (1, 2, 7):
         batch = x[100 : 100 + rows]
         (got,) = session.run(None, {"input": batch.numpy()})
-        expected = model.predict(batch).logits.numpy()
+        expected = model.predict(batch).logits
         assert got.shape == (rows, 10)
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
         assert np.array_equal(got.argmax(1), expected.argmax(1))
@@ -106,11 +106,11 @@ def test_nnx_runs_export_writes_safetensors_and_onnx(digits_run, tmp_path):
     best = nnx.NNModel.from_checkpoint(run.id, "best", root=root)
     x, _ = digits_tensors()
     (got,) = ort_session(onnx_path).run(None, {"input": x[:7].numpy()})
-    np.testing.assert_allclose(got, best.predict(x[:7]).logits.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, best.predict(x[:7]).logits, rtol=1e-4, atol=1e-5)
     dynamo_path = tmp_path / "model-dynamo.onnx"
     assert main(["runs", "export", run.id, str(dynamo_path), "--dynamo", "--root", str(root)], out=out, err=out) == 0
     (got,) = ort_session(dynamo_path).run(None, {"input": x[:7].numpy()})
-    np.testing.assert_allclose(got, best.predict(x[:7]).logits.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, best.predict(x[:7]).logits, rtol=1e-4, atol=1e-5)
     assert main(["runs", "export", run.id, str(tmp_path / "model.bin"), "--root", str(root)], out=out, err=out) == 2
 
 

@@ -340,7 +340,7 @@ def run_model_probs(model, loader):
     """The model's probabilities over ``loader``, batch by batch as validation and ``evaluate``
     compute them: the same kernels, so the same argmax (one 25-row batch may round a near-tie of
     two logits the other way on another machine, and flip an accuracy count)."""
-    probs = torch.cat([model.predict_proba(x).probabilities for x, _ in loader]).double()
+    probs = torch.cat([torch.from_numpy(model.predict_proba(x).probabilities) for x, _ in loader]).double()
     return (probs / probs.sum(-1, keepdim=True)).numpy()
 
 

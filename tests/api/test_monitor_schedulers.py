@@ -160,7 +160,8 @@ def test_worked_example_warmup_decay_on_the_update_clock(tmp_path):
     expected = [0.04, 0.08, 0.12, 0.12, 0.096, 0.072, 0.048, 0.024]
     assert used.used[:4] == pytest.approx([0.04, 0.08, 0.12, 0.12])
     assert used.used == pytest.approx(expected)
-    assert run.epochs[1].update_count == 8
+    assert [i.lr for i in run.idps] == pytest.approx(expected)  # a record's lr is the one its update used (NNx)
+    assert run.checkpoint("last").payload()["update_count"] == 8
     # update_history: the LR after each update's scheduler step; history: per epoch end
     assert [i for i, _ in lrm.update_history] == list(range(1, 9))
     assert [lr for _, lr in lrm.update_history] == pytest.approx(expected[1:] + [0.0])
@@ -252,11 +253,12 @@ def test_update_clock_ticks_once_per_committed_update_not_per_microbatch(tmp_pat
     p = params(2, train_loader=loader(10, size=2), optim=sgd(0.1, accumulate=3), scheduler=step_schedule())
     run = model().train(p, callbacks=[lrm, used], root=tmp_path)
     assert [i for i, _ in lrm.update_history] == list(range(1, 9))
-    assert [idp.update_count for idp in run.epochs.values()] == [4, 8]
+    assert run.checkpoint("last").payload()["update_count"] == 8
     assert lrm.history == pytest.approx([0.1 * 0.5**4, 0.1 * 0.5**8])
     assert used.used == pytest.approx([0.1 * 0.5**k for k in range(8)])
-    assert len(run.idps) == 20  # the epoch's last record carries its update count
-    assert [i.update_count for i in run.idps] == [None] * 9 + [4] + [None] * 9 + [8]
+    assert len(run.idps) == 20  # the default step's records carry no update count (as NNx: objective runs only)
+    assert [i.update_count for i in run.idps] == [None] * 20
+    assert [i.lr for i in run.idps][:4] == pytest.approx([0.1] * 3 + [0.05])  # the lr each batch's update used
     # the epoch clock, for contrast, ticks once per epoch
     lrm = nnx.LRMonitor()
     model().train(params(2, train_loader=loader(10, size=2), optim=sgd(0.1, accumulate=3),
@@ -278,7 +280,7 @@ def test_a_masked_window_commits_nothing_and_does_not_tick(tmp_path):
     m = model(ignore_index=IGNORE)
     run = m.train(p, callbacks=[lrm, Events(), used], root=tmp_path)
     assert seen == [(1, 2, 3), (2, 8, 3), (3, 9, 1)]  # window 3..5 never committed
-    assert run.epochs[0].update_count == 3 and lrm.history == pytest.approx([0.1 * 0.5**3])
+    assert run.checkpoint("last").payload()["update_count"] == 3 and lrm.history == pytest.approx([0.1 * 0.5**3])
     assert used.used == pytest.approx([0.1, 0.05, 0.025])
 
 
@@ -394,7 +396,7 @@ def test_callback_context_fields_and_hook_order(tmp_path):
             assert isinstance(ctx.decision, nnx.MonitorDecision) and ctx.decision.epoch == ctx.epoch
             assert ctx.idp.selection.improved == ctx.decision.improved and ctx.idp.selection.value == ctx.decision.value
             assert ctx.should_stop is False and ctx.deferred_checkpoint_writes == []
-            assert ctx.update_count == 2 * (ctx.epoch + 1) == ctx.idp.update_count
+            assert ctx.update_count == 2 * (ctx.epoch + 1) and ctx.idp.update_count is None  # default step (NNx)
             assert len(ctx.idps) == 2 * (ctx.epoch + 1) and ctx.model is not None and ctx.run is not None
             log.append(("epoch_end", ctx.epoch))
 

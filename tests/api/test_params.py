@@ -285,3 +285,39 @@ def test_extra_metrics_are_runtime_only():
     assert model.run_config(bare.replace(extra_metrics={"zero": fn}), None) == model.run_config(bare, None)
     with pytest.raises(nnx.ParamsError, match="unknown field 'extra_metrics'"):
         nnx.NNTrainParams.from_state({"n_epochs": 1, "extra_metrics": {}})
+
+
+# ------------------------------------------------------------------ NNx's immutability and asdict (bench/compat s10)
+def test_hidden_dims_refuses_list_mutation_with_typeerror_and_stays_a_tuple_for_ids():
+    params = nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=[8, 4])
+    for mutate in (lambda d: d.append(2), lambda d: d.extend([2]), lambda d: d.insert(0, 2), lambda d: d.pop(),
+                   lambda d: d.remove(8), lambda d: d.clear(), lambda d: d.sort(), lambda d: d.reverse()):
+        with pytest.raises(TypeError, match="immutable") as raised:
+            mutate(params.hidden_dims)
+        assert type(raised.value) is TypeError  # NNx raises a plain TypeError
+    assert params.hidden_dims == (8, 4) and hash(params.hidden_dims) == hash((8, 4)) and isinstance(params.hidden_dims, tuple)
+    plain = nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8, 4))
+    assert params == plain and hash(params) == hash(plain) and params.state() == plain.state()
+    assert params.state()["hidden_dims"] == [8, 4] and nnx.NNParams.from_state(params.state()) == params
+    assert dataclasses.asdict(params)["hidden_dims"] == (8, 4)
+    assert dataclasses.replace(params, hidden_dims=[*params.hidden_dims, 2]).hidden_dims == (8, 4, 2)
+
+
+def test_trainer_params_asdict_deepcopy_and_pickle_work_and_optims_stay_read_only():
+    import copy
+    import pickle
+
+    params = nnx.NNTrainerParams(
+        n_epochs=2, optims={"b": nnx.NNOptimParams(), "a": nnx.NNOptimParams(max_lr=0.1)},
+        schedulers={"a": nnx.NNSchedulerParams()}, extra_metrics={"zero": lambda y, p: 0.0},
+    )
+    as_dict = dataclasses.asdict(params)
+    assert list(as_dict["optims"]) == ["a", "b"] and as_dict["optims"]["a"]["max_lr"] == 0.1
+    assert copy.deepcopy(params) == params and pickle.loads(pickle.dumps(params.replace(extra_metrics=None))) == \
+        params.replace(extra_metrics=None)
+    for mapping in (params.optims, params.schedulers, params.extra_metrics):
+        with pytest.raises(TypeError, match="read-only"):
+            mapping["c"] = None
+        with pytest.raises(TypeError, match="read-only"):
+            mapping.update({})
+    assert params.state() == nnx.NNTrainerParams.from_state(params.state()).state()

@@ -67,26 +67,95 @@ def test_export_state_dict_then_load_pretrained(tmp_path):
 def test_predict_takes_x_by_keyword_and_unpacks_as_a_pair():
     model, x = mlp(), torch.randn(5, 4)
     logits, classes = model.predict(X=x.numpy())
-    assert torch.equal(classes, logits.argmax(-1)) and torch.equal(model.predict(x).logits, logits)
+    assert np.array_equal(classes, logits.argmax(-1)) and np.array_equal(model.predict(x).logits, logits)
+
+
+def test_predict_returns_numpy_arrays_as_nnx_does():
+    """NNx 0.4.1 returns NumPy arrays: float32 logits and int64 classes, from a tensor or an array."""
+    model, x = mlp(), torch.randn(5, 4)
+    for given in (x, x.numpy(), [(x[:2], None), (x[2:], None)]):
+        result = model.predict(given)
+        assert type(result).__name__ == "PredictResult" and len(result) == 2
+        assert isinstance(result.logits, np.ndarray) and result.logits.dtype == np.float32
+        assert result.logits.shape == (5, 3)
+        assert isinstance(result.classes, np.ndarray) and result.classes.dtype == np.int64
+        assert result.classes.shape == (5,)
+    with torch.no_grad():
+        model.net.eval()
+        expected = model.net(x).numpy()
+    np.testing.assert_allclose(model.predict(x).logits, expected, rtol=1e-6)
+    assert torch.from_numpy(model.predict(x).logits).dtype == torch.float32  # explicit conversion back
 
 
 def test_predict_proba_with_a_categorical_spec():
     model, x = mlp(), torch.randn(7, 4)
     spec = ProbabilitySpec(kind="categorical", class_axis=1, labels=("a", "b", "c"))
     result = model.predict_proba(x.numpy(), spec)
-    torch.testing.assert_close(result.probabilities.sum(axis=1), torch.ones(7))
-    assert torch.equal(result.logits, model.predict(x).logits) and torch.equal(result.decoded, result.logits.argmax(1))
+    np.testing.assert_allclose(result.probabilities.sum(axis=1), np.ones(7), rtol=1e-6)
+    assert (result.logits.dtype, result.probabilities.dtype, result.decoded.dtype, result.sample_ids.dtype) == (
+        np.float32, np.float32, np.int64, np.int64)
+    assert np.array_equal(result.logits, model.predict(x).logits) and np.array_equal(result.decoded, result.logits.argmax(1))
     assert result.sample_ids.tolist() == list(range(7)) and result.spec == spec and result.kind == "categorical"
     assert result.decoded_labels() == [spec.labels[i] for i in result.decoded.tolist()]
     batched = model.predict_proba(DataLoader(TensorDataset(x), batch_size=3), spec)
-    assert torch.equal(batched.decoded, result.decoded) and torch.equal(batched.sample_ids, result.sample_ids)
+    assert np.array_equal(batched.decoded, result.decoded) and np.array_equal(batched.sample_ids, result.sample_ids)
+
+
+def test_predict_proba_without_a_spec_needs_a_task_spec():
+    """REFERENCE §3.6: the spec is never inferred; without one the TaskSpec supplies it, and
+    without a TaskSpec NNx raises TypeError (ours: ParamsError, a TypeError)."""
+    model, x = mlp(), torch.randn(4, 4)
+    with pytest.raises(TypeError, match=r"spec=ProbabilitySpec\(") as caught:
+        model.predict_proba(x)
+    assert isinstance(caught.value, nnx.ParamsError) and "TaskSpec" in str(caught.value)
+    with pytest.raises(TypeError, match="TaskSpec"):
+        model.iter_predict([(x, None)], rich=True)
+    torch.manual_seed(0)
+    tasked = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(6,)),
+                         nnx.NNModelParams(task=nnx.TaskSpec.categorical()))
+    result = tasked.predict_proba(x)
+    assert result.spec is None and result.kind == "categorical" and result.probabilities.dtype == np.float32
+    assert result.decoded.dtype == np.int64 and np.array_equal(result.decoded, tasked.predict(x).classes)
+    rich = list(tasked.iter_predict([(x[:3], None), (x[3:], None)], rich=True))
+    assert np.array_equal(np.concatenate([r.probabilities for r in rich]), result.probabilities)
+
+
+def test_regression_predict_proba_has_no_probabilities_and_float_values():
+    torch.manual_seed(0)
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=2, hidden_dims=(6,)),
+                        nnx.NNModelParams(loss=nnx.Losses.MEAN_SQUARED_ERROR, task=nnx.TaskSpec.regression(2)))
+    x = torch.randn(8, 4)
+    result = model.predict_proba(x)
+    assert result.probabilities is None and result.kind == "continuous"
+    assert isinstance(result.decoded, np.ndarray) and result.decoded.dtype == np.float32 and result.decoded.shape == (8, 2)
+    assert np.array_equal(result.decoded, model.predict(x).classes)
+
+
+def test_an_empty_input_to_predict_is_both_a_value_and_a_runtime_error():
+    """NNx 0.4.1 raises RuntimeError; REFERENCE documents ValueError: ours is both."""
+    model = mlp()
+    for call in (lambda: model.predict([]), lambda: model.predict_proba([], ProbabilitySpec("categorical"))):
+        with pytest.raises(nnx.PredictionInputError, match="empty") as caught:
+            call()
+        assert isinstance(caught.value, RuntimeError) and isinstance(caught.value, ValueError)
+
+
+def test_a_task_width_other_than_output_dim_is_refused_at_construction():
+    """NNx raises TaskValidationError (a ValueError) when the TaskSpec's width is not output_dim."""
+    params = nnx.NNModelParams(loss=nnx.Losses.MEAN_SQUARED_ERROR, task=nnx.TaskSpec.regression(2))
+    with pytest.raises(nnx.TaskValidationError, match="output_dim") as caught:
+        nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), params)
+    assert isinstance(caught.value, ValueError)
+    assert nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=2, hidden_dims=(8,)), params).head.width == 2
+    unsized = nnx.NNModelParams(loss=nnx.Losses.MEAN_SQUARED_ERROR, task=nnx.TaskSpec.regression())
+    assert nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), unsized).head.width == 3
 
 
 def test_bernoulli_predictions_are_indicators_not_classes():
     logits = torch.tensor([[-1.0, 0.0, 2.0], [3.0, -2.0, 0.5]])
     result = prediction_from_logits(logits, ProbabilitySpec("bernoulli"))
-    torch.testing.assert_close(result.probabilities, torch.sigmoid(logits))
-    assert result.decoded.tolist() == [[0, 1, 1], [1, 0, 1]]
+    np.testing.assert_allclose(result.probabilities, torch.sigmoid(logits).numpy(), rtol=1e-6)
+    assert result.decoded.dtype == np.int64 and result.decoded.tolist() == [[0, 1, 1], [1, 0, 1]]
     with pytest.raises(TypeError, match="categorical"):
         result.class_indices
 
@@ -122,12 +191,16 @@ def test_iter_predict_streams_what_the_eager_calls_return():
     with model.iter_predict(loader) as stream:
         parts = list(stream)
     assert [type(p) for p in parts] == [PredictionBatch] * 3 and [len(p) for p in parts] == [4, 4, 2]
-    assert torch.equal(torch.cat([p.logits for p in parts]), model.predict(loader).logits)
-    assert torch.cat([p.sample_ids for p in parts]).tolist() == list(range(10))
-    assert torch.equal(nnx.streaming.concatenate_predictions(parts).classes, model.predict(loader).classes)
+    assert all(isinstance(p.logits, np.ndarray) and p.classes.dtype == p.sample_ids.dtype == np.int64 for p in parts)
+    assert np.array_equal(np.concatenate([p.logits for p in parts]), model.predict(loader).logits)
+    assert np.concatenate([p.sample_ids for p in parts]).tolist() == list(range(10))
+    assert np.array_equal(nnx.streaming.concatenate_predictions(parts).classes, model.predict(loader).classes)
     spec = ProbabilitySpec("categorical")
     rich = list(model.iter_predict(loader, spec))
-    torch.testing.assert_close(torch.cat([r.probabilities for r in rich]), model.predict_proba(loader, spec).probabilities)
+    np.testing.assert_allclose(np.concatenate([r.probabilities for r in rich]),
+                               model.predict_proba(loader, spec).probabilities, rtol=1e-6)
+    merged = nnx.streaming.concatenate_predictions(rich)
+    assert np.array_equal(merged.sample_ids, np.arange(10)) and merged.decoded.dtype == np.int64
     with pytest.raises(StreamClosedError):
         next(stream)
     opened = model.iter_predict(loader)
@@ -148,21 +221,20 @@ def test_inference_is_non_destructive():
     loader = [(x[:3], None), (x[3:], None)]
     first = model.predict(x).logits
     assert flags(model.net) == before
-    model.predict_proba(x)
     model.predict_proba(x, ProbabilitySpec("categorical"))
     assert flags(model.net) == before
     for _ in model.iter_predict(loader):
         assert flags(model.net) == before  # restored before each batch is handed out
     model.evaluate([(x, torch.zeros(6, dtype=torch.long))])
     assert flags(model.net) == before
-    assert torch.equal(model.predict(x).logits, first)  # eval mode: dropout off, every time
+    assert np.array_equal(model.predict(x).logits, first)  # eval mode: dropout off, every time
 
 
 def test_shuffling_loaders_warn_that_ids_are_positions():
     model = mlp()
     loader = DataLoader(TensorDataset(torch.randn(4, 4)), batch_size=2, shuffle=True)
     with pytest.warns(RuntimeWarning, match="positions"):
-        model.predict_proba(loader)
+        model.predict_proba(loader, ProbabilitySpec("categorical"))
 
 
 # ---------------------------------------------------------------------------- batch adapters
@@ -181,12 +253,13 @@ def test_positional_and_keyword_batch_adapters():
     left, right = torch.randn(5, 2), torch.randn(5, 2)
     expected = module(left, right)
     positional = nnx.NNModel(params=nnx.NNModelParams(), module=module, batch_adapter=nnx.PositionalInputs(2))
-    assert torch.allclose(positional.predict([(left, right, torch.zeros(5))]).logits, expected)
-    assert torch.allclose(positional.predict((left, right)).logits, expected)
+    expected = expected.detach().numpy()
+    np.testing.assert_allclose(positional.predict([(left, right, torch.zeros(5))]).logits, expected, rtol=1e-6)
+    np.testing.assert_allclose(positional.predict((left, right)).logits, expected, rtol=1e-6)
     keyword = nnx.NNModel(params=nnx.NNModelParams(), module=module,
                           batch_adapter=nnx.KeywordInputs(["left", "right"], target="y"))
-    assert torch.allclose(keyword.predict([{"left": left, "right": right, "y": None}]).logits, expected)
-    assert torch.allclose(keyword.predict({"left": left, "right": right}).logits, expected)
+    np.testing.assert_allclose(keyword.predict([{"left": left, "right": right, "y": None}]).logits, expected, rtol=1e-6)
+    np.testing.assert_allclose(keyword.predict({"left": left, "right": right}).logits, expected, rtol=1e-6)
     assert nnx.PositionalInputs(2).split((1, 2)) == ((1, 2), {}, None)
     with pytest.raises(nnx.TrainingInputError, match="keys"):
         keyword.predict([{"left": left}])
@@ -267,7 +340,7 @@ def test_a_registered_net_trains_and_reloads_through_its_factory(factory, runs):
     ckpt = nnx.NNCheckpoint.load(run.id, "last", runs)
     assert not ckpt.reconstructible
     again = nnx.NNModel.from_checkpoint(ckpt)
-    assert torch.equal(again.predict(x).logits, model.predict(x).logits)
+    assert np.array_equal(again.predict(x).logits, model.predict(x).logits)
     nnx.register_model_factory("compat-mlp", 1, lambda c: nn.Linear(4, 3), replace=True)
     with pytest.raises(nnx.ResumeMismatchError, match="do not fit"):
         nnx.NNModel.from_checkpoint(ckpt)

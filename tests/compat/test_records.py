@@ -134,6 +134,63 @@ def test_training_produces_the_records_by_their_nnx_names(runs):
     assert isinstance(model.evaluate([(x, y)]), NNEvaluationDataPoint)
 
 
+def _regression_model(seed=0):
+    torch.manual_seed(seed)
+    return nnx.NNModel(
+        nnx.NNParams(input_dim=4, output_dim=2, hidden_dims=(8,), dropout_prob=0.0),
+        nnx.NNModelParams(loss=nnx.Losses.MEAN_SQUARED_ERROR, task=nnx.TaskSpec.regression(2)),
+    )
+
+
+def test_records_carry_the_task_kind_and_a_regression_s_mse_and_mae(runs):
+    """REFERENCE §8.1 / §8.3 (NNx 0.4.1, s17): a record's ``kind`` is the declared task's kind;
+    regression records hold ``metrics.mse`` / ``metrics.mae`` with the classification fields and
+    ``error`` None; ``count`` is the elements scored. The oracle is NumPy on ``predict``'s outputs."""
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(8, 4, generator=g), torch.randn(8, 2, generator=g)
+    model = _regression_model()
+    before = model.predict(x).logits  # the weights the first batch's record is computed with
+    run = model.train(nnx.NNTrainParams(n_epochs=1, optim=nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.1, momentum=0.0),
+                                        train_loader=[(x[:4], y[:4]), (x[4:], y[4:])], val_loader=[(x, y)],
+                                        progress=False), root=runs)
+    first, last = run.idps[0].train_edp, run.idps[-1]
+    diff = before[:4].astype(np.float64) - y[:4].numpy()
+    assert first.kind == "regression" and first.count == 8 and first.error is None and first.accuracy is None
+    assert first.metrics["mse"] == pytest.approx(float(np.mean(diff**2)), rel=1e-5)
+    assert first.metrics["mae"] == pytest.approx(float(np.mean(np.abs(diff))), rel=1e-5)
+    assert first.metrics["mse"] == pytest.approx(first.loss, rel=1e-5)  # the MSE loss is the mse
+    after = model.predict(x).logits.astype(np.float64) - y.numpy()
+    val = last.val_edp
+    assert (val.kind, val.count, val.error) == ("regression", 16, None)
+    assert val.metrics["mse"] == pytest.approx(float(np.mean(after**2)), rel=1e-5)
+    assert val.metrics["mae"] == pytest.approx(float(np.mean(np.abs(after))), rel=1e-5)
+    scored = model.evaluate([(x[:3], y[:3]), (x[3:], y[3:])])
+    assert scored.kind == "regression" and scored.count == 16 and scored.metrics == pytest.approx(dict(val.metrics))
+    loaded = nnx.NNRun.load(run.id, runs)  # the kind and the metrics survive idps.csv
+    assert loaded.idps == run.idps and loaded.idps[-1].val_edp.kind == "regression"
+
+
+def test_without_a_task_spec_kind_is_none_and_evaluate_leaves_count_none(runs):
+    """NNx 0.4.1 (s14): records of a model without a TaskSpec have ``kind`` None, and
+    ``evaluate()`` leaves ``count`` None; with a TaskSpec both are set."""
+    x = torch.randn(10, 4, generator=torch.Generator().manual_seed(0))
+    y = torch.randint(0, 3, (10,), generator=torch.Generator().manual_seed(1))
+    plain = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(5,)))
+    scored = plain.evaluate([(x[:8], y[:8]), (x[8:], y[8:])])
+    assert (scored.kind, scored.count) == (None, None) and scored.accuracy is not None
+    run = plain.train(nnx.NNTrainParams(n_epochs=1, train_loader=[(x, y)], val_loader=[(x, y)], progress=False),
+                      root=runs)
+    assert run.idps[-1].train_edp.kind is None and run.idps[-1].val_edp.kind is None
+    tasked = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(5,)),
+                         nnx.NNModelParams(task=nnx.TaskSpec.categorical(3)))
+    scored = tasked.evaluate([(x, y)])
+    assert (scored.kind, scored.count) == ("categorical", 10) and scored.metrics == {}
+    run = tasked.train(nnx.NNTrainParams(n_epochs=1, train_loader=[(x, y)], val_loader=[(x, y)], progress=False),
+                       root=runs)
+    assert run.idps[-1].train_edp.kind == run.idps[-1].val_edp.kind == "categorical"
+    assert nnx.NNRun.load(run.id, runs).idps == run.idps
+
+
 def test_step_function_type_aliases_are_exported():
     from nnx_api.nn.nn_model import EvalStepFn, TrainStepFn
 

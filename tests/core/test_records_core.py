@@ -14,10 +14,25 @@ Y, Y_HAT = [0, 1, 1, 2], [0, 1, 2, 2]  # class 0: p 1 r 1; class 1: p 1 r 1/2; c
 
 
 def test_unset_fields_are_left_out_of_the_state_and_default_to_none():
-    assert EDP().state() == {} and EDP().loss is None
-    assert EDP(loss=1.0, count=3).state() == {"loss": 1.0, "count": 3}
+    """A record's own ``state()`` writes loss and error always (None while unset), as NNx does;
+    every other unset field is left out, and so are loss and error of a record nested in an
+    iteration's state (the saved layout of idps.csv, the journal and checkpoints)."""
+    assert EDP().state() == {"loss": None, "error": None} and EDP().loss is None and EDP().kind is None
+    assert EDP(loss=1.0, count=3).state() == {"loss": 1.0, "error": None, "count": 3}
+    assert EDP(kind="regression").state() == {"loss": None, "error": None, "kind": "regression"}
     row = IterationDataPoint(iter_idx=0, epoch_idx=0, batch_idx=0, lr=0.1, train_edp=EDP(loss=1.0))
     assert row.state() == {"iter_idx": 0, "epoch_idx": 0, "batch_idx": 0, "lr": 0.1, "train_edp": {"loss": 1.0}}
+    assert EDP.from_state(EDP(accuracy=0.5).state()) == EDP(accuracy=0.5)
+
+
+def test_state_and_mean_of_write_loss_and_error_as_none_as_nnx_does():
+    """NNx 0.4.1: ``NNEvaluationDataPoint.of(...).state()`` holds ``loss: None, error: None``, and
+    so does the state of ``mean_of`` over records without them."""
+    scored = EDP.of([0, 1, 1], [0, 1, 2])
+    assert list(scored.state())[:2] == ["loss", "error"] and scored.state()["loss"] is None
+    mean = EDP.mean_of([scored, EDP.of([0], [0])]).state()
+    assert (mean["loss"], mean["error"], mean["accuracy"]) == (None, None, pytest.approx(5 / 6))
+    assert scored.with_loss(0.5).with_error(0.25).state()["error"] == 0.25
 
 
 def test_get_reads_a_field_then_a_named_metric_then_an_extra():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from gpu_support import GPU, CrashAtEpoch, as_new_process, data, finite, mlp_job, same_state
@@ -45,7 +46,8 @@ def test_model_batches_and_metrics_are_placed_on_the_cuda_device(runs):
     assert all(type(i.train_edp.loss) is float for i in run.idps)
     scores = model.evaluate(loader)
     assert type(scores.loss) is float and finite(scores.loss)
-    assert model.predict(x).logits.device == model.device
+    logits = model.predict(x).logits  # computed on CUDA, handed back on the host as NNx does (NumPy)
+    assert isinstance(logits, np.ndarray) and logits.dtype == np.float32 and logits.shape == (len(x), model.head.width)
     # a checkpoint holds device-neutral tensors: it loads on any host
     assert {t.device.type for t in run.checkpoint("last").weights().values()} == {"cpu"}
 
