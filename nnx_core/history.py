@@ -47,10 +47,10 @@ def _cell(value: Any) -> str:
 
 
 def _is_record_kind(column: str) -> bool:
-    """``train_edp.kind`` / ``val_edp.kind`` / ``train_summary.kind``: a record's task kind (a
-    string), not a metric named ``kind`` (``train_edp.metrics.kind`` stays a number)."""
+    """``train_edp.kind`` / ``val_edp.status`` / ...: a record's task kind or status (strings), not
+    a metric of that name (``train_edp.metrics.kind`` stays a number)."""
     record, _, leaf = column.partition(".")
-    return leaf == "kind" and bool(record)
+    return leaf in ("kind", "status") and bool(record)
 
 
 def _parse_cell(column: str, text: str) -> Any:

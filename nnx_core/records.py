@@ -40,7 +40,8 @@ def _unset() -> Any:
 class EvaluationDataPoint(Stateful):
     """A scored pass over data. Every value is a plain float or None (not computed); ``kind`` is
     the declared ``TaskSpec``'s kind (``"categorical"``, ``"multilabel"``, ``"regression"``) or
-    None without one, ``count`` the valid targets scored (None where NNx leaves it unset)."""
+    None without one, ``count`` the valid targets scored (None where NNx leaves it unset);
+    ``status`` is NNx 0.4's field of that name, kept for code that reads or passes it."""
 
     loss: float | None = _unset()
     error: float | None = _unset()
@@ -50,6 +51,7 @@ class EvaluationDataPoint(Stateful):
     recall: float | None = _unset()
     count: int | None = _unset()
     kind: str | None = _unset()
+    status: str | None = _unset()  # NNx 0.4's "ok" / "empty"; never set by this implementation's records
     metrics: Mapping[str, float] = attrs.field(factory=dict, converter=_frozen_mapping, metadata=OMIT)
     extra: Mapping[str, float] = attrs.field(factory=dict, converter=_frozen_mapping, metadata=OMIT)
 

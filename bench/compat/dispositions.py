@@ -137,8 +137,8 @@ _fixed(
     "s14_evaluate_edp/IDP.fields",
 )
 
-_kept(
-    "dataclasses.fields() works on the evaluation record with NNx's order, but it has no status field here",
+_fixed(
+    "fixed: dataclasses.fields() on the evaluation record gives NNx's fields in NNx's order (status included)",
     "s14_evaluate_edp/EDP.fields",
 )
 

@@ -98,3 +98,11 @@ def test_continuity_reports_each_kind_of_problem_once_at_its_first_record():
     assert continuity_problems(back, "h") == ["h goes back from epoch 2 to 1 at iter_idx 1"]
     batches = [idp(0, 0, 1), idp(1, 0, 3), idp(2, 1, 1)]
     assert continuity_problems(batches, "h") == ["h's epoch 0 has batch_idx 1 at iter_idx 0 (expected 0)"]
+
+
+def test_a_records_kind_and_status_come_back_as_text_and_a_metric_of_that_name_as_a_number():
+    edp = EvaluationDataPoint(loss=0.5, count=4, kind="regression", status="ok", metrics={"kind": 2.0})
+    idp = IterationDataPoint(lr=0.1, iter_idx=0, epoch_idx=0, batch_idx=0, train_edp=edp)
+    (back,) = parse_history(EagerHistory([idp]).render())
+    assert back.train_edp.kind == "regression" and back.train_edp.status == "ok"
+    assert back.train_edp.metrics["kind"] == 2.0 and back == idp
