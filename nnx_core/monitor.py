@@ -45,6 +45,11 @@ class MonitorSpec(Stateful):
     on_missing: str = "skip"
     on_nonfinite: str = "skip"
 
+    @property
+    def key(self) -> str:
+        """``"split.metric"`` (``"val.loss"``, ``"train.f1"``): how records and messages name it."""
+        return f"{self.split}.{self.metric}"
+
     def __post_init__(self) -> None:
         check_str("MonitorSpec.metric", self.metric)
         check_choice("MonitorSpec.split", self.split, SPLITS)
@@ -88,7 +93,7 @@ class Monitor:
     @property
     def label(self) -> str:
         """``split.metric`` for a named monitor, ``fallback`` otherwise."""
-        return f"{self.spec.split}.{self.spec.metric}" if self.spec else FALLBACK
+        return self.spec.key if self.spec else FALLBACK
 
     def read(self, idp: IterationDataPoint) -> float | None:
         """The monitored value of an epoch's last record (None when missing)."""

@@ -83,6 +83,10 @@ class ShardedTrainLoader:
     def __len__(self) -> int:
         return -(-self.rows_per_rank // self.batch_size)
 
+    def ids(self) -> list[int]:
+        """This rank's rows of the current epoch, in batch order (NNx's name for ``indices``)."""
+        return self.indices()
+
     def indices(self) -> list[int]:
         """This rank's rows of the current epoch, in batch order."""
         if self.global_batch_size is None:
@@ -123,6 +127,10 @@ class ShardedValidationLoader:
     def indices(self) -> list[int]:
         """This rank's rows: ``rank::world_size``, unpadded."""
         return list(self.shard.indices)
+
+    def ids(self) -> list[int]:
+        """This rank's rows (NNx's name for ``indices``)."""
+        return self.indices()
 
     def __len__(self) -> int:
         return -(-len(self.shard) // self.batch_size)

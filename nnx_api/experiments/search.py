@@ -75,6 +75,10 @@ class FloatParam:
     def suggest(self, trial: Any) -> float:
         return trial.suggest_float(self.name, self.low, self.high, log=self.log, step=self.step)
 
+    def state(self) -> dict[str, Any]:
+        """``{"kind": "float", "name", "low", "high"}``, with ``log`` / ``step`` only when set (as NNx writes it)."""
+        return _bounded_state("float", self, log=self.log, step=self.step)
+
     def size(self) -> int | None:
         return None if self.step is None else int(math.floor((self.high - self.low) / self.step + 1e-9)) + 1
 
@@ -100,6 +104,10 @@ class IntParam:
     def suggest(self, trial: Any) -> int:
         return trial.suggest_int(self.name, self.low, self.high, log=self.log, step=self.step)
 
+    def state(self) -> dict[str, Any]:
+        """``{"kind": "int", "name", "low", "high"}``, with ``log`` / ``step`` only when not the default."""
+        return _bounded_state("int", self, log=self.log, step=None if self.step == 1 else self.step)
+
     def size(self) -> int | None:
         return None if self.log else (self.high - self.low) // self.step + 1
 
@@ -124,6 +132,20 @@ class CategoricalParam:
 
     def size(self) -> int | None:
         return len(self.choices)
+
+    def state(self) -> dict[str, Any]:
+        """``{"kind": "categorical", "name", "choices": [...]}`` (a tuple choice as a list)."""
+        return {"kind": "categorical", "name": self.name,
+                "choices": [list(c) if isinstance(c, tuple) else c for c in self.choices]}
+
+
+def _bounded_state(kind: str, param: Any, *, log: bool, step: Any) -> dict[str, Any]:
+    state: dict[str, Any] = {"kind": kind, "name": param.name, "low": param.low, "high": param.high}
+    if log:
+        state["log"] = True
+    if step is not None:
+        state["step"] = step
+    return state
 
 
 Param = FloatParam | IntParam | CategoricalParam

@@ -264,8 +264,26 @@ def _link(ctx: Any) -> StepLink | None:
     return report if isinstance(report, StepLink) else None
 
 
+class _Linked:
+    """What a step context reads from the run it belongs to (its ``report_update``, a
+    ``StepLink``): the epoch state and ``weigh``; None and a no-op on a hand-built context."""
+
+    @property
+    def session(self) -> Any:
+        """The run's epoch state ``default_train_step`` / ``finalize_step`` work through; None
+        when hand-built."""
+        link = _link(self)
+        return None if link is None else link.session
+
+    @property
+    def weigh(self) -> Callable[[float], None]:
+        """``weigh(count)``: the denominator of this batch's losses (see the class docstring)."""
+        link = _link(self)
+        return _unweighed if link is None else link.weigh
+
+
 @dataclasses.dataclass(frozen=True)
-class TrainStepContext:
+class TrainStepContext(_Linked):
     """What a custom ``train_step_fn(ctx)`` receives for one batch: a frozen dataclass with NNx's
     fields in NNx's order, so one can also be built by hand (keyword or positional; the fields
     from ``is_last_batch`` on have defaults) and changed with ``dataclasses.replace``.
@@ -311,21 +329,10 @@ class TrainStepContext:
         link = _link(self)
         return None if link is None else link.scheduler
 
-    @property
-    def session(self) -> Any:
-        """The run's epoch state ``default_train_step`` works through; None when hand-built."""
-        link = _link(self)
-        return None if link is None else link.session
-
-    @property
-    def weigh(self) -> Callable[[float], None]:
-        """``weigh(count)``: the denominator of this microbatch's loss (see the class docstring)."""
-        link = _link(self)
-        return _unweighed if link is None else link.weigh
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainerStepContext:
+class TrainerStepContext(_Linked):
     """What a ``trainer_step_fn(ctx)`` receives for one batch: a frozen dataclass with NNx's fields
     in NNx's order.
 
@@ -378,17 +385,6 @@ class TrainerStepContext:
             return types.MappingProxyType(dict.fromkeys(self.optimizers, 1))
         return link.accumulate_grad_batches
 
-    @property
-    def session(self) -> Any:
-        """The run's epoch state ``finalize_step`` works through; None when hand-built."""
-        link = _link(self)
-        return None if link is None else link.session
-
-    @property
-    def weigh(self) -> Callable[[float], None]:
-        """``weigh(count)``: the denominator of the batch's losses (see the class docstring)."""
-        link = _link(self)
-        return _unweighed if link is None else link.weigh
 
 
 @dataclasses.dataclass(frozen=True)

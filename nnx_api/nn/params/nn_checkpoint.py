@@ -1,6 +1,7 @@
-"""``nnx.nn.params.nn_checkpoint``: ``NNCheckpoint``, ``NNCheckpointTransform``."""
+"""``nnx.nn.params.nn_checkpoint``: ``NNCheckpoint``, ``NNCheckpointTransform``, ``ResumePointError``."""
 
+from nnx_core.errors import ResumePointError
 from nnx_api.runs.checkpoint import NNCheckpointTransform
 from nnx_api.runs.run import NNCheckpoint
 
-__all__ = ["NNCheckpoint", "NNCheckpointTransform"]
+__all__ = ["NNCheckpoint", "NNCheckpointTransform", "ResumePointError"]

@@ -1,0 +1,45 @@
+"""Small names NNx 0.4.1's own code reads, with the values the NNx 0.4.1 wheel returns for the same
+calls (read from the installed wheel, ``.venv-nnx``): a sharded loader's ``ids()``,
+``MonitorSpec.key``, ``ResumePointError`` beside ``NNCheckpoint``, and a search parameter's
+``state()``."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils.data import TensorDataset
+
+import nnx_api as nnx
+from nnx_api.nn.params import nn_checkpoint
+from nnx_api.search import CategoricalParam, FloatParam, IntParam
+
+
+def test_sharded_loaders_name_their_rows_with_ids():
+    data = TensorDataset(torch.arange(10.0).unsqueeze(1), torch.arange(10))
+    val = nnx.distributed.validation_loader(data, 4, rank=0, world_size=1)
+    assert val.ids() == list(range(10))  # NNx, one rank: [0, 1, ..., 9]
+    shard = nnx.distributed.validation_loader(data, 4, rank=1, world_size=2)
+    assert shard.ids() == [1, 3, 5, 7, 9]
+    train = nnx.distributed.train_loader(data, 4, rank=0, world_size=1)
+    train.set_epoch(0)
+    assert sorted(train.ids()) == list(range(10)) and train.ids() == train.indices()
+
+
+def test_monitor_spec_key_is_split_dot_metric():
+    assert nnx.MonitorSpec("loss").key == "val.loss"
+    assert nnx.MonitorSpec("f1", split="train", mode="max").key == "train.f1"
+
+
+def test_resume_point_error_is_importable_beside_nn_checkpoint():
+    assert nn_checkpoint.ResumePointError is nnx.ResumePointError
+    assert issubclass(nn_checkpoint.ResumePointError, ValueError)
+
+
+def test_search_parameters_state_as_nnx_writes_it():
+    assert FloatParam(name="lr", low=1e-4, high=1e-1, log=True).state() == {
+        "kind": "float", "name": "lr", "low": 1e-4, "high": 1e-1, "log": True}
+    assert FloatParam(name="a", low=0.0, high=1.0, step=0.25).state() == {
+        "kind": "float", "name": "a", "low": 0.0, "high": 1.0, "step": 0.25}
+    assert IntParam(name="n", low=1, high=4).state() == {"kind": "int", "name": "n", "low": 1, "high": 4}
+    assert IntParam(name="n", low=1, high=8, log=True).state() == {"kind": "int", "name": "n", "low": 1, "high": 8, "log": True}
+    assert IntParam(name="m", low=1, high=9, step=2).state() == {"kind": "int", "name": "m", "low": 1, "high": 9, "step": 2}
+    assert CategoricalParam(name="c", choices=(1, "x", None)).state() == {"kind": "categorical", "name": "c", "choices": [1, "x", None]}
