@@ -171,6 +171,11 @@ class EarlyStopping(Callback):
         if decision is None or decision.status == "missing":
             self._warn("missing", f"epoch {ctx.epoch} has no monitored value, so it is not counted toward patience")
             return
+        if self.monitor is None and self._selected is None:  # report what the run's decision read
+            val = getattr(ctx.idp, "val_edp", None)
+            self._selected = next((f"val_edp.{name}" for name in ("error", "loss")
+                                   if val is not None and getattr(val, name) is not None
+                                   and math.isfinite(getattr(val, name))), None)
         if decision.improved:
             self.wait, self.best = 0, decision.best
             return

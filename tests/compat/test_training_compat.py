@@ -141,6 +141,19 @@ def test_automatic_monitor_with_min_delta_selects_val_error_then_keeps_it(runs):
     assert es.own and es.selected_monitor == "val_edp.error" and es.best == run.epochs[0].val_edp.error
 
 
+def test_the_automatic_monitor_following_the_runs_decision_reports_what_it_read(runs):
+    """NNx 0.4.1 (the wheel): ``EarlyStopping(patience=3)`` after a classification run reports
+    ``val_edp.error``; after a regression run (no error) ``val_edp.loss``; before training None."""
+    es = nnx.EarlyStopping(patience=3)
+    assert not es.own and es.selected_monitor is None
+    x, y = tiny_data(n=8)
+    train(runs, 2, [es], val_loader=[(x, y)])
+    assert es.selected_monitor == "val_edp.error"
+    regression = nnx.EarlyStopping(patience=3)
+    train(runs / "regression", 2, [regression], eval_step_fn=scripted([1.0, 0.5]))  # a loss, no error
+    assert regression.selected_monitor == "val_edp.loss"
+
+
 def test_a_string_monitor_equal_to_the_runs_monitor_shares_its_one_decision(runs):
     shared = nnx.EarlyStopping(monitor="val_edp.loss", patience=5)
     own = nnx.EarlyStopping(monitor="val_edp.loss", min_delta=0.3, patience=2, name="coarse")
