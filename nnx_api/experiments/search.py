@@ -40,7 +40,7 @@ from nnx_adapters.pytorch.metrics import metric_mode
 from nnx_api.callbacks import Callback, CallbackContext
 from nnx_api.experiments.plans import ExperimentPlan
 
-STATES = ("complete", "pruned", "failed")
+STATES = ("completed", "pruned", "failed")  # NNx's names
 PRIMITIVES = (type(None), bool, int, float, str)
 
 
@@ -202,7 +202,8 @@ class TrialOutcome:
 
     number: int
     params: Mapping[str, Any]
-    state: str  # "complete" | "pruned" | "failed"
+    state: str  # "completed" | "pruned" | "failed"
+    reason: str = ""  # why the trial ended so, in words
     value: float | None = None
     best_epoch: int | None = None
     run_id: str | None = None
@@ -210,6 +211,11 @@ class TrialOutcome:
     epochs: int = 0
     pruned_at_epoch: int | None = None
     error: str | None = None
+
+    @property
+    def monitor_value(self) -> float | None:
+        """NNx's name for ``value``: the monitored value at the trial's BEST epoch."""
+        return self.value
 
 
 @attrs.frozen(kw_only=True)
@@ -373,7 +379,7 @@ def _run_trial(  # noqa: ANN001
         if not isinstance(exc, Exception):
             raise
         outcome = TrialOutcome(number=trial.number, params=values, state="failed", attempt_id=attempt,
-                               error=f"{type(exc).__name__}: {exc}")
+                               reason=f"training raised {type(exc).__name__}", error=f"{type(exc).__name__}: {exc}")
         return outcome, done
     run = result.run
     best = run.best()
@@ -388,13 +394,15 @@ def _run_trial(  # noqa: ANN001
         epochs=len(run.epochs),
     )
     if control.pruned_at is not None:
-        return TrialOutcome(**common, state="pruned", pruned_at_epoch=control.pruned_at), _tell(
+        reason = f"pruned at epoch {control.pruned_at}: its monitored value was not promising"
+        return TrialOutcome(**common, state="pruned", reason=reason, pruned_at_epoch=control.pruned_at), _tell(
             study, trial, state=states.PRUNED
         )
     if value is None or not math.isfinite(value):
         error = "the run selected no BEST epoch (no finite monitored value)"
-        return TrialOutcome(**common, state="failed", error=error), _tell(study, trial, state=states.FAIL)
-    return TrialOutcome(**common, state="complete"), _tell(study, trial, value)
+        return TrialOutcome(**common, state="failed", reason=error, error=error), _tell(study, trial, state=states.FAIL)
+    reason = f"trained {len(run.epochs)} epoch(s); BEST at epoch {common['best_epoch']}"
+    return TrialOutcome(**common, state="completed", reason=reason), _tell(study, trial, value)
 
 
 def _tell(study: Any, trial: Any, value: float | None = None, *, state: Any = None) -> bool:
@@ -417,7 +425,7 @@ def _direction(plan: ExperimentPlan) -> str:
 
 
 def _best(outcomes: Sequence[TrialOutcome], direction: str) -> TrialOutcome | None:
-    complete = [o for o in outcomes if o.state == "complete"]
+    complete = [o for o in outcomes if o.state == "completed"]
     if not complete:
         return None
     pick = min if direction == "min" else max

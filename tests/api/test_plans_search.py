@@ -134,16 +134,17 @@ def test_six_trial_digits_search_prunes_and_its_best_value_is_the_best_checkpoin
     result = search(plan, space, budget=SearchBudget(trials=6), monitor=nnx.MonitorSpec(metric="nll"), seed=0)
     assert result.stop_reason == "budget" and result.asked == 6 and len(result.outcomes) == 6
     counts = result.counts()
-    assert counts["pruned"] >= 1 and counts["complete"] >= 1 and sum(counts.values()) == 6
+    assert counts["pruned"] >= 1 and counts["completed"] >= 1 and sum(counts.values()) == 6
     assert len({o.run_id for o in result.outcomes}) == 6  # every trial is its own run
     for outcome in result.outcomes:
         run = nnx.NNRun.load(outcome.run_id, tmp_path)
         assert run.config["salt"] == f"plan-attempt:{outcome.attempt_id}"
         if outcome.state == "pruned":  # stopped right after the epoch the pruner saw; that epoch committed
             assert max(run.epochs) == outcome.pruned_at_epoch
+            assert f"pruned at epoch {outcome.pruned_at_epoch}" in outcome.reason
     best = result.best
-    assert best.state == "complete"
-    assert best.value == min(o.value for o in result.outcomes if o.state == "complete")
+    assert best.state == "completed" and "BEST at epoch" in best.reason and best.monitor_value == best.value
+    assert best.value == min(o.value for o in result.outcomes if o.state == "completed")
     assert result.study.best_value == best.value and result.study.best_trial.number == best.number
     run = nnx.NNRun.load(best.run_id, tmp_path)
     checkpoint = run.checkpoint("best")
@@ -183,7 +184,7 @@ def test_stop_reasons_exhausted_and_deadline_and_failed_trials_count(tmp_path):
 
     mixed = search(plan, SearchSpace(CategoricalParam("train.n_epochs", [1, 2])), apply=apply,
                    budget=SearchBudget(trials=2), sampler=optuna.samplers.GridSampler({"train.n_epochs": [1, 2]}))
-    assert sorted(o.state for o in mixed.outcomes) == ["complete", "failed"]
+    assert sorted(o.state for o in mixed.outcomes) == ["completed", "failed"]
     failed = next(o for o in mixed.outcomes if o.state == "failed")
     assert "not this one" in failed.error and mixed.asked == 2 and mixed.best.params == {"train.n_epochs": 1}
 
@@ -195,7 +196,7 @@ def test_search_maximizes_a_max_metric_and_names_its_extra(tmp_path, monkeypatch
     result = search(plan, SearchSpace(FloatParam("train.optim.max_lr", 1e-3, 1e-2, log=True)),
                     budget=SearchBudget(trials=2), monitor=nnx.MonitorSpec(metric="accuracy"))
     assert result.direction == "max" and result.study.direction.name == "MAXIMIZE"
-    assert result.best.value == max(o.value for o in result.outcomes if o.state == "complete")
+    assert result.best.value == max(o.value for o in result.outcomes if o.state == "completed")
     assert all(math.isfinite(o.value) for o in result.outcomes)
     monkeypatch.setitem(sys.modules, "optuna", None)
     with pytest.raises(ImportError, match=r'pip install "nnx\[search\]"'):
