@@ -445,3 +445,18 @@ _kept(
     "typed error: ours raises UpdateOwnerError (a ValueError, like NNx's ValueError); except clauses written for NNx still catch it",
     "s04_custom_train_step/step_and_objective",
 )
+
+_kept(
+    "the training state is this implementation's checkpoint payload (docs: checkpoint layout): NNx's keys a user "
+    "reads are there (optimizers, schedulers, optimizer, scheduler, completed_epoch, rng, components), its own "
+    "bookkeeping (generation, checkpoint_id, sidecar versions, factories, topologies) is not",
+    "s20_trainer_resume/training_state",
+)
+
+_fixed(
+    "fixed: a Trainer checkpoint's training state has schedulers by optimizer name (NNx's key; KeyError before), "
+    "and no single optimizer / scheduler",
+    "s20_trainer_resume/training_state.schedulers",
+    "s20_trainer_resume/training_state.optimizer",
+    "s20_trainer_resume/training_state.scheduler",
+)

@@ -169,10 +169,15 @@ class CheckpointPayload(Stateful):
 
     def training_state(self) -> dict[str, Any]:
         """``NNCheckpoint.load_training_state``'s view: every key but the weights, then
-        ``completed_epoch`` and ``scheduler`` (the epoch and the schedule state again)."""
+        ``completed_epoch`` and ``scheduler`` (the epoch and the schedule state again) and, for a
+        Trainer, ``schedulers`` (the schedule states by optimizer name, as NNx names them) with
+        ``optimizer`` and ``scheduler`` None (a Trainer has no single one)."""
         state = {k: v for k, v in self.state().items() if k != "weights"}
         state["completed_epoch"] = self.epoch
         state["scheduler"] = self.schedule
+        if self.schedules is not None:  # a Trainer's, by optimizer name, under NNx's key too; no single ones
+            state["schedulers"] = dict(self.schedules)
+            state["optimizer"] = state["scheduler"] = None
         return state
 
     def encoder(self) -> Callable[[Any], None]:
