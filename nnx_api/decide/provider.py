@@ -235,10 +235,13 @@ class FixedHeadProvider:
     logits from the inference pass ``predict_proba`` is built on, without the float32
     probabilities it would compute and ``decide`` would discard (see ``_logits``).
 
-    Attributes (read them, do not set them): ``labels`` (the head's labels in class order, or
-    None for an unlabelled Bernoulli head), ``option_map``, ``ordinal``, ``question`` (the
-    Boolean a Bernoulli head answers) and the ``model_calls`` counter.
+    Attributes (read them, do not set them): ``name`` (the provider id, ``"nnx.fixed_head"``, as
+    NNx names it), ``labels`` (the head's labels in class order, or None for an unlabelled
+    Bernoulli head), ``option_map``, ``ordinal``, ``question`` (the Boolean a Bernoulli head
+    answers) and the ``model_calls`` counter.
     """
+
+    name = "nnx.fixed_head"
 
     def __init__(self, model: Any, labels: Sequence[str] | None = None,
                  option_map: Mapping[str, str] | None = None, ordinal: bool = False,

@@ -34,7 +34,7 @@ import torch
 from nnx_core.errors import NNxError, ParamsError
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.monitor import MonitorSpec
-from nnx_core.records import IterationDataPoint
+from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.batches import split_batch, to_device
 from nnx_adapters.pytorch.metrics import resolve
@@ -151,11 +151,15 @@ class Resume:
 @attrs.frozen(kw_only=True)
 class FitResult:
     """What ``fit()`` produced: the trained model, its committed run, the metrics of the epoch
-    BEST holds (the last epoch when nothing was selected) and the attempt id."""
+    BEST holds (the last epoch when nothing was selected) and the attempt id.
+
+    ``metrics`` holds that epoch's scalars by flat name (``"epoch"``, ``"val/loss"``,
+    ``"monitor/val.nll"``, …) and, as NNx 0.4 gives them, ``metrics["train"]`` and
+    ``metrics["val"]``: a :class:`SplitMetrics` each."""
 
     model: NNModel
     run: NNRun
-    metrics: Mapping[str, float]
+    metrics: Mapping[str, Any]
     attempt_id: str
 
     @property
@@ -542,8 +546,34 @@ class ExperimentPlan:
         return FitResult(model=model, run=run, metrics=selected_metrics(run), attempt_id=attempt_id)
 
 
-def selected_metrics(run: NNRun) -> dict[str, float]:
-    """``epoch_scalars`` of the epoch BEST holds (else the last epoch), plus ``epoch``."""
+@attrs.frozen(kw_only=True)
+class SplitMetrics:
+    """One split's metrics of the epoch a fit selected (``FitResult.metrics["train"]`` /
+    ``["val"]``, as NNx 0.4 gives them): ``available`` (False, with the ``reason``, when the epoch
+    has no record of that split), ``epoch``, ``source`` (``"epoch"``: a whole-epoch record — the
+    validation, or the training summary a run with declared metrics keeps; ``"last_batch"``: the
+    epoch's last training batch) and ``values`` (loss, error, accuracy, f1, precision, recall and
+    each named metric that the record holds)."""
+
+    split: str
+    available: bool
+    epoch: int | None = None
+    source: str | None = None
+    values: Mapping[str, float] = attrs.field(factory=dict)
+    reason: str | None = None
+
+
+def _split(name: str, epoch: int, record: EvaluationDataPoint | None, source: str) -> SplitMetrics:
+    if record is None:
+        return SplitMetrics(split=name, available=False, epoch=epoch, reason=f"epoch {epoch} has no {name} record")
+    fields = ("loss", "error", "accuracy", "f1", "precision", "recall")
+    values = {f: getattr(record, f) for f in fields if getattr(record, f) is not None}
+    return SplitMetrics(split=name, available=True, epoch=epoch, source=source, values={**values, **record.metrics})
+
+
+def selected_metrics(run: NNRun) -> dict[str, Any]:
+    """``epoch_scalars`` of the epoch BEST holds (else the last epoch), plus ``epoch``, and the
+    epoch's ``train`` and ``val`` :class:`SplitMetrics`."""
     best = run.best()
     chosen: tuple[int, list[IterationDataPoint]] | None = None
     for epoch, records in iter_epochs(committed_records(run)):
@@ -551,7 +581,10 @@ def selected_metrics(run: NNRun) -> dict[str, float]:
             chosen = (epoch, records)
     if chosen is None:
         return {}
-    return {"epoch": float(chosen[0]), **epoch_scalars(chosen[1])}
+    epoch, records = chosen
+    last = records[-1]
+    train = _split("train", epoch, last.train_summary or last.train_edp, "epoch" if last.train_summary else "last_batch")
+    return {"epoch": float(epoch), **epoch_scalars(records), "train": train, "val": _split("val", epoch, last.val_edp, "epoch")}
 
 
 def _changed(value: Any, changes: Mapping[str, Any], path: str) -> Any:
@@ -582,5 +615,5 @@ def _preserved_global_state() -> Iterator[None]:
 
 __all__ = [
     "Diagnostic", "ExperimentPlan", "FitResult", "INHERIT", "KEEP", "PlanData", "PlanError", "PlanValidation", "ProbeResult",
-    "Resume",
+    "Resume", "SplitMetrics",
 ]

@@ -1,7 +1,7 @@
 """Small names NNx 0.4.1's own code reads, with the values the NNx 0.4.1 wheel returns for the same
 calls (read from the installed wheel, ``.venv-nnx``): a sharded loader's ``ids()``,
-``MonitorSpec.key``, ``ResumePointError`` beside ``NNCheckpoint``, and a search parameter's
-``state()``."""
+``MonitorSpec.key``, ``ResumePointError`` beside ``NNCheckpoint``, a search parameter's
+``state()`` and ``FixedHeadProvider``'s provider id."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 import nnx_api as nnx
+from nnx_api.decisions import FixedHeadProvider
 from nnx_api.nn.params import nn_checkpoint
 from nnx_api.search import CategoricalParam, FloatParam, IntParam
 
@@ -43,3 +44,9 @@ def test_search_parameters_state_as_nnx_writes_it():
     assert IntParam(name="n", low=1, high=8, log=True).state() == {"kind": "int", "name": "n", "low": 1, "high": 8, "log": True}
     assert IntParam(name="m", low=1, high=9, step=2).state() == {"kind": "int", "name": "m", "low": 1, "high": 9, "step": 2}
     assert CategoricalParam(name="c", choices=(1, "x", None)).state() == {"kind": "categorical", "name": "c", "choices": [1, "x", None]}
+
+
+def test_the_fixed_head_provider_is_named_as_nnx_names_it():
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
+    provider = FixedHeadProvider(model, labels=["a", "b", "c"])
+    assert provider.name == "nnx.fixed_head" and provider.model_calls == 0

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import nnx_api as nnx
-from nnx_api.plans import ExperimentPlan, PlanError, PlanValidation
+from nnx_api.plans import ExperimentPlan, PlanError, PlanValidation, SplitMetrics
 
 from tests.api.tiny import batches, tiny_data
 
@@ -140,3 +140,16 @@ def test_probe_reports_nnx_fields():
     expected = sum(p.numel() for p in nnx.NNModel(NET, nnx.NNModelParams()).net.parameters())
     assert result.n_parameters == result.n_trainable == expected
     assert torch.isfinite(torch.tensor(result.loss))
+
+
+def test_fit_metrics_hold_a_train_and_a_val_split_as_nnx_gives_them(tmp_path):
+    """NNx 0.4.1 (the wheel): ``fit().metrics["val"]`` is a ``SplitMetrics(split, available,
+    epoch, source, values, reason)``; the flat scalars stay beside them."""
+    fitted = base(tmp_path, epochs=2).fit(attempt="splits")
+    val, train = fitted.metrics["val"], fitted.metrics["train"]
+    assert isinstance(val, SplitMetrics) and val.split == "val" and val.available and val.source == "epoch"
+    assert val.epoch == fitted.metrics["epoch"] and val.values["loss"] == fitted.metrics["val/loss"]
+    assert set(val.values) >= {"loss", "error", "accuracy"} and val.reason is None
+    assert train.split == "train" and train.available and train.values["loss"] > 0
+    blind = base(tmp_path / "no-val", epochs=1).with_data(data()[0], None).fit(attempt="no-val")
+    assert not blind.metrics["val"].available and "no val record" in blind.metrics["val"].reason
