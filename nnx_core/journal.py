@@ -33,6 +33,7 @@ from typing import Any, overload
 
 import attrs
 
+from nnx_core.dataclass_view import expose_dataclass_fields
 from nnx_core.errors import HistoryCorruptionError, ParamsError
 from nnx_core.journal_format import (
     GENESIS,
@@ -81,6 +82,9 @@ class HistoryJournal:
     def chunk(self) -> int:
         """Records per chunk file at most."""
         return self.chunk_size or min(DEFAULT_CHUNK, self.retention)
+
+
+expose_dataclass_fields(HistoryJournal)  # dataclasses.fields / replace / asdict, as on NNx's
 
 # -- what callbacks see ---------------------------------------------------------------------------
 

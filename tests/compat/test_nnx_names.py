@@ -1,10 +1,13 @@
 """Small names NNx 0.4.1's own code reads, with the values the NNx 0.4.1 wheel returns for the same
 calls (read from the installed wheel, ``.venv-nnx``): a sharded loader's ``ids()``,
 ``MonitorSpec.key``, ``ResumePointError`` beside ``NNCheckpoint``, a search parameter's
-``state()`` and ``FixedHeadProvider``'s provider id."""
+``state()``, ``FixedHeadProvider``'s provider id and the dataclass functions on ``HistoryJournal``."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
 import torch
 from torch.utils.data import TensorDataset
 
@@ -50,3 +53,12 @@ def test_the_fixed_head_provider_is_named_as_nnx_names_it():
     model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
     provider = FixedHeadProvider(model, labels=["a", "b", "c"])
     assert provider.name == "nnx.fixed_head" and provider.model_calls == 0
+
+
+def test_the_history_journal_supports_dataclass_functions_as_nnx_s_does():
+    journal = nnx.HistoryJournal(retention=100, chunk_size=10)
+    assert [f.name for f in dataclasses.fields(journal)] == ["retention", "chunk_size"]  # NNx's, in its order
+    assert dataclasses.asdict(journal) == {"retention": 100, "chunk_size": 10}
+    assert dataclasses.replace(journal, chunk_size=20) == nnx.HistoryJournal(retention=100, chunk_size=20)
+    with pytest.raises(nnx.ParamsError):
+        dataclasses.replace(journal, chunk_size=200)  # still checked
