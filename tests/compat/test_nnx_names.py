@@ -62,3 +62,23 @@ def test_the_history_journal_supports_dataclass_functions_as_nnx_s_does():
     assert dataclasses.replace(journal, chunk_size=20) == nnx.HistoryJournal(retention=100, chunk_size=20)
     with pytest.raises(nnx.ParamsError):
         dataclasses.replace(journal, chunk_size=200)  # still checked
+
+
+def test_str_of_a_run_is_nnx_s_one_line_summary(tmp_path):
+    """NNx 0.4.1 (the wheel) prints this same line for the same configuration (a leaky-ReLU net
+    and weight decay 5e-5: NNx's defaults) and, for a registered module, ``net=<id>@v<version>,
+    kind=registered, config=<json>, seed=<seed>``."""
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,), dropout_prob=0.0,
+                                     activation=nnx.Activations.LEAKY_RELU), nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
+    params = nnx.NNTrainParams(n_epochs=1, train_loader=[(x, y)], optim=nnx.NNOptimParams(max_lr=0.01, weight_decay=5e-5))
+    run = model.train(params, root=tmp_path)
+    assert str(run) == (
+        "{loss=cross_entropy, device=cpu, net=feed_fwd, dims=[4, 8, 3], dropout=0.0, activation=leaky_relu, "
+        "n_heads=None, n_epochs=1, max_lr=0.01, momentum=(0.9, 0.999), decay=5e-05, scheduler=[plateau, patience=8, "
+        "cooldown=2, factor=9e-01, threshold=1e-03, min_lr=1e-07]}"
+    )
+    assert repr(run).startswith("NNRun(")
+    registered = nnx.NNRun(config={"model": {"net": {"id": "my.mlp", "version": 2, "config": {"h": 8}, "seed": 0},
+                                             "device": "cpu", "loss": "cross_entropy"}, "train": {"n_epochs": 1}}, root=tmp_path)
+    assert str(registered).startswith('{loss=cross_entropy, device=cpu, net=my.mlp@v2, kind=registered, config={"h": 8}, seed=0')
