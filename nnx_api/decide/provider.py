@@ -283,8 +283,8 @@ class FixedHeadProvider:
                 raise InvalidDecisionRequest("ordinal= and option_map= apply to categorical heads only")
             self.labels = None if raw_labels is None else _labels(raw_labels, 1)
             self.option_map: dict[str, str] = {}
-            self._capabilities = Capabilities(
-                primitives={"boolean"}, questions={question.digest()}, max_batch=self._max_batch
+            self._capabilities = Capabilities(  # the NNModel underneath also trains and exports, as NNx says
+                primitives={"boolean"}, questions={question.digest()}, max_batch=self._max_batch, training=True, export=True
             )
             return
 
@@ -303,6 +303,8 @@ class FixedHeadProvider:
             primitives={"choice", "score"} if self.ordinal else {"choice"},
             labels=self.labels,
             max_batch=self._max_batch,
+            training=True,
+            export=True,
         )
 
     def _check_option_map(self, option_map: Mapping[str, str] | None) -> dict[str, str]:

@@ -53,6 +53,8 @@ def test_the_fixed_head_provider_is_named_as_nnx_names_it():
     model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams(net=nnx.Nets.FEED_FWD))
     provider = FixedHeadProvider(model, labels=["a", "b", "c"])
     assert provider.name == "nnx.fixed_head" and provider.model_calls == 0
+    capabilities = provider.capabilities()  # NNx: the model underneath also trains and exports
+    assert capabilities.inference and capabilities.training and capabilities.export
 
 
 def test_the_history_journal_supports_dataclass_functions_as_nnx_s_does():
