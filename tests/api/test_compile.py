@@ -172,14 +172,16 @@ def test_torch_compile_raising_falls_back_to_the_eager_forward(tmp_path, monkeyp
 @pytest.fixture(scope="module")
 def broken_backend():
     """A registered backend that fails when dynamo hands it the first graph (at the first call)."""
-    from torch._dynamo.backends.registry import _BACKENDS, register_backend
+    from torch._dynamo.backends.registry import _BACKENDS, _COMPILER_FNS, register_backend
 
     def broken(graph, example_inputs):
         raise RuntimeError("the backend failed on this graph")
 
     register_backend(broken, name=BROKEN)
     yield BROKEN
+    # both registries: the fixture is set up again when a random test order leaves the module and comes back
     _BACKENDS.pop(BROKEN, None)
+    _COMPILER_FNS.pop(BROKEN, None)
 
 
 def test_a_backend_failing_at_the_first_call_with_on_failure_error(runs, broken_backend):
