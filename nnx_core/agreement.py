@@ -7,6 +7,7 @@ rules below, over the ``Collective`` port only:
 
     a group of one            nothing to agree: an error is raised as it is (``LocalCollective``)
     agreed(where, fn)         run ``fn`` on every rank; any rank's failure is raised on every rank
+    gathered(where, fn)       the same, and every rank gets every rank's result (one all-gather)
     share(where, fn)          the writer runs ``fn``; every rank gets its answer or its error
     agree(ok, reason)         phase 1: Σ failures, one number, every time;
                               phase 2, only when some rank failed: gather the failures, and the
@@ -122,6 +123,25 @@ def _phase_two(collective: Collective, own: BaseException | None, where: str) ->
     if failure is None:  # pragma: no cover - the flag said otherwise
         raise AgreedError(where, Failure(rank=-1, error_type="RuntimeError", message="a rank reported a failure"))
     raise_failure(failure, where, own if failure.rank == collective.rank else None)
+
+
+def gathered(collective: Collective, where: str, fn: Callable[[], T]) -> list[T]:
+    """Run ``fn`` on every rank and give every rank every rank's result (one all-gather, the
+    failures travelling with the results); when it fails on any rank, every rank raises the
+    first failing rank's error. A group of one: ``[fn()]``."""
+    own: BaseException | None = None
+    try:
+        mine: T | None = fn()
+    except Exception as exc:  # a rank that failed still takes part in the gather
+        mine, own = None, exc
+    if collective.world_size == 1:
+        if own is not None:
+            raise own
+        return [mine]  # type: ignore[list-item]
+    pairs = collective.all_gather((mine, None if own is None else failure_of(own, collective.rank)))
+    failure = first_failure([p[1] for p in pairs])
+    raise_failure(failure, where, own if failure is not None and failure.rank == collective.rank else None)
+    return [p[0] for p in pairs]
 
 
 def agreed(collective: Collective, where: str, fn: Callable[[], T]) -> T:

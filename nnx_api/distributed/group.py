@@ -242,15 +242,7 @@ def agree_given(collective: Any, entry: Any, writer_rank: int) -> None:
     """
     if collective.world_size == 1:
         return
-    own: BaseException | None = None
-    try:
-        mine: dict[str, str] | None = describe_given(entry, writer_rank)
-    except Exception as exc:  # a rank that cannot describe itself still takes part in the gather
-        mine, own = None, exc
-    gathered = collective.all_gather((mine, None if own is None else agreement.failure_of(own, collective.rank)))
-    failure = agreement.first_failure([g[1] for g in gathered])
-    agreement.raise_failure(failure, "setup", own if failure is not None and failure.rank == collective.rank else None)
-    given = [dict(g[0]) for g in gathered]
+    given = [dict(g) for g in agreement.gathered(collective, "setup", lambda: describe_given(entry, writer_rank))]
     problems = given_problems(given)
     parts = []
     if problems:

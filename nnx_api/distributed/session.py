@@ -155,15 +155,7 @@ class DataParallel:
         started over while any rank's root holds a committed LAST. Different copies of one
         epoch are refused on every rank, naming both places. Returns what to tell the user
         (the writer moved, older copies left as they are), or None."""
-        own: BaseException | None = None
-        try:
-            mine: agreement.Holding | None = holding(storage, run_id)
-        except Exception as exc:  # an unreadable root still takes part in the gather
-            mine, own = None, exc
-        gathered = self.collective.all_gather((mine, None if own is None else agreement.failure_of(own, self.collective.rank)))
-        failure = agreement.first_failure([g[1] for g in gathered])
-        agreement.raise_failure(failure, "setup", own if failure is not None and failure.rank == self.collective.rank else None)
-        holdings = [g[0] for g in gathered]
+        holdings = agreement.gathered(self.collective, "setup", lambda: holding(storage, run_id))
         configured, writer = self.writer_rank, agreement.writer_for(holdings, self.writer_rank)
         self.writer_rank = writer
         if hasattr(self.collective, "writer_rank"):

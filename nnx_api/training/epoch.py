@@ -53,7 +53,7 @@ class EpochState:
     stats: EpochStats = attrs.field(factory=EpochStats)
     summary: Any = None  # the whole-epoch summary accumulator (None: no summary wanted)
     train_extras: Any = None  # the default step's extra_metrics collector, scored at the epoch's end
-    batch_lr: float | None = None  # the lr noted before the current batch's step (begin_batch)
+    batch_lr: float = 0.0  # the lr noted before the current batch's step (begin_batch)
 
     def begin(self, epoch: int, summary: Any, train_extras: Any) -> None:
         """A fresh epoch's statistics."""
@@ -76,9 +76,7 @@ class EpochState:
 
     def mark_batch(self) -> None:
         """Record the batch's learning rate (noted by ``begin_batch``) and the update count so far."""
-        lr = self.batch_lr
-        self.stats.lrs.append(lr if lr is not None else self.optimizers[self.primary].optimizer.param_groups[0]["lr"])
-        self.batch_lr = None
+        self.stats.lrs.append(self.batch_lr)
         self.stats.updates.append(self.updates.update_count)
 
     def event(self, name: str, epoch: int, batch_idx: int, microbatches: int, **losses: Any) -> UpdateEvent:

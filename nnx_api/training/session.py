@@ -299,7 +299,7 @@ class TrainingSession:
         run's records each carry the committed-update count after their microbatch; other runs
         leave it None (as NNx)."""
         stats, extras = self.state.stats, self.state.train_extras
-        counted = getattr(self.owner, "records_updates", False)
+        counted = self.owner.records_updates
         edps = stats.edps(self.group.total)
         if extras is not None:
             scored = [extras.values(rows) for rows in gathered_batches(extras, self.collective)]

@@ -19,6 +19,7 @@ from nnx_core.errors import (
     TrainingInputError,
 )
 from nnx_core.ports import Collective
+from nnx_adapters.collective.local import LocalCollective
 from nnx_adapters.collective.threads import ThreadHub, run_ranks
 
 
@@ -48,6 +49,23 @@ def test_a_known_nnx_error_on_one_rank_is_raised_with_its_type_and_message_on_ev
     results = run_ranks(2, body)
     assert outcomes(results) == [("CorruptRunError", "blob abc does not match its SHA-256")] * 2
     assert results[1].__cause__ is not None and results[0].__cause__ is None  # the failing rank chains its own
+
+
+def test_gathered_gives_every_rank_every_result_or_every_rank_the_first_failure():
+    assert run_ranks(3, lambda c: agreement.gathered(c, "setup", lambda: c.rank * 10)) == [[0, 10, 20]] * 3
+
+    def body(c):
+        def fn():
+            if c.rank >= 1:
+                raise CorruptRunError(f"rank {c.rank}'s root is unreadable")
+            return c.rank
+        return agreement.gathered(c, "setup", fn)
+
+    results = run_ranks(3, body)
+    assert outcomes(results) == [("CorruptRunError", "rank 1's root is unreadable")] * 3  # the first failing rank's
+    with pytest.raises(CorruptRunError):  # a group of one raises its own error as it is
+        agreement.gathered(LocalCollective(), "setup", lambda: (_ for _ in ()).throw(CorruptRunError("x")))
+    assert agreement.gathered(LocalCollective(), "setup", lambda: 7) == [7]
 
 
 def test_typed_fields_travel_with_the_error():
