@@ -16,7 +16,7 @@ Arms, interleaved in the same processes (the order rotates every repetition):
                  sharded loader; validation of the rank's shard with one all-reduce of the
                  correct counts; rank 0 ``torch.save`` s model + optimizer and fsyncs every epoch
 * ``nnx DDP``    ``model.train(params, distributed=DDP())`` as shipped: numerator losses,
-                 agreement before backward, global records, agreed durable commits by the
+                 the agreement in the gradient all-reduce, global records, agreed durable commits by the
                  writer; every all-reduce through gloo (``TorchCollective()``, the default)
 * ``nnx, shm``   the same with ``DDP(collective=TorchCollective(shared_memory=True))``: the
                  opt-in shared-memory fast path for small all-reduces (what it saves)

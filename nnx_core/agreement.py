@@ -15,13 +15,16 @@ rules below, over the ``Collective`` port only:
                               same message)
     agreed_sum(values, err)   a reduction that carries its own failure flag: the records' sufficient
                               statistics and "did this step fail here?" travel in one all-reduce
-    agree_microbatch(...)     per microbatch, before backward: [loss Σ, valid count, correct,
-                              rows, non-finite, failed] in one all-reduce. The global count is
-                              this microbatch's share of W; the finiteness and failure flags
-                              are agreed before any rank enters DDP's backward
-    update_weight(W, world)   W == 0 skips the update on every rank; otherwise the weight W/world
-                              makes commit_update scale DDP's averaged gradients by world/W
-                              (None, an additive window: 1/world, the ranks' plain sum)
+    agree_microbatch(...)     per microbatch, before backward: [valid count, non-finite, failed]
+                              in one all-reduce: the finiteness and failure flags are agreed
+                              before any rank enters DDP's backward (the first windows of a fit)
+    WINDOW_SLOTS / agree_window
+                              the fused form, once DDP's gradient buckets are known: the
+                              window's [failed, non-finite, count] ride in its gradient
+                              buckets' all-reduce; a rank that failed sends zeros of the same
+                              buckets (fail_window), and the verdict comes after backward, before
+                              any parameter changes: the first failure, or NonFiniteLossError,
+                              on every rank; else W (0 skips the update on every rank)
     agree_same(value, what)   Σv and Σv² in one all-reduce: equal on every rank iff
                               world·Σv² == (Σv)² (e.g. the epoch's number of steps)
     writer_for(holdings)      where the run continues: every rank reports what its own runs root
@@ -80,6 +83,7 @@ class Failure:
     error_type: str
     message: str
     details: Mapping[str, Any] = attrs.field(factory=dict)
+    where: str | None = None  # where the failing rank was, when the others learn of it later
 
 
 def failure_of(error: BaseException, rank: int) -> Failure:
@@ -96,7 +100,7 @@ def rebuild(failure: Failure, where: str) -> BaseException:
     NNx's typed errors, else an :class:`AgreedError` naming the failing rank."""
     cls = KNOWN_ERRORS.get(failure.error_type)
     if cls is None:
-        return AgreedError(where, failure)
+        return AgreedError(failure.where or where, failure)
     error = cls.__new__(cls)
     Exception.__init__(error, failure.message)
     for key, value in failure.details.items():
@@ -117,8 +121,9 @@ def raise_failure(failure: Failure | None, where: str, own: BaseException | None
 
 
 def _phase_two(collective: Collective, own: BaseException | None, where: str) -> None:
-    """Some rank failed: gather every rank's failure and raise the first one everywhere."""
-    mine = None if own is None else failure_of(own, collective.rank)
+    """Some rank failed: gather every rank's failure and raise the first one everywhere (named
+    where its rank was: the others may learn of it later, at the window's end)."""
+    mine = None if own is None else attrs.evolve(failure_of(own, collective.rank), where=where)
     failure = first_failure(collective.all_gather(mine))
     if failure is None:  # pragma: no cover - the flag said otherwise
         raise AgreedError(where, Failure(rank=-1, error_type="RuntimeError", message="a rank reported a failure"))
@@ -208,17 +213,6 @@ def agreed_sum(
     return reduced[1:]
 
 
-@attrs.frozen
-class MicrobatchNumbers:
-    """One microbatch's record numbers: loss numerator, valid targets, correct and scored rows
-    (one rank's, or — after :func:`agree_microbatch` — the sum over every rank)."""
-
-    loss: float = 0.0
-    count: float = 0.0
-    correct: float = 0.0
-    rows: float = 0.0
-
-
 NONFINITE_MESSAGE = (
     "the loss is not finite on {n} of {world} ranks; no parameter was updated. Lower the learning rate, "
     "check the inputs for NaN/inf, or set grad_clip_norm"
@@ -226,40 +220,41 @@ NONFINITE_MESSAGE = (
 
 
 def agree_microbatch(
-    collective: Collective, local: MicrobatchNumbers, error: BaseException | None, where: str
-) -> MicrobatchNumbers:
-    """Agree on one microbatch before backward (every rank, every microbatch, one all-reduce).
-
-    A failure on any rank (forward, target check) raises the first failing rank's error on every
-    rank; a non-finite loss on any rank raises ``NonFiniteLossError`` on every rank. Otherwise the
-    global numbers: ``count`` is this microbatch's share of the window's denominator ``W``.
-    """
-    finite = error is None and math.isfinite(local.loss)
-    reduced = agreed_sum(
-        collective,
-        [local.loss if finite else 0.0, local.count, local.correct, local.rows, 0.0 if finite or error else 1.0],
-        error,
-        where,
-    )
-    if reduced[4]:
-        raise NonFiniteLossError(NONFINITE_MESSAGE.format(n=int(reduced[4]), world=collective.world_size))
-    return MicrobatchNumbers(*reduced[:4])
+    collective: Collective, count: float, finite: bool, error: BaseException | None, where: str
+) -> float:
+    """Agree on one microbatch before backward (one all-reduce): a failure on any rank (forward,
+    target check) raises the first failing rank's error on every rank; a non-finite loss on any
+    rank raises ``NonFiniteLossError`` on every rank. Otherwise the group's valid count."""
+    total, nonfinite = agreed_sum(collective, [count, 0.0 if finite or error else 1.0], error, where)
+    _refuse_nonfinite(nonfinite, collective.world_size)
+    return total
 
 
-def update_weight(window_weight: float | None, world_size: int) -> float:
-    """The weight ``commit_update`` divides the gradients by.
+WINDOW_SLOTS = ("failed", "nonfinite", "count")
+"""What each rank adds to its window's last gradient all-reduce (the fused agreement): whether it
+failed, whether its window's loss is finite (0 or 1) and its valid count."""
+FAILED_WINDOW = (1.0, 0.0, 0.0)  # what a rank that failed adds instead (with zero gradients)
 
-    DDP leaves the *average* of the ranks' gradient sums; the update needs their sum over the
-    window's global denominator ``W``: grad × world/W, i.e. divide by W/world. ``W == 0`` gives 0:
-    ``commit_update`` then skips the window, on every rank, because W is global. An additive
-    window (``None``: a sum-reduced loss, no denominator) needs the ranks' plain sum: DDP's
-    average × world, i.e. divide by 1/world.
-    """
-    if window_weight is None:
-        return 1.0 / world_size
-    if window_weight == 0:
-        return 0.0
-    return window_weight / world_size
+
+def agree_window(collective: Collective, reduced: Sequence[float], where: str) -> float:
+    """The fused agreement's verdict after backward, on a rank that did not fail: ``reduced`` is
+    the sum of every rank's ``WINDOW_SLOTS`` (or ``FAILED_WINDOW``). A failure anywhere raises
+    the first failing rank's error (phase two); a non-finite loss ``NonFiniteLossError``; else W."""
+    failed, nonfinite, count = reduced
+    if failed:
+        _phase_two(collective, None, where)
+    _refuse_nonfinite(nonfinite, collective.world_size)
+    return count
+
+
+def fail_window(collective: Collective, error: BaseException, where: str) -> None:
+    """A rank that failed, once its zero buckets are sent: raise the agreed error (phase two)."""
+    _phase_two(collective, error, where)
+
+
+def _refuse_nonfinite(ranks: float, world: int) -> None:
+    if ranks:
+        raise NonFiniteLossError(NONFINITE_MESSAGE.format(n=int(ranks), world=world))
 
 
 def agree_same(
@@ -438,13 +433,16 @@ __all__ = [
     "AgreedError",
     "CallbackDeclaration",
     "Failure",
-    "MicrobatchNumbers",
+    "FAILED_WINDOW",
+    "WINDOW_SLOTS",
     "agree",
     "agree_microbatch",
+    "agree_window",
     "agreed",
     "agree_same",
     "agreed_sum",
     "callback_problems",
+    "fail_window",
     "failure_of",
     "first_failure",
     "partition_problems",
@@ -455,5 +453,4 @@ __all__ = [
     "resume_refusal",
     "runs_here",
     "share",
-    "update_weight",
 ]

@@ -7,18 +7,21 @@ sufficient statistics added once per epoch (records are global), every rank's RN
 checkpoint, and a resume refused unless it has the same world size and partition.
 
 ``RankSync`` hooks the group into the one default step (``nnx_api.training.owners.DefaultStep``):
-its forward and backward go through ``DistributedDataParallel``. One update, per microbatch::
+its forward and backward go through ``DistributedDataParallel``, whose gradient buckets it sums
+(a comm hook). One update::
 
     forward + backward through DDP       no_sync until the window's last microbatch
-       │  loss numerator only; [loss Σ, count, correct, rows, non-finite, failed] → one all-reduce
-       │  before backward: a failure or non-finite loss on any rank stops every rank here
-    window end: W = Σ of the reduced counts (already global: no extra collective)
-       │  W == 0 → the update is skipped on every rank
-    grad = DDP average × world / W  →  clip  →  optimizer.step()   (identical on every rank)
-           (an additive, sum-reduced loss: DDP average × world, the ranks' sum)
+       │  loss numerator only; the last bucket's all-reduce carries [failed, non-finite, count]
+       │  (a rank that failed sends zeros of the same buckets, then every rank raises its error)
+    window end: W = the summed count     W == 0 → the update is skipped on every rank
+    grad = Σ gradients / W  →  clip  →  optimizer.step()   (identical on every rank)
 
-so each committed update equals one process training on the union of the ranks' batches. The
-rules live in ``nnx_core.agreement``; traffic per step and per epoch: docs/distributed.md.
+Until DDP's buckets are settled (the first windows of each fit), and always with fp16 or
+SyncBatchNorm, each microbatch is agreed before its backward instead ([count, non-finite,
+failed], one all-reduce); a fit that fuses computes the same bits either way (an exact resume).
+Each committed update equals one process training on the union of the ranks' batches. Records
+are this rank's sums, added over the group at the epoch's end (``EpochStats.edps``). The rules
+live in ``nnx_core.agreement``; traffic per step and per epoch: docs/distributed.md.
 """
 
 from __future__ import annotations
@@ -26,16 +29,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import inspect
+import math
 import socket
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from nnx_core import agreement
-from nnx_core.agreement import MicrobatchNumbers
 from nnx_core.commit import LAST, RunFiles, TagManifest
 from nnx_core.errors import CorruptRunError, ParamsError, TrainingInputError
 from nnx_adapters.pytorch import state as torch_state
@@ -65,29 +69,67 @@ SYNC_NORM_DEVICES = frozenset({"cuda"})
 
 class RankSync:
     """How the default step's microbatches join across the ranks (module docstring): through DDP,
-    agreed before every backward, divided by the group's W."""
+    whose gradient buckets carry the window's agreement, divided by the group's W."""
 
-    agrees_finite = True  # a non-finite loss on any rank was refused before its backward
+    agrees_finite = True  # a non-finite loss on any rank is agreed (``weight`` raises it on every rank)
 
     def __init__(self, collective: Any) -> None:
         self.collective = collective
-        self.scale = collective.world_size  # DDP averages the ranks' gradients: seeds carry world/W
         self.ddp: DistributedDataParallel | None = None
-        self.numbers = MicrobatchNumbers()  # the last microbatch's agreed numbers
+        # fused once DDP's buckets are known, unless a forward holds a collective (SyncBatchNorm: a
+        # failed rank could not catch up) or fp16 scales the loss (its backward keeps the 1/W seed
+        # agreed before it, which bounds the scaled gradients); a fit that may fuse never seeds,
+        # so its agreed and fused windows compute the same bits (an exact resume)
+        self.fusable = True
+        self.seeds = False
+        self.fused = False  # this window's agreement rides in its gradient buckets
+        self.layout: list[tuple[int, torch.dtype, bool]] = []  # the last closing backward's buckets
+        self._last: list[tuple[int, torch.dtype, bool]] = []  # the one before (equal: the layout is settled)
+        self._buckets: list[tuple[int, torch.dtype, bool]] = []  # this closing backward's, so far
+        self._open = False
+        self._count = 0.0  # this window's valid count on this rank (fused)
+        self._loss: torch.Tensor | None = None  # this window's loss numerator on this rank (fused)
+        self._reduced: torch.Tensor | None = None
+        self._where = ""
 
     def bind(self, state: Any, net: Any) -> DistributedDataParallel:
-        """Wrap the model for this fit (never assigned to ``model.net``: checkpoints keep its keys)."""
+        """Wrap the model for this fit (never assigned to ``model.net``: checkpoints keep its keys),
+        its gradient buckets summed by ``_bucket``."""
         # buffers sync once at init; batch norm's (CUDA only) are SyncBatchNorm's, computed over the union
         options: dict[str, Any] = {_BUFFER_SYNC: False}
         device = state.device
         if device.type == "cuda":
             options["device_ids"] = [device.index if device.index is not None else torch.cuda.current_device()]
         self.ddp = DistributedDataParallel(state.model.net, **options)
+        self.ddp.register_comm_hook(None, lambda _state, bucket: self._bucket(bucket))  # unannotated: DDP checks them
+        scaled = getattr(state.optimizers[state.primary], "scaler", None) is not None
+        self.fusable = not scaled and not any(isinstance(m, nn.SyncBatchNorm) for m in state.model.net.modules())
+        self.seeds = not self.fusable
         return self.ddp
+
+    def _bucket(self, bucket: Any) -> torch.futures.Future[torch.Tensor]:
+        """DDP's gradient bucket, summed over the ranks; the last one of the backward carries the
+        window's numbers (every window, so the all-reduces and their bits are the same whether the
+        window is fused or not)."""
+        grads, last = bucket.buffer(), bucket.is_last()
+        size = grads.numel()
+        self._buckets.append((size, grads.dtype, last))
+        if not last:
+            return dist.all_reduce(grads, async_op=True).get_future().then(lambda done: done.value()[0])  # type: ignore[union-attr]
+        numbers = torch.tensor([0.0, 0.0, self._count], dtype=grads.dtype, device=grads.device)  # agreement.WINDOW_SLOTS
+        if self._loss is not None:
+            numbers[1] = (~torch.isfinite(self._loss)).to(grads.dtype)  # on the device: no host sync
+
+        def split(done: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
+            out = done.value()[0]
+            self._reduced = out[size:]
+            return out[:size]
+
+        return dist.all_reduce(torch.cat([grads, numbers]), async_op=True).get_future().then(split)  # type: ignore[union-attr]
 
     def overflow(self, found: bool) -> bool:
         """The fp16 scaler's overflow decision over the group (``AgreedGradScaler``, at the
-        window's ``unscale_``): DDP averaged the gradients, so every rank found the same; agreed
+        window's ``unscale_``): the gradients are summed, so every rank found the same; agreed
         anyway (one all-reduce of one number), so the skip-or-step decision cannot diverge."""
         return self.collective.all_reduce_sum([1.0 if found else 0.0])[0] > 0
 
@@ -99,41 +141,52 @@ class RankSync:
     def agree(
         self, state: Any, part: Any, error: BaseException | None, batch: Any, epoch: int, batch_idx: int
     ) -> float:
-        """One all-reduce before backward: any rank's failure or non-finite loss is raised on every
-        rank; else the group's numbers, whose count is this microbatch's share of the global W."""
-        local = MicrobatchNumbers()
-        if error is None:
-            try:
-                correct, rows = state.task.correct(part.output, part.target)
-                read = [float(part.loss)] if correct is None else torch.stack([part.loss.double(), correct.double()]).tolist()
-                local = MicrobatchNumbers(
-                    loss=read[0], count=float(part.count), correct=read[1] if len(read) > 1 else 0.0, rows=float(rows or 0)
-                )
-            except Exception as exc:
-                error = exc
+        """A microbatch's failure or non-finite loss, on any rank, is raised on every rank: agreed
+        here, before backward, until DDP's buckets are known (the first windows of a fit); then
+        with the window's gradients (``weight``), a failed rank sending zeros of the same buckets.
+        Returns the denominator the window adds: the group's count (agreed) or this rank's (fused)."""
+        if not self._open:  # a window opens: every rank decides alike (the layouts are the same)
+            self._open, self.fused = True, self.fusable and self.layout == self._last and _summable(self.layout)
+        self._where = f"epoch {epoch} batch {batch_idx}"
         if error is not None:
             error = batch_problem(state.model, batch, batch_place(epoch, batch_idx)) or error
-        self.numbers = agreement.agree_microbatch(self.collective, local, error, f"epoch {epoch} batch {batch_idx}")
-        return self.numbers.count
+        if not self.fused:  # the group's count: this microbatch's share of W
+            finite = error is None and math.isfinite(float(part.loss))
+            return agreement.agree_microbatch(self.collective, 0.0 if error else float(part.count), finite, error, self._where)
+        if error is not None:
+            for size, dtype, last in self.layout:  # the all-reduces the others are about to make
+                flat = torch.zeros(size + len(agreement.WINDOW_SLOTS) * last, dtype=dtype, device=state.device)
+                if last:
+                    flat[size:] = torch.tensor(agreement.FAILED_WINDOW, dtype=dtype)
+                dist.all_reduce(flat)
+            agreement.fail_window(self.collective, error, self._where)
+        self._count += float(part.count)
+        self._loss = part.loss if self._loss is None else self._loss + part.loss
+        return float(part.count)
 
-    def weight(self, window_weight: float | None) -> float:
-        """W is global (0 skips the update on every rank); DDP averaged the gradients, so the
-        update divides by W / world (an additive loss: by 1 / world, the ranks' sum)."""
-        return agreement.update_weight(window_weight, self.scale)
+    def weight(self, window_weight: float | None) -> float | None:
+        """The window's end, after its backward: the fused verdict (a failure or non-finite loss
+        on any rank raised on every rank), then what the summed gradients are divided by: the
+        group's W (0 skips the update on every rank; None, an additive loss: the ranks' sum)."""
+        count = window_weight  # agreed before backward: the window's sum of the group's counts
+        if self.fused:
+            assert self._reduced is not None
+            summed = agreement.agree_window(self.collective, self._reduced.tolist(), self._where)
+            count = None if window_weight is None else summed
+        self._last, self.layout, self._buckets = self.layout, self._buckets, []
+        self._open, self._count, self._loss, self._reduced = False, 0.0, None, None
+        return count
 
     def record(self, state: Any, part: Any, denominator: float) -> None:
-        """The batch's statistics over the group: the agreed loss and counts; a categorical task's
-        predicted classes stay per rank and are summed at the epoch's end (``DataParallel.total``)."""
-        numbers, task = self.numbers, state.task
-        state.stats.additive = task.additive  # a summed loss_fn's records are sums, as in one process
-        loss = torch.tensor(numbers.loss, dtype=torch.float64)
-        if task.categorical:
-            state.stats.add_output(loss, int(numbers.count), part.output, part.target, task)
-        else:
-            correct = torch.tensor(numbers.correct, dtype=torch.float64) if task.kind != "regression" else None
-            rows = int(numbers.rows) if task.kind == "multilabel" else None
-            state.stats.add_errors(part.output, part.target, task)  # a regression's error sums: added at the epoch's end
-            state.stats.add_batch(loss, int(numbers.count), correct, rows)
+        """The batch's statistics on this rank, on the device (``EpochStats.edps`` sums them over
+        the group at the epoch's end, as it does a categorical task's class counts)."""
+        state.stats.add_output(part.loss, part.count, part.output, part.target, state.task)
+
+
+def _summable(layout: Sequence[tuple[int, torch.dtype, bool]]) -> bool:
+    """Whether the last bucket of this layout can carry the window's numbers: float32 or float64
+    (a count stays exact below 2**24 valid targets per window)."""
+    return any(last and dtype in (torch.float32, torch.float64) for _, dtype, last in layout)
 
 
 class DataParallel:

@@ -24,7 +24,7 @@ class LocalSync:
     raised here, naming the batch), the window's own count divides it, and its finiteness is read
     once at the window's end. ``nnx_api.distributed`` supplies the group form (``RankSync``)."""
 
-    scale = 1  # the backward seed's numerator: DDP averages over the ranks, one process does not
+    seeds = True  # W is known before backward: a one-microbatch window seeds its backward with 1/W
     agrees_finite = False  # finiteness is checked at the window's end (one read), not agreed per microbatch
 
     def bind(self, state: Any, net: Any) -> Any:
@@ -79,6 +79,7 @@ class Microbatch:
 class SingleProcess:
     """The group behaviour of one process: a group of one, so nothing to agree, reduce or gather."""
 
+    total = None  # a group of one's per-batch sums are already the whole batch's: nothing to add
     writer_rank = 0
 
     def __init__(self) -> None:
@@ -147,10 +148,6 @@ class SingleProcess:
         if error is not None:
             raise error
         return batches
-
-    def total(self, counts: torch.Tensor) -> torch.Tensor:
-        """A group of one's per-batch counts are already the whole batch's."""
-        return counts
 
     def rng(self, loaders: Sequence[Any]) -> Any:
         """This process's RNG streams."""

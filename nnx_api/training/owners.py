@@ -55,7 +55,7 @@ class DefaultStep:
         self.sync = sync if sync is not None else LocalSync()
         self.net: Any = None
         self._window_loss: torch.Tensor | None = None
-        self._seed: torch.Tensor | None = None  # the last backward seed scale/W (batches repeat their count)
+        self._seed: torch.Tensor | None = None  # the last backward seed 1/W (batches repeat their count)
         self._seed_value = 0.0
 
     def bind(self, state: Any) -> None:
@@ -97,11 +97,11 @@ class DefaultStep:
             if task.additive:  # a sum-reduced loss_fn: the window's gradients are not normalised
                 loss_sum.backward()
                 window.add(None)
-            elif denominator and window.accumulate == 1:
-                # A one-microbatch window divides by its own count: seed the backward with scale/W
+            elif sync.seeds and denominator and window.accumulate == 1:
+                # A one-microbatch window divides by its own count: seed the backward with 1/W
                 # (the same gradient as dividing afterwards, without a pass over every gradient).
-                loss_sum.backward(self._seed_of(loss_sum, sync.scale / denominator))
-                window.add(sync.scale)
+                loss_sum.backward(self._seed_of(loss_sum, 1.0 / denominator))
+                window.add(1.0)
             else:
                 loss_sum.backward()  # the numerator only
                 window.add(denominator)

@@ -134,18 +134,34 @@ class EpochStats:
         per-batch class counts over the ranks (``BatchScores.table``)."""
         if self.records:
             return self.records
-        losses = torch.stack(self.losses).double()
+        losses, counts, corrects, rows = self._numbers(total)
         if self.labels is not None:
-            table = torch.cat([losses.unsqueeze(1), self.labels.table(total)], dim=1).tolist()
+            table = self.labels.table(total).tolist()
             return self._with_task([
                 batch_record(loss, count, correct, None, f1=f1, precision=precision, recall=recall, additive=self.additive)
-                for (loss, correct, _valid, f1, precision, recall), count in zip(table, self.counts, strict=True)
+                for loss, (correct, _valid, f1, precision, recall), count in zip(losses.tolist(), table, counts, strict=True)
             ], total)
-        corrects = torch.stack(self.corrects).tolist() if self.corrects else [None] * len(self.losses)
         return self._with_task([
-            batch_record(loss, count, correct, rows, additive=self.additive)
-            for loss, count, correct, rows in zip(losses.tolist(), self.counts, corrects, self.rows, strict=True)
+            batch_record(loss, count, correct, row, additive=self.additive)
+            for loss, count, correct, row in zip(losses.tolist(), counts, corrects, rows, strict=True)
         ], total)
+
+    def _numbers(self, total: Any) -> tuple[torch.Tensor, list[int], list[Any], list[int | None]]:
+        """Each batch's loss numerator, valid count, correct count and scored rows; ``total``
+        (a group) sums them over the ranks, so each record is the union's batch."""
+        losses = torch.stack(self.losses).double()
+        corrects: list[Any] = torch.stack(self.corrects).tolist() if self.corrects else [None] * len(self.losses)
+        if total is None:
+            return losses, self.counts, corrects, self.rows
+        scored = [r is not None for r in self.rows]
+        columns = [losses.cpu(), torch.tensor(self.counts, dtype=torch.float64),
+                   torch.tensor([0.0 if c is None else c for c in corrects], dtype=torch.float64),
+                   torch.tensor([r or 0 for r in self.rows], dtype=torch.float64)]
+        summed = total(torch.stack(columns, dim=1))
+        counts = [int(c) for c in summed[:, 1].tolist()]
+        corrects = summed[:, 2].tolist() if self.corrects else corrects
+        rows = [int(r) if s else None for r, s in zip(summed[:, 3].tolist(), scored, strict=True)]
+        return summed[:, 0], counts, corrects, rows
 
     def _with_task(self, records: list[EvaluationDataPoint], total: Any = None) -> list[EvaluationDataPoint]:
         """The records with the declared task's ``kind``, and a regression's per-batch

@@ -133,8 +133,13 @@ def test_on_cuda_batch_norm_becomes_sync_batch_norm_before_ddp_wraps_the_net_and
         def __init__(self, module: nn.Module, **options) -> None:
             wrapped.append([type(m) for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)])
 
+        def register_comm_hook(self, state: object, hook: object) -> None:
+            pass
+
     monkeypatch.setattr(session, "DistributedDataParallel", FakeDDP)
-    RankSync(NCCL).bind(types.SimpleNamespace(device=CUDA, model=model), net)
+    sync = RankSync(NCCL)
+    sync.bind(types.SimpleNamespace(device=CUDA, model=model, optimizers={"default": object()}, primary="default"), net)
+    assert not sync.fusable and sync.seeds  # SyncBatchNorm's forwards hold collectives: agreed before each backward
     assert wrapped == [[nn.SyncBatchNorm, nn.SyncBatchNorm]]  # converted before DDP wrapped it
     plain = bn_model().net
     plain.load_state_dict(net.state_dict())  # a checkpoint of the converted net: the original's keys

@@ -4,12 +4,10 @@ the same error on every rank."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from nnx_core import agreement
-from nnx_core.agreement import AgreedError, CallbackDeclaration, MicrobatchNumbers
+from nnx_core.agreement import AgreedError, CallbackDeclaration
 from nnx_core.errors import (
     ComponentRestoreError,
     CorruptRunError,
@@ -99,16 +97,14 @@ def test_agreed_sum_reduces_and_carries_the_failure_flag_in_one_call():
     assert run_ranks(2, body) == [([1.0, 4.0], {"all_reduce": 1})] * 2
 
 
-def test_a_microbatch_is_summed_and_its_finiteness_agreed_before_backward():
+def test_a_microbatch_count_is_summed_and_its_finiteness_agreed_before_backward():
     def body(c):
-        local = MicrobatchNumbers(loss=1.5 + c.rank, count=3 + c.rank, correct=1.0, rows=0.0)
-        return agreement.agree_microbatch(c, local, None, "batch 0")
+        return agreement.agree_microbatch(c, 3.0 + c.rank, True, None, "batch 0")
 
-    assert run_ranks(2, body) == [MicrobatchNumbers(loss=4.0, count=7.0, correct=2.0, rows=0.0)] * 2
+    assert run_ranks(2, body) == [7.0] * 2
 
     def nonfinite(c):
-        loss = math.nan if c.rank == 2 else 1.0
-        return agreement.agree_microbatch(c, MicrobatchNumbers(loss=loss, count=1), None, "batch 0")
+        return agreement.agree_microbatch(c, 1.0, c.rank != 2, None, "batch 0")
 
     results = run_ranks(3, nonfinite)
     assert all(isinstance(r, NonFiniteLossError) for r in results)
@@ -118,14 +114,39 @@ def test_a_microbatch_is_summed_and_its_finiteness_agreed_before_backward():
 def test_a_failed_forward_on_one_rank_wins_over_a_nonfinite_loss():
     def body(c):
         error = TrainingInputError("targets must be long") if c.rank == 1 else None
-        return agreement.agree_microbatch(c, MicrobatchNumbers(loss=math.inf), error, "batch 0")
+        return agreement.agree_microbatch(c, 1.0, False, error, "batch 0")
 
     assert outcomes(run_ranks(2, body)) == [("TrainingInputError", "targets must be long")] * 2
 
 
-def test_update_weight_skips_a_globally_masked_window_and_rescales_the_ddp_average():
-    assert agreement.update_weight(0.0, 2) == 0.0
-    assert agreement.update_weight(10.0, 2) == 5.0  # commit_update divides by 5: grads × 2/10
+def test_the_window_verdict_is_w_or_the_agreed_failure_or_the_nonfinite_count():
+    """The fused agreement: the summed [failed, non-finite, count] decide after backward."""
+    def healthy(c):
+        return agreement.agree_window(c, [0.0, 0.0, 9.0], "epoch 0 batch 3")
+
+    assert run_ranks(2, healthy) == [9.0, 9.0]
+    assert run_ranks(2, lambda c: agreement.agree_window(c, [0.0, 0.0, 0.0], "b")) == [0.0, 0.0]  # masked: skipped
+
+    def nonfinite(c):
+        return agreement.agree_window(c, [0.0, 2.0, 9.0], "b")
+
+    results = run_ranks(3, nonfinite)
+    assert all(isinstance(r, NonFiniteLossError) and "2 of 3 ranks" in str(r) for r in results)
+
+
+def test_a_rank_that_failed_early_in_a_window_is_named_where_it_failed_on_every_rank():
+    """Rank 1 failed at batch 2 and sent its zero buckets; rank 0 learns of it at the window's end
+    (batch 3) and raises the same error, naming batch 2."""
+    own = KeyError("no such input")
+
+    def body(c):
+        if c.rank == 1:
+            agreement.fail_window(c, own, "epoch 0 batch 2")
+        return agreement.agree_window(c, list(agreement.FAILED_WINDOW), "epoch 0 batch 3")
+
+    results = run_ranks(2, body)
+    assert [str(r) for r in results] == ["epoch 0 batch 2 failed on rank 1: KeyError: 'no such input'"] * 2
+    assert results[1].__cause__ is own and results[0].__cause__ is None
 
 
 def test_agree_same_refuses_unequal_step_counts_on_every_rank():
@@ -231,19 +252,6 @@ def test_a_stateful_resume_needs_the_same_world_and_partition():
     agreement.refuse_resume(None)
 
 
-def test_the_update_weight_divides_by_the_world_and_skips_an_empty_window():
-    assert agreement.update_weight(0, 2) == 0.0
-    assert agreement.update_weight(1, 2) == 0.5 and agreement.update_weight(6.0, 3) == 2.0
-
-
-def test_an_additive_window_is_the_ranks_sum_never_a_masked_skip():
-    """A sum-reduced loss has no denominator: one process on the union adds every row's gradient,
-    so the update is DDP's average × world (divide by 1/world), not the 0 of a masked window."""
-    assert agreement.update_weight(None, 2) == 0.5
-    assert agreement.update_weight(None, 4) == 0.25
-    assert agreement.update_weight(None, 1) == 1.0
-
-
 def test_every_rank_raises_the_lowest_failing_ranks_error_and_only_that_rank_chains_its_own():
     """Two ranks fail: every rank raises rank 0's error; rank 0 chains its original as ``__cause__``,
     rank 1 (whose own failure was not the one agreed) does not."""
@@ -291,7 +299,7 @@ def test_a_failure_agreed_without_a_reason_gives_an_empty_reason():
 def test_a_microbatch_failure_is_agreed_where_it_happened():
     def body(c):
         error = KeyError("no such input") if c.rank == 1 else None
-        return agreement.agree_microbatch(c, MicrobatchNumbers(loss=1.0, count=1), error, "epoch 2, batch 5")
+        return agreement.agree_microbatch(c, 1.0, True, error, "epoch 2, batch 5")
 
     results = run_ranks(2, body)
     assert all(isinstance(r, AgreedError) and r.where == "epoch 2, batch 5" for r in results)

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ddp_common as common
 
 from nnx_core.commit import LAST, RunFiles
+from nnx_adapters.collective.torch import TorchCollective
 from nnx_adapters.storage.fs import FileStorage
 import nnx_api as nnx
 from nnx_api import distributed
@@ -140,6 +141,27 @@ def launch_main(rank: int, out: Path, root: Path) -> dict[str, Any]:
 
     result["nonfinite"] = one_rank_problem([(x[8:12], y[8:12]), (bad_x, y[:8])], "nonfinite")
     result["bad_target"] = one_rank_problem([(x[8:12], y[8:12]), (x[:8], bad_y)], "bad-target")
+    # 5b. the same faults later in the epoch (batch 4 of 6), once the agreement rides in the last
+    # gradient all-reduce of each window (DDP's buckets known): accumulating 1 or 2 batches (batch 4
+    # then opens its window); and NNx's own all-reduces, counted, do not grow with the batches
+    late = [(x[8 * i : 8 * i + 8], y[8 * i : 8 * i + 8]) for i in range(6)]
+    faults = {"nonfinite": (bad_x, y[:8]), "bad_target": (x[:8], bad_y)}
+
+    def late_fit(fault: str | None, accumulate: int, batches: int = 6) -> dict[str, Any]:
+        data = [late[i % 6] if i != 4 or fault is None else faults[fault] for i in range(batches)]
+        model, trace, counted = common.model(), common.WeightTrace(), TorchCollective()
+        params = nnx.NNTrainParams(
+            n_epochs=1, train_loader=data, progress=False, seed=0,
+            optim=nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.1, accumulate_grad_batches=accumulate),
+        )
+        error = error_of(lambda: model.train(
+            params, callbacks=[trace], root=root / "late", salt=f"{fault}-{accumulate}-{batches}",
+            distributed=distributed.DDP(collective=counted)))
+        return {"error": error, "final": final_weights(model), "updates": trace.updates,
+                "all_reduce": counted.traffic.calls.get("all_reduce", 0)}
+
+    result["late"] = {(fault, accumulate): late_fit(fault, accumulate) for fault in (*faults, None) for accumulate in (1, 2)}
+    result["late_longer"] = late_fit(None, 1, batches=12)
     result["problem_runs"] = sorted(p.name for p in (root / "faults").glob("*")) if (root / "faults").exists() else []
     # 6. refusals, each on every rank before training
     def small(**kw):

@@ -244,6 +244,33 @@ def test_a_nonfinite_loss_or_bad_target_on_one_rank_stops_every_rank_before_back
     assert "float" in main[0]["bad_target"]["message"]  # rank 1's own check, raised on rank 0 too
 
 
+@pytest.mark.parametrize("accumulate", [1, 2])
+@pytest.mark.parametrize("fault", ["nonfinite", "bad_target"])
+def test_a_fault_on_one_rank_after_the_first_windows_stops_every_rank_before_that_update(main, fault, accumulate):
+    """Batch 4 of 6 on rank 1 only, once the window's agreement rides in its gradient all-reduce:
+    every rank raises the same error (a bad target: rank 1's own check, naming batch 4), no rank
+    applied that window, and every rank holds the same parameters (accumulating 2: batch 4 opens
+    a window, and rank 0 learns of it at batch 5)."""
+    seen = [r["late"][fault, accumulate] for r in main]
+    kind = {"nonfinite": "NonFiniteLossError", "bad_target": "TaskValidationError"}[fault]
+    assert seen[0]["error"] == seen[1]["error"] and seen[0]["error"]["type"] == kind, seen
+    if fault == "bad_target":
+        assert "batch 4" in seen[0]["error"]["message"] and "float" in seen[0]["error"]["message"]
+    assert seen[0]["updates"] == seen[1]["updates"] == list(range(1, 4 // accumulate + 1))
+    assert common.same(seen[0]["final"], seen[1]["final"])
+
+
+def test_the_agreement_rides_in_the_gradient_all_reduce_once_the_buckets_are_known(main):
+    """NNx's own all-reduces per fit do not grow with the batches (6 or 12 of them), and a healthy
+    fit accumulating 1 or 2 ends with the same parameters on every rank."""
+    for accumulate in (1, 2):
+        healthy = [r["late"][None, accumulate] for r in main]
+        assert healthy[0]["error"] is None and common.same(healthy[0]["final"], healthy[1]["final"])
+        assert healthy[0]["updates"] == list(range(1, 6 // accumulate + 1))
+    short, longer = main[0]["late"][None, 1]["all_reduce"], main[0]["late_longer"]["all_reduce"]
+    assert longer == short, (short, longer)
+
+
 REFUSALS = {
     "undeclared callback": ("ParamsError", "declares no rank behaviour"),
     "borrowed tracker": ("ParamsError", "writer_only"),
