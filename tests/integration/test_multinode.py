@@ -209,7 +209,10 @@ def test_a_rank_lost_mid_epoch_is_restarted_and_resume_auto_continues_bit_for_bi
                       TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
     assert "1" in {r["env"]["TORCHELASTIC_RESTART_COUNT"] for r in ranks}  # (an agent counts its own restarts only)
     folder = check_continued(ranks, reference4, roots or (tmp_path / "two" / "runs",))
-    assert attempts(folder) == (2, ["interrupted"])
+    # a killed writer leaves its attempt running ("interrupted"); a writer that outlives its lost
+    # peer may record the broken collective ("failed") before its agent stops it
+    number, earlier = attempts(folder)
+    assert number == 2 and len(earlier) == 1 and earlier[0] in ({"interrupted"} if victim == 0 else {"interrupted", "failed"})
 
 
 def one_agent(base: Path, nproc: int, root: Path, stop: int | None = None) -> dict[str, Any] | None:
