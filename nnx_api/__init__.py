@@ -61,7 +61,9 @@ if TYPE_CHECKING:
     from nnx_adapters.pytorch.metrics import register_metric
     from nnx_adapters.pytorch.nets import ConvNN, FeedFwdNN
     from nnx_adapters.pytorch.state import dataloader_worker_init_fn, set_seed
+    from nnx_adapters.pytorch.tasks import TaskAdapter
     from nnx_api import (
+        data_splits,
         decision_jobs,
         decisions,
         distributed,
@@ -71,11 +73,14 @@ if TYPE_CHECKING:
         monitors,
         objectives,
         optimizers,
+        paradigms,
         precision,
         prediction,
+        preprocessing,
         seeding,
         streaming,
         tasks,
+        viz,
     )
     from nnx_api.callbacks import Callback, CallbackContext, EarlyStopping, LRMonitor, ModelCheckpoint, UpdateEvent
     from nnx_api.config.builders import NNOptimParamsBuilder, NNSchedulerParamsBuilder, NNTrainerParamsBuilder
@@ -107,12 +112,14 @@ if TYPE_CHECKING:
         StreamClosedError,
         prediction_from_logits,
     )
+    from nnx_api.lr_finder import LRFinderResult, lr_finder
     from nnx_api.model import NNModel, PredictionResult, PredictResult
     from nnx_api.models import (
         BatchAdapter,
         KeywordInputs,
         MissingModelFactoryError,
         PositionalInputs,
+        RuntimeModule,
         register_model_factory,
         registered_model_factories,
         unregister_model_factory,
@@ -128,6 +135,8 @@ if TYPE_CHECKING:
     from nnx_api.runs.checkpoint import NNCheckpointTransform
     from nnx_api.runs.journal import HistoryJournal, export_history_csv, iter_history, migrate_history
     from nnx_api.runs.run import Checkpoint, NNCheckpoint, NNRun
+    from nnx_api.streaming_metrics import MetricSnapshot, StreamingMetrics
+    from nnx_api.tasks import task_adapter
     from nnx_api.trainer import Trainer
     from nnx_api.training.objectives import (
         LossTerm,
@@ -150,6 +159,8 @@ if TYPE_CHECKING:
         finalize_step,
         streaming_eval_step,
     )
+    from nnx_api.utils import Utils
+    from nnx_api.vis_utils import VisUtils
 
 # module -> the public names it gives ("A as B": bound as B), in the order of the eager imports
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -186,7 +197,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "NNSchedulerParams", "NNTrainerParams", "NNTrainParams", "OptimizerFactorySpec", "PrecisionPolicy", "TaskSpec",
     ),
     "nnx_api.datasets": ("NNDataset", "NNDatasetBase", "NNTabularDataset"),
+    "nnx_adapters.pytorch.tasks": ("TaskAdapter",),
     "nnx_api.finetune": ("LoadPretrainedResult", "build_param_groups", "freeze", "frozen", "load_pretrained", "unfreeze"),
+    "nnx_api.lr_finder": ("LRFinderResult", "lr_finder"),
     "nnx_api.inference": (
         "PredictionBatch", "PredictionStream", "PredictionValidationError", "ProbabilitySpec", "StreamClosedError",
         "prediction_from_logits",
@@ -195,6 +208,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "nnx_api.models": (
         "BatchAdapter", "KeywordInputs", "MissingModelFactoryError", "PositionalInputs", "register_model_factory",
         "registered_model_factories", "unregister_model_factory",
+        "RuntimeModule",
     ),
     "nnx_api.optimizers": (
         "MissingOptimizerFactoryError", "build_optimizer", "register_optimizer_factory", "registered_optimizer_factories",
@@ -202,9 +216,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "nnx_api.precision": ("precision_support",),
     "nnx_api.runs.checkpoint": ("NNCheckpointTransform",),
+    "nnx_api.streaming_metrics": ("MetricSnapshot", "StreamingMetrics"),
+    "nnx_api.tasks": ("task_adapter",),  # the public module above (this entry keeps its place in the order)
     "nnx_api.runs.journal": ("HistoryJournal", "export_history_csv", "iter_history", "migrate_history"),
     "nnx_api.runs.run": ("Checkpoint", "NNCheckpoint", "NNRun"),
     "nnx_api.trainer": ("Trainer",),
+    "nnx_api.utils": ("Utils",),
+    "nnx_api.vis_utils": ("VisUtils",),
     "nnx_api.training.objectives": (
         "LossTerm", "Objective", "ObjectiveContext", "ObjectiveResult", "kd_objective", "supervised_objective",
     ),
@@ -216,9 +234,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 }
 # the package's own modules that are public names: those imported above, and those the eager imports bound
 _MODULES = (
-    "callbacks", "config", "datasets", "decide", "decision_jobs", "decisions", "distributed", "finetune", "history",
-    "inference", "launch", "model", "models", "monitors", "objectives", "optimizers", "parts", "precision",
-    "prediction", "runs", "scope", "seeding", "streaming", "tasks", "trainer", "training",
+    "callbacks", "config", "data_splits", "datasets", "decide", "decision_jobs", "decisions", "distributed",
+    "finetune", "history", "inference", "launch", "model", "models", "monitors", "objectives", "optimizers",
+    "paradigms", "parts", "precision", "prediction", "preprocessing", "runs", "scope", "seeding", "streaming", "tasks",
+    "trainer", "training", "viz",
 )
 _NAMES: dict[str, tuple[str, str | None]] = {  # public name -> (module, attribute; None: the module itself)
     **{name: (f"{__name__}.{name}", None) for name in _MODULES},
@@ -226,7 +245,10 @@ _NAMES: dict[str, tuple[str, str | None]] = {  # public name -> (module, attribu
 }
 # bound on first use, outside the load above: these modules import nnx_api themselves
 _LAZY = {"TensorBoardCallback": "nnx_api.callbacks.trackers", "WandbCallback": "nnx_api.callbacks.trackers",
-         "ExperimentPlan": "nnx_api.experiments.plans"}
+         "ExperimentPlan": "nnx_api.experiments.plans", "FitResult": "nnx_api.experiments.plans"}
+_LAZY_MODULES = ("plans",)  # NNx's public module imported on first use of its name (it imports nnx_api itself)
+# NNx lists its out-of-scope names too (they resolve to placeholders that refuse on use), but not these
+_UNLISTED = frozenset({"GraphAttNN", "GraphConvNN", "GraphSageNN", "NNGraphDataset"})
 _loading = False
 
 
@@ -257,6 +279,8 @@ def __getattr__(name: str) -> Any:
             return _bind(name)  # inside nnx_api.model), or a name a module the load is importing asks for
         _load()  # the first re-exported object used: everything, as the eager package did
         return globals()[name]
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     if name in _OUT_OF_SCOPE:
         return _placeholder(name)
     if name not in _LAZY:
@@ -268,4 +292,4 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-__all__ = sorted(_NAMES) + list(_LAZY)
+__all__ = sorted(_NAMES) + list(_LAZY) + list(_LAZY_MODULES) + sorted(set(_OUT_OF_SCOPE) - _UNLISTED)

@@ -36,10 +36,11 @@ from nnx_adapters.pytorch.optim import TorchClock
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.callbacks import Callback, normalize_callbacks
 from nnx_api.callbacks.progress import ProgressBar, message_stream, progress_enabled
+from nnx_api.config import identity
 from nnx_api.runs.payload import CheckpointPayload, Payload, decode_payload
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
-from nnx_api.training import checks, compilation, fingerprint, history, identity, optimizers, resume
+from nnx_api.training import checks, compilation, fingerprint, history, optimizers, resume
 from nnx_api.training import code as user_code
 from nnx_api.training.checkpoint import collect_components, restore_problems
 from nnx_api.training.group import SingleProcess
@@ -187,11 +188,15 @@ def _train(
         for n, s in schedules.items()
         if isinstance(s, TorchClock) and s.clock == "optimizer_update"
     ]
-    components = agreed(c, "setup", lambda: collect_components([monitor, *callbacks, *entry.components, *owned.owner.components, *clocks]))
+    components = agreed(c, "setup", lambda: collect_components(  # NNx's order: callbacks, given, monitor, clocks, engine
+        [*callbacks, *entry.components, monitor, *clocks, *owned.owner.components]))
     if run.resume_status:  # which components the resume point restored, or which start fresh
         saved = stateful.components if stateful is not None else {}
-        named = {"restored_components": tuple(n for n in components if n in saved),
-                 "fresh_components": tuple(n for n in components if n not in saved)}
+        # an undeclared (fallback) monitor is no component the user registered, as in NNx; its best
+        # is still saved and restored as "nnx.monitor", so decisions after a resume stay exact
+        declared = [n for n, obj in components.items() if obj is not monitor or train.monitor is not None]
+        named = {"restored_components": tuple(n for n in declared if n in saved),
+                 "fresh_components": tuple(n for n in declared if n not in saved)}
         run = attrs.evolve(run, resume_status=attrs.evolve(run.resume_status, **named))
     if stateful is not None:
         problems = restore_problems(stateful, owned.optimizers, schedules, components)

@@ -18,7 +18,9 @@ from torch import nn
 
 from nnx_core.commit import LAST
 from nnx_core.errors import (
+    BatchTypeError,
     CorruptRunError,
+    NetOutputError,
     ParamsError,
     PrecisionUnsupportedError,
     PredictionInputError,
@@ -35,7 +37,9 @@ from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.tasks import TaskAdapter
 from nnx_api import finetune
-from nnx_api.config.params import ModelSpec, NNModelParams, NNParams, NNTrainParams, check_extra_metrics
+from nnx_api.config.enums import Nets
+from nnx_api.config.identity import class_path, run_config
+from nnx_api.config.params import ModelSpec, NNModelParams, NNParams, NNTrainParams, RuntimeModule, check_extra_metrics
 from nnx_api.distributed import DDP, refuse_process_group
 from nnx_api.launch import TrainingEntry, launch
 from nnx_api.parts.inference import (
@@ -49,11 +53,10 @@ from nnx_api.parts.inference import (
     prediction_from_logits,
     row_ids,
 )
-from nnx_api.parts.models import BatchAdapter, build_module
+from nnx_api.parts.models import BatchAdapter, MissingModelFactoryError, build_module
 from nnx_api.runs.export import to_onnx
 from nnx_api.runs.run import NNCheckpoint, NNRun
 from nnx_api.scope import EXTRAS, HUB, refuse, refusing_method
-from nnx_api.training.identity import class_path, run_config
 from nnx_api.training.roles import NNMODEL
 from nnx_api.training.steps import score
 
@@ -78,8 +81,9 @@ class PredictResult(NamedTuple):
 def module_signature(module: nn.Module) -> dict[str, Any]:
     """Identity of a user module for the run id: its class's importable name (``class_path``: the
     same for ``python train.py`` and ``from train import Net``) and a digest of its parameter
-    names and shapes."""
-    shapes = [[name, list(t.shape)] for name, t in module.state_dict().items()]
+    names and shapes (a lazy module's uninitialised parameter counts by its name alone)."""
+    shapes = [[name, None if isinstance(t, nn.parameter.UninitializedTensorMixin) else list(t.shape)]
+              for name, t in module.state_dict().items()]
     digest = hashlib.sha256(repr(shapes).encode()).hexdigest()[:16]
     return {"class": class_path(type(module)), "params": digest}
 
@@ -98,6 +102,34 @@ def _module_mismatch(module: nn.Module, signature: Mapping[str, Any] | None, sta
         for name, shape in saved.items() if name in mine and mine[name] != shape
     ]
     return "; ".join(problems[:6]) + (f"; … ({len(problems)} in all)" if len(problems) > 6 else "") if problems else None
+
+
+def _runtime_params(params: NNModelParams, module: nn.Module) -> NNModelParams:
+    """``params`` with ``net`` the ``RuntimeModule`` of ``module``: an unset net is filled in, a
+    given descriptor must describe ``module``; a built-in net or a ``ModelSpec`` is refused."""
+    descriptor = RuntimeModule.of(module)
+    if params.net is None:
+        return dataclasses.replace(params, net=descriptor)
+    if not isinstance(params.net, RuntimeModule):
+        raise ParamsError(
+            "NNModel", f"NNModelParams.net must be None with module= (it becomes the module's RuntimeModule), "
+            f"got {params.net!r}"
+        )
+    if params.net != descriptor:
+        raise ParamsError(
+            "NNModel.module", f"{descriptor!r} does not match the descriptor NNModelParams.net={params.net!r}"
+        )
+    return params
+
+
+def _check_tensors(args: tuple[Any, ...]) -> None:
+    """Refuse (a ``TypeError``) inputs of a built-in net that are no tensor or array."""
+    for value in args:
+        if not isinstance(value, (torch.Tensor, np.ndarray)):
+            raise BatchTypeError(
+                f"inputs must be tensors or arrays (or a loader of batches of them), got an element of type "
+                f"{type(value).__name__}"
+            )
 
 
 def _as_tensor(x: Any) -> torch.Tensor:
@@ -148,13 +180,25 @@ class NNModel:
             raise ParamsError(
                 "NNModel.batch_adapter", f"must be PositionalInputs, KeywordInputs or a BatchAdapter, got {batch_adapter!r}"
             )
-        if module is not None or isinstance(params.net, ModelSpec):
+        if module is not None or isinstance(params.net, (ModelSpec, RuntimeModule)):
             if net_params is not None:
-                raise ParamsError("NNModel", "net_params shape a built-in net; leave them out with module= or a ModelSpec")
+                raise ParamsError(
+                    "NNModel", "net_params shape a built-in net; leave them out with module= or a ModelSpec "
+                    "(give net_params or module=, not both)"
+                )
+            if module is None and isinstance(params.net, RuntimeModule):
+                raise MissingModelFactoryError(
+                    f"NNModelParams.net is {params.net!r}, a runtime-only module no factory rebuilds; pass the "
+                    "module again as NNModel(params=..., module=<the module>)"
+                )
             net = module if module is not None else build_module(params.net)
             if not isinstance(net, nn.Module):
                 raise ParamsError("NNModel.module", f"must be a torch.nn.Module, got {type(net).__name__}")
+            if module is not None:
+                params = _runtime_params(params, module)
         else:
+            if params.net is None:  # a feed-forward net, the net NNParams shape by default
+                params = dataclasses.replace(params, net=Nets.FEED_FWD)
             if not isinstance(net_params, NNParams):
                 raise ParamsError("NNModel.net_params", f"give NNParams for Nets.{params.net.name}, or module=<nn.Module>")
             net = params.net(net_params)
@@ -220,7 +264,10 @@ class NNModel:
 
     def state(self) -> dict[str, Any]:
         """The model part of the run configuration (model params, and net params or module signature)."""
-        out: dict[str, Any] = {"model": self.params.state()}
+        model_params = self.params
+        if isinstance(model_params.net, RuntimeModule):  # the module's signature below names it
+            model_params = dataclasses.replace(model_params, net=None)  # written as before: run ids hold
+        out: dict[str, Any] = {"model": model_params.state()}
         if self.net_params is not None:
             out["net"] = self.net_params.state()
         elif not isinstance(self.params.net, ModelSpec):  # a registered net is named by its spec
@@ -310,7 +357,10 @@ class NNModel:
                 yield args, kwargs
                 continue
             inputs = batch[0] if isinstance(batch, (tuple, list)) and len(batch) == 2 else batch
-            yield (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), {}
+            args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+            if self.net_params is not None:  # a built-in net takes tensors only
+                _check_tensors(args)
+            yield args, {}
 
     def _checked_rows(self, x: torch.Tensor) -> torch.Tensor:
         """Rows given to ``predict`` directly, checked before the forward (as training checks its
@@ -351,6 +401,11 @@ class NNModel:
             with restored_modes(self.net), torch.inference_mode(), self.autocast_context()():
                 self.net.eval()
                 out = net_output(self, self.net, *to_device((args, kwargs), self.device))
+            if not isinstance(out, torch.Tensor):
+                raise NetOutputError(
+                    f"the net returned {type(out).__name__}, not a tensor of logits; give NNModel a batch_adapter "
+                    "whose output() picks the tensor out (a BatchAdapter subclass)"
+                )
             yield out
 
     def _forward_all(self, data: Any) -> torch.Tensor:
@@ -501,7 +556,10 @@ class NNModel:
             _check_same_shapes(model.net, checkpoint.net_state)  # a changed factory is refused before loading
         else:
             if module is None:
-                raise ParamsError("module", f"run {checkpoint.run_id} trained a custom module; pass module=<a fresh instance>")
+                raise MissingModelFactoryError(
+                    f"run {checkpoint.run_id} trained a runtime module no factory rebuilds (the checkpoint is not "
+                    "reconstructible); pass module=<a fresh instance of it> to from_checkpoint"
+                )
             trained = (checkpoint.module_signature or {}).get("class")
             mismatch = _module_mismatch(module, checkpoint.module_signature, checkpoint.net_state)
             if mismatch is not None:
@@ -515,6 +573,7 @@ class NNModel:
                     "parameter names and shapes, so its weights load, but its forward may compute something else",
                     UserWarning, stacklevel=2,
                 )
+            params = dataclasses.replace(params, net=None)  # the descriptor of the given module
             model = cls(params=params, module=module, batch_adapter=batch_adapter)
         model.net.load_state_dict(checkpoint.net_state)
         return model
@@ -534,7 +593,7 @@ class NNModel:
 
     # ------------------------------------------------------------------ training
     def run_config(self, params: NNTrainParams, salt: str | None) -> dict[str, Any]:
-        """The configuration whose content address is the run id (``nnx_api.training.identity``)."""
+        """The configuration whose content address is the run id (``nnx_api.config.identity``)."""
         return run_config(self.state(), params.state(), salt)
 
     def train(

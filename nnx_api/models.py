@@ -1,7 +1,7 @@
 """``nnx.models``: networks from registered factories, and batch adapters. A re-export module:
 the code lives in ``nnx_api.parts.models``."""
 
-from nnx_api.config.params import ModelSpec
+from nnx_api.config.params import ModelSpec, RuntimeModule
 from nnx_api.parts.models import (
     BatchAdapter,
     KeywordInputs,
@@ -19,6 +19,7 @@ __all__ = [
     "MissingModelFactoryError",
     "ModelSpec",
     "PositionalInputs",
+    "RuntimeModule",
     "build_module",
     "register_model_factory",
     "registered_model_factories",

@@ -1,7 +1,11 @@
-"""``nnx.streaming``: streamed prediction (``nnx_api.parts.inference``) and bounded-memory validation
-(``streaming_eval_step``)."""
+"""``nnx.streaming``: streamed prediction (``nnx_api.parts.inference``), mergeable metrics
+(``StreamingMetrics``) and bounded-memory validation (``streaming_eval_step``)."""
 
 from nnx_api.parts.inference import PredictionBatch, PredictionStream, StreamClosedError, concatenate_predictions
+from nnx_api.streaming_metrics import MetricSnapshot, StreamingMetrics
 from nnx_api.training.steps import streaming_eval_step
 
-__all__ = ["PredictionBatch", "PredictionStream", "StreamClosedError", "concatenate_predictions", "streaming_eval_step"]
+__all__ = [
+    "MetricSnapshot", "PredictionBatch", "PredictionStream", "StreamClosedError", "StreamingMetrics",
+    "concatenate_predictions", "streaming_eval_step",
+]

@@ -22,13 +22,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nnx_core.errors import ParamsError
+from nnx_api.config.identity import run_config
 from nnx_api.config.params import NNTrainerParams
 from nnx_api.distributed import DDP, refuse_process_group
 from nnx_api.launch import TrainingEntry, launch
 from nnx_api.model import NNModel
 from nnx_api.runs.run import NNRun
 from nnx_api.scope import EXTRAS, refuse
-from nnx_api.training.identity import run_config
 from nnx_api.training.roles import TRAINER
 from nnx_api.training.steps import TrainerStepContext
 

@@ -115,6 +115,15 @@ class ScheduleBudgetError(NNxError, ValueError):
     """An update-clock schedule's horizon is too small for the run, or was exceeded."""
 
 
+class ScheduleResumeError(ComponentRestoreError, ScheduleBudgetError):
+    """A stateful resume whose planned updates would run an update-clock schedule past its
+    budget: a ``ComponentRestoreError`` (the saved clock cannot go on) and a ``ScheduleBudgetError``."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        ValueError.__init__(self, "; ".join(self.problems))  # the budget's own words, as a fresh run's refusal
+
+
 class OutOfScopeError(NNxError, NotImplementedError):
     """A feature NNx documents that this implementation leaves out of its scope (graph nets,
     transformers and language-model helpers, LoRA / quantisation / GGUF, NLI and Jev decision
@@ -129,3 +138,23 @@ class CompileError(NNxError, RuntimeError):
     def __init__(self, message: str, record: object = None) -> None:
         self.record = record
         super().__init__(message)
+
+
+class BatchTypeError(TrainingInputError, TypeError):
+    """A batch (or an input given to ``predict``) of a type the net or its batch adapter cannot
+    take: ``KeywordInputs`` given a non-mapping batch, an element that is no tensor or array. A
+    ``TypeError`` as NNx raises it, and a ``TrainingInputError``."""
+
+
+class BatchKeyError(TrainingInputError, KeyError):
+    """A mapping batch lacks an input key its ``KeywordInputs`` names. A ``KeyError`` as NNx
+    raises it, and a ``TrainingInputError``."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class NetOutputError(NNxError, TypeError):
+    """The net returned something other than a tensor (a dict, a tuple...) where logits were
+    expected; a ``BatchAdapter`` whose ``output()`` picks the tensor out fixes it. A
+    ``TypeError`` as NNx raises it."""

@@ -155,6 +155,17 @@ class MonitorRecord(Stateful):
     improved: bool
     best: float | None = None
 
+    @property
+    def monitor(self) -> Any:
+        """The watched value as NNx's record names it: a ``MonitorSpec`` of this record's metric,
+        split and mode (``.key`` is ``"val.loss"``); None for the documented fallback signal,
+        which no single metric names."""
+        from nnx_core.monitor import FALLBACK, MonitorSpec  # nnx_core.monitor imports this module
+
+        if self.split == FALLBACK:
+            return None
+        return MonitorSpec(metric=self.metric, split=self.split, mode=self.mode)
+
 
 @attrs.frozen(kw_only=True)
 class IterationDataPoint(Stateful):
@@ -170,6 +181,15 @@ class IterationDataPoint(Stateful):
     selection: MonitorRecord | None = _unset()
     update_count: int | None = _unset()
 
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> IterationDataPoint:
+        """Rebuild from :meth:`state`, or from one flat row of it as NNx's CSV history holds it
+        (``"train_edp.loss"``, ``"val_edp.metrics.mae"``): dotted keys are nested again, empty
+        cells (None / NaN) are left out, and a nested record none of whose cells is set is absent."""
+        if isinstance(state, Mapping) and any(isinstance(key, str) and "." in key for key in state):
+            state = _unflatten(state)
+        return super().from_state(state)
+
     def with_val_edp(self, value: EvaluationDataPoint | None) -> IterationDataPoint:
         """A copy with the validation record set."""
         return attrs.evolve(self, val_edp=value)
@@ -178,6 +198,42 @@ class IterationDataPoint(Stateful):
         """The training record a monitor reads: the whole-epoch summary when there is one, else
         the batch record."""
         return self.train_summary or self.train_edp
+
+
+def _is_empty_cell(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _unflatten(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A flat row (``{"a.b.c": v}``) nested again (``{"a": {"b": {"c": v}}}``); empty cells and
+    the groups they leave empty are dropped. A nested key already given as a mapping is merged."""
+    nested: dict[str, Any] = {}
+    for key, value in row.items():
+        if _is_empty_cell(value):
+            continue
+        parts = str(key).split(".")
+        node = nested
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ParamsError(str(key), f"conflicts with the value given for {part!r}")
+            node = child
+        if isinstance(value, Mapping) and isinstance(node.get(parts[-1]), dict):
+            node[parts[-1]].update(value)
+        else:
+            node[parts[-1]] = value
+    return _drop_empty(nested)
+
+
+def _drop_empty(node: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if isinstance(value, dict):
+            value = _drop_empty(value)
+            if not value:
+                continue
+        out[key] = value
+    return out
 
 
 def first_finite(*values: float | None) -> float | None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from nnx_core.errors import ScheduleBudgetError
+from nnx_core.errors import ScheduleBudgetError, ScheduleResumeError
 
 BUDGETED = ("one_cycle", "linear_warmup_decay")
 
@@ -166,15 +166,19 @@ class Budget:
 
 def check_budgets(budgets: Sequence[Budget], *, n_epochs: int) -> None:
     """Refuse (``ScheduleBudgetError``) any budgeted schedule too short for the run, before
-    anything is written; every schedule's problem is reported at once."""
-    problems = [
-        (f"optimizer {b.name!r}: " if b.name is not None else "") + p
-        for b in budgets
-        for p in budget_problems(
+    anything is written; every schedule's problem is reported at once. When a resumed schedule
+    (``done`` ticks restored) is among them, the saved clock cannot go on: ``ScheduleResumeError``,
+    also a ``ComponentRestoreError``."""
+    problems, resumed = [], False
+    for b in budgets:
+        found = budget_problems(
             kind=b.kind, clock=b.clock, total_steps=b.total_steps, n_epochs=n_epochs, epochs_this_call=n_epochs,
             per_epoch=b.per_epoch, done=b.done,
         )
-    ]
+        problems += [(f"optimizer {b.name!r}: " if b.name is not None else "") + p for p in found]
+        resumed = resumed or bool(found and b.done)
+    if problems and resumed:
+        raise ScheduleResumeError(problems)
     if problems:
         raise ScheduleBudgetError("; ".join(problems))
 

@@ -265,13 +265,12 @@ _kept(
 )
 
 _kept(
-    "checkpoints are verified tag manifests (checkpoints/<tag>.json) + content-addressed blobs, not pickled .pt files (docs: layout)",
+    "checkpoints are verified tag manifests (checkpoints/<tag>.json) + content-addressed blobs, not pickled .pt files "
+    "(docs: layout); only ModelCheckpoint's <tag>_e<epoch>.pt is exported beside its tag",
     "s08_model_checkpoint/files_present.checkpoints/best.pt",
     "s08_model_checkpoint/files_present.checkpoints/first.pt",
     "s08_model_checkpoint/files_present.checkpoints/last.pt",
     "s08_model_checkpoint/files_present.checkpoints/q3.pt",
-    "s08_model_checkpoint/files_present.checkpoints/snap_e0.pt",
-    "s08_model_checkpoint/files_present.checkpoints/snap_e2.pt",
 )
 
 _kept(
@@ -331,11 +330,6 @@ _kept(
 _kept(
     "ours also accepts a 0-d tensor denominator; NNx requires a Python number (ValueError)",
     "s13_step_contexts/LossTerm.tensor_denominator",
-)
-
-_kept(
-    "ours refuses a float momentum for Adam at construction; NNx 0.4.1 accepts it",
-    "s12_param_errors/adam_float_momentum",
 )
 
 _kept(

@@ -317,8 +317,9 @@ class MAEMetric:
         errors = self._errors(target, prediction)
         if mask is None:
             self.sum.add(errors, errors.numel())
-        else:
-            w = mask.to(torch.float64).reshape(-1, *([1] * (errors.dim() - 1))).expand_as(errors)
+        else:  # a mask of the rows, or of the elements (masked regression targets)
+            w = mask.to(torch.float64)
+            w = w if w.shape == errors.shape else w.reshape(-1, *([1] * (errors.dim() - 1))).expand_as(errors)
             self.sum.add(torch.where(w > 0, errors, torch.zeros_like(errors)) * w, w)
 
     def result(self) -> float:
@@ -481,10 +482,18 @@ class EpochAccumulator:
             for _, _, acc in self.metrics:
                 acc.update(labels, pred)
         else:
+            # NaN (masked) targets weigh zero; a mask-aware metric gets the element mask (no host read),
+            # any other metric the valid elements only
+            valid = torch.isnan(target).logical_not_() if target.is_floating_point() else None
             if self.regression is not None:
-                self.regression.add(output, target)
+                self.regression.add(output, target, valid)
             for _, _, acc in self.metrics:
-                acc.update(target, output)
+                if valid is None:
+                    acc.update(target, output)
+                elif getattr(acc, "accepts_mask", False):
+                    acc.update(target, output, valid)
+                else:
+                    acc.update(target[valid], output[valid])
 
     def result(self) -> dict[str, Any]:
         """Read everything (one sync per accumulator) into EDP fields."""
@@ -525,13 +534,16 @@ class RegressionSums:
         self.absolute: torch.Tensor | float = 0.0
         self.elements: torch.Tensor | int = 0  # a tensor once added across ranks (``statistic_slots``)
 
-    def add(self, output: torch.Tensor, target: torch.Tensor) -> None:
-        """Add one batch's outputs and targets (same shape)."""
+    def add(self, output: torch.Tensor, target: torch.Tensor, valid: torch.Tensor | None = None) -> None:
+        """Add one batch's outputs and targets (same shape); ``valid``: the elements that count
+        (the non-NaN targets; None: all)."""
         wide = torch.float32 if output.device.type == "mps" else torch.float64  # MPS has no float64
         diff = output.detach().to(wide) - target.detach().to(output.device, wide)
+        if valid is not None:
+            diff = torch.where(valid.to(diff.device), diff, torch.zeros_like(diff))
         self.squared = self.squared + diff.square().sum()
         self.absolute = self.absolute + diff.abs().sum()
-        self.elements += diff.numel()
+        self.elements += diff.numel() if valid is None else valid.sum()
 
     def result(self) -> dict[str, float]:
         """``{"mse", "mae"}`` means over every element added (empty before any)."""

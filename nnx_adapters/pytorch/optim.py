@@ -38,6 +38,13 @@ def param_groups(net: torch.nn.Module, name: str, optim: Any, *, strict: bool, r
 
     ``optim``: its params (``param_groups``: specs with ``name_pattern`` and ``overrides(max_lr)``;
     ``max_lr``). Not ``strict``: unmatched trainable parameters form a default group."""
+    is_valid = getattr(optim, "is_valid", None)
+    if is_valid is not None and not is_valid():  # NNx builds such params and refuses them here
+        raise ParamsError(
+            f"NNTrainerParams.optims[{name!r}]",
+            f"invalid config: {optim!r} (momentum must be a (beta1, beta2) pair for Adam-family optimizers, "
+            "a float for SGD)",
+        )
     trainable = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
     path = f"NNTrainerParams.optims[{name!r}].param_groups"
     if not optim.param_groups:

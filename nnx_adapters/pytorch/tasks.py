@@ -6,7 +6,9 @@ valid count to be read (``ignore_index``), once per batch.
   are masked out of the loss and every statistic. Denominator: valid targets.
 * multilabel — logits ``(B, C)``, float targets of the same shape (BCE with logits).
   Denominator: elements. "correct" counts rows whose every label is right (subset accuracy).
-* regression — outputs and float targets of the same shape (MSE). Denominator: elements.
+* regression — outputs and float targets of the same shape (MSE). NaN targets are masked: they
+  weigh zero in the loss, its gradient, the count and every metric (one host read per batch for
+  the valid count); ±inf targets are refused. Denominator: valid (non-NaN) elements.
 
 A ``model.loss_fn`` the user assigned replaces the built-in loss (``ModuleLossTask``).
 """
@@ -20,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from nnx_core.errors import TaskValidationError
+from nnx_core.records import EvaluationDataPoint
 
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -105,7 +108,11 @@ class TaskAdapter:
             out = _wide(output)
             return F.binary_cross_entropy_with_logits(out, target.to(out.dtype), reduction="sum"), target.numel()
         out = _wide(output)
-        return F.mse_loss(out, target.to(out.dtype), reduction="sum"), target.numel()
+        wanted = target.to(out.dtype)
+        valid, count = regression_mask(wanted)
+        if valid is not None:  # a masked element's target is the output itself: zero loss, zero gradient
+            wanted = torch.where(valid, wanted, out.detach())
+        return F.mse_loss(out, wanted, reduction="sum"), count
 
     def masked_terms(self, output: torch.Tensor, target: torch.Tensor, ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
         """A categorical loss's (sum over the targets other than ``ignore_index``, their count as a
@@ -140,6 +147,58 @@ class TaskAdapter:
             return (torch.sigmoid(_wide(output)) >= self.threshold).long()
         return output
 
+    def record(self, output: torch.Tensor, target: Any, *, loss: Any = None) -> EvaluationDataPoint:
+        """One batch's record, as a custom step returns it: ``loss`` (a float or 0-d tensor) as
+        given, ``count`` the valid targets, ``kind``, and the task's scores over the valid
+        targets only — categorical: accuracy, ``error``, macro f1 / precision / recall;
+        multilabel: subset accuracy as ``accuracy`` (and ``metrics.subset_accuracy``),
+        ``metrics.element_accuracy``, macro f1 / precision / recall over the labels;
+        regression: ``metrics.mse`` / ``metrics.mae`` (no classification fields, no error). A
+        batch without a valid target has no scores."""
+        output = output.detach()
+        self.check(output, target)
+        value = None if loss is None else float(loss.detach() if isinstance(loss, torch.Tensor) else loss)
+        fields: dict[str, Any] = {"loss": value, "kind": self.kind}
+        if self.categorical:
+            flat_target = target.reshape(-1)
+            pred = output.reshape(-1, output.shape[-1]).argmax(-1)
+            keep = flat_target != self.ignore_index if self.ignore_index is not None else torch.ones_like(flat_target, dtype=torch.bool)
+            fields["count"] = int(keep.sum())
+            if fields["count"]:
+                scored = EvaluationDataPoint.of(flat_target[keep].cpu(), pred[keep].cpu())
+                fields.update(accuracy=scored.accuracy, f1=scored.f1, precision=scored.precision, recall=scored.recall)
+                fields["error"] = 1.0 - scored.accuracy  # type: ignore[operator]
+            return EvaluationDataPoint(**fields)
+        valid = ~torch.isnan(target)
+        fields["count"] = int(valid.sum())
+        if not fields["count"]:
+            return EvaluationDataPoint(**fields)
+        if self.kind == "multilabel":
+            truth = (target >= 0.5) & valid
+            pred = (torch.sigmoid(_wide(output)) >= self.threshold) & valid
+            hits = (truth == pred) & valid
+            rows_valid = valid.reshape(valid.shape[0], -1).any(-1)
+            rows_right = ((hits | ~valid).reshape(valid.shape[0], -1).all(-1) & rows_valid).sum()
+            subset = float(rows_right) / float(rows_valid.sum())
+            axes = tuple(range(truth.dim() - 1))
+            tp = (truth & pred).sum(axes).double()
+            fp = (~truth & pred & valid).sum(axes).double()
+            fn = (truth & ~pred).sum(axes).double()
+
+            def ratio(num: torch.Tensor, den: torch.Tensor) -> float:
+                return float(torch.where(den > 0, num / den.clamp(min=1), torch.zeros_like(num)).mean())
+
+            fields.update(
+                accuracy=subset, error=1.0 - subset, f1=ratio(2 * tp, 2 * tp + fp + fn),
+                precision=ratio(tp, tp + fp), recall=ratio(tp, tp + fn),
+                metrics={"subset_accuracy": subset, "element_accuracy": float(hits.sum()) / fields["count"]},
+            )
+            return EvaluationDataPoint(**fields)
+        sums, count = regression_errors(output, target)
+        squared, absolute = sums.double().tolist()
+        fields["metrics"] = {"mse": squared / count, "mae": absolute / count}
+        return EvaluationDataPoint(**fields)
+
     def probabilities(self, output: torch.Tensor) -> torch.Tensor | None:
         """Softmax / sigmoid probabilities; None for regression."""
         if self.categorical:
@@ -147,6 +206,28 @@ class TaskAdapter:
         if self.kind == "multilabel":
             return torch.sigmoid(_wide(output))
         return None
+
+
+def regression_mask(target: torch.Tensor) -> tuple[torch.Tensor | None, int]:
+    """(the mask of a regression target's valid elements, None when every one is; their count).
+    NaN marks a masked target; ±inf is refused (``TaskValidationError``). One host read."""
+    nan = torch.isnan(target)
+    missing, infinite = (int(v) for v in torch.stack([nan.sum(), torch.isinf(target).sum()]).tolist())
+    if infinite:
+        raise TaskValidationError(
+            f"regression targets must be finite: {infinite} are ±inf (NaN marks a masked target, which is left out)"
+        )
+    return (~nan if missing else None), target.numel() - missing
+
+
+def regression_errors(output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """A regression batch's on-device ``[Σ squared error, Σ absolute error]`` (float32) over its
+    valid (non-NaN) targets, and their count."""
+    valid, count = regression_mask(target)
+    diff = output.detach().float() - target.detach().float()
+    if valid is not None:
+        diff = torch.where(valid, diff, torch.zeros_like(diff))
+    return torch.stack([diff.square().sum(), diff.abs().sum()]), count
 
 
 _ELEMENTWISE = (

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -14,6 +15,8 @@ from nnx_core.identity import validate_tag
 from nnx_core.monitor import MonitorSpec, improves
 from nnx_core.validate import check_float, check_int
 from nnx_api.callbacks.base import Callback, CallbackContext, LegacyCallback
+from nnx_api.callbacks.exports import export_tag
+from nnx_api.runs.run import NNRun
 
 
 def normalize_callbacks(callbacks: Sequence[Any] | None) -> list[Callback]:
@@ -124,6 +127,15 @@ class EarlyStopping(Callback):
         self._warned: set[str] = set()
         self._restored = False
 
+    @property
+    def _wait(self) -> int:
+        """NNx's name of ``wait`` (its own tests read and set it): the same counter."""
+        return self.wait
+
+    @_wait.setter
+    def _wait(self, value: int) -> None:
+        self.wait = value
+
     def _compares_itself(self, run_monitor: MonitorSpec | None) -> bool:
         """Whether this callback keeps its own comparator rather than the run's decision."""
         if isinstance(self.monitor, MonitorSpec):
@@ -137,9 +149,20 @@ class EarlyStopping(Callback):
         run = dataclasses.replace(run_monitor, mode=run_monitor.mode or "min")  # loss and error improve by decreasing
         return same != run
 
-    def check_run(self, monitor: MonitorSpec | None) -> None:
-        """Refuse a ``MonitorSpec`` that differs from the run's (there is one decision per run);
-        decide whether a string monitor is the run's decision or compares itself."""
+    def check_run(self, monitor: MonitorSpec | None, metrics: Sequence[Any] | None = None) -> None:
+        """Refuse a ``MonitorSpec`` naming a metric the run does not declare (when ``metrics`` is
+        given), or one that differs from the run's (there is one decision per run); decide whether a
+        string monitor is the run's decision or compares itself."""
+        if isinstance(self.monitor, MonitorSpec) and metrics is not None:
+            try:
+                self.monitor.check_names(metrics, owner="EarlyStopping.monitor")
+            except ParamsError:
+                labels = sorted(str(getattr(spec, "label", spec)) for spec in metrics)
+                raise ParamsError(
+                    "EarlyStopping.monitor",
+                    f"EarlyStopping monitor {self.monitor.key!r} names an undeclared metric; declared: "
+                    f"{', '.join(['loss', 'error', *labels])}; add MetricSpec({self.monitor.metric!r}) to metrics",
+                ) from None
         if isinstance(self.monitor, MonitorSpec) and self.monitor != monitor:
             raise ParamsError(
                 "EarlyStopping.monitor",
@@ -291,14 +314,15 @@ class LRMonitor(Callback):
         self._seen = 0  # how much of ctx.update_lrs is already in update_history
 
     def on_train_begin(self, ctx: CallbackContext) -> None:
-        self._seen = len(ctx.update_lrs)
+        self._seen = len(_update_lrs(ctx))
 
     def on_epoch_end(self, ctx: CallbackContext) -> None:
         self.history.append(float(ctx.optimizer.param_groups[0]["lr"]))
-        self.update_history.extend((int(i), float(lr)) for i, lr in ctx.update_lrs[self._seen :])
-        self._seen = len(ctx.update_lrs)
+        update_lrs = _update_lrs(ctx)
+        self.update_history.extend((int(i), float(lr)) for i, lr in update_lrs[self._seen :])
+        self._seen = len(update_lrs)
         self._epoch_ends.append(len(self.update_history))
-        limit = ctx.retention if self.bounded else None
+        limit = getattr(ctx, "retention", None) if self.bounded else None
         if limit is not None and len(self.history) > limit:
             cut = self._epoch_ends[-limit - 1]  # the updates of the epochs that fall out
             del self.history[:-limit]
@@ -306,13 +330,21 @@ class LRMonitor(Callback):
             self._epoch_ends = [end - cut for end in self._epoch_ends[-limit:]]
 
 
+def _update_lrs(ctx: Any) -> Sequence[tuple[int, float]]:
+    """The context's update-clock lr trace; a context built without one (NNx's callback tests
+    hand a plain namespace) has none."""
+    return getattr(ctx, "update_lrs", None) or ()
+
+
 class ModelCheckpoint(Callback):
     """Write the model's weights as tag ``<tag>_e<epoch>`` on the listed (0-based, global)
     epochs, after the epoch commits (a deferred write: it can never name an uncommitted epoch).
     No epochs (None or empty) means nothing is written. Each tag is a weights-only checkpoint of
-    the run: ``NNCheckpoint.from_file("runs/<id>/checkpoints/<tag>_e<epoch>.pt")`` (NNx's file
-    name; the tag's manifest is ``<tag>_e<epoch>.json``), ``NNModel.from_checkpoint(run_id,
-    "<tag>_e<epoch>")``, or ``resume_from_checkpoint="<tag>_e<epoch>"`` for a weights-only start."""
+    the run (manifest ``<tag>_e<epoch>.json``): ``NNModel.from_checkpoint(run_id, "<tag>_e<epoch>")``,
+    or ``resume_from_checkpoint="<tag>_e<epoch>"`` for a weights-only start. Right after the tag,
+    NNx's file ``runs/<id>/checkpoints/<tag>_e<epoch>.pt`` is exported from it (weights, params,
+    the epoch's record: ``NNCheckpoint.from_file``); it is a copy for users, never read by resume
+    or verification (``nnx_api.callbacks.exports``)."""
 
     distributed = "writer"
 
@@ -344,6 +376,8 @@ class ModelCheckpoint(Callback):
             return
         name = f"{self.tag}_e{ctx.epoch}"
         ctx.deferred_checkpoint_writes.append(ctx.save_weights(name))
+        if isinstance(ctx.run, NNRun):  # then NNx's <tag>.pt, exported from the committed tag
+            ctx.deferred_checkpoint_writes.append(functools.partial(export_tag, ctx.run, name, ctx.idp))
         self.written.append(name)
 
 

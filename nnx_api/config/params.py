@@ -40,6 +40,7 @@ from nnx_api.config.base import (
 from nnx_api.config.builders import NNOptimParamsBuilder, NNSchedulerParamsBuilder, NNTrainerParamsBuilder
 from nnx_api.config.convert import Momentum, converter
 from nnx_api.config.enums import Activations, Device, Devices, Losses, Nets, Optims, Schedulers, device_of
+from nnx_api.config.identity import module_topology
 from nnx_api.config.metrics import MetricSpec
 
 
@@ -144,6 +145,11 @@ class TaskSpec(Params):
         """Continuous outputs; records carry loss, mse and mae (no error)."""
         return cls(kind="regression", n=n, labels=labels)
 
+    @property
+    def num_outputs(self) -> int | None:
+        """NNx's name of ``n``: the class, label or target count along the output axis (None: unset)."""
+        return self.n
+
 
 def _task_hint(value: Any) -> str:
     return "TaskSpec.categorical(...), TaskSpec.multilabel(...) or TaskSpec.regression(...)"
@@ -187,21 +193,79 @@ class ModelSpec(Params):
     seed: int = param(0, check=count(0))
 
 
-converter.register_structure_hook(Nets | ModelSpec, as_given)  # the field's check reads a spec's state
+class RuntimeModule:
+    """The descriptor of a caller's own ``torch.nn.Module`` (``NNModel(module=...)`` sets it as
+    ``NNModelParams.net``): ``module`` is the class's qualified name, ``topology`` a digest of its
+    parameter and buffer names, shapes and dtypes and of its ``repr`` (layer hyperparameters such
+    as dropout rates), never of weight values. ``RuntimeModule.of(module)`` describes a module.
+    No factory rebuilds it, so ``reconstructible`` is False: its weights load only into a module
+    the caller passes again (``NNModel.from_checkpoint(ckpt, module=...)``)."""
+
+    __slots__ = ("module", "topology")
+    kind = "runtime"
+    reconstructible = False
+    module: str
+    topology: str
+
+    def __init__(self, module: str, topology: str) -> None:
+        object.__setattr__(self, "module", text()("RuntimeModule.module", module))
+        object.__setattr__(self, "topology", text()("RuntimeModule.topology", topology))
+
+    @classmethod
+    def of(cls, module: Any) -> RuntimeModule:
+        """The descriptor of ``module`` (a ``torch.nn.Module``)."""
+        return cls(*module_topology(module))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"RuntimeModule is immutable; {name!r} cannot be set")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RuntimeModule, (self.module, self.topology))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RuntimeModule):
+            return NotImplemented
+        return (self.module, self.topology) == (other.module, other.topology)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.module, self.topology))
+
+    def __repr__(self) -> str:
+        return f"RuntimeModule(module={self.module!r}, topology={self.topology!r})"
+
+    def __str__(self) -> str:
+        return f"runtime:{self.module}"
+
+    def state(self) -> dict[str, Any]:
+        """The descriptor as a plain mapping (``kind`` tells it from a ``ModelSpec``'s state)."""
+        return {"kind": self.kind, "module": self.module, "topology": self.topology, "reconstructible": False}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> RuntimeModule:
+        """The descriptor of :meth:`state`."""
+        if not isinstance(state, Mapping) or state.get("kind", cls.kind) != cls.kind:
+            raise ParamsError("RuntimeModule", f"expected the state of a runtime module descriptor, got {state!r}")
+        return cls(state.get("module"), state.get("topology"))
 
 
-def _net(path: str, value: Any) -> Nets | ModelSpec:
-    if isinstance(value, ModelSpec):
+converter.register_structure_hook(Nets | ModelSpec | RuntimeModule | None, as_given)  # the field's check decodes
+
+
+def _net(path: str, value: Any) -> Nets | ModelSpec | RuntimeModule | None:
+    if value is None or isinstance(value, (ModelSpec, RuntimeModule)):
         return value
     if isinstance(value, Mapping):
-        return ModelSpec.from_state(value)
+        if value.get("kind") == RuntimeModule.kind:
+            return RuntimeModule.from_state(value)
+        return ModelSpec.from_state({k: v for k, v in value.items() if k != "kind"})
     return Nets.parse(path, value)
 
 
 @_params
 class NNModelParams(Params):
-    """The model's net (a ``Nets`` member, or a registered ``ModelSpec``), device, loss, and
-    (optional) task and precision policy. ``mixed_precision=True`` is NNx's legacy flag: fp16
+    """The model's net (a ``Nets`` member, a registered ``ModelSpec``, a ``RuntimeModule`` set by
+    ``NNModel(module=...)``, or None: a feed-forward net when ``NNParams`` are given, the
+    descriptor of ``module=`` otherwise), device, loss, and (optional) task and precision policy. ``mixed_precision=True`` is NNx's legacy flag: fp16
     autocast and loss scaling on CUDA, full precision elsewhere (no error), left out of the state
     (and the run id) while False; with a ``precision`` policy it must agree (fp16).
 
@@ -209,7 +273,7 @@ class NNModelParams(Params):
     model is built), an indexed device (``"cuda:1"``) or a ``torch.device``; ``params.device()``
     is the ``torch.device`` it names on this machine."""
 
-    net: Nets | ModelSpec = param(Nets.FEED_FWD, check=_net)
+    net: Nets | ModelSpec | RuntimeModule | None = param(None, check=_net)
     device: Devices | Device = param(Devices.CPU, check=device_of)
     loss: Losses = param(Losses.CROSS_ENTROPY, check=member(Losses))
     task: TaskSpec | None = param(
@@ -231,6 +295,40 @@ class NNModelParams(Params):
     def resolved_task(self) -> TaskSpec:
         """The explicit task, else the one the loss implies."""
         return self.task or TaskSpec(kind=self.loss.task_kind)
+
+    @property
+    def builtin(self) -> bool:
+        """Whether ``net`` names a built-in net (a ``Nets`` member)."""
+        return isinstance(self.net, Nets)
+
+    def _compared(self) -> tuple[Any, ...]:
+        """The compared fields, an unset ``net`` as the ``Nets.FEED_FWD`` it stands for."""
+        return tuple(
+            Nets.FEED_FWD if f.name == "net" and self.net is None else getattr(self, f.name)
+            for f in dataclasses.fields(self) if f.compare
+        )
+
+    def __eq__(self, other: object) -> bool:
+        """Equal fields, an unset ``net`` equal to ``Nets.FEED_FWD``: both build the feed-forward
+        net from ``NNParams``, write the same state and give the same run id (a state read back
+        holds ``Nets.FEED_FWD``)."""
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._compared() == other._compared()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
+
+    def state(self) -> dict[str, Any]:
+        """The plain mapping of these params. An unset ``net`` is written as the feed-forward net
+        it builds from ``NNParams`` (as when ``Nets.FEED_FWD`` was the default, so run ids hold);
+        a ``RuntimeModule`` as its descriptor's mapping."""
+        state = Params.state(self)
+        if self.net is None:
+            state["net"] = Nets.FEED_FWD.value
+        elif isinstance(self.net, RuntimeModule):
+            state["net"] = self.net.state()
+        return state
 
 
 @_positional_params
@@ -263,6 +361,42 @@ def _momentum(path: str, value: Any) -> Any:
     return tuple(float(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
+class ParamGroups(tuple):  # type: ignore[type-arg]
+    """``param_groups`` as stored: a tuple (hashed and saved as one, so run ids do not change)
+    that also compares equal to the list of the same specs, as NNx's list field does
+    (``optim.param_groups == [spec]``)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return tuple.__eq__(self, tuple(other))
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+
+def _param_groups(path: str, value: Any) -> ParamGroups | None:
+    """Optional ``NNParamGroupSpec`` items; a plain dict (or anything else) is a ``TypeError``
+    (``ParamsError``) naming the spec to wrap it in, as NNx refuses it."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (list, tuple)):
+        raise ParamsError(path, f"must be a list/tuple of NNParamGroupSpec, got {type(value).__name__}")
+    for i, item in enumerate(value):
+        if not isinstance(item, NNParamGroupSpec):
+            raise ParamsError(
+                f"{path}[{i}]",
+                f"must be an NNParamGroupSpec, got {type(item).__name__}; wrap it: "
+                "NNParamGroupSpec(name_pattern=..., lr=...)",
+            )
+    return ParamGroups(value)
+
+
+
 @_params
 class NNOptimParams(Params):
     """Optimizer: kind, learning rate, momentum (float for SGD, (b1, b2) for Adam; default
@@ -275,27 +409,28 @@ class NNOptimParams(Params):
     eps: float = param(1e-8, check=real(minimum=0.0, exclusive_min=True), state=OMIT)
     grad_clip_norm: float | None = param(None, check=optional(real(minimum=0.0, exclusive_min=True)), state=OMIT)
     accumulate_grad_batches: int = param(1, check=count(1), state=OMIT)
-    param_groups: tuple[NNParamGroupSpec, ...] | None = param(
-        None, check=optional(items(instance(NNParamGroupSpec, lambda v: f"NNParamGroupSpec({v!r})"))), state=OMIT
-    )
+    param_groups: tuple[NNParamGroupSpec, ...] | None = param(None, check=_param_groups, state=OMIT)
 
     def _check(self) -> None:
         path = "NNOptimParams.momentum"
         if self.momentum is None:
             object.__setattr__(self, "momentum", (0.9, 0.999) if self.name.is_adam else 0.0)
-        if self.name.is_adam:
-            if not isinstance(self.momentum, tuple) or len(self.momentum) != 2:
-                raise ParamsError(path, f"{self.name.value} needs (beta1, beta2), got {self.momentum!r}")
+        # each value is checked here; whether its shape fits the optimizer (a pair for the Adam
+        # family, a float for SGD) is ``is_valid()``'s question, asked when training starts, as in NNx
+        if isinstance(self.momentum, tuple):
+            if len(self.momentum) != 2:
+                raise ParamsError(path, f"betas must be a (beta1, beta2) pair, got {self.momentum!r}")
             for i, beta in enumerate(self.momentum):
                 real(minimum=0.0, maximum=1.0, exclusive_max=True)(f"{path}[{i}]", beta)
         else:
             real(minimum=0.0)(path, self.momentum)
-            if self.eps != 1e-8:
-                raise ParamsError("NNOptimParams.eps", f"only Adam-family optimizers take eps, not {self.name.value}")
+        if not self.name.is_adam and self.eps != 1e-8:
+            raise ParamsError("NNOptimParams.eps", f"only Adam-family optimizers take eps, not {self.name.value}")
 
     def is_valid(self) -> bool:
-        """NNx's shape check of ``momentum`` (a float for SGD, a pair for Adam). Here it always
-        holds: the same rule refuses an invalid ``NNOptimParams`` at construction."""
+        """NNx's shape check of ``momentum``: a (beta1, beta2) pair for the Adam family, a float
+        for SGD. Construction accepts the other shape, as NNx does; training refuses it
+        (``ParamsError``, a ``ValueError``, saying the optimizer config is invalid)."""
         return isinstance(self.momentum, tuple) == self.name.is_adam
 
     @classmethod
@@ -330,9 +465,7 @@ class NNOptimFactoryParams(Params):
     weight_decay: float = param(0.0, check=real(minimum=0.0))
     grad_clip_norm: float | None = param(None, check=optional(real(minimum=0.0, exclusive_min=True)), state=OMIT)
     accumulate_grad_batches: int = param(1, check=count(1), state=OMIT)
-    param_groups: tuple[NNParamGroupSpec, ...] | None = param(
-        None, check=optional(items(instance(NNParamGroupSpec, lambda v: f"NNParamGroupSpec({v!r})"))), state=OMIT
-    )
+    param_groups: tuple[NNParamGroupSpec, ...] | None = param(None, check=_param_groups, state=OMIT)
 
     def is_valid(self) -> bool:
         """Always True: every field is checked at construction (whether the factory is registered
@@ -487,6 +620,8 @@ class _Training(Params):
             # lineage is part of the configuration, so a resumed run always gets a new id
             object.__setattr__(self, "parent_run_id", self.resume_from_run_id)
             object.__setattr__(self, "parent_checkpoint", self.resume_from_checkpoint)
+        if self.monitor is not None:  # a name no run computes is refused here, before any loader is read
+            self.monitor.check_names(self.metrics, f"{type(self).__name__}.monitor")
         if self.resume is not None and self.resume_from_run_id is not None:
             raise ParamsError(
                 f"{type(self).__name__}.resume", "give either resume='auto' or resume_from_run_id, not both"

@@ -11,10 +11,11 @@ from nnx_api.runs.run import NNCheckpoint, NNRun
 from nnx_api.training.steps import (
     EvalStepContext,
     EvalStepFn,
+    GradientAccumulationState,
     TrainStepContext,
     TrainStepFn,
     default_train_step,
     streaming_eval_step,
 )
 
-__all__ = ["BatchAdapter", "Checkpoints", "Devices", "EvalStepContext", "EvalStepFn", "MissingModelFactoryError", "ModelSpec", "NNCheckpoint", "NNCheckpointTransform", "NNEvaluationDataPoint", "NNIterationDataPoint", "NNModel", "NNModelParams", "NNParams", "NNRun", "NNTrainParams", "Nets", "PredictResult", "TrainStepContext", "TrainStepFn", "default_train_step", "streaming_eval_step"]
+__all__ = ["BatchAdapter", "Checkpoints", "Devices", "EvalStepContext", "EvalStepFn", "GradientAccumulationState", "MissingModelFactoryError", "ModelSpec", "NNCheckpoint", "NNCheckpointTransform", "NNEvaluationDataPoint", "NNIterationDataPoint", "NNModel", "NNModelParams", "NNParams", "NNRun", "NNTrainParams", "Nets", "PredictResult", "TrainStepContext", "TrainStepFn", "default_train_step", "streaming_eval_step"]

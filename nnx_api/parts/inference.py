@@ -23,7 +23,7 @@ or in the loader's iteration order). Code that needs tensors converts explicitly
 
 >>> spec = ProbabilitySpec("categorical", labels=("no", "yes"))
 >>> prediction_from_logits(torch.tensor([[0.0, 2.0]]), spec).decoded_labels()
-['yes']
+array(['yes'], dtype=object)
 """
 
 from __future__ import annotations
@@ -141,11 +141,14 @@ class PredictionResult(NamedTuple):
             raise TypeError(f"class_indices is defined for categorical predictions only, this one is {self.kind}")
         return self.decoded
 
-    def decoded_labels(self) -> list[str]:
-        """The decoded classes as their labels (needs ``spec.labels``)."""
+    def decoded_labels(self) -> np.ndarray:
+        """The decoded classes as their labels (needs ``spec.labels``): an object ndarray of the
+        decoded classes' shape, as NNx returns it (``.tolist()`` gives plain strings)."""
         if self.labels is None:
             raise PredictionValidationError("decoded_labels() needs ProbabilitySpec(labels=...)")
-        return [self.labels[i] for i in np.asarray(self.class_indices).reshape(-1).tolist()]
+        table = np.empty(len(self.labels), dtype=object)
+        table[:] = list(self.labels)
+        return table[np.asarray(self.class_indices)]
 
 
 @dataclasses.dataclass(frozen=True)

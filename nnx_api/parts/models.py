@@ -24,7 +24,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from nnx_core.errors import NNxError, ParamsError, TrainingInputError
+from nnx_core.errors import BatchKeyError, BatchTypeError, NNxError, ParamsError, TrainingInputError
+from nnx_api.config.identity import module_topology as module_topology
+from nnx_api.config.identity import tensor_layout as tensor_layout
 from nnx_api.config.params import ModelSpec
 
 ModelFactory = Callable[[Mapping[str, Any]], nn.Module]
@@ -113,7 +115,7 @@ class PositionalInputs(BatchAdapter):
         items = tuple(batch) if isinstance(batch, (list, tuple)) else (batch,)
         if len(items) not in (self.n_inputs, self.n_inputs + 1):
             raise TrainingInputError(
-                f"{self!r} expects {self.n_inputs} inputs (+ an optional target) per batch, got {len(items)} items"
+                f"{self!r} expects batches of {self.n_inputs} input(s) (+ an optional target), got {len(items)} items"
             )
         target = items[self.n_inputs] if len(items) > self.n_inputs else None
         return items[: self.n_inputs], {}, target
@@ -127,6 +129,10 @@ class KeywordInputs(BatchAdapter):
         names = (inputs,) if isinstance(inputs, str) else tuple(inputs)
         if not names or not all(isinstance(n, str) and n for n in names):
             raise ParamsError("KeywordInputs.inputs", f"must name at least one input key, got {inputs!r}")
+        if target is not None and (not isinstance(target, str) or not target or target in names):
+            raise ParamsError(
+                "KeywordInputs.target", f"must be None or a non-empty key distinct from the inputs {list(names)}, got {target!r}"
+            )
         self.inputs, self.target = names, target
 
     def __repr__(self) -> str:
@@ -134,9 +140,9 @@ class KeywordInputs(BatchAdapter):
 
     def split(self, batch: Any) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
         if not isinstance(batch, Mapping):
-            raise TrainingInputError(f"{self!r} expects mapping batches, got {type(batch).__name__}")
+            raise BatchTypeError(f"{self!r} expects mapping batches, got {type(batch).__name__}")
         missing = [n for n in self.inputs if n not in batch]
         if missing:
-            raise TrainingInputError(f"{self!r}: the batch has no key(s) {missing} (keys: {sorted(batch)})")
+            raise BatchKeyError(f"{self!r}: the batch is missing input key(s) {missing} (keys: {sorted(batch)})")
         target = batch.get(self.target) if self.target is not None else None
         return (), {n: batch[n] for n in self.inputs}, target

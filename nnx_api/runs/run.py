@@ -47,6 +47,7 @@ from nnx_core.precision import ResolvedPrecision
 from nnx_core.records import IterationDataPoint
 from nnx_core.resume import ResumeStatus
 from nnx_adapters.storage.fs import FileStorage
+from nnx_api.config.identity import run_config
 from nnx_api.runs.checkpoint import NNCheckpointTransform
 from nnx_api.runs.html import run_html
 from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, StandalonePayload, decode_standalone, read_payload
@@ -137,7 +138,22 @@ def run_summary(config: Mapping[str, Any]) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-@attrs.frozen(kw_only=True)
+def _params_config(train: Any, model: Any, net: Any, trainer: Any, salt: str | None) -> dict[str, Any]:
+    """The run configuration of ``NNRun(train=..., model=..., net=...)`` (as ``NNModel.run_config``)."""
+    from nnx_api.config.params import ModelSpec
+
+    if model is None or (train is None and trainer is None):
+        raise ParamsError("NNRun", "needs config=..., or train= (or trainer=) and model= (with net= for a built-in net)")
+    if net is None and not isinstance(model.net, ModelSpec):
+        raise ParamsError("NNRun.net", "a built-in net's run is named by its NNParams; a module of your own by the module: "
+                          "use NNModel(...).run_config(params, salt)")
+    model_state = {"model": model.state(), **({"net": net.state()} if net is not None else {})}
+    train_state = (trainer.representative() if trainer is not None else train).state()
+    config = run_config(model_state, train_state, salt, trainer=None if trainer is None else trainer.state())
+    return config
+
+
+@attrs.frozen(kw_only=True, init=False)
 class NNRun:
     """A run: id (content address of ``config``), configuration, history, and where it lives.
 
@@ -162,6 +178,20 @@ class NNRun:
     compile: CompileRecord | None = attrs.field(default=None, converter=CompileRecord.coerce, eq=False)
     folder: str | None = attrs.field(default=None, eq=False, repr=False)  # read from here, not <id>/ (a run kept aside)
     id: str = attrs.field(init=False)
+
+    def __init__(
+        self, *, config: Mapping[str, Any] | None = None, root: Any = None, train: NNTrainParams | None = None,
+        model: NNModelParams | None = None, net: NNParams | None = None, trainer: NNTrainerParams | None = None,
+        salt: str | None = None, **fields: Any,
+    ) -> None:
+        """``NNRun(config=..., root=...)``, or NNx's spelling ``NNRun(train=..., model=..., net=...)``
+        (``trainer=``, ``salt=`` as ``train()`` takes them) for the run those params would make;
+        ``root`` defaults to the runs root (``./runs`` or ``$NNX_RUNS``)."""
+        if config is None:
+            config = _params_config(train, model, net, trainer, salt)
+        elif any(given is not None for given in (train, model, net, trainer, salt)):
+            raise ParamsError("NNRun", "give either config=... or the params (train=, model=, net=), not both")
+        self.__attrs_init__(config=config, root=runs_root() if root is None else root, **fields)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "id", content_address(self.config))
@@ -399,9 +429,12 @@ class NNCheckpoint:
 
     @property
     def reconstructible(self) -> bool:
-        """Whether a model can be rebuilt from this checkpoint alone (a built-in net); a custom
-        module's weights need the module again: ``NNModel.from_checkpoint(ckpt, module=...)``."""
-        return self.net_params is not None
+        """Whether a model can be rebuilt from this checkpoint alone (a built-in net, or a
+        registered ``ModelSpec`` its factory rebuilds); a custom module's weights need the module
+        again: ``NNModel.from_checkpoint(ckpt, module=...)``."""
+        from nnx_api.config.params import ModelSpec
+
+        return self.net_params is not None or isinstance(self.model_params.net, ModelSpec)
 
     # ------------------------------------------------------------------ loaders
     @staticmethod
@@ -512,7 +545,9 @@ class NNCheckpoint:
 
         path = Path(path)
         tag_file = path.with_suffix(".json")
-        if path.parent.name == "checkpoints" and (path.suffix == ".json" or not path.exists()) and tag_file.is_file():
+        # a run's tag, by either name, is read from its verified manifest and blob: a ModelCheckpoint
+        # <tag>.pt beside it is an export for users (nnx_api.callbacks.exports), never read back here
+        if path.parent.name == "checkpoints" and (path.suffix in (".json", ".pt") or not path.exists()) and tag_file.is_file():
             run_dir = path.parent.parent
             return NNCheckpoint.load(validate_run_id(run_dir.name), validate_tag(path.stem), run_dir.parent)
         if not path.is_file():

@@ -30,6 +30,7 @@ from nnx_adapters.pytorch.batches import forward, net_output, restored_modes, sp
 from nnx_adapters.pytorch.metrics import resolve
 from nnx_api.callbacks import Callback, EarlyStopping
 from nnx_api.config.metrics import monitor_problems
+from nnx_api.config.nets import NNConvParams
 from nnx_api.training.fingerprint import structure, untouched_rng
 from nnx_api.training.objectives import check_update_owner
 
@@ -77,6 +78,9 @@ def check_run(
     if problems:
         raise ParamsError(f"{name}.metrics", "; ".join(problems))
     problems = monitor_problems(params.monitor, params.metrics, kind, params.val_loader is not None)
+    default_step = step_fn is None and objective is None and not needs_owner
+    if params.monitor is not None and (problem := params.monitor.step_problem(default_step=default_step)):
+        problems.append(problem)
     if problems:
         raise ParamsError(f"{name}.monitor", "; ".join(problems))
     for cb in callbacks:
@@ -177,7 +181,9 @@ def _check_batch(model: Any, batch: Any, where: str, at: str | None = None) -> N
             )
     net = model.net_params
     if net is not None and isinstance(inputs, torch.Tensor):
-        width = inputs.shape[-1] if inputs.dim() else None
+        # a ConvNN's input_dim is in_channels * side * side: (B, C, H, W) images (or flat rows) fit it
+        image = isinstance(net, NNConvParams) and inputs.dim() > 1
+        width = (inputs.shape[1:].numel() if image else inputs.shape[-1]) if inputs.dim() else None
         if width != net.input_dim:
             raise TrainingInputError(
                 f"{at} holds inputs of shape {list(inputs.shape)} ({width} features per row) but "

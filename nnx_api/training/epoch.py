@@ -96,11 +96,23 @@ class EpochState:
         return self.updates.builtin_step()
 
 
-def records_summary(records: Sequence[EvaluationDataPoint]) -> EvaluationDataPoint:
+def sample_count(batch: Any) -> int:
+    """How many samples a batch holds, for weighting a step function's records: the leading size of
+    its first tensor (inside tuples, lists and mappings), 1 when it has none."""
+    first = batch
+    while isinstance(first, (tuple, list, Mapping)) and first:
+        first = next(iter(first.values())) if isinstance(first, Mapping) else first[0]
+    shape = getattr(first, "shape", None)
+    return int(shape[0]) if shape else 1
+
+
+def records_summary(records: Sequence[EvaluationDataPoint], sizes: Sequence[int] | None = None) -> EvaluationDataPoint:
     """A step function's epoch summary from its batch records: loss, accuracy and error averaged
-    over the batches weighted by each record's ``count`` (1 where a record has none), as one pass
-    over the epoch's rows would weigh them."""
-    weights = [r.count if r.count else 1 for r in records]
+    over the batches, each weighted by its record's ``count`` or else by its batch's sample count
+    (``sizes``, one per record; 1 each when not given), as one pass over the epoch's rows would
+    weigh them."""
+    fallback = list(sizes) if sizes is not None and len(sizes) == len(records) else [1] * len(records)
+    weights = [r.count if r.count is not None else n for r, n in zip(records, fallback, strict=True)]
 
     def mean(field: str) -> float | None:
         pairs = [(getattr(r, field), w) for r, w in zip(records, weights, strict=True) if getattr(r, field) is not None]
@@ -114,17 +126,29 @@ def records_summary(records: Sequence[EvaluationDataPoint]) -> EvaluationDataPoi
     )
 
 
+class UnreportedUpdateWarning(UserWarning, RuntimeWarning):
+    """A step function reported no committed update for an optimizer whose schedule runs on the
+    optimizer_update clock, so that schedule did not step. A ``UserWarning`` (as NNx warns it)
+    and a ``RuntimeWarning`` (as earlier releases of this package did)."""
+
+
 def warn_unreported(epoch: int, counts: Mapping[str, int], schedules: Mapping[str, Any], kind: Any) -> None:
-    """NNx never infers updates around an opaque step: an update-clock schedule whose optimizer
-    reported no update this epoch (``counts``: this epoch's committed updates by optimizer) is
-    warned about, once per epoch and optimizer."""
-    for name, count in counts.items():
-        clock = schedules[name]
-        if count or not isinstance(clock, TorchClock) or clock.clock != "optimizer_update":
-            continue
-        warnings.warn(
-            f"epoch {epoch} reported no update of optimizer {name!r} on the optimizer_update clock; a custom "
-            f"step must call {kind.report_call(name)} after each optimizer.step()",
-            RuntimeWarning,
-            stacklevel=4,
-        )
+    """NNx never infers updates around an opaque step: when optimizers with an update-clock
+    schedule reported no update this epoch (``counts``: this epoch's committed updates by
+    optimizer), one ``UserWarning`` names them all."""
+    silent = [
+        name
+        for name, count in counts.items()
+        if not count and isinstance(schedules[name], TorchClock) and schedules[name].clock == "optimizer_update"
+    ]
+    if not silent:
+        return
+    whose = ", ".join(f"optimizer {name!r}" for name in silent)
+    calls = ", ".join(kind.report_call(name) for name in silent)
+    warnings.warn(
+        f"epoch {epoch}: the step reported no update for {silent}, so the optimizer_update-clock schedule of "
+        f"{whose} did not step; call {calls} after each optimizer.step() it takes (an epoch whose updates were "
+        "all skipped needs no report)",
+        UnreportedUpdateWarning,
+        stacklevel=4,
+    )

@@ -47,7 +47,7 @@ from nnx_adapters.pytorch.optim import TorchClock
 from nnx_api.callbacks import Callback, CallbackContext, UpdateEvent
 from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, WeightsPayload
 from nnx_api.training.checkpoint import component_required, restore_checkpoint, training_state
-from nnx_api.training.epoch import EpochState, records_summary, warn_unreported
+from nnx_api.training.epoch import EpochState, records_summary, sample_count, warn_unreported
 from nnx_api.training.history import JournalWindow
 from nnx_api.training.owners import DefaultStep
 from nnx_api.training.roles import EntryKind, Group, UpdateOwner
@@ -93,6 +93,8 @@ class TrainingSession:
         self.owner, self.task, self.monitor, self.history = setup.owner, setup.task, setup.monitor, setup.history
         self.callbacks, self.components, self.group = list(setup.callbacks), dict(setup.components), setup.group
         self.collective = setup.group.collective
+        # a named monitor nothing ever feeds (a custom step or evaluator without the metric) is said once
+        self.monitor.warn_missing = self.params.monitor is not None and self.collective.is_writer
         self.device = self.model.device
         self.autocast = self.model.autocast_context()
         self.specs = tuple(self.params.metrics)
@@ -107,6 +109,7 @@ class TrainingSession:
         self.committed_epoch = self.history.idps[-1].epoch_idx if self.history.idps else None
         self._after_first_commit = setup.after_first_commit
         self._val_warned = False
+        self._record_sizes: list[int] = []  # this epoch's batch sample counts, one per step-function record
         self._iter_idx = len(self.history.idps) if isinstance(self.history, EagerHistory) else self.history.committed_records
         self._epoch_records: list[IterationDataPoint] = []
         self._prev_history = self.history.render() if isinstance(self.history, EagerHistory) and self.history.idps else None
@@ -168,9 +171,13 @@ class TrainingSession:
         )
         self.owner.begin_epoch(state, epoch)
         batch_idx = -1
+        self._record_sizes = []
         for batch_idx, (batch, is_last) in enumerate(lookahead(loader)):
             state.begin_batch()
+            held = len(state.stats.records)
             self.owner.step(state, batch, epoch, batch_idx, is_last)
+            if len(state.stats.records) > held:  # a step function's records weigh by their batch's samples
+                self._record_sizes += [sample_count(batch)] * (len(state.stats.records) - held)
             if self.stopped_update:
                 return
         if batch_idx < 0:
@@ -291,7 +298,7 @@ class TrainingSession:
                 val = attrs.evolve(val, extra=val_extras.values(gathered_pass(val_extras, self.collective, index)))
         summary = EvaluationDataPoint(**state.summary.result()) if state.summary is not None else None
         if summary is not None and not summary.count and state.stats.records:  # a step fn that fed no summary
-            summary = records_summary(state.stats.records)
+            summary = records_summary(state.stats.records, self._record_sizes)
         self._record_epoch(epoch, val, summary)
 
     def _record_epoch(self, epoch: int, val: EvaluationDataPoint | None, summary: EvaluationDataPoint | None) -> None:

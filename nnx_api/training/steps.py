@@ -39,6 +39,7 @@ from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_adapters.pytorch.metrics import BatchScores, EpochAccumulator
 from nnx_adapters.pytorch.optim import TorchOptimizer
 from nnx_adapters.pytorch.scaling import ScaledTorchOptimizer
+from nnx_adapters.pytorch.tasks import regression_errors
 
 TrainStepFn = Callable[["TrainStepContext"], EvaluationDataPoint]
 """``train_step_fn(ctx) -> EvaluationDataPoint``: a custom NNModel step."""
@@ -124,10 +125,10 @@ class EpochStats:
         """Note the declared task's ``kind``; a regression's batch also keeps its summed squared
         and absolute errors (this process's rows; ``edps`` adds them over a group)."""
         self.kind = getattr(task, "record_kind", None)
-        if self.kind == "regression":
-            diff = output.detach().float() - target.detach().float()
-            self.errors.append(torch.stack([diff.square().sum(), diff.abs().sum()]))
-            self.elements.append(diff.numel())
+        if self.kind == "regression":  # NaN (masked) targets are left out of both
+            sums, elements = regression_errors(output, target)
+            self.errors.append(sums)
+            self.elements.append(elements)
 
     def edps(self, total: Any = None) -> list[EvaluationDataPoint]:
         """One training record per batch (one host sync for the whole epoch); ``total`` sums the

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import nnx_api as nnx
-from nnx_api.training import identity
+from nnx_api.config import identity
 
 ROOT = Path(__file__).resolve().parents[2]
 

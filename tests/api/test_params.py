@@ -81,7 +81,6 @@ def test_resume_lineage_is_part_of_the_state():
         (lambda: nnx.NNTrainParams(n_epochs=2.0), "n_epochs"),
         (lambda: nnx.NNOptimParams(max_lr=-1e-3), "max_lr"),
         (lambda: nnx.NNOptimParams(max_lr=float("nan")), "max_lr"),
-        (lambda: nnx.NNOptimParams(name="sgd", momentum=(0.9, 0.99)), "momentum"),
         (lambda: nnx.NNOptimParams(momentum=(1.0, 0.9)), "momentum"),
         (lambda: nnx.NNOptimParams(name="sgd", eps=1e-6), "eps"),
         (lambda: nnx.NNOptimParams(accumulate_grad_batches=0), "accumulate_grad_batches"),

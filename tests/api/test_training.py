@@ -103,7 +103,7 @@ def test_custom_module_trains_and_reloads(runs):
     model = nnx.NNModel(module=Net())
     run = model.train(nnx.NNTrainParams(n_epochs=2, train_loader=batches(x, y, 16)), root=runs)
     assert "module" in run.config and "net" not in run.config
-    with pytest.raises(nnx.ParamsError, match="module="):
+    with pytest.raises(nnx.MissingModelFactoryError, match="module="):  # as NNx: no factory rebuilds it
         nnx.NNModel.from_checkpoint(run.id, root=runs)
     again = nnx.NNModel.from_checkpoint(run.id, root=runs, module=Net())
     assert np.array_equal(again.predict(x).logits, model.predict(x).logits)

@@ -96,7 +96,7 @@ def test_predict_proba_with_a_categorical_spec():
         np.float32, np.float32, np.int64, np.int64)
     assert np.array_equal(result.logits, model.predict(x).logits) and np.array_equal(result.decoded, result.logits.argmax(1))
     assert result.sample_ids.tolist() == list(range(7)) and result.spec == spec and result.kind == "categorical"
-    assert result.decoded_labels() == [spec.labels[i] for i in result.decoded.tolist()]
+    assert result.decoded_labels().tolist() == [spec.labels[i] for i in result.decoded.tolist()]
     batched = model.predict_proba(DataLoader(TensorDataset(x), batch_size=3), spec)
     assert np.array_equal(batched.decoded, result.decoded) and np.array_equal(batched.sample_ids, result.sample_ids)
 
@@ -338,7 +338,7 @@ def test_a_registered_net_trains_and_reloads_through_its_factory(factory, runs):
     run = model.train(nnx.NNTrainParams(n_epochs=1, train_loader=[(x, y)], progress=False), root=runs)
     assert run.config["model"]["net"] == spec.state() and "module" not in run.config
     ckpt = nnx.NNCheckpoint.load(run.id, "last", runs)
-    assert not ckpt.reconstructible
+    assert ckpt.reconstructible  # its factory rebuilds it, as NNx reports
     again = nnx.NNModel.from_checkpoint(ckpt)
     assert np.array_equal(again.predict(x).logits, model.predict(x).logits)
     nnx.register_model_factory("compat-mlp", 1, lambda c: nn.Linear(4, 3), replace=True)

@@ -23,6 +23,7 @@ LAZY_ALLOWED: set[tuple[str, str]] = {  # (module, project module it imports ins
     ("nnx_api.runs.payload", "nnx_adapters.pytorch.state"),  # encoding and decoding a payload
     ("nnx_api.commands.runs_extra", "nnx_api.model"),  # `nnx runs export`
     ("nnx_api.commands.runs_extra", "nnx_api.runs.export"),  # `nnx runs export`
+    ("nnx_core.records", "nnx_core.monitor"),  # MonitorRecord.monitor: nnx_core.monitor imports nnx_core.records
 }
 
 
@@ -136,7 +137,8 @@ def test_the_graph_sees_real_edges():
 API_LAYERS: list[tuple[str, ...]] = [
     ("nnx_api.scope",),  # what NNx documents that this implementation leaves out
     ("nnx_api.config",),  # params, enums, builders
-    ("nnx_api.finetune", "nnx_api.parts", "nnx_api.runs"),  # freezing; nets, datasets, predictions; runs on disk
+    ("nnx_api.finetune", "nnx_api.parts", "nnx_api.runs",  # freezing; nets, datasets, predictions; runs on disk
+     "nnx_api.lr_finder", "nnx_api.streaming_metrics", "nnx_api.utils", "nnx_api.vis_utils"),  # standalone helpers
     ("nnx_api.callbacks",),
     ("nnx_api.training",),  # the session, steps, objectives, fingerprints (roles: nnx_api.training.roles)
     ("nnx_api.distributed",),  # DDP, sharded loaders
@@ -148,7 +150,8 @@ API_LAYERS: list[tuple[str, ...]] = [
     ("nnx_api.cli_extra", "nnx_api.datasets", "nnx_api.decision_jobs", "nnx_api.decisions", "nnx_api.history",
      "nnx_api.inference", "nnx_api.models", "nnx_api.monitors", "nnx_api.objectives", "nnx_api.optimizers",
      "nnx_api.plans", "nnx_api.precision", "nnx_api.prediction", "nnx_api.search", "nnx_api.seeding",
-     "nnx_api.storage", "nnx_api.streaming", "nnx_api.tasks"),
+     "nnx_api.storage", "nnx_api.streaming", "nnx_api.tasks", "nnx_api.data_splits", "nnx_api.paradigms",
+     "nnx_api.preprocessing", "nnx_api.viz", "nnx_api.components"),
     ("nnx_api",),  # ``import nnx_api as nnx``
 ]
 # modules that moved into a sub-package: the old path re-exports the public names, nothing more

@@ -17,6 +17,7 @@ can say where the earlier one is.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 
 from nnx_core.errors import ParamsError
 
-__all__ = ["check_salt", "class_path", "earlier_config", "run_config"]
+__all__ = ["check_salt", "class_path", "earlier_config", "module_topology", "run_config", "tensor_layout"]
 
 
 def check_salt(salt: object) -> str:
@@ -76,3 +77,29 @@ def earlier_config(config: Mapping[str, Any], cls: type) -> dict[str, Any] | Non
         return None
     return {**config, "module": {**module, "class": f"__main__.{cls.__qualname__}"}}
 
+
+
+def tensor_layout(module: Any) -> list[list[Any]]:
+    """``[name, shape, dtype]`` of each entry of a ``torch.nn.Module``'s state dict; a lazy
+    module's uninitialised parameter has no shape yet and is written ``[name, None, None]``."""
+    from torch import nn  # only where a module is described (reading runs never imports torch)
+
+    layout: list[list[Any]] = []
+    for name, t in module.state_dict().items():
+        if isinstance(t, nn.parameter.UninitializedTensorMixin):
+            layout.append([name, None, None])
+        else:
+            layout.append([name, list(t.shape), str(t.dtype)])
+    return layout
+
+
+def module_topology(module: Any) -> tuple[str, str]:
+    """``(class path, topology digest)`` of a caller's module, the fields of its
+    ``RuntimeModule``: the digest covers its state dict's names, shapes and dtypes and its
+    ``repr`` (layer hyperparameters such as dropout rates), never weight values."""
+    from torch import nn
+
+    if not isinstance(module, nn.Module):
+        raise ParamsError("RuntimeModule.of", f"expected a torch.nn.Module, got {type(module).__name__}")
+    described = repr([tensor_layout(module), repr(module)])
+    return class_path(type(module)), hashlib.sha256(described.encode()).hexdigest()[:32]
