@@ -194,8 +194,8 @@ class TaskAdapter:
                 metrics={"subset_accuracy": subset, "element_accuracy": float(hits.sum()) / fields["count"]},
             )
             return EvaluationDataPoint(**fields)
-        sums, count = regression_errors(output, target)
-        squared, absolute = sums.double().tolist()
+        squared, absolute, _ = regression_errors(output, target).double().tolist()
+        count = fields["count"]
         fields["metrics"] = {"mse": squared / count, "mae": absolute / count}
         return EvaluationDataPoint(**fields)
 
@@ -220,14 +220,14 @@ def regression_mask(target: torch.Tensor) -> tuple[torch.Tensor | None, int]:
     return (~nan if missing else None), target.numel() - missing
 
 
-def regression_errors(output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """A regression batch's on-device ``[Σ squared error, Σ absolute error]`` (float32) over its
-    valid (non-NaN) targets, and their count."""
-    valid, count = regression_mask(target)
+def regression_errors(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """A regression batch's on-device ``[Σ squared error, Σ absolute error, valid count]``
+    (float32) over its valid (non-NaN) targets: no host read (the loss's ``regression_mask``
+    already refused ±inf)."""
     diff = output.detach().float() - target.detach().float()
-    if valid is not None:
-        diff = torch.where(valid, diff, torch.zeros_like(diff))
-    return torch.stack([diff.square().sum(), diff.abs().sum()]), count
+    valid = ~torch.isnan(target.detach())
+    diff = torch.where(valid, diff, torch.zeros_like(diff))
+    return torch.stack([diff.square().sum(), diff.abs().sum(), valid.sum().float()])
 
 
 _ELEMENTWISE = (

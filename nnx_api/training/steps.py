@@ -77,7 +77,6 @@ class EpochStats:
 
     __slots__ = (
         "losses", "counts", "corrects", "rows", "lrs", "updates", "records", "labels", "additive", "kind", "errors",
-        "elements",
     )
 
     def __init__(self) -> None:
@@ -91,8 +90,7 @@ class EpochStats:
         self.labels: BatchScores | None = None  # a categorical default step's per-batch scores
         self.additive = False  # a sum-reduced loss_fn: a record's loss is the batch's sum
         self.kind: str | None = None  # a declared TaskSpec's kind, written on each default-step record
-        self.errors: list[torch.Tensor] = []  # a declared regression's per-batch [Σ squared, Σ absolute] errors
-        self.elements: list[int] = []
+        self.errors: list[torch.Tensor] = []  # a declared regression's per-batch [Σ squared, Σ absolute, valid count]
 
     def __len__(self) -> int:
         return len(self.lrs)
@@ -126,9 +124,7 @@ class EpochStats:
         and absolute errors (this process's rows; ``edps`` adds them over a group)."""
         self.kind = getattr(task, "record_kind", None)
         if self.kind == "regression":  # NaN (masked) targets are left out of both
-            sums, elements = regression_errors(output, target)
-            self.errors.append(sums)
-            self.elements.append(elements)
+            self.errors.append(regression_errors(output, target))  # [Σ squared, Σ absolute, valid count], on the device
 
     def edps(self, total: Any = None) -> list[EvaluationDataPoint]:
         """One training record per batch (one host sync for the whole epoch); ``total`` sums the
@@ -172,8 +168,7 @@ class EpochStats:
             return records
         sums = elements = None
         if self.errors and len(self.errors) == len(records):
-            table = torch.cat([torch.stack(self.errors).double().cpu(),
-                               torch.tensor(self.elements, dtype=torch.float64).unsqueeze(1)], dim=1)
+            table = torch.stack(self.errors).double().cpu()
             summed = (total(table) if total is not None else table).tolist()
             sums, elements = [row[:2] for row in summed], [row[2] for row in summed]
         out = []
