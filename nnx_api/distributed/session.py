@@ -110,22 +110,18 @@ class RankSync:
     def _bucket(self, bucket: Any) -> torch.futures.Future[torch.Tensor]:
         """DDP's gradient bucket, summed over the ranks; the last one of the backward carries the
         window's numbers (every window, so the all-reduces and their bits are the same whether the
-        window is fused or not)."""
+        window is fused or not), summed in place beside it in one coalesced all-reduce (no copy
+        of the gradients in Python)."""
         grads, last = bucket.buffer(), bucket.is_last()
-        size = grads.numel()
-        self._buckets.append((size, grads.dtype, last))
+        self._buckets.append((grads.numel(), grads.dtype, last))
+        group = dist.group.WORLD  # DDP's
         if not last:
-            return dist.all_reduce(grads, async_op=True).get_future().then(lambda done: done.value()[0])  # type: ignore[union-attr]
+            return group.allreduce([grads]).get_future().then(_first)  # type: ignore[union-attr]
         numbers = torch.tensor([0.0, 0.0, self._count], dtype=grads.dtype, device=grads.device)  # agreement.WINDOW_SLOTS
         if self._loss is not None:
             numbers[1] = (~torch.isfinite(self._loss)).to(grads.dtype)  # on the device: no host sync
-
-        def split(done: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
-            out = done.value()[0]
-            self._reduced = out[size:]
-            return out[:size]
-
-        return dist.all_reduce(torch.cat([grads, numbers]), async_op=True).get_future().then(split)  # type: ignore[union-attr]
+        self._reduced = numbers  # summed in place by the time backward returns
+        return group.allreduce_coalesced([grads, numbers]).get_future().then(_first)  # type: ignore[union-attr]
 
     def overflow(self, found: bool) -> bool:
         """The fp16 scaler's overflow decision over the group (``AgreedGradScaler``, at the
@@ -154,11 +150,14 @@ class RankSync:
             finite = error is None and math.isfinite(float(part.loss))
             return agreement.agree_microbatch(self.collective, 0.0 if error else float(part.count), finite, error, self._where)
         if error is not None:
+            group = dist.group.WORLD
             for size, dtype, last in self.layout:  # the all-reduces the others are about to make
-                flat = torch.zeros(size + len(agreement.WINDOW_SLOTS) * last, dtype=dtype, device=state.device)
+                zeros = [torch.zeros(size, dtype=dtype, device=state.device)]
                 if last:
-                    flat[size:] = torch.tensor(agreement.FAILED_WINDOW, dtype=dtype)
-                dist.all_reduce(flat)
+                    failed = torch.tensor(agreement.FAILED_WINDOW, dtype=dtype, device=state.device)
+                    group.allreduce_coalesced([*zeros, failed]).wait()  # type: ignore[union-attr]
+                else:
+                    group.allreduce(zeros).wait()  # type: ignore[union-attr]
             agreement.fail_window(self.collective, error, self._where)
         self._count += float(part.count)
         self._loss = part.loss if self._loss is None else self._loss + part.loss
@@ -181,6 +180,11 @@ class RankSync:
         """The batch's statistics on this rank, on the device (``EpochStats.edps`` sums them over
         the group at the epoch's end, as it does a categorical task's class counts)."""
         state.stats.add_output(part.loss, part.count, part.output, part.target, state.task)
+
+
+def _first(done: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
+    """A process-group future's tensor, as DDP wants a comm hook's result."""
+    return done.value()[0]
 
 
 def _summable(layout: Sequence[tuple[int, torch.dtype, bool]]) -> bool:
