@@ -31,6 +31,7 @@ import hashlib
 import inspect
 import math
 import socket
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -101,7 +102,11 @@ class RankSync:
         if device.type == "cuda":
             options["device_ids"] = [device.index if device.index is not None else torch.cuda.current_device()]
         self.ddp = DistributedDataParallel(state.model.net, **options)
-        self.ddp.register_comm_hook(None, lambda _state, bucket: self._bucket(bucket))  # unannotated: DDP checks them
+        # the hook holds this RankSync weakly: DDP keeps its hook in C++, where Python's collector
+        # cannot see the cycle back to the wrapper, so a strong reference would keep every fit's
+        # DDP (its gradient buckets, its autograd hooks on the model's parameters) until exit
+        me = weakref.ref(self)
+        self.ddp.register_comm_hook(None, lambda _state, bucket: me()._bucket(bucket))  # type: ignore[union-attr]  # unannotated: DDP checks them
         scaled = getattr(state.optimizers[state.primary], "scaler", None) is not None
         self.fusable = not scaled and not any(isinstance(m, nn.SyncBatchNorm) for m in state.model.net.modules())
         self.seeds = not self.fusable

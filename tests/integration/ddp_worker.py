@@ -7,6 +7,7 @@ LOCAL_RANK, MASTER_ADDR, MASTER_PORT). A launch runs several checks in one proce
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -17,6 +18,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -267,6 +269,8 @@ def launch_hooks(rank: int, out: Path, root: Path) -> dict[str, Any]:
     result["refused_resume"] = {
         "crashed": crashed, "error": refused, "unchanged": None if rank else common.files_under(folder) == before,
     }
+    gc.collect()  # three fits have ended (one failed at begin, one crashed, one refused)
+    result["ddp_alive"] = sum(isinstance(o, DistributedDataParallel) for o in gc.get_objects())
     distributed.shutdown(timeout_seconds=30)
     return result
 

@@ -220,6 +220,12 @@ def test_a_refused_resume_auto_writes_nothing_on_the_writer(hooks):
     assert hooks[0]["refused_resume"]["unchanged"] is True
 
 
+def test_a_fit_leaves_no_ddp_wrapper_behind(hooks):
+    """DDP keeps its comm hook in C++: a hook holding the session strongly would keep every fit's
+    wrapper, its buckets and its autograd hooks on the model's parameters, alive until exit."""
+    assert [rank["ddp_alive"] for rank in hooks] == [0, 0]
+
+
 def test_a_failing_writer_commit_stops_both_ranks_with_the_same_error(main, base):
     errors = [r["commit_failure"] for r in main]
     assert errors[0] == errors[1]
