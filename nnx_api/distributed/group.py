@@ -13,6 +13,7 @@ history journal, run configuration) and refuse a difference on every rank, namin
 from __future__ import annotations
 
 import datetime
+import gc
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -184,6 +185,7 @@ def shutdown(timeout_seconds: float = 60.0) -> None:
             f"shutdown: not every rank reached the teardown barrier within {timeout_seconds:g} s; the process "
             f"group is left for process exit ({type(exc).__name__}: {str(exc)[:300]})"
         ) from exc
+    gc.collect()  # the fits' DDP wrappers (their reducers hold the group) go while the group is still there
     dist.destroy_process_group()
 
 
