@@ -221,7 +221,7 @@ def test_a_refused_resume_auto_writes_nothing_on_the_writer(hooks):
 
 
 def test_a_fit_leaves_no_ddp_wrapper_behind(hooks):
-    """DDP keeps its comm hook in C++: a hook holding the session strongly would keep every fit's
+    """DDP keeps its comm hook in C++: a hook holding the step's sync strongly would keep every fit's
     wrapper, its buckets and its autograd hooks on the model's parameters, alive until exit."""
     assert [rank["ddp_alive"] for rank in hooks] == [0, 0]
 
