@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C
 
 from nnx_core.commit import BEST, Q1, EpochCommit, RunFiles, commit_epoch
-from nnx_core.history import EagerHistory
+from nnx_core.eager_history import EagerHistory
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage

@@ -31,7 +31,7 @@ import time
 from typing import Any
 
 from nnx_core.commit import BEST, EagerHistoryStep, EpochCommit, RunFiles, commit_epoch
-from nnx_core.history import EagerHistory
+from nnx_core.eager_history import EagerHistory
 from nnx_core.journal import HistoryJournal, JournalWriter
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
 from nnx_adapters.storage.fs import FileStorage

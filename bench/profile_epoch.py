@@ -179,7 +179,7 @@ def breakdown(graph: Graph, epochs: int, fsyncs: FsyncClock) -> list[tuple[str, 
     commit = graph.cum(SESSION, "commit")
     fsync = fsyncs.in_commit
     encode = graph.cum("pytorch/state.py", "encode") + graph.cum("pytorch/state.py", "produce")
-    render = graph.cum_from("nnx_core/history.py", "render", [(SESSION, "_write_epoch")])
+    render = graph.cum_from("nnx_core/eager_history.py", "render", [(SESSION, "_write_epoch")])
     total = graph.cum("nnx_api/model.py", "train")
     in_epochs = train_epoch + validate + decide + graph.cum(SESSION, "tick_epoch_clocks") + commit
     rows = [

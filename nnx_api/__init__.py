@@ -14,7 +14,9 @@ registration done, such as the converter hooks of ``nnx_api.config.convert``), s
 tell the difference; only code that never uses a re-exported object (the CLI) skips the imports.
 ``_EXPORTS`` (module → names, in the eager order) and ``_MODULES`` are the table; the
 ``TYPE_CHECKING`` block says the same to type checkers and IDEs (``tests/api/test_cli_startup.py``
-keeps the two equal), and ``__all__`` is the names, sorted, as before.
+keeps the two equal), and ``__all__`` is the names, sorted, as before. NNx's module paths
+(``nnx_api.history``, ``nnx_api.nn.params.nn_train_params``, ...) are declared apart, in
+``nnx_api/nnx_paths.py``; ``tests/compat/test_paths.py`` checks that both tables give one object per name.
 """
 
 import importlib
@@ -24,7 +26,7 @@ from nnx_api.scope import SCOPES as _OUT_OF_SCOPE
 from nnx_api.scope import placeholder as _placeholder
 
 if TYPE_CHECKING:
-    # NNx 0.4's public names (docs/nnx-compat.md); NNx's module paths live in nnx_api.nn and the modules below
+    # NNx 0.4's public names (docs/nnx-compat.md); NNx's module paths are declared in nnx_api/nnx_paths.py
     from nnx_core.compilation import CompileRecord
     from nnx_core.errors import (
         CodeChangedError,
@@ -52,7 +54,8 @@ if TYPE_CHECKING:
         TrainingInputError,
         UpdateOwnerError,
     )
-    from nnx_core.monitor import MonitorDecision, MonitorSpec
+    from nnx_core.monitor import MonitorDecision
+    from nnx_core.monitor_spec import MonitorSpec
     from nnx_core.precision import ResolvedPrecision
     from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
     from nnx_core.records import EvaluationDataPoint as NNEvaluationDataPoint
@@ -64,7 +67,6 @@ if TYPE_CHECKING:
     from nnx_adapters.pytorch.tasks import TaskAdapter
     from nnx_api import (
         data_splits,
-        decision_jobs,
         decisions,
         distributed,
         finetune,
@@ -88,30 +90,16 @@ if TYPE_CHECKING:
     from nnx_api.config.enums import Activations, Checkpoints, Device, Devices, Losses, Nets, Optims, Schedulers
     from nnx_api.config.metrics import MetricSpec
     from nnx_api.config.nets import NNConvParams
-    from nnx_api.config.params import (
-        ModelSpec,
-        NNModelParams,
+    from nnx_api.config.optim_params import (
         NNOptimFactoryParams,
         NNOptimParams,
         NNParamGroupSpec,
-        NNParams,
         NNSchedulerParams,
-        NNTrainerParams,
-        NNTrainParams,
         OptimizerFactorySpec,
-        PrecisionPolicy,
-        TaskSpec,
     )
-    from nnx_api.datasets import NNDataset, NNDatasetBase, NNTabularDataset
+    from nnx_api.config.params import ModelSpec, NNModelParams, NNParams, PrecisionPolicy, TaskSpec
+    from nnx_api.config.train_params import NNTrainerParams, NNTrainParams
     from nnx_api.finetune import LoadPretrainedResult, build_param_groups, freeze, frozen, load_pretrained, unfreeze
-    from nnx_api.inference import (
-        PredictionBatch,
-        PredictionStream,
-        PredictionValidationError,
-        ProbabilitySpec,
-        StreamClosedError,
-        prediction_from_logits,
-    )
     from nnx_api.lr_finder import LRFinderResult, lr_finder
     from nnx_api.model import NNModel, PredictionResult, PredictResult
     from nnx_api.models import (
@@ -131,6 +119,15 @@ if TYPE_CHECKING:
         registered_optimizer_factories,
         unregister_optimizer_factory,
     )
+    from nnx_api.parts.datasets import NNDataset, NNDatasetBase, NNTabularDataset
+    from nnx_api.parts.inference import (
+        PredictionBatch,
+        PredictionStream,
+        PredictionValidationError,
+        ProbabilitySpec,
+        StreamClosedError,
+        prediction_from_logits,
+    )
     from nnx_api.precision import precision_support
     from nnx_api.runs.checkpoint import NNCheckpointTransform
     from nnx_api.runs.journal import HistoryJournal, export_history_csv, iter_history, migrate_history
@@ -138,6 +135,7 @@ if TYPE_CHECKING:
     from nnx_api.streaming_metrics import MetricSnapshot, StreamingMetrics
     from nnx_api.tasks import task_adapter
     from nnx_api.trainer import Trainer
+    from nnx_api.training.builtin_step import default_train_step
     from nnx_api.training.objectives import (
         LossTerm,
         Objective,
@@ -155,7 +153,6 @@ if TYPE_CHECKING:
         TrainerStepFn,
         TrainStepContext,
         TrainStepFn,
-        default_train_step,
         finalize_step,
         streaming_eval_step,
     )
@@ -172,7 +169,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ResumePointError", "RunExistsError", "RunLeaseError", "RunNotFoundError", "ScheduleBudgetError",
         "TaskValidationError", "TrainingInputError", "UpdateOwnerError",
     ),
-    "nnx_core.monitor": ("MonitorDecision", "MonitorSpec"),
+    "nnx_core.monitor": ("MonitorDecision",),
+    "nnx_core.monitor_spec": ("MonitorSpec",),
     "nnx_core.precision": ("ResolvedPrecision",),
     "nnx_core.records": (
         "EvaluationDataPoint", "IterationDataPoint", "MonitorRecord",
@@ -183,7 +181,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "nnx_adapters.pytorch.nets": ("ConvNN", "FeedFwdNN"),
     "nnx_adapters.pytorch.state": ("dataloader_worker_init_fn", "set_seed"),
     **{f"nnx_api.{name}": () for name in (  # public modules (in _MODULES), imported here in this order
-        "decision_jobs", "decisions", "distributed", "finetune", "history", "models", "monitors", "objectives",
+        "decisions", "distributed", "finetune", "history", "models", "monitors", "objectives",
         "optimizers", "precision", "prediction", "seeding", "streaming", "tasks",
     )},
     "nnx_api.callbacks": ("Callback", "CallbackContext", "EarlyStopping", "LRMonitor", "ModelCheckpoint", "UpdateEvent"),
@@ -192,15 +190,16 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "nnx_api.config.enums": ("Activations", "Checkpoints", "Device", "Devices", "Losses", "Nets", "Optims", "Schedulers"),
     "nnx_api.config.metrics": ("MetricSpec",),
     "nnx_api.config.nets": ("NNConvParams",),
-    "nnx_api.config.params": (
-        "ModelSpec", "NNModelParams", "NNOptimFactoryParams", "NNOptimParams", "NNParamGroupSpec", "NNParams",
-        "NNSchedulerParams", "NNTrainerParams", "NNTrainParams", "OptimizerFactorySpec", "PrecisionPolicy", "TaskSpec",
+    "nnx_api.config.params": ("ModelSpec", "NNModelParams", "NNParams", "PrecisionPolicy", "TaskSpec"),
+    "nnx_api.config.optim_params": (
+        "NNOptimFactoryParams", "NNOptimParams", "NNParamGroupSpec", "NNSchedulerParams", "OptimizerFactorySpec",
     ),
-    "nnx_api.datasets": ("NNDataset", "NNDatasetBase", "NNTabularDataset"),
+    "nnx_api.config.train_params": ("NNTrainerParams", "NNTrainParams"),
+    "nnx_api.parts.datasets": ("NNDataset", "NNDatasetBase", "NNTabularDataset"),
     "nnx_adapters.pytorch.tasks": ("TaskAdapter",),
     "nnx_api.finetune": ("LoadPretrainedResult", "build_param_groups", "freeze", "frozen", "load_pretrained", "unfreeze"),
     "nnx_api.lr_finder": ("LRFinderResult", "lr_finder"),
-    "nnx_api.inference": (
+    "nnx_api.parts.inference": (
         "PredictionBatch", "PredictionStream", "PredictionValidationError", "ProbabilitySpec", "StreamClosedError",
         "prediction_from_logits",
     ),
@@ -229,15 +228,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "nnx_api.training.paradigms": ("kd_train_step_factory",),
     "nnx_api.training.steps": (
         "EvalStepContext", "EvalStepFn", "GradientAccumulationState", "TrainerStepContext", "TrainerStepFn",
-        "TrainStepContext", "TrainStepFn", "default_train_step", "finalize_step", "streaming_eval_step",
+        "TrainStepContext", "TrainStepFn", "finalize_step", "streaming_eval_step",
     ),
+    "nnx_api.training.builtin_step": ("default_train_step",),
 }
 # the package's own modules that are public names: those imported above, and those the eager imports bound
 _MODULES = (
-    "callbacks", "config", "data_splits", "datasets", "decide", "decision_jobs", "decisions", "distributed",
-    "finetune", "history", "inference", "launch", "model", "models", "monitors", "objectives", "optimizers",
-    "paradigms", "parts", "precision", "prediction", "preprocessing", "runs", "scope", "seeding", "streaming", "tasks",
-    "trainer", "training", "viz",
+    "callbacks", "config", "data_splits", "decide", "decisions", "distributed", "finetune", "history", "launch",
+    "model", "models", "monitors", "objectives", "optimizers", "paradigms", "parts", "precision", "prediction",
+    "preprocessing", "runs", "scope", "seeding", "streaming", "tasks", "trainer", "training", "viz",
 )
 _NAMES: dict[str, tuple[str, str | None]] = {  # public name -> (module, attribute; None: the module itself)
     **{name: (f"{__name__}.{name}", None) for name in _MODULES},
@@ -245,7 +244,7 @@ _NAMES: dict[str, tuple[str, str | None]] = {  # public name -> (module, attribu
 }
 # bound on first use, outside the load above: these modules import nnx_api themselves
 _LAZY = {"TensorBoardCallback": "nnx_api.callbacks.trackers", "WandbCallback": "nnx_api.callbacks.trackers",
-         "ExperimentPlan": "nnx_api.experiments.plans", "FitResult": "nnx_api.experiments.plans"}
+         "ExperimentPlan": "nnx_api.experiments.plans", "FitResult": "nnx_api.experiments.results"}
 _LAZY_MODULES = ("plans",)  # NNx's public module imported on first use of its name (it imports nnx_api itself)
 # NNx lists its out-of-scope names too (they resolve to placeholders that refuse on use), but not these
 _UNLISTED = frozenset({"GraphAttNN", "GraphConvNN", "GraphSageNN", "NNGraphDataset"})

@@ -38,8 +38,8 @@ from typing import Any, TextIO
 from nnx_core import replacement
 from nnx_core.admission import INTERRUPTED, RUNNING, attempt_status, read_attempt
 from nnx_core.commit import LAST, RunFiles, history_tail, read_history
+from nnx_core.eager_history import continuity_problems, coverage_problems, parse_history
 from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunLeaseError, RunNotFoundError
-from nnx_core.history import continuity_problems, coverage_problems, parse_history
 from nnx_core.identity import ID_HEX_DIGITS
 from nnx_api.commands.runs_extra import register, store
 from nnx_api.runs.curves import flatten_config, monitor_name

@@ -1,11 +1,11 @@
-"""``nnx.data_splits``: NNx's split manifests. Out of scope here: the names can be imported, and
-using one raises ``OutOfScopeError``; ``SplitError`` is a real error type, so handlers still
-compile. Split data with your own indices (``torch.utils.data.Subset``)."""
+"""NNx path ``nnx.data_splits``: placeholders for split manifests (data_splits), out of scope here; using a name raises ``OutOfScopeError`` (nnx_api/nnx_paths.py).
+
+NNx's split manifests. ``SplitError`` is a real error type, so handlers still compile. Split data
+with your own indices (``torch.utils.data.Subset``)."""
 
 from nnx_core.errors import NNxError
+from nnx_api.scope import SPLITS as SCOPE
 from nnx_api.scope import placeholder
-
-SCOPE = "split manifests (data_splits)"
 
 
 class SplitError(NNxError, ValueError):

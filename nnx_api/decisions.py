@@ -1,7 +1,48 @@
-"""``nnx.decisions``: typed decisions (docs/decisions.md). A re-export module: the code lives in
-``nnx_api.decide.provider`` (``FixedHeadProvider`` and the rest of its ``__all__``) and ``nnx_api.decide.jobs``
-(``DecisionJob``); NNx's NLI and Jev providers import as placeholders that refuse to be used."""
+"""NNx path ``nnx.decisions``: a re-export of ``nnx_api.decide.provider`` (nnx_api/nnx_paths.py).
 
-from nnx_api.decide.provider import *  # noqa: F403  (its public names: exactly its __all__)
-from nnx_api.decide.provider import __all__ as __all__
-from nnx_api.decide.provider import __getattr__ as __getattr__  # NLI / Jev providers: placeholders
+Typed decisions (docs/decisions.md): questions, results, ``FixedHeadProvider`` and deferred
+``DecisionJob`` s; NNx's NLI and Jev providers import as placeholders that refuse to be used."""
+
+from nnx_api.decide.provider import (
+    PRIMITIVES,
+    PROBABILITY_TOLERANCE,
+    Boolean,
+    BooleanResult,
+    Capabilities,
+    Choice,
+    ChoiceResult,
+    DecisionError,
+    DecisionJob,
+    DecisionProvider,
+    DecisionResult,
+    FixedHeadProvider,
+    Follow,
+    InvalidDecisionRequest,
+    InvalidDecisionResponse,
+    InvalidJob,
+    JobError,
+    JobFailed,
+    JobLimitExceeded,
+    JobResult,
+    JobTimeout,
+    Limits,
+    Option,
+    ProviderFailure,
+    Question,
+    QuestionOutcome,
+    RowOutcome,
+    Score,
+    ScoreResult,
+    UnsupportedCapability,
+    question_from_state,
+    validate_response,
+)
+from nnx_api.decide.provider import __getattr__ as __getattr__  # NNx's NLI and Jev providers: placeholders
+
+__all__ = [
+    "Boolean", "BooleanResult", "Capabilities", "Choice", "ChoiceResult", "DecisionError", "DecisionJob",
+    "DecisionProvider", "DecisionResult", "FixedHeadProvider", "Follow", "InvalidDecisionRequest",
+    "InvalidDecisionResponse", "InvalidJob", "JobError", "JobFailed", "JobLimitExceeded", "JobResult", "JobTimeout",
+    "Limits", "Option", "PRIMITIVES", "PROBABILITY_TOLERANCE", "ProviderFailure", "Question", "QuestionOutcome",
+    "RowOutcome", "Score", "ScoreResult", "UnsupportedCapability", "question_from_state", "validate_response",
+]

@@ -1,4 +1,6 @@
-"""``nnx.history``: the bounded history journal and its readers (``nnx_api.runs.journal``)."""
+"""NNx path ``nnx.history``: a re-export of ``nnx_core.errors``, ``nnx_api.runs.journal`` (nnx_api/nnx_paths.py).
+
+The bounded history journal and its readers (docs/history-journal.md)."""
 
 from nnx_core.errors import HistoryCorruptionError
 from nnx_api.runs.journal import HistoryJournal, export_history_csv, iter_history, migrate_history

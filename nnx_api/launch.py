@@ -40,7 +40,7 @@ from nnx_api.config import identity
 from nnx_api.runs.payload import CheckpointPayload, Payload, decode_payload
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
-from nnx_api.training import checks, compilation, fingerprint, history, optimizers, resume
+from nnx_api.training import batch_checks, checks, compilation, fingerprint, history_setup, optimizers, resume
 from nnx_api.training import code as user_code
 from nnx_api.training.checkpoint import collect_components, restore_problems
 from nnx_api.training.group import SingleProcess
@@ -154,12 +154,12 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
     eval_check = getattr(entry.eval_step_fn, "check_run", None)  # a built-in eval step's own refusals
     if eval_check is not None:
         eval_check(entry.train)
-    journal = history.check_history(entry.history, declared)
+    journal = history_setup.check_history(entry.history, declared)
     train = entry.train
     loaders = {"train_loader": train.train_loader, "val_loader": train.val_loader}
     firsts = {name: fingerprint.take_first_batch(ld) for name, ld in loaders.items() if ld is not None}
     builtin_step = entry.step_fn is None and entry.objective is None and not entry.kind.owner_required
-    checks.check_first_batches(entry.model, firsts, train_step=builtin_step, eval_step=entry.eval_step_fn is None)
+    batch_checks.check_first_batches(entry.model, firsts, train_step=builtin_step, eval_step=entry.eval_step_fn is None)
     writes = group.collective.rank == group.writer_rank
     data = fingerprint.data_fingerprint(loaders, firsts) if writes else None
     code = user_code.code_fingerprint(entry) if writes else None
@@ -207,10 +207,10 @@ def _train(
     try:
         share(c, group.writer_rank, "admission", lambda: resume.write_admitted(files, run, journal, fresh, attempt, replace=plan.replace))
         # the writer opens the journal (under the lease); the other ranks keep its window
-        opened = history.open_history(files, journal, fresh=fresh, idps=run.idps) if is_writer or journal is None else None
+        opened = history_setup.open_history(files, journal, fresh=fresh, idps=run.idps) if is_writer or journal is None else None
         if c.world_size > 1:
-            opened = history.shared_history(opened, journal, lambda fn: share(c, group.writer_rank, "history", fn))
-        shown = history.with_history_access(callbacks, opened)
+            opened = history_setup.shared_history(opened, journal, lambda fn: share(c, group.writer_rank, "history", fn))
+        shown = history_setup.with_history_access(callbacks, opened)
         offset = int(payload.epoch) + 1 if payload is not None and fresh else 0  # a lineage run trains n_epochs more
         start = int(payload.epoch) + 1 if payload is not None else 0
         if is_writer and progress_enabled(train.progress):  # dispatched like any callback (batches: on_optimizer_update)

@@ -1,4 +1,10 @@
-"""``NNModel``: a network plus its loss/task, trained into durable content-addressed runs."""
+"""``NNModel``: a network plus its loss/task, trained into durable content-addressed runs.
+
+Here: building a model (a built-in net, a registered ``ModelSpec`` or a module of your own), its
+description (head, precision, state), fine-tuning helpers, ``evaluate``, rebuilding one from a
+checkpoint (``from_checkpoint``) and the training entry (``train``). ``predict``, ``predict_proba``
+and ``iter_predict`` are thin: the prediction pass lives in ``nnx_api.parts.inference``.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +13,19 @@ import dataclasses
 import hashlib
 import os
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import attrs
-import numpy as np
 import torch
 from torch import nn
 
 from nnx_core.commit import LAST
 from nnx_core.errors import (
-    BatchTypeError,
     CorruptRunError,
-    NetOutputError,
     ParamsError,
     PrecisionUnsupportedError,
-    PredictionInputError,
     ResumeMismatchError,
     RunNotFoundError,
     TaskValidationError,
@@ -31,7 +33,6 @@ from nnx_core.errors import (
 )
 from nnx_core.precision import ResolvedPrecision
 from nnx_core.records import EvaluationDataPoint
-from nnx_adapters.pytorch.batches import net_output, restored_modes, to_device
 from nnx_adapters.pytorch.devices import precision_problem
 from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_adapters.pytorch.metrics import EpochAccumulator
@@ -39,20 +40,12 @@ from nnx_adapters.pytorch.tasks import TaskAdapter
 from nnx_api import finetune
 from nnx_api.config.enums import Nets
 from nnx_api.config.identity import class_path, run_config
-from nnx_api.config.params import ModelSpec, NNModelParams, NNParams, NNTrainParams, RuntimeModule, check_extra_metrics
+from nnx_api.config.params import ModelSpec, NNModelParams, NNParams, RuntimeModule
+from nnx_api.config.train_params import NNTrainParams, check_extra_metrics
 from nnx_api.distributed import DDP, refuse_process_group
 from nnx_api.launch import TrainingEntry, launch
-from nnx_api.parts.inference import (
-    PredictionBatch,
-    PredictionResult,
-    PredictionStream,
-    ProbabilitySpec,
-    check_fits,
-    concatenate,
-    host_array,
-    prediction_from_logits,
-    row_ids,
-)
+from nnx_api.parts import inference
+from nnx_api.parts.inference import PredictionResult, PredictionStream, PredictResult, ProbabilitySpec
 from nnx_api.parts.models import BatchAdapter, MissingModelFactoryError, build_module
 from nnx_api.runs.export import to_onnx
 from nnx_api.runs.run import NNCheckpoint, NNRun
@@ -67,15 +60,6 @@ class Head(NamedTuple):
     kind: str
     width: int
     labels: tuple[str, ...] | None
-
-
-class PredictResult(NamedTuple):
-    """``predict`` output, as NumPy arrays (as NNx 0.4.1 returns them): raw ``logits`` (float32
-    for a float32 net) and decoded ``classes`` (``int64`` class indices or 0/1 indicators, or the
-    values of a regression). ``torch.from_numpy(result.logits)`` gives a tensor."""
-
-    logits: np.ndarray
-    classes: np.ndarray
 
 
 def module_signature(module: nn.Module) -> dict[str, Any]:
@@ -122,24 +106,6 @@ def _runtime_params(params: NNModelParams, module: nn.Module) -> NNModelParams:
     return params
 
 
-def _check_tensors(args: tuple[Any, ...]) -> None:
-    """Refuse (a ``TypeError``) inputs of a built-in net that are no tensor or array."""
-    for value in args:
-        if not isinstance(value, (torch.Tensor, np.ndarray)):
-            raise BatchTypeError(
-                f"inputs must be tensors or arrays (or a loader of batches of them), got an element of type "
-                f"{type(value).__name__}"
-            )
-
-
-def _as_tensor(x: Any) -> torch.Tensor:
-    if isinstance(x, torch.Tensor):
-        return x
-    if isinstance(x, np.ndarray):
-        return torch.from_numpy(x)
-    raise TrainingInputError(f"inputs must be a tensor, an ndarray or a loader of batches, got {type(x).__name__}")
-
-
 def _missing_device(device: torch.device) -> str | None:
     """The accelerator ``device`` names when this machine (or this torch build) has none."""
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -148,15 +114,6 @@ def _missing_device(device: torch.device) -> str | None:
     if device.type == "mps" and not (mps is not None and mps.is_available()):
         return "MPS"
     return None
-
-
-def _python_rows(data: Any) -> bool:
-    """Whether ``data`` is a list of numbers or of lists of numbers (rows typed by hand), not a
-    re-iterable of batches."""
-    if not isinstance(data, list) or not data:
-        return False
-    first = data[0][0] if isinstance(data[0], list) and data[0] else data[0]
-    return isinstance(first, (int, float)) and not isinstance(first, bool)
 
 
 class NNModel:
@@ -332,116 +289,17 @@ class NNModel:
         return str(path)
 
     # ------------------------------------------------------------------ inference
-    def _inputs(self, data: Any) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
-        """``(args, kwargs)`` of each forward over ``data``: one call for a tensor, an array, a
-        tuple of them or (with ``KeywordInputs``) a mapping; one per batch of a loader."""
-        adapter = self.batch_adapter
-        if isinstance(data, (torch.Tensor, np.ndarray)):
-            yield (self._checked_rows(_as_tensor(data)),), {}
-            return
-        if isinstance(data, tuple) and data and all(isinstance(d, (torch.Tensor, np.ndarray)) for d in data):
-            yield tuple(_as_tensor(d) for d in data), {}
-            return
-        if _python_rows(data):
-            raise PredictionInputError(
-                f"inputs are a Python {type(data).__name__} of numbers; pass a tensor, e.g. torch.tensor(rows, "
-                "dtype=torch.float32) (one row: a list of features; many: a list of such lists)"
-            )
-        if isinstance(data, Mapping) and adapter is not None:
-            args, kwargs, _ = adapter.split(data)
-            yield args, kwargs
-            return
-        for batch in data:
-            if adapter is not None:
-                args, kwargs, _ = adapter.split(batch)
-                yield args, kwargs
-                continue
-            inputs = batch[0] if isinstance(batch, (tuple, list)) and len(batch) == 2 else batch
-            args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
-            if self.net_params is not None:  # a built-in net takes tensors only
-                _check_tensors(args)
-            yield args, {}
-
-    def _checked_rows(self, x: torch.Tensor) -> torch.Tensor:
-        """Rows given to ``predict`` directly, checked before the forward (as training checks its
-        first batch): float inputs of the parameters' dtype and, for a built-in net, ``input_dim``
-        features per row (one row may come 1-D; the net flattens each row)."""
-        net = self.net_params
-        builtin = net is not None and type(net) is NNParams  # a custom module may take integer ids
-        weights = next((p for p in self.net.parameters() if p.dtype.is_floating_point), None)
-        if (weights is not None and x.dtype != weights.dtype and self.precision == "fp32"
-                and (builtin or x.dtype.is_floating_point)):
-            raise PredictionInputError(
-                f"inputs are {x.dtype} but the model's parameters are {weights.dtype}; convert them with "
-                "x.float() (an ndarray: torch.from_numpy(x).float())"
-            )
-        if not builtin:
-            return x
-        if x.dim() == 1 and x.shape[0] == net.input_dim:
-            return x.unsqueeze(0)  # one row
-        if x.dim() < 2 or x.shape[1:].numel() != net.input_dim:
-            raise PredictionInputError(
-                f"inputs have shape {list(x.shape)}, but NNParams.input_dim is {net.input_dim}: pass rows of "
-                f"{net.input_dim} features, shape (rows, {net.input_dim}) (one row: ({net.input_dim},))"
-            )
-        return x
-
-    def _first_batch_checked(self, loader: Any) -> Iterator[Any]:
-        """``loader``'s batches, the first one's inputs checked as ``predict`` checks rows."""
-        for i, batch in enumerate(loader):
-            if i == 0 and self.batch_adapter is None and isinstance(batch, (tuple, list)) and len(batch) == 2 \
-                    and isinstance(batch[0], torch.Tensor):
-                self._checked_rows(batch[0])
-            yield batch
-
-    def _outputs(self, data: Any) -> Iterator[torch.Tensor]:
-        """The logits of each forward over ``data``, each computed in eval mode under inference
-        mode and the model's autocast; every submodule's mode is restored before it is yielded."""
-        for args, kwargs in self._inputs(data):
-            with restored_modes(self.net), torch.inference_mode(), self.autocast_context()():
-                self.net.eval()
-                out = net_output(self, self.net, *to_device((args, kwargs), self.device))
-            if not isinstance(out, torch.Tensor):
-                raise NetOutputError(
-                    f"the net returned {type(out).__name__}, not a tensor of logits; give NNModel a batch_adapter "
-                    "whose output() picks the tensor out (a BatchAdapter subclass)"
-                )
-            yield out
-
     def _forward_all(self, data: Any) -> torch.Tensor:
         """The logits of all of ``data`` as one tensor on the model's device (the inference pass
-        ``predict`` / ``predict_proba`` convert to NumPy)."""
-        outputs = list(self._outputs(data))
-        if not outputs:
-            raise PredictionInputError("nothing to predict: the input is empty (the loader produced zero batches)")
-        return concatenate(outputs)
-
-    def _task_result(self, logits: torch.Tensor, ids: np.ndarray) -> PredictionResult:
-        """The ``PredictionResult`` the model's ``TaskSpec`` gives ``logits`` (NumPy arrays)."""
-        task = self.task_adapter
-        probabilities = task.probabilities(logits)
-        return PredictionResult(
-            host_array(logits), None if probabilities is None else host_array(probabilities),
-            host_array(task.decode(logits)), ids,
-        )
-
-    def _refuse_unspecified(self, caller: str) -> None:
-        """Without a ``spec`` probabilities come from the model's ``TaskSpec``, never from the
-        logits' shape: without either, refuse (a ``TypeError``, as NNx raises)."""
-        if self.params.task is None:
-            raise ParamsError(
-                f"NNModel.{caller}.spec",
-                "is required without a TaskSpec: probabilities are never inferred from the outputs; pass "
-                "spec=ProbabilitySpec(kind='categorical' or 'bernoulli') or set NNModelParams(task=TaskSpec...)",
-            )
+        ``predict`` / ``predict_proba`` convert to NumPy: ``nnx_api.parts.inference.forward_all``)."""
+        return inference.forward_all(self, data)
 
     def predict(self, X: Any) -> PredictResult:
         """Raw outputs and decoded predictions (argmax classes, thresholded labels, or values) of
         ``X``: a tensor, an ndarray, a tuple of them, or a loader of batches (targets ignored).
         Both are NumPy arrays on the host (``PredictResult``); an empty input raises
         ``PredictionInputError`` (a ``ValueError`` and a ``RuntimeError``)."""
-        logits = self._forward_all(X)
-        return PredictResult(host_array(logits), host_array(self.task_adapter.decode(logits)))
+        return inference.predict(self, X)
 
     def predict_proba(self, X: Any, spec: ProbabilitySpec | None = None) -> PredictionResult:
         """Logits, probabilities, decoded predictions and row ids of ``X``, as NumPy arrays.
@@ -449,13 +307,7 @@ class NNModel:
         model's ``TaskSpec`` decides (softmax / sigmoid; None for regression), and without a
         ``TaskSpec`` either it raises ``ParamsError`` (a ``TypeError``): the spec is never
         inferred. Eval mode, each submodule's mode restored."""
-        if spec is None:
-            self._refuse_unspecified("predict_proba")
-        _warn_if_shuffled(X, "predict_proba")
-        logits = self._forward_all(X)
-        if spec is not None:
-            return prediction_from_logits(logits, spec)
-        return self._task_result(logits, row_ids(0, logits.shape[0]))
+        return inference.predict_proba(self, X, spec)
 
     def iter_predict(self, X: Any, spec: ProbabilitySpec | None = None, *, rich: bool = False) -> PredictionStream:
         """Stream the predictions of a loader one batch at a time: a ``PredictionStream`` (use it
@@ -463,29 +315,7 @@ class NNModel:
         ``spec`` / ``rich=True`` of ``PredictionResult`` (NumPy arrays, as the eager calls return);
         concatenated they equal the eager result. ``rich=True`` without a ``spec`` needs the
         model's ``TaskSpec``, as ``predict_proba`` does. An empty loader yields nothing."""
-        if isinstance(X, (torch.Tensor, np.ndarray)):
-            raise TrainingInputError("iter_predict streams a loader of batches; use predict / predict_proba for arrays")
-        if spec is not None and not isinstance(spec, ProbabilitySpec):
-            raise ParamsError("iter_predict.spec", f"must be a ProbabilitySpec, got {type(spec).__name__}")
-        if spec is None and rich:
-            self._refuse_unspecified("iter_predict")
-        _warn_if_shuffled(X, "iter_predict")
-        task = self.task_adapter
-
-        def batches() -> Iterator[Any]:
-            start = 0
-            for logits in self._outputs(X):
-                ids = row_ids(start, logits.shape[0])
-                start += logits.shape[0]
-                if spec is not None:
-                    check_fits(logits, spec)
-                    yield prediction_from_logits(logits, spec, sample_ids=ids)
-                elif rich:
-                    yield self._task_result(logits, ids)
-                else:
-                    yield PredictionBatch(host_array(logits), host_array(task.decode(logits)), ids)
-
-        return PredictionStream(batches())
+        return inference.iter_predict(self, X, spec, rich=rich)
 
     def evaluate(
         self, loader: Any, extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = None,
@@ -503,7 +333,7 @@ class NNModel:
         fns = check_extra_metrics("evaluate.extra_metrics", extra_metrics)
         acc = EpochAccumulator(self.task_adapter, self.head.width, tuple(metrics), full_scores=True)
         extras = ExtraMetrics(self.task_adapter, fns) if fns else None
-        if score(self, self._first_batch_checked(loader), acc, extras) == 0:
+        if score(self, inference.first_batch_checked(self, loader), acc, extras) == 0:
             raise TrainingInputError("the evaluation loader yielded no batches")
         fields = acc.result()
         if self.params.task is None:
@@ -651,15 +481,6 @@ def _check_same_shapes(net: nn.Module, state: Mapping[str, Any]) -> None:
     if have != want:
         differ = sorted(k for k in have.keys() | want.keys() if have.get(k) != want.get(k))
         raise ResumeMismatchError(f"the checkpoint's weights do not fit this net: {differ[:5]} differ in name or shape")
-
-
-def _warn_if_shuffled(data: Any, caller: str) -> None:
-    if isinstance(getattr(data, "sampler", None), torch.utils.data.RandomSampler):
-        warnings.warn(
-            f"{caller}: the loader shuffles, so sample_ids are positions in this iteration, not dataset rows",
-            RuntimeWarning,
-            stacklevel=3,
-        )
 
 
 __all__ = ["Head", "NNModel", "PredictResult", "PredictionResult", "CorruptRunError"]

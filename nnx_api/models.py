@@ -1,5 +1,6 @@
-"""``nnx.models``: networks from registered factories, and batch adapters. A re-export module:
-the code lives in ``nnx_api.parts.models``."""
+"""NNx path ``nnx.models``: a re-export of ``nnx_api.config.params``, ``nnx_api.parts.models`` (nnx_api/nnx_paths.py).
+
+Networks from registered factories, and batch adapters."""
 
 from nnx_api.config.params import ModelSpec, RuntimeModule
 from nnx_api.parts.models import (
@@ -14,14 +15,6 @@ from nnx_api.parts.models import (
 )
 
 __all__ = [
-    "BatchAdapter",
-    "KeywordInputs",
-    "MissingModelFactoryError",
-    "ModelSpec",
-    "PositionalInputs",
-    "RuntimeModule",
-    "build_module",
-    "register_model_factory",
-    "registered_model_factories",
-    "unregister_model_factory",
+    "BatchAdapter", "KeywordInputs", "MissingModelFactoryError", "ModelSpec", "PositionalInputs", "RuntimeModule",
+    "build_module", "register_model_factory", "registered_model_factories", "unregister_model_factory",
 ]

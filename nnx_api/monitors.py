@@ -1,12 +1,15 @@
-"""``nnx.monitors``: named metrics, the monitor, its tracker and its record."""
+"""NNx path ``nnx.monitors``: a re-export of ``nnx_core.errors``, ``nnx_core.monitor``, ``nnx_core.monitor_spec``, ``nnx_core.records``, ``nnx_adapters.pytorch.metrics``, ``nnx_api.config.metrics`` (nnx_api/nnx_paths.py).
+
+Named metrics, the monitor, its tracker and its record. Importing the metric registry
+(``nnx_adapters.pytorch.metrics``) is what teaches ``MonitorSpec.resolve`` a declared metric's
+direction; this module registers nothing."""
 
 from nnx_core.errors import MonitorUnavailableError
-from nnx_core.monitor import MonitorDecision, MonitorSpec, MonitorTracker, register_direction_lookup
+from nnx_core.monitor import MonitorDecision, MonitorTracker
+from nnx_core.monitor_spec import MonitorSpec
 from nnx_core.records import MonitorRecord
-from nnx_adapters.pytorch.metrics import metric_mode, register_metric
+from nnx_adapters.pytorch.metrics import register_metric
 from nnx_api.config.metrics import MetricSpec
-
-register_direction_lookup(metric_mode)  # MonitorSpec.resolve: a declared metric's direction from the registry
 
 __all__ = [
     "MetricSpec", "MonitorDecision", "MonitorRecord", "MonitorSpec", "MonitorTracker", "MonitorUnavailableError",

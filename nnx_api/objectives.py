@@ -1,4 +1,6 @@
-"""``nnx.objectives``: objectives and loss terms (the code lives in ``nnx_api.training.objectives``)."""
+"""NNx path ``nnx.objectives``: a re-export of ``nnx_api.training.objectives`` (nnx_api/nnx_paths.py).
+
+Objectives and loss terms (docs/steps-objectives.md)."""
 
 from nnx_api.training.objectives import (
     KDObjective,

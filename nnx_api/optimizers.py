@@ -31,7 +31,7 @@ from nnx_adapters.pytorch.optim_factories import (
     registered_optimizer_factories,
     unregister_optimizer_factory,
 )
-from nnx_api.config.params import NNOptimFactoryParams, NNOptimParams, OptimizerFactorySpec
+from nnx_api.config.optim_params import NNOptimFactoryParams, NNOptimParams, OptimizerFactorySpec
 from nnx_api.training.optimizers import param_groups, torch_optimizer
 
 

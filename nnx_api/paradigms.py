@@ -1,5 +1,7 @@
-"""``nnx.paradigms``: training paradigms. Knowledge distillation (``kd_train_step_factory``) is
-here; NNx's other paradigms are out of scope and refuse with ``OutOfScopeError`` when used."""
+"""NNx path ``nnx.paradigms``: placeholders for the training paradigms beyond supervised learning and distillation (diffusion, JEPA, DPO, contrastive), out of scope here; using a name raises ``OutOfScopeError``, but for the re-exports of ``nnx_api.training.paradigms`` (nnx_api/nnx_paths.py).
+
+Training paradigms: knowledge distillation (``kd_train_step_factory``) is here; NNx's other
+paradigms import as placeholders."""
 
 from nnx_api.scope import PARADIGMS, placeholder
 from nnx_api.training.paradigms import kd_train_step_factory

@@ -1,9 +1,12 @@
-"""``nnx.plans``: experiment plans (the code lives in ``nnx_api.experiments.plans``)."""
+"""NNx path ``nnx.plans``: a re-export of ``nnx_api.experiments.plans``, ``nnx_api.experiments.results`` (nnx_api/nnx_paths.py).
+
+Experiment plans (docs/plans-search.md)."""
 
 from nnx_api.experiments.plans import SALT_PREFIX as ATTEMPT_SALT_PREFIX
-from nnx_api.experiments.plans import Diagnostic, ExperimentPlan, FitResult, PlanError, PlanValidation, ProbeResult, SplitMetrics
+from nnx_api.experiments.plans import Diagnostic, ExperimentPlan, PlanError, PlanValidation
+from nnx_api.experiments.results import FitResult, ProbeResult, SplitMetrics
 
-__all__ = [  # PlanData is importable from here but, as in NNx, not part of the listed names
+__all__ = [
     "ATTEMPT_SALT_PREFIX", "Diagnostic", "ExperimentPlan", "FitResult", "PlanError", "PlanValidation", "ProbeResult",
     "SplitMetrics",
 ]

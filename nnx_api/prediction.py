@@ -1,4 +1,6 @@
-"""``nnx.prediction``: probability-aware prediction (``nnx_api.parts.inference``)."""
+"""NNx path ``nnx.prediction``: a re-export of ``nnx_api.parts.inference`` (nnx_api/nnx_paths.py).
+
+Probability-aware prediction."""
 
 from nnx_api.parts.inference import PredictionResult, PredictionValidationError, ProbabilitySpec, prediction_from_logits
 

@@ -1,11 +1,11 @@
-"""``nnx.preprocessing``: NNx's fitted preprocessing (standardisation over a split). Out of scope
-here: the names can be imported, and using one raises ``OutOfScopeError``;
-``PreprocessingError`` is a real error type, so handlers still compile."""
+"""NNx path ``nnx.preprocessing``: placeholders for fitted preprocessing (preprocessing), out of scope here; using a name raises ``OutOfScopeError`` (nnx_api/nnx_paths.py).
+
+NNx's fitted preprocessing (standardisation over a split). ``PreprocessingError`` is a real error
+type, so handlers still compile."""
 
 from nnx_core.errors import NNxError
+from nnx_api.scope import PREPROCESSING as SCOPE
 from nnx_api.scope import placeholder
-
-SCOPE = "fitted preprocessing (preprocessing)"
 
 
 class PreprocessingError(NNxError, ValueError):

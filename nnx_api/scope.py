@@ -25,6 +25,9 @@ SURGERY = "model surgery and pruning"
 EXTRAS = "calibration, abstention, run bundles, provenance manifests and embedding export"
 PROVIDERS = "the NLI and Jev decision providers (FixedHeadProvider answers from a trained model)"
 HUB = "the Hugging Face Hub (save_pretrained / push_to_hub / from_pretrained)"
+SPLITS = "split manifests (data_splits)"
+PREPROCESSING = "fitted preprocessing (preprocessing)"
+VIZ = "the visualisation helpers of NNx's viz extras (torchinfo, captum, netron)"
 
 SCOPES: dict[str, str] = {
     **dict.fromkeys(["GraphNNBase", "GraphConvNN", "GraphSageNN", "GraphAttNN", "NNGraphDataset", "graph_tasks",

@@ -1,4 +1,6 @@
-"""``nnx.search``: hyper-parameter search over experiment plans (``nnx_api.experiments.search``)."""
+"""NNx path ``nnx.search``: a re-export of ``nnx_api.experiments.search`` (nnx_api/nnx_paths.py).
+
+Hyper-parameter search over experiment plans (docs/plans-search.md)."""
 
 from nnx_api.experiments.search import (
     CategoricalParam,

@@ -1,4 +1,6 @@
-"""``nnx.seeding``: seeding every RNG stream a run draws from."""
+"""NNx path ``nnx.seeding``: a re-export of ``nnx_adapters.pytorch.state`` (nnx_api/nnx_paths.py).
+
+Seeding every RNG stream a run draws from."""
 
 from nnx_adapters.pytorch.state import set_seed
 

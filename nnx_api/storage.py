@@ -1,4 +1,6 @@
-"""``nnx.storage``: where runs live — the ``Storage`` port and the adapters NNx ships.
+"""``nnx_api.storage`` (this project's, no NNx path): a re-export of ``nnx_core.ports``, ``nnx_adapters.storage.fs``, ``nnx_adapters.storage.fsspec``, ``nnx_adapters.storage.memory`` (nnx_api/nnx_paths.py).
+
+Where runs live — the ``Storage`` port and the adapters NNx ships.
 
 * ``FileStorage(root)`` — a folder on a local POSIX file system (the default under ``root`` /
   ``$NNX_RUNS`` / ``./runs``): every write durable (fsync of the file and its folder).
@@ -9,8 +11,7 @@
   fsspec's local and memory filesystems; any other backend is refused with
   ``StorageGuaranteeError`` naming the guarantee it cannot keep.
 * ``Storage`` — the port itself, to write your own adapter (``docs/adapters.md``) and prove it
-  with the kit in ``nnx_adapters.testing`` (``pip install "nnx[testing]"``).
-"""
+  with the kit in ``nnx_adapters.testing`` (``pip install "nnx[testing]"``)."""
 
 from nnx_core.ports import Receipt, Storage
 from nnx_adapters.storage.fs import FileStorage

@@ -1,5 +1,7 @@
-"""``nnx.streaming``: streamed prediction (``nnx_api.parts.inference``), mergeable metrics
-(``StreamingMetrics``) and bounded-memory validation (``streaming_eval_step``)."""
+"""NNx path ``nnx.streaming``: a re-export of ``nnx_api.parts.inference``, ``nnx_api.streaming_metrics``, ``nnx_api.training.steps`` (nnx_api/nnx_paths.py).
+
+Streamed prediction, mergeable metrics (``StreamingMetrics``) and bounded-memory validation
+(``streaming_eval_step``)."""
 
 from nnx_api.parts.inference import PredictionBatch, PredictionStream, StreamClosedError, concatenate_predictions
 from nnx_api.streaming_metrics import MetricSnapshot, StreamingMetrics

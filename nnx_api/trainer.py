@@ -23,7 +23,7 @@ from typing import Any
 
 from nnx_core.errors import ParamsError
 from nnx_api.config.identity import run_config
-from nnx_api.config.params import NNTrainerParams
+from nnx_api.config.train_params import NNTrainerParams
 from nnx_api.distributed import DDP, refuse_process_group
 from nnx_api.launch import TrainingEntry, launch
 from nnx_api.model import NNModel

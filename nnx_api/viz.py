@@ -1,9 +1,10 @@
-"""``nnx.viz``: NNx's model-visualisation helpers (torchinfo / captum / netron extras). Out of scope
-here: each name can be imported, and using one raises ``OutOfScopeError``."""
+"""NNx path ``nnx.viz``: placeholders for the visualisation helpers of NNx's viz extras (torchinfo, captum, netron), out of scope here; using a name raises ``OutOfScopeError`` (nnx_api/nnx_paths.py).
 
+NNx's model-visualisation helpers (the torchinfo / captum / netron extras)."""
+
+from nnx_api.scope import VIZ as SCOPE
 from nnx_api.scope import placeholder
 
-SCOPE = "the visualisation helpers of NNx's viz extras (torchinfo, captum, netron)"
 __all__ = ["activation_map", "attribute", "gradient_flow", "netron_export", "summary", "weight_histogram"]
 
 activation_map = placeholder("nnx.viz.activation_map", SCOPE)

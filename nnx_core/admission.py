@@ -52,8 +52,8 @@ from typing import Any
 import attrs
 
 from nnx_core.commit import LAST, RunFiles, TagManifest, read_history, write_json
+from nnx_core.eager_history import coverage_problems, parse_history
 from nnx_core.errors import CorruptRunError, DataChangedError, RunExistsError
-from nnx_core.history import coverage_problems, parse_history
 from nnx_core.journal_reader import JournalReader, has_journal
 
 FRESH, CONTINUE, FINISHED = "fresh", "continue", "finished"

@@ -55,8 +55,8 @@ from typing import Any, Protocol
 
 import attrs
 
+from nnx_core.eager_history import parse_history
 from nnx_core.errors import CorruptRunError
-from nnx_core.history import parse_history
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.ports import BinaryWriter, Storage, copy_file
 

@@ -1,6 +1,6 @@
 """The history journal: bounded memory and constant-cost history commits for long runs.
 
-An eager history (``nnx_core.history``) keeps every record in memory and renders ``idps.csv``
+An eager history (``nnx_core.eager_history``) keeps every record in memory and renders ``idps.csv``
 whole at every epoch. With ``history=HistoryJournal(...)`` the run keeps only a window of the last
 ``retention`` records in memory and the "run history" step of the epoch commit only adds files
 (the layout under ``<run id>/history/``: ``nnx_core.journal_format``; reading it up to LAST:

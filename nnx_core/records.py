@@ -8,7 +8,9 @@ converter (``nnx_core.convert``); unset fields are left out, so rows and ids sta
 are added. The one exception is what ``EvaluationDataPoint.state()`` itself returns: there
 ``loss`` and ``error`` are always present (None while unset), as NNx writes them; a record nested
 in an ``IterationDataPoint``'s state (``idps.csv``, the journal, checkpoints) still leaves them
-out while unset, so saved runs keep their layout.
+out while unset, so saved runs keep their layout. ``MonitorRecord.monitor`` speaks the monitor's
+vocabulary (``nnx_core.monitor_spec``); the monitor that reads these records, and its fallback
+signal, live in ``nnx_core.monitor``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import attrs
 from nnx_core.convert import OMIT, Stateful
 from nnx_core.dataclass_view import expose_dataclass_fields
 from nnx_core.errors import ParamsError
+from nnx_core.monitor_spec import FALLBACK, MonitorSpec
 from nnx_core.scores import confusion_of, label_scores
 
 CLASSIFICATION_FIELDS = ("accuracy", "f1", "precision", "recall")
@@ -156,12 +159,10 @@ class MonitorRecord(Stateful):
     best: float | None = None
 
     @property
-    def monitor(self) -> Any:
+    def monitor(self) -> MonitorSpec | None:
         """The watched value as NNx's record names it: a ``MonitorSpec`` of this record's metric,
         split and mode (``.key`` is ``"val.loss"``); None for the documented fallback signal,
         which no single metric names."""
-        from nnx_core.monitor import FALLBACK, MonitorSpec  # nnx_core.monitor imports this module
-
         if self.split == FALLBACK:
             return None
         return MonitorSpec(metric=self.metric, split=self.split, mode=self.mode)
@@ -234,31 +235,6 @@ def _drop_empty(node: dict[str, Any]) -> dict[str, Any]:
                 continue
         out[key] = value
     return out
-
-
-def first_finite(*values: float | None) -> float | None:
-    """The first value that is a finite number, else None."""
-    for value in values:
-        if value is not None and math.isfinite(value):
-            return value
-    return None
-
-
-def fallback_signal(idp: IterationDataPoint | None) -> float | None:
-    """The documented default signal: first finite of val error, val loss, train error, train loss.
-
-    The training side uses the whole-epoch summary when there is one, else the last batch.
-    """
-    if idp is None:
-        return None
-    val = idp.val_edp
-    train = idp.monitored_train_edp()
-    return first_finite(
-        val.error if val else None,
-        val.loss if val else None,
-        train.error,
-        train.loss,
-    )
 
 
 # dataclasses.fields() / asdict() / replace() work on the records as on NNx's, NNx's field order first

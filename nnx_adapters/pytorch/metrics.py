@@ -22,6 +22,7 @@ import attrs
 import torch
 
 from nnx_core.errors import ParamsError
+from nnx_core.monitor_spec import register_direction_lookup
 from nnx_core.scores import AVERAGES as F1_AVERAGES
 from nnx_core.scores import label_scores
 from nnx_adapters.pytorch.tasks import TaskAdapter
@@ -410,6 +411,9 @@ def metric_mode(label: str, specs: Sequence[Any]) -> str:
         if spec.label == label:
             return REGISTRY[(spec.id, spec.version)].mode
     return "max" if label in ("accuracy", "f1", "precision", "recall") else "min"
+
+
+register_direction_lookup(metric_mode)  # MonitorSpec.resolve: a declared metric's direction, from this registry
 
 
 class EpochAccumulator:

@@ -59,7 +59,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from nnx_core import replacement
 from nnx_core.commit import BEST, LAST, EpochCommit, RunFiles, TagManifest, commit_epoch, phase_tags, read_history
-from nnx_core.history import EagerHistory
+from nnx_core.eager_history import EagerHistory
 from nnx_core.journal import HistoryJournal, JournalWriter
 from nnx_core.journal_format import JournalFiles, encode_record, epoch_summary
 from nnx_core.journal_reader import JournalReader

@@ -12,7 +12,7 @@ from typing import Any
 
 from nnx_core.errors import ParamsError
 from nnx_core.identity import validate_tag
-from nnx_core.monitor import MonitorSpec, improves
+from nnx_core.monitor_spec import MonitorSpec, improves
 from nnx_core.validate import check_float, check_int
 from nnx_api.callbacks.base import Callback, CallbackContext, LegacyCallback
 from nnx_api.callbacks.exports import export_tag

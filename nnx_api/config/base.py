@@ -26,8 +26,8 @@ from nnx_core.errors import ParamsError
 from nnx_core.validate import check_choice, check_float, check_int, check_str
 
 __all__ = [
-    "FrozenDict", "FrozenDims", "Params", "ParamsBuilder", "count", "flag", "frozen_dims", "instance", "items", "member",
-    "one_of", "optional", "param", "real", "text", "typed_init",
+    "FrozenDict", "FrozenDims", "Params", "ParamsBuilder", "count", "flag", "frozen_dims", "instance", "items", "json_like",
+    "member", "one_of", "optional", "param", "params_class", "positional_params_class", "real", "text", "typed_init",
 ]
 
 Check = Callable[[str, Any], Any]
@@ -76,6 +76,17 @@ def typed_init(cls: type[P]) -> type[P]:
 
     cls.__init__ = checked  # type: ignore[method-assign]
     return cls
+
+
+def params_class(cls: type) -> Any:
+    """Make ``cls`` (deriving from :class:`Params`) a params class: a frozen, keyword-only, slotted
+    dataclass whose constructor names a missing or unknown argument (:func:`typed_init`)."""
+    return typed_init(dataclasses.dataclass(frozen=True, kw_only=True, slots=True)(cls))
+
+
+def positional_params_class(cls: type) -> Any:
+    """As :func:`params_class`, its fields given by position too (``PrecisionPolicy("bf16")``)."""
+    return typed_init(dataclasses.dataclass(frozen=True, slots=True)(cls))
 
 
 def _binding_problem(name: str, signature: inspect.Signature, fields: list[str], args: tuple, kwargs: dict) -> str:
@@ -179,6 +190,18 @@ def items(check: Check) -> Check:
         return tuple(check(f"{path}[{i}]", item) for i, item in enumerate(value))
 
     return run
+
+
+def json_like(path: str, value: Any) -> Any:
+    """A value of JSON-like parts only (numbers, strings, booleans, None, lists, mappings with text
+    keys), mappings and sequences rebuilt as dicts and lists (a registered spec's ``config``)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {text()(f"{path} key", k): json_like(f"{path}[{k!r}]", v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_like(f"{path}[{i}]", v) for i, v in enumerate(value)]
+    raise ParamsError(path, f"must hold only JSON-like values (numbers, strings, lists, mappings), got {value!r}")
 
 
 def _immutable(owner: str, method: str) -> TypeError:

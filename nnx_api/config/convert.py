@@ -2,7 +2,8 @@
 
 Enums are written as their values and handed to the class as given (the class accepts any case
 and says which values are allowed); an indexed :class:`Device` is written as its name. Importing
-this module registers the hooks; ``nnx_api.config.params`` does so before any class is built.
+this module registers the hooks; the params modules (``nnx_api.config.params``,
+``nnx_api.config.optim_params``) do so before any class is built.
 """
 
 from __future__ import annotations

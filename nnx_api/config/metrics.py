@@ -13,7 +13,7 @@ from typing import Any
 
 from nnx_core.convert import OMIT, Stateful
 from nnx_core.errors import ParamsError
-from nnx_core.monitor import MonitorSpec
+from nnx_core.monitor_spec import MonitorSpec
 from nnx_core.validate import check_int, check_str
 
 __all__ = ["MetricSpec", "MonitorSpec", "computed_names", "monitor_problems"]

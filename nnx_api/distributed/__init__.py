@@ -12,7 +12,7 @@ NNx adds no runtime of its own: the process group is the one torchrun started, a
 through the same pipeline as one process (``nnx_api.launch``). What ``DDP()`` adds is that every
 committed update equals one process training on the union of the ranks' batches, every rank
 makes the same decisions, one writer commits, and no failure it can see hangs
-(``nnx_api.distributed.session``; the rules: ``nnx_core.agreement``).
+(``nnx_api.distributed.group``; the rules: ``nnx_core.agreement``).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import attrs
 from nnx_core.errors import ParamsError
 from nnx_adapters.collective.torch import TorchCollective
 from nnx_api.distributed.callbacks import WriterOnly, writer_only
-from nnx_api.distributed.group import GroupInfo, init_process_group, refuse_process_group, shutdown
+from nnx_api.distributed.group import DataParallel, RankSync
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, train_loader, validation_loader
 from nnx_api.distributed.partition import RankPartition
-from nnx_api.distributed.session import DataParallel, RankSync
+from nnx_api.distributed.process_group import GroupInfo, init_process_group, refuse_process_group, shutdown
 from nnx_api.runs.payload import DDP_KIND
 
 

@@ -69,7 +69,7 @@ def writer_only(factory: Callable[[], Any]) -> WriterOnly:
 
 
 def describe_callbacks(callbacks: Any) -> str:
-    """The callbacks as the ranks compare them before training (``nnx_api.distributed.group.
+    """The callbacks as the ranks compare them before training (``nnx_api.distributed.process_group.
     agree_given``): each one's class (a plain function: its name) and declared rank behaviour, in
     order, e.g. ``[EarlyStopping(all), WriterOnly(writer)]``. Never raises: what the checks refuse
     is described too, so every rank takes part in the comparison."""

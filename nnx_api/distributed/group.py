@@ -1,340 +1,470 @@
-"""The process group torchrun started: join it, leave it, and refuse it where one process trains.
+"""What ``DDP()`` changes in the one training pipeline (seed §3): the group behaviour and how the
+default step's microbatches join.
 
-``init_process_group`` joins the group the environment describes (gloo on CPU, nccl with one GPU
-per local rank), on one node or several, ``shutdown`` meets every rank at a bounded teardown barrier, and
-``refuse_process_group`` is how single-process entry points refuse to run inside a larger group.
-Re-exported as ``nnx.distributed.init_process_group`` / ``shutdown`` / ``GroupInfo``.
+``DataParallel`` is the session's group behaviour over the ``Collective`` port: the same run id
+and partition on every rank, the epoch's number of steps agreed at its start, the ranks'
+sufficient statistics added once per epoch (records are global), every rank's RNG streams in each
+checkpoint, and a resume refused unless it has the same world size and partition.
 
-``agree_given`` is a ``DDP()`` run's first collective: before anything depends on them, the ranks
-compare what each was given (callbacks, writer rank, step functions, objective, precision,
-history journal, run configuration) and refuse a difference on every rank, naming it.
+``RankSync`` hooks the group into the one built-in step (``nnx_api.training.builtin_step``):
+its forward and backward go through ``DistributedDataParallel``, whose gradient buckets it sums
+(a comm hook). One update::
+
+    forward + backward through DDP       no_sync until the window's last microbatch
+       │  loss numerator only; the last bucket's all-reduce carries [failed, non-finite, count]
+       │  (a rank that failed sends zeros of the same buckets, then every rank raises its error)
+    window end: W = the summed count     W == 0 → the update is skipped on every rank
+    grad = Σ gradients / W  →  clip  →  optimizer.step()   (identical on every rank)
+
+Until DDP's buckets are settled (the first windows of each fit), and always with fp16 or
+SyncBatchNorm, each microbatch is agreed before its backward instead ([count, non-finite,
+failed], one all-reduce); a fit that fuses computes the same bits either way (an exact resume).
+Each committed update equals one process training on the union of the ranks' batches. Records
+are this rank's sums, added over the group at the epoch's end (``EpochStats.edps``). The rules
+live in ``nnx_core.agreement``; traffic per step and per epoch: docs/distributed.md.
 """
 
 from __future__ import annotations
 
-import datetime
-import gc
-import os
-from collections.abc import Mapping, Sequence
+import contextlib
+import hashlib
+import inspect
+import math
+import socket
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from nnx_core import agreement
-from nnx_core.errors import ParamsError
-from nnx_core.identity import run_id as content_address
-from nnx_core.validate import check_float
-from nnx_adapters.collective.torch import nccl_barrier
-from nnx_api.distributed.callbacks import describe_callbacks
+from nnx_core.commit import LAST, RunFiles, TagManifest
+from nnx_core.errors import CorruptRunError, ParamsError, TrainingInputError
+from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.pytorch.metrics import EpochAccumulator
+from nnx_adapters.pytorch.statistics import SufficientStatistics, UnmergeableMetricError, statistic_slots
+from nnx_api.distributed.callbacks import resolve_callbacks
+from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, partition_of
+from nnx_api.distributed.process_group import agree_given
+from nnx_api.distributed.steps import CustomSync, ObjectiveSync, joined_record
+from nnx_api.runs.payload import CheckpointPayload
+from nnx_api.training.batch_checks import batch_problem
+from nnx_api.training.builtin_step import batch_place
+
+# no buffer broadcast before every forward ("forward_sync_buffers" in newer torch, "broadcast_buffers" before)
+_BUFFER_SYNC = (
+    "forward_sync_buffers"
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel.__init__).parameters
+    else "broadcast_buffers"
+)
 
 
-class GroupInfo(tuple[int, int]):
-    """This process's place in the group: ``(rank, world_size)`` as NNx returns it (it unpacks,
-    indexes and compares as that 2-tuple), with ``rank``, ``world_size``, ``local_rank``,
-    ``backend``, ``node_rank`` (this node's place among the nodes, torchrun's ``GROUP_RANK``) and
-    ``local_world_size`` (the ranks on this node, torchrun's ``LOCAL_WORLD_SIZE``) as attributes.
-    ``node_rank`` defaults to 0 and ``local_world_size`` to ``world_size``: one node.
+# the devices on which DDP admits fp16 (a GradScaler: CUDA, as in one process) and batch norm
+# (torch's SyncBatchNorm needs CUDA); tests on CPU widen them to fake a GPU (tests/integration)
+FP16_DEVICES = frozenset({"cuda"})
+SYNC_NORM_DEVICES = frozenset({"cuda"})
 
-    >>> rank, world_size = GroupInfo(1, 2, 1, "gloo")
-    >>> GroupInfo(1, 2, 0, "gloo", node_rank=1, local_world_size=1).node_rank
-    1
-    """
 
-    local_rank: int
-    backend: str
-    node_rank: int
-    local_world_size: int
+class RankSync:
+    """How the default step's microbatches join across the ranks (module docstring): through DDP,
+    whose gradient buckets carry the window's agreement, divided by the group's W."""
 
-    def __new__(cls, rank: int, world_size: int, local_rank: int, backend: str, *, node_rank: int = 0,
-                local_world_size: int | None = None) -> GroupInfo:
-        info = super().__new__(cls, (rank, world_size))
-        info.local_rank, info.backend = local_rank, backend
-        info.node_rank, info.local_world_size = node_rank, world_size if local_world_size is None else local_world_size
-        return info
+    agrees_finite = True  # a non-finite loss on any rank is agreed (``weight`` raises it on every rank)
 
-    @property
-    def rank(self) -> int:
-        """This process's rank."""
-        return self[0]
+    def __init__(self, collective: Any) -> None:
+        self.collective = collective
+        self.ddp: DistributedDataParallel | None = None
+        # fused once DDP's buckets are known, unless a forward holds a collective (SyncBatchNorm: a
+        # failed rank could not catch up) or fp16 scales the loss (its backward keeps the 1/W seed
+        # agreed before it, which bounds the scaled gradients); a fit that may fuse never seeds,
+        # so its agreed and fused windows compute the same bits (an exact resume)
+        self.fusable = True
+        self.seeds = False
+        self.fused = False  # this window's agreement rides in its gradient buckets
+        self.layout: list[tuple[int, torch.dtype, bool]] = []  # the last closing backward's buckets
+        self._last: list[tuple[int, torch.dtype, bool]] = []  # the one before (equal: the layout is settled)
+        self._buckets: list[tuple[int, torch.dtype, bool]] = []  # this closing backward's, so far
+        self._open = False
+        self._count = 0.0  # this window's valid count on this rank (fused)
+        self._loss: torch.Tensor | None = None  # this window's loss numerator on this rank (fused)
+        self._reduced: torch.Tensor | None = None
+        self._where = ""
 
-    @property
-    def world_size(self) -> int:
-        """How many ranks the group has."""
-        return self[1]
+    def bind(self, state: Any, net: Any) -> DistributedDataParallel:
+        """Wrap the model for this fit (never assigned to ``model.net``: checkpoints keep its keys),
+        its gradient buckets summed by ``_bucket``."""
+        # buffers sync once at init; batch norm's (CUDA only) are SyncBatchNorm's, computed over the union
+        options: dict[str, Any] = {_BUFFER_SYNC: False}
+        device = state.device
+        if device.type == "cuda":
+            options["device_ids"] = [device.index if device.index is not None else torch.cuda.current_device()]
+        self.ddp = DistributedDataParallel(state.model.net, **options)
+        # the hook holds this RankSync weakly: DDP keeps its hook in C++, where Python's collector
+        # cannot see the cycle back to the wrapper, so a strong reference would keep every fit's
+        # DDP (its gradient buckets, its autograd hooks on the model's parameters) until exit
+        me = weakref.ref(self)
+        self.ddp.register_comm_hook(None, lambda _state, bucket: me()._bucket(bucket))  # type: ignore[union-attr]  # unannotated: DDP checks them
+        scaled = getattr(state.optimizers[state.primary], "scaler", None) is not None
+        self.fusable = not scaled and not any(isinstance(m, nn.SyncBatchNorm) for m in state.model.net.modules())
+        self.seeds = not self.fusable
+        return self.ddp
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, GroupInfo):  # two infos: every field; a plain tuple: (rank, world_size)
-            return tuple(self) == tuple(other) and self._place() == other._place()
-        return tuple.__eq__(self, other)
+    def _bucket(self, bucket: Any) -> torch.futures.Future[torch.Tensor]:
+        """DDP's gradient bucket, summed over the ranks; the last one of the backward carries the
+        window's numbers (every window, so the all-reduces and their bits are the same whether the
+        window is fused or not), summed in place beside it in one coalesced all-reduce (no copy
+        of the gradients in Python)."""
+        grads, last = bucket.buffer(), bucket.is_last()
+        self._buckets.append((grads.numel(), grads.dtype, last))
+        group = dist.group.WORLD  # DDP's
+        if not last:
+            return group.allreduce([grads]).get_future().then(_first)  # type: ignore[union-attr]
+        numbers = torch.tensor([0.0, 0.0, self._count], dtype=grads.dtype, device=grads.device)  # agreement.WINDOW_SLOTS
+        if self._loss is not None:
+            numbers[1] = (~torch.isfinite(self._loss)).to(grads.dtype)  # on the device: no host sync
+        self._reduced = numbers  # summed in place by the time backward returns
+        return group.allreduce_coalesced([grads, numbers]).get_future().then(_first)  # type: ignore[union-attr]
 
-    def __ne__(self, other: object) -> bool:
-        return not self == other
+    def overflow(self, found: bool) -> bool:
+        """The fp16 scaler's overflow decision over the group (``AgreedGradScaler``, at the
+        window's ``unscale_``): the gradients are summed, so every rank found the same; agreed
+        anyway (one all-reduce of one number), so the skip-or-step decision cannot diverge."""
+        return self.collective.all_reduce_sum([1.0 if found else 0.0])[0] > 0
 
-    __hash__ = tuple.__hash__
+    def microbatch(self, closes: bool) -> contextlib.AbstractContextManager[Any]:
+        """Gradients synchronise on the window's last microbatch only."""
+        assert self.ddp is not None
+        return contextlib.nullcontext() if closes else self.ddp.no_sync()
 
-    def _place(self) -> tuple[int, str, int, int]:
-        return self.local_rank, self.backend, self.node_rank, self.local_world_size
+    def agree(
+        self, state: Any, part: Any, error: BaseException | None, batch: Any, epoch: int, batch_idx: int
+    ) -> float:
+        """A microbatch's failure or non-finite loss, on any rank, is raised on every rank: agreed
+        here, before backward, until DDP's buckets are known (the first windows of a fit); then
+        with the window's gradients (``weight``), a failed rank sending zeros of the same buckets.
+        Returns the denominator the window adds: the group's count (agreed) or this rank's (fused)."""
+        if not self._open:  # a window opens: every rank decides alike (the layouts are the same)
+            self._open, self.fused = True, self.fusable and self.layout == self._last and _summable(self.layout)
+        self._where = f"epoch {epoch} batch {batch_idx}"
+        if error is not None:
+            error = batch_problem(state.model, batch, batch_place(epoch, batch_idx)) or error
+        if not self.fused:  # the group's count: this microbatch's share of W
+            finite = error is None and math.isfinite(float(part.loss))
+            return agreement.agree_microbatch(self.collective, 0.0 if error else float(part.count), finite, error, self._where)
+        if error is not None:
+            group = dist.group.WORLD
+            for size, dtype, last in self.layout:  # the all-reduces the others are about to make
+                zeros = [torch.zeros(size, dtype=dtype, device=state.device)]
+                if last:
+                    failed = torch.tensor(agreement.FAILED_WINDOW, dtype=dtype, device=state.device)
+                    group.allreduce_coalesced([*zeros, failed]).wait()  # type: ignore[union-attr]
+                else:
+                    group.allreduce(zeros).wait()  # type: ignore[union-attr]
+            agreement.fail_window(self.collective, error, self._where)
+        self._count += float(part.count)
+        self._loss = part.loss if self._loss is None else self._loss + part.loss
+        return float(part.count)
 
-    def __repr__(self) -> str:
-        return (
-            f"GroupInfo(rank={self[0]}, world_size={self[1]}, local_rank={self.local_rank}, backend={self.backend!r}, "
-            f"node_rank={self.node_rank}, local_world_size={self.local_world_size})"
+    def weight(self, window_weight: float | None) -> float | None:
+        """The window's end, after its backward: the fused verdict (a failure or non-finite loss
+        on any rank raised on every rank), then what the summed gradients are divided by: the
+        group's W (0 skips the update on every rank; None, an additive loss: the ranks' sum)."""
+        count = window_weight  # agreed before backward: the window's sum of the group's counts
+        if self.fused:
+            assert self._reduced is not None
+            summed = agreement.agree_window(self.collective, self._reduced.tolist(), self._where)
+            count = None if window_weight is None else summed
+        self._last, self.layout, self._buckets = self.layout, self._buckets, []
+        self._open, self._count, self._loss, self._reduced = False, 0.0, None, None
+        return count
+
+    def finite(self, window_loss: Any) -> Callable[[], bool]:
+        """The window's finiteness: already agreed (``agree`` before backward, or ``weight``)."""
+        return _agreed_finite
+
+
+def _agreed_finite() -> bool:
+    """A window whose finiteness every rank has agreed on (a non-finite one raised before)."""
+    return True
+
+
+def _first(done: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
+    """A process-group future's tensor, as DDP wants a comm hook's result."""
+    return done.value()[0]
+
+
+def _summable(layout: Sequence[tuple[int, torch.dtype, bool]]) -> bool:
+    """Whether the last bucket of this layout can carry the window's numbers: float32 or float64
+    (a count stays exact below 2**24 valid targets per window)."""
+    return any(last and dtype in (torch.float32, torch.float64) for _, dtype, last in layout)
+
+
+class DataParallel:
+    """The session's group behaviour on one rank of a torchrun group (module docstring)."""
+
+
+    def __init__(self, collective: Any, writer_rank: int) -> None:
+        self.collective = collective
+        self.writer_rank = writer_rank  # DDP(writer_rank=...), until place_writer finds the run elsewhere
+        self.partitions: list[dict[str, Any]] = []
+        self.reshard = False  # resume_mode="reshard": a checkpoint of another world size may be restored
+        self.norms: list[tuple[nn.Module, str, nn.Module]] = []  # batch norms swapped for SyncBatchNorm (CUDA)
+
+    def place_writer(self, run_id: str, storage: Any) -> str | None:
+        """Where the run continues, when each node may have its own runs root: every rank reports
+        what its own root holds of ``run_id`` (LAST's epoch and the SHA-256 of LAST's manifest,
+        no blob read), in one all-gather, and the newest committed state wins
+        (``agreement.writer_for``): its holder becomes the writer for this call, so a run is never
+        started over while any rank's root holds a committed LAST. Different copies of one
+        epoch are refused on every rank, naming both places. Returns what to tell the user
+        (the writer moved, older copies left as they are), or None."""
+        holdings = agreement.gathered(self.collective, "setup", lambda: holding(storage, run_id))
+        configured, writer = self.writer_rank, agreement.writer_for(holdings, self.writer_rank)
+        self.writer_rank = writer
+        if hasattr(self.collective, "writer_rank"):
+            self.collective.writer_rank = writer
+        return placement_note(holdings, configured, writer)
+
+    # ------------------------------------------------------------- before training
+    def agree_given(self, entry: Any) -> None:
+        """The run's first collective: what each rank was given (callbacks, writer rank, step
+        functions, objective, precision, history, configuration) must be the same; a difference is
+        refused on every rank, naming it (``nnx_api.distributed.process_group.agree_given``)."""
+        agree_given(self.collective, entry, self.writer_rank)
+
+    def join_record(self, record: Any, error: BaseException | None, where: str) -> Any:
+        """A custom validation's records of the ranks' shards as one, identical on every rank
+        (``joined_record``: weighted by each record's ``count``); any rank's error on every rank."""
+        return joined_record(self.collective, record, error, where)
+
+    def objective_sync(self) -> ObjectiveSync:
+        """How an objective's readings, gradients and records join across this group."""
+        return ObjectiveSync(self.collective)
+
+    def custom_sync(self) -> CustomSync:
+        """How a custom step's gradients and records join across this group."""
+        return CustomSync(self.collective)
+
+    def step_sync(self) -> RankSync:
+        """How the default step's microbatches join across this group."""
+        return RankSync(self.collective)
+
+    def resolve_callbacks(self, callbacks: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        """(every declared callback, the ones that run on this rank)."""
+        return resolve_callbacks(callbacks, self.collective.rank == self.writer_rank)
+
+    def check(self, entry: Any) -> None:
+        """The seed's out-of-scope list and the metrics that cannot be added across ranks."""
+        problems = scope_problems(entry, self.collective)
+        if problems:
+            raise ParamsError("distributed", "; ".join(problems))
+        model = entry.model
+        probe = EpochAccumulator(model.task_adapter, model.head.width, tuple(entry.train.metrics), full_scores=True)
+        try:
+            statistic_slots(probe, model.head.width)
+        except UnmergeableMetricError as exc:
+            raise ParamsError("NNTrainParams.metrics", str(exc)) from exc
+        if model.device.type in SYNC_NORM_DEVICES:  # before DDP wraps the net and any training forward; undone by close()
+            self.norms.extend(sync_batch_norms(model.net))
+
+    def setup(self, run_id: str, params: Any) -> None:
+        """Every rank built the same run and deals the same data (only its rank differs)."""
+        gathered = self.collective.all_gather((run_id, partition_of(params.train_loader)))
+        ids = sorted({g[0] for g in gathered})
+        if len(ids) > 1:
+            raise ParamsError(
+                "distributed", f"the ranks built different run configurations ({', '.join(ids)}); build the model, "
+                "params and salt the same way on every rank"
+            )
+        self.partitions = [dict(g[1]) for g in gathered]
+        self.reshard = params.resume_mode == "reshard"
+        problems = agreement.partition_problems(self.partitions)
+        if problems:
+            raise TrainingInputError("the ranks' train loaders disagree: " + "; ".join(problems))
+
+    def refusal(self, payload: CheckpointPayload, stateful: bool) -> str | None:
+        """A stateful resume needs a checkpoint of this world size and partition (another world size:
+        ``resume_mode="reshard"`` and a deal that fixed the global batch)."""
+        return agreement.resume_refusal(
+            payload.distributed_state(), stateful=stateful, world_size=self.collective.world_size, partitions=self.partitions,
+            reshard=self.reshard,
         )
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self[0], self[1], self.local_rank, self.backend, self.node_rank, self.local_world_size))
+    def kind(self, entry_kind: str) -> str:
+        """The payload kind of a distributed checkpoint: ``nnmodel-ddp`` or ``trainer-ddp``."""
+        return f"{entry_kind}-ddp"
+
+    def accepted_kinds(self, entry_kind: str) -> tuple[str, ...]:
+        """A run of the entry's own single-process kind (its resume is refused on the partition)."""
+        return (entry_kind,)
+
+    # ------------------------------------------------------------- during training
+    def begin_epoch(self, train_loader: Any, epoch: int) -> None:
+        """Every rank must take the same number of steps this epoch (refused on every rank)."""
+        agreement.agree_same(self.collective, len(train_loader), f"epoch {epoch}: the number of train batches")
+
+    def reduce(
+        self, model: Any, accumulators: Sequence[Any], batches: int, error: BaseException | None, where: str
+    ) -> int:
+        """Add every rank's sums (and validation batch counts) in one all-reduce; the failure of
+        any rank is raised on every rank. Returns the batches scored over all ranks."""
+        stats = SufficientStatistics(accumulators, model.head.width, model.device)
+        reduced = agreement.agreed_sum(self.collective, [float(batches), *stats.values()], error, where)
+        stats.load(reduced[1:])
+        return int(reduced[0])
+
+    def total(self, counts: torch.Tensor) -> torch.Tensor:
+        """Per-batch class counts summed over the ranks (one all-reduce for the epoch, in rank
+        order: every rank gets the same bits), so each batch is scored as the union of the ranks'
+        microbatches, as one process scores its batch."""
+        summed = self.collective.all_reduce_sum(counts.flatten().tolist())
+        return torch.tensor(summed, dtype=counts.dtype, device=counts.device).view_as(counts)
+
+    def rng(self, loaders: Sequence[Any]) -> Any:
+        """Every rank's RNG streams, to every rank (one gather)."""
+        return {"ranks": list(self.collective.all_gather(torch_state.capture_rng(loaders)))}
+
+    def distributed_record(self) -> dict[str, Any] | None:
+        """A checkpoint's ``distributed`` record: world size, writer and partitions, what a
+        stateful resume must match."""
+        return {"world_size": self.collective.world_size, "writer_rank": self.writer_rank, "partitions": self.partitions}
+
+    def restore_view(self, payload: CheckpointPayload) -> CheckpointPayload:
+        """This rank's view of a distributed checkpoint: its own RNG streams (resharded: a new
+        rank's are derived, ``CheckpointPayload.reshard_view``)."""
+        if len(payload.rng["ranks"]) != self.collective.world_size:
+            return payload.reshard_view(self.collective.rank)
+        return payload.rank_view(self.collective.rank)
+
+    def close(self) -> None:
+        """Put the net's own batch norms back (``restore_batch_norms``) and release the collective
+        (the shared-memory segment, when opted in)."""
+        norms, self.norms = self.norms, []
+        restore_batch_norms(norms)
+        close = getattr(self.collective, "close", None)
+        if close is not None:
+            close()
 
 
-def _rebuild(rank: int, world_size: int, local_rank: int, backend: str, node_rank: int, local_world_size: int) -> GroupInfo:
-    return GroupInfo(rank, world_size, local_rank, backend, node_rank=node_rank, local_world_size=local_world_size)
-
-
-def _node_place(rank: int, world: int) -> tuple[int, int, int]:
-    """``(local_rank, local_world_size, node_rank)`` from torchrun's environment: ``LOCAL_RANK``,
-    ``LOCAL_WORLD_SIZE`` and ``GROUP_RANK`` (the node's rank; ``rank // local_world_size`` where it
-    is not set, as torchrun numbers the ranks node by node). Without them: one node."""
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    node_rank = int(os.environ.get("GROUP_RANK", rank // max(local_world, 1)))
-    return local_rank, local_world, node_rank
-
-
-def _info() -> GroupInfo:
-    rank, world = dist.get_rank(), dist.get_world_size()
-    local_rank, local_world, node_rank = _node_place(rank, world)
-    return GroupInfo(rank, world, local_rank, str(dist.get_backend()), node_rank=node_rank, local_world_size=local_world)
-
-
-def init_process_group(backend: str | None = None, *, timeout_seconds: float = 1800.0) -> GroupInfo:
-    """Join the process group torchrun describes in the environment (``RANK``, ``WORLD_SIZE``,
-    ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) and
-    return ``(rank, world_size)`` (a :class:`GroupInfo`, which also carries ``local_rank``,
-    ``backend``, ``node_rank`` and ``local_world_size``).
-
-    One node or several: torchrun's static rendezvous (``--nnodes=N --node-rank=i``) and its c10d
-    rendezvous both give every rank this environment. ``backend`` None: nccl when torch has NCCL
-    and this node a GPU per local rank (each rank then uses ``cuda:LOCAL_RANK``), else gloo; each
-    node decides for itself, so pass ``backend`` explicitly where the nodes' GPUs differ.
-    ``backend="nccl"`` on a node without a GPU for this local rank is refused (``ParamsError``)
-    before any group is joined. ``timeout_seconds`` bounds every collective: a rank that
-    disappears makes the others fail after it instead of blocking forever. Calling it again
-    returns the existing group's info.
-    """
-    if dist.is_available() and dist.is_initialized():
-        return _info()
-    check_float("init_process_group.timeout_seconds", timeout_seconds, minimum=0.0, exclusive_min=True)
-    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
-    if missing:
-        raise RuntimeError(
-            f"init_process_group: {', '.join(missing)} not set; start the script with torchrun, e.g. "
-            "`torchrun --standalone --nproc_per_node=2 train.py`"
-        )
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank, local_world, _ = _node_place(rank, world)
-    if not 0 <= local_rank < local_world <= world:
-        raise ParamsError(
-            "distributed",
-            f"the environment places local rank {local_rank} among {local_world} rank(s) on this node, of {world} in all; "
-            "start the script with torchrun",
-        )
-    if backend is None:
-        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        backend = "nccl" if dist.is_nccl_available() and gpus >= local_world else "gloo"
-    if backend not in ("gloo", "nccl"):
-        raise ParamsError("init_process_group.backend", f"must be 'gloo' or 'nccl', got {backend!r}")
-    if backend == "nccl":
-        _check_nccl(local_rank)
-        torch.cuda.set_device(local_rank)
-    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_seconds))
-    return _info()
-
-
-def _check_nccl(local_rank: int) -> None:
-    """Refuse nccl where it cannot run: no NCCL in this torch build, or no GPU for this local rank."""
-    if not dist.is_nccl_available():
-        raise ParamsError("init_process_group.backend", "this torch build has no NCCL; use backend='gloo' (CPU)")
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if local_rank >= gpus:
-        raise ParamsError(
-            "init_process_group.backend",
-            f"nccl needs one GPU per local rank, but local rank {local_rank} has none ({gpus} GPU(s) on this node); "
-            "start at most that many ranks, or use backend='gloo' on the CPU",
-        )
-
-
-def shutdown(timeout_seconds: float = 60.0) -> None:
-    """Meet every rank at a teardown barrier, then destroy the group (the recipe's last line).
-
-    The wait is bounded by ``timeout_seconds`` with either backend: ``monitored_barrier`` with
-    gloo, an asynchronous barrier on this rank's GPU waited for with that timeout with nccl
-    (``nnx_adapters.collective.torch.nccl_barrier``). A rank that does not arrive makes the others
-    raise ``RuntimeError``; the group is then left for process exit. Without a process group it
-    does nothing.
-    """
-    if not (dist.is_available() and dist.is_initialized()):
-        return
-    backend = str(dist.get_backend())
+def holding(storage: Any, run_id: str) -> agreement.Holding:
+    """What this rank's runs root holds of the run: LAST's epoch and manifest digest (cheap: one
+    small file read, no blob hashed), or that LAST is there but unreadable."""
+    place = f"{socket.gethostname()}:{getattr(storage, 'root', storage)}"
+    files = RunFiles(storage, run_id)
     try:
-        if backend == "gloo":
-            dist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout_seconds), wait_all_ranks=True)
-        else:
-            nccl_barrier(torch.device("cuda", torch.cuda.current_device()), timeout_seconds)
-    except Exception as exc:  # a missing rank: never block, never tear down under a peer
-        raise RuntimeError(
-            f"shutdown: not every rank reached the teardown barrier within {timeout_seconds:g} s; the process "
-            f"group is left for process exit ({type(exc).__name__}: {str(exc)[:300]})"
-        ) from exc
-    gc.collect()  # the fits' DDP wrappers (their reducers hold the group) go while the group is still there
-    dist.destroy_process_group()
+        data = storage.read(files.tag_path(LAST))
+    except FileNotFoundError:
+        return agreement.Holding(place)
+    try:
+        epoch = TagManifest.from_bytes(data, tag=LAST, run_id=run_id).epoch
+    except CorruptRunError:
+        return agreement.Holding(place, unreadable=True)
+    return agreement.Holding(place, epoch, hashlib.sha256(data).hexdigest())
 
 
-def refuse_process_group(entry: str) -> None:
-    """Single-process entry points refuse to run inside a group of more than one rank."""
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        raise ParamsError(
-            "distributed",
-            f"{entry} trains in one process, but this process is rank {dist.get_rank()} of a "
-            f"{dist.get_world_size()}-rank process group; pass distributed=nnx.distributed.DDP() to {entry} to train "
-            "on every rank, or run it outside torchrun",
-        )
-
-
-def _group_place(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    if rank is not None or world_size is not None:
-        if rank is None or world_size is None:
-            raise ParamsError("distributed", "give both rank= and world_size=, or neither (read from the group)")
-        if not (isinstance(world_size, int) and world_size >= 1 and isinstance(rank, int) and 0 <= rank < world_size):
-            raise ParamsError("distributed", f"rank {rank!r} is not in range for world size {world_size!r}")
-        return rank, world_size
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-# ------------------------------------------------------------------------------- what each rank was given
-CONFIGURATION = "run configuration"  # the description's key for the run id (the configuration's content address)
-SHOWN_DIFFERENCES = 8  # configuration keys named in a refusal at most
-
-
-def describe_given(entry: Any, writer_rank: int) -> dict[str, str]:
-    """What this rank was given, as the ranks compare it: a small dict of strings (a few hundred
-    bytes), the same on every rank of a well-formed run (nothing rank- or device-specific)."""
-    precision = entry.model.resolved_precision
-    return {
-        "DDP.writer_rank": str(writer_rank),
-        "callbacks": describe_callbacks(entry.callbacks),
-        entry.kind.step_name: _qualified(entry.step_fn),
-        "eval_step_fn": _qualified(entry.eval_step_fn),
-        "objective": _class_of(entry.objective),
-        "precision": precision.requested if not precision.fell_back else f"{precision.requested} (runs {precision.effective})",
-        "history": "none" if entry.history is None else repr(entry.history),
-        CONFIGURATION: content_address(entry.config),
-    }
-
-
-def agree_given(collective: Any, entry: Any, writer_rank: int) -> None:
-    """Every rank gathers every rank's :func:`describe_given` (one all-gather) and, when they
-    differ, raises the same ``ParamsError`` naming each differing item and the ranks' values.
-
-    Run it before any other collective of the run: a rank given other callbacks or another writer
-    rank takes other collective paths later, and would leave the others waiting in theirs until
-    the group's timeout. Different run ids cost a second all-gather (on every rank: they all see
-    them differ), of the configurations, to name the keys that differ.
-    """
-    if collective.world_size == 1:
-        return
-    given = [dict(g) for g in agreement.gathered(collective, "setup", lambda: describe_given(entry, writer_rank))]
-    problems = given_problems(given)
+def placement_note(holdings: Sequence[agreement.Holding], configured: int, writer: int) -> str | None:
+    """What the user is told where the run is not where ``DDP(writer_rank=...)`` would write it,
+    or where another root keeps an older copy (left as it is)."""
+    chosen = holdings[writer]
     parts = []
-    if problems:
-        parts.append(f"the ranks were given different train() arguments: {'; '.join(problems)}; pass the same ones on every rank")
-    if len({g.get(CONFIGURATION) for g in given}) > 1:
-        differences = config_differences(collective.all_gather(dict(entry.config)))
-        shown = "; ".join(differences) or by_rank([g.get(CONFIGURATION, "") for g in given])
-        parts.append(
-            f"the ranks built different run configurations ({shown}); build the model, params and salt the same way "
-            "on every rank"
-        )
-    if parts:
-        raise ParamsError("distributed", "; and ".join(parts))
+    if writer != configured:
+        held = "an unreadable LAST" if chosen.unreadable else f"its newest committed epoch ({chosen.epoch})"
+        parts.append(f"rank {writer}'s runs root {chosen.place} holds {held}, so rank {writer} writes this run "
+                     f"instead of rank {configured}")
+    places = {chosen.place}
+    for rank, h in enumerate(holdings):
+        if h.place not in places and h.epoch is not None and h.digest != chosen.digest:
+            places.add(h.place)
+            parts.append(f"rank {rank}'s runs root {h.place} keeps an older copy (epoch {h.epoch}), left as it is")
+    return "; ".join(parts) or None
 
 
-def given_problems(given: Sequence[Mapping[str, str]]) -> list[str]:
-    """Each item (other than the run configuration) whose value differs between the ranks, with
-    every rank's value: ``"writer_rank: 0 on rank 0, 1 on rank 1"``."""
-    keys = list(dict.fromkeys(k for g in given for k in g if k != CONFIGURATION))
+def sync_batch_norms(net: nn.Module) -> list[tuple[nn.Module, str, nn.Module]]:
+    """Swap every batch normalization below ``net`` for a ``torch.nn.SyncBatchNorm``
+    (``convert_sync_batchnorm``), in place, so a training forward normalises over the union of
+    the ranks' batches and every rank keeps the same running statistics — one process's batch
+    norm on the union. The SyncBatchNorm holds the original's parameters and buffers (the same
+    tensors, the same state-dict keys), so the optimizer, checkpoints and the run identity are
+    unchanged. Returns ``(parent, name, original)`` for ``restore_batch_norms``. (``net`` itself
+    cannot be swapped in place: ``scope_problems`` refuses a net that is one batch norm.)"""
+    swapped = []
+    for parent in list(net.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.modules.batchnorm._BatchNorm) and not isinstance(child, nn.SyncBatchNorm):
+                parent._modules[name] = nn.SyncBatchNorm.convert_sync_batchnorm(child)
+                swapped.append((parent, name, child))
+    return swapped
+
+
+def restore_batch_norms(swapped: Sequence[tuple[nn.Module, str, nn.Module]]) -> None:
+    """Put the original batch norms back where ``sync_batch_norms`` swapped them, holding the
+    SyncBatchNorm's current parameters, buffers and mode (what training left)."""
+    for parent, name, original in reversed(swapped):
+        synced = parent._modules[name]
+        if synced is not None:
+            original._parameters.update(synced._parameters)
+            original._buffers.update(synced._buffers)
+            original.training = synced.training
+        parent._modules[name] = original
+
+
+def scope_problems(entry: Any, collective: Any) -> list[str]:
+    """The seed's out-of-scope list, refused before anything is written (same answer on every rank)."""
+    model, params = entry.model, entry.train
     problems = []
-    for key in keys:
-        values = [g.get(key, "<absent>") for g in given]
-        if len(set(values)) > 1:
-            problems.append(f"{key}: {by_rank(values)}")
+    full = [
+        type(cb).__name__ for cb in entry.callbacks
+        if getattr(cb, "history_access", None) == "full" and getattr(cb, "distributed", None) != "writer"
+    ]
+    if entry.history is not None and full:
+        problems.append(
+            f"callbacks reading the full history (history_access='full': {', '.join(full)}) would run on every rank, but "
+            "only the writer holds the journal; declare distributed = 'writer' on them"
+        )
+    policy = model.params.precision
+    mode = policy.mode if policy is not None and policy.mode != "fp32" else model.precision  # NNx's mixed_precision flag too
+    device = model.device.type
+    if mode == "fp16" and device not in FP16_DEVICES:
+        problems.append(
+            "fp16 needs CUDA (it uses a GradScaler): under DDP it trains on the nccl group's GPUs only, and on "
+            f"{device} it is refused, even with fallback='fp32' or mixed_precision; use PrecisionPolicy('bf16') or fp32"
+        )
+    elif mode == "fp16" and getattr(entry, "step_fn", None) is not None and getattr(entry.kind, "named_optimizers", False):
+        problems.append(
+            "fp16 with a trainer_step_fn is refused under DDP: the step owns its loss scaling, so its GradScaler would "
+            "decide skip-or-step on each rank alone; use an objective (its scaler is agreed), bf16 or fp32"
+        )
+    norms = sorted({type(m).__name__ for m in model.net.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)})
+    if norms and device not in SYNC_NORM_DEVICES:
+        problems.append(
+            f"batch normalization ({', '.join(norms)}) is refused on {device}: each rank's running statistics would "
+            "be its own batches', and torch's SyncBatchNorm, which computes them over the union of the ranks' "
+            "batches, runs on CUDA only; use LayerNorm or GroupNorm, or train on GPUs (nccl), where NNx converts "
+            "batch norm to SyncBatchNorm"
+        )
+    elif isinstance(model.net, nn.modules.batchnorm._BatchNorm):
+        problems.append(
+            f"the net is itself a batch normalization ({type(model.net).__name__}), which cannot be converted to "
+            "SyncBatchNorm in place; wrap it (nn.Sequential(norm))"
+        )
+    try:
+        len(params.train_loader)
+    except TypeError:
+        problems.append("the train loader needs len() (every rank must take the same number of steps); use nnx.distributed.train_loader")
+    if params.val_loader is not None and not isinstance(params.val_loader, ShardedValidationLoader):
+        problems.append(
+            "validation needs nnx.distributed.validation_loader(dataset, batch_size) (each row scored exactly once), "
+            f"got {type(params.val_loader).__name__}"
+        )
+    for loader in (params.train_loader, params.val_loader):
+        if isinstance(loader, (ShardedTrainLoader, ShardedValidationLoader)) and loader.world_size != collective.world_size:
+            problems.append(f"a loader was built for {loader.world_size} ranks, the group has {collective.world_size}")
+    backend = getattr(collective, "backend", None)
+    if backend == "nccl" and device != "cuda":
+        problems.append("the nccl backend needs the model on CUDA (NNModelParams(device=Devices.CUDA))")
+    if backend == "gloo" and device != "cpu":
+        problems.append(f"the gloo group trains a CPU model, not {device}; use init_process_group(backend='nccl') on GPUs")
     return problems
-
-
-def config_differences(configs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The configuration keys whose values differ between the ranks (a recursive diff of the
-    mappings, lists of equal length item by item), with every rank's value:
-    ``"train.seed: 0 on rank 0, 1 on rank 1"``; at most ``SHOWN_DIFFERENCES``, then how many more."""
-    found: list[str] = []
-
-    def walk(values: list[Any], path: str) -> None:
-        if all(isinstance(v, Mapping) for v in values):
-            for key in dict.fromkeys(k for v in values for k in v):
-                walk([v.get(key, _ABSENT) for v in values], f"{path}.{key}" if path else str(key))
-        elif all(isinstance(v, (list, tuple)) for v in values) and len({len(v) for v in values}) == 1:
-            for i in range(len(values[0])):
-                walk([v[i] for v in values], f"{path}[{i}]")
-        elif any(v != values[0] for v in values[1:]):
-            found.append(f"{path or 'the configuration'}: {by_rank([_shown(v) for v in values])}")
-
-    walk(list(configs), "")
-    more = len(found) - SHOWN_DIFFERENCES
-    return found[:SHOWN_DIFFERENCES] + ([f"and {more} more"] if more > 0 else [])
-
-
-def by_rank(values: Sequence[str]) -> str:
-    """``"a on rank 0, b on rank 1"``; ranks with the same value together (``"a on ranks 0 and 2"``)."""
-    ranks: dict[str, list[int]] = {}
-    for rank, value in enumerate(values):
-        ranks.setdefault(value, []).append(rank)
-    return ", ".join(f"{value} on {_ranks(rs)}" for value, rs in ranks.items())
-
-
-class _Absent:
-    def __repr__(self) -> str:
-        return "<absent>"
-
-
-_ABSENT = _Absent()
-
-
-def _ranks(ranks: list[int]) -> str:
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    return "ranks " + ", ".join(str(r) for r in ranks[:-1]) + f" and {ranks[-1]}"
-
-
-def _shown(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _qualified(fn: Any) -> str:
-    """A step function by qualified name (a callable object: its class)."""
-    if fn is None:
-        return "none"
-    name = getattr(fn, "__qualname__", None)
-    if not isinstance(name, str):
-        return f"{_class_of(fn)} instance"
-    return f"{getattr(fn, '__module__', None) or '?'}.{name}"
-
-
-def _class_of(value: Any) -> str:
-    if value is None:
-        return "none"
-    cls = type(value)
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-__all__ = ["GroupInfo", "agree_given", "describe_given", "init_process_group", "refuse_process_group", "shutdown"]

@@ -21,7 +21,7 @@ import torch
 from torch.utils.data import DistributedSampler, Subset, default_collate
 
 from nnx_core.errors import ParamsError
-from nnx_api.distributed.group import _group_place
+from nnx_api.distributed.process_group import _group_place
 
 POLICIES = ("pad", "drop")
 

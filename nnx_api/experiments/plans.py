@@ -15,7 +15,8 @@ environment as they were. ``fit()`` is seed → factories → ``NNModel`` → ``
 twice is refused (``FileExistsError``).
 
 Borrowed objects (a loader, a callback instance) are shared by every fit and keep their state;
-give factories (zero-argument callables) for fresh ones per fit.
+give factories (zero-argument callables) for fresh ones per fit. What ``fit()`` and ``probe()``
+return (``FitResult``, ``SplitMetrics``, ``ProbeResult``) lives in ``nnx_api.experiments.results``.
 """
 
 from __future__ import annotations
@@ -33,17 +34,18 @@ import torch
 
 from nnx_core.errors import NNxError, ParamsError
 from nnx_core.identity import validate_run_id, validate_tag
-from nnx_core.monitor import MonitorSpec
-from nnx_core.records import EvaluationDataPoint, IterationDataPoint
+from nnx_core.monitor_spec import MonitorSpec
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.batches import split_batch, to_device
 from nnx_adapters.pytorch.metrics import resolve
 from nnx_api.callbacks import Callback, EarlyStopping
 from nnx_api.config.metrics import MetricSpec, monitor_problems
-from nnx_api.config.params import RESUME_MODES, NNModelParams, NNOptimParams, NNParams, NNSchedulerParams, NNTrainParams
-from nnx_api.distributed.group import refuse_process_group
+from nnx_api.config.optim_params import NNOptimParams, NNSchedulerParams
+from nnx_api.config.params import NNModelParams, NNParams
+from nnx_api.config.train_params import RESUME_MODES, NNTrainParams
+from nnx_api.distributed.process_group import refuse_process_group
+from nnx_api.experiments.results import FitResult, ProbeResult, selected_metrics
 from nnx_api.model import NNModel
-from nnx_api.runs.curves import committed_records, epoch_scalars, iter_epochs
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
 
@@ -146,47 +148,6 @@ class Resume:
     checkpoint: str = "last"
     mode: str | None = None
     epochs: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class FitResult:
-    """What ``fit()`` produced: the trained model, its committed run, the metrics of the epoch
-    BEST holds (the last epoch when nothing was selected) and the attempt id.
-
-    ``metrics`` holds that epoch's scalars by flat name (``"epoch"``, ``"val/loss"``,
-    ``"monitor/val.nll"``, …) and, as NNx 0.4 gives them, ``metrics["train"]`` and
-    ``metrics["val"]``: a :class:`SplitMetrics` each."""
-
-    model: NNModel
-    run: NNRun
-    metrics: Mapping[str, Any]
-    attempt_id: str
-
-    @property
-    def best_epoch(self) -> int | None:
-        """The epoch BEST holds, if any."""
-        best = self.run.best()
-        return None if best is None else best.epoch_idx
-
-    @property
-    def value(self) -> float | None:
-        """The monitored value of the epoch BEST holds (what a search optimizes)."""
-        best = self.run.best()
-        return None if best is None or best.selection is None else best.selection.value
-
-
-@attrs.frozen(kw_only=True)
-class ProbeResult:
-    """One no-grad forward of a throw-away model: the output's shape and dtype, the target's shape,
-    the loss and valid target count, and the model's parameter counts."""
-
-    output_shape: tuple[int, ...]
-    loss: float | None
-    count: int
-    output_dtype: str = "float32"
-    target_shape: tuple[int, ...] | None = None
-    n_parameters: int = 0
-    n_trainable: int = 0
 
 
 def _tuple(value: Any) -> tuple[Any, ...]:
@@ -546,47 +507,6 @@ class ExperimentPlan:
         return FitResult(model=model, run=run, metrics=selected_metrics(run), attempt_id=attempt_id)
 
 
-@attrs.frozen(kw_only=True)
-class SplitMetrics:
-    """One split's metrics of the epoch a fit selected (``FitResult.metrics["train"]`` /
-    ``["val"]``, as NNx 0.4 gives them): ``available`` (False, with the ``reason``, when the epoch
-    has no record of that split), ``epoch``, ``source`` (``"epoch"``: a whole-epoch record — the
-    validation, or the training summary a run with declared metrics keeps; ``"last_batch"``: the
-    epoch's last training batch) and ``values`` (loss, error, accuracy, f1, precision, recall and
-    each named metric that the record holds)."""
-
-    split: str
-    available: bool
-    epoch: int | None = None
-    source: str | None = None
-    values: Mapping[str, float] = attrs.field(factory=dict)
-    reason: str | None = None
-
-
-def _split(name: str, epoch: int, record: EvaluationDataPoint | None, source: str) -> SplitMetrics:
-    if record is None:
-        return SplitMetrics(split=name, available=False, epoch=epoch, reason=f"epoch {epoch} has no {name} record")
-    fields = ("loss", "error", "accuracy", "f1", "precision", "recall")
-    values = {f: getattr(record, f) for f in fields if getattr(record, f) is not None}
-    return SplitMetrics(split=name, available=True, epoch=epoch, source=source, values={**values, **record.metrics})
-
-
-def selected_metrics(run: NNRun) -> dict[str, Any]:
-    """``epoch_scalars`` of the epoch BEST holds (else the last epoch), plus ``epoch``, and the
-    epoch's ``train`` and ``val`` :class:`SplitMetrics`."""
-    best = run.best()
-    chosen: tuple[int, list[IterationDataPoint]] | None = None
-    for epoch, records in iter_epochs(committed_records(run)):
-        if best is None or epoch == best.epoch_idx:
-            chosen = (epoch, records)
-    if chosen is None:
-        return {}
-    epoch, records = chosen
-    last = records[-1]
-    train = _split("train", epoch, last.train_summary or last.train_edp, "epoch" if last.train_summary else "last_batch")
-    return {"epoch": float(epoch), **epoch_scalars(records), "train": train, "val": _split("val", epoch, last.val_edp, "epoch")}
-
-
 def _changed(value: Any, changes: Mapping[str, Any], path: str) -> Any:
     if not changes:
         return value
@@ -613,7 +533,4 @@ def _preserved_global_state() -> Iterator[None]:
         os.environ.update({k: v for k, v in env.items() if os.environ.get(k) != v})
 
 
-__all__ = [
-    "Diagnostic", "ExperimentPlan", "FitResult", "INHERIT", "KEEP", "PlanData", "PlanError", "PlanValidation", "ProbeResult",
-    "Resume", "SplitMetrics",
-]
+__all__ = ["Diagnostic", "ExperimentPlan", "INHERIT", "KEEP", "PlanData", "PlanError", "PlanValidation", "Resume"]

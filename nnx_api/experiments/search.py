@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 
 from nnx_core.errors import NNxError, ParamsError
-from nnx_core.monitor import MonitorSpec
+from nnx_core.monitor_spec import MonitorSpec
 from nnx_adapters.extras import require
 from nnx_adapters.pytorch.metrics import metric_mode
 from nnx_api.callbacks import Callback, CallbackContext

@@ -33,7 +33,7 @@ from torch import nn
 from nnx_core.errors import ParamsError, ResumeMismatchError
 from nnx_adapters.pytorch.optim import param_groups as optimizer_groups
 from nnx_adapters.pytorch.state import safe_load
-from nnx_api.config.params import NNParamGroupSpec
+from nnx_api.config.optim_params import NNParamGroupSpec
 
 
 def _set_trainable(module: nn.Module, patterns: tuple[str, ...], trainable: bool, what: str) -> int:

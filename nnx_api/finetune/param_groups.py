@@ -1,4 +1,6 @@
-"""``nnx.finetune.param_groups``: parameter-group specs and how optimizer groups are built."""
+"""NNx path ``nnx.finetune.param_groups``: a re-export of ``nnx_api.finetune`` (nnx_api/nnx_paths.py).
+
+Parameter-group specs, and how optimizer groups are built."""
 
 from nnx_api.finetune import NNParamGroupSpec, build_param_groups
 

@@ -1,5 +1,10 @@
-"""Probability-aware prediction and streaming prediction.
+"""Prediction: NNModel's prediction pass, probability-aware results and streaming prediction.
 
+* ``NNModel.predict`` / ``predict_proba`` / ``iter_predict`` are thin: the pass is here
+  (``predict``, ``predict_proba``, ``iter_predict`` of a model; ``forward_all`` the logits of all
+  of an input, ``model_outputs`` one batch's, each forward in eval and inference mode under the
+  model's autocast, every submodule's mode restored; ``checked_rows`` the check of rows given
+  directly). ``predict`` returns a ``PredictResult`` (logits, classes).
 * ``ProbabilitySpec(kind, class_axis=-1, labels=None)`` declares how logits become
   probabilities — never inferred from a shape: ``"categorical"`` (softmax over ``class_axis``,
   argmax decoding) or ``"bernoulli"`` (element-wise sigmoid, ``logit >= 0`` decoding into 0/1
@@ -29,13 +34,16 @@ array(['yes'], dtype=object)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from nnx_core.errors import NNxError, ParamsError
+from nnx_core.errors import BatchTypeError, NetOutputError, NNxError, ParamsError, PredictionInputError, TrainingInputError
+from nnx_adapters.pytorch.batches import net_output, restored_modes, to_device
+from nnx_api.config.params import NNParams
 
 KINDS = ("categorical", "bernoulli")
 
@@ -288,3 +296,205 @@ def concatenate(parts: Sequence[Any]) -> Any:
     if isinstance(parts[0], np.ndarray):
         return np.concatenate(list(parts))
     return torch.cat(list(parts))
+
+
+# ---------------------------------------------------------------------------- NNModel's prediction pass
+class PredictResult(NamedTuple):
+    """``predict`` output, as NumPy arrays (as NNx 0.4.1 returns them): raw ``logits`` (float32
+    for a float32 net) and decoded ``classes`` (``int64`` class indices or 0/1 indicators, or the
+    values of a regression). ``torch.from_numpy(result.logits)`` gives a tensor."""
+
+    logits: np.ndarray
+    classes: np.ndarray
+
+
+def _check_tensors(args: tuple[Any, ...]) -> None:
+    """Refuse (a ``TypeError``) inputs of a built-in net that are no tensor or array."""
+    for value in args:
+        if not isinstance(value, (torch.Tensor, np.ndarray)):
+            raise BatchTypeError(
+                f"inputs must be tensors or arrays (or a loader of batches of them), got an element of type "
+                f"{type(value).__name__}"
+            )
+
+
+def _as_tensor(x: Any) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(x)
+    raise TrainingInputError(f"inputs must be a tensor, an ndarray or a loader of batches, got {type(x).__name__}")
+
+
+def _python_rows(data: Any) -> bool:
+    """Whether ``data`` is a list of numbers or of lists of numbers (rows typed by hand), not a
+    re-iterable of batches."""
+    if not isinstance(data, list) or not data:
+        return False
+    first = data[0][0] if isinstance(data[0], list) and data[0] else data[0]
+    return isinstance(first, (int, float)) and not isinstance(first, bool)
+
+
+def _warn_if_shuffled(data: Any, caller: str) -> None:
+    if isinstance(getattr(data, "sampler", None), torch.utils.data.RandomSampler):
+        warnings.warn(
+            f"{caller}: the loader shuffles, so sample_ids are positions in this iteration, not dataset rows",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
+def model_inputs(model: Any, data: Any) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """``(args, kwargs)`` of each forward of ``model`` (an ``NNModel``) over ``data``: one call for a
+    tensor, an array, a tuple of them or (with ``KeywordInputs``) a mapping; one per batch of a loader."""
+    adapter = model.batch_adapter
+    if isinstance(data, (torch.Tensor, np.ndarray)):
+        yield (checked_rows(model, _as_tensor(data)),), {}
+        return
+    if isinstance(data, tuple) and data and all(isinstance(d, (torch.Tensor, np.ndarray)) for d in data):
+        yield tuple(_as_tensor(d) for d in data), {}
+        return
+    if _python_rows(data):
+        raise PredictionInputError(
+            f"inputs are a Python {type(data).__name__} of numbers; pass a tensor, e.g. torch.tensor(rows, "
+            "dtype=torch.float32) (one row: a list of features; many: a list of such lists)"
+        )
+    if isinstance(data, Mapping) and adapter is not None:
+        args, kwargs, _ = adapter.split(data)
+        yield args, kwargs
+        return
+    for batch in data:
+        if adapter is not None:
+            args, kwargs, _ = adapter.split(batch)
+            yield args, kwargs
+            continue
+        inputs = batch[0] if isinstance(batch, (tuple, list)) and len(batch) == 2 else batch
+        args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+        if model.net_params is not None:  # a built-in net takes tensors only
+            _check_tensors(args)
+        yield args, {}
+
+
+def checked_rows(model: Any, x: torch.Tensor) -> torch.Tensor:
+    """Rows given to ``predict`` directly, checked before the forward (as training checks its
+    first batch): float inputs of the parameters' dtype and, for a built-in net, ``input_dim``
+    features per row (one row may come 1-D; the net flattens each row)."""
+    net = model.net_params
+    builtin = net is not None and type(net) is NNParams  # a custom module may take integer ids
+    weights = next((p for p in model.net.parameters() if p.dtype.is_floating_point), None)
+    if (weights is not None and x.dtype != weights.dtype and model.precision == "fp32"
+            and (builtin or x.dtype.is_floating_point)):
+        raise PredictionInputError(
+            f"inputs are {x.dtype} but the model's parameters are {weights.dtype}; convert them with "
+            "x.float() (an ndarray: torch.from_numpy(x).float())"
+        )
+    if not builtin:
+        return x
+    if x.dim() == 1 and x.shape[0] == net.input_dim:
+        return x.unsqueeze(0)  # one row
+    if x.dim() < 2 or x.shape[1:].numel() != net.input_dim:
+        raise PredictionInputError(
+            f"inputs have shape {list(x.shape)}, but NNParams.input_dim is {net.input_dim}: pass rows of "
+            f"{net.input_dim} features, shape (rows, {net.input_dim}) (one row: ({net.input_dim},))"
+        )
+    return x
+
+
+def first_batch_checked(model: Any, loader: Any) -> Iterator[Any]:
+    """``loader``'s batches, the first one's inputs checked as ``predict`` checks rows."""
+    for i, batch in enumerate(loader):
+        if i == 0 and model.batch_adapter is None and isinstance(batch, (tuple, list)) and len(batch) == 2 \
+                and isinstance(batch[0], torch.Tensor):
+            checked_rows(model, batch[0])
+        yield batch
+
+
+def model_outputs(model: Any, data: Any) -> Iterator[torch.Tensor]:
+    """The logits of each forward of ``model`` over ``data``, each computed in eval mode under
+    inference mode and the model's autocast; every submodule's mode is restored before it is yielded."""
+    for args, kwargs in model_inputs(model, data):
+        with restored_modes(model.net), torch.inference_mode(), model.autocast_context()():
+            model.net.eval()
+            out = net_output(model, model.net, *to_device((args, kwargs), model.device))
+        if not isinstance(out, torch.Tensor):
+            raise NetOutputError(
+                f"the net returned {type(out).__name__}, not a tensor of logits; give NNModel a batch_adapter "
+                "whose output() picks the tensor out (a BatchAdapter subclass)"
+            )
+        yield out
+
+
+def forward_all(model: Any, data: Any) -> torch.Tensor:
+    """The logits of all of ``data`` as one tensor on the model's device (the inference pass
+    ``predict`` / ``predict_proba`` convert to NumPy)."""
+    outputs = list(model_outputs(model, data))
+    if not outputs:
+        raise PredictionInputError("nothing to predict: the input is empty (the loader produced zero batches)")
+    return concatenate(outputs)
+
+
+def task_result(model: Any, logits: torch.Tensor, ids: np.ndarray) -> PredictionResult:
+    """The ``PredictionResult`` the model's ``TaskSpec`` gives ``logits`` (NumPy arrays)."""
+    task = model.task_adapter
+    probabilities = task.probabilities(logits)
+    return PredictionResult(
+        host_array(logits), None if probabilities is None else host_array(probabilities),
+        host_array(task.decode(logits)), ids,
+    )
+
+
+def _refuse_unspecified(model: Any, caller: str) -> None:
+    """Without a ``spec`` probabilities come from the model's ``TaskSpec``, never from the
+    logits' shape: without either, refuse (a ``TypeError``, as NNx raises)."""
+    if model.params.task is None:
+        raise ParamsError(
+            f"NNModel.{caller}.spec",
+            "is required without a TaskSpec: probabilities are never inferred from the outputs; pass "
+            "spec=ProbabilitySpec(kind='categorical' or 'bernoulli') or set NNModelParams(task=TaskSpec...)",
+        )
+
+
+def predict(model: Any, X: Any) -> PredictResult:
+    """``NNModel.predict``: raw outputs and decoded predictions of ``X`` as NumPy arrays."""
+    logits = forward_all(model, X)
+    return PredictResult(host_array(logits), host_array(model.task_adapter.decode(logits)))
+
+
+def predict_proba(model: Any, X: Any, spec: ProbabilitySpec | None = None) -> PredictionResult:
+    """``NNModel.predict_proba``: logits, probabilities, decoded predictions and row ids of ``X``
+    under ``spec``, else under the model's ``TaskSpec`` (without either: ``ParamsError``)."""
+    if spec is None:
+        _refuse_unspecified(model, "predict_proba")
+    _warn_if_shuffled(X, "predict_proba")
+    logits = forward_all(model, X)
+    if spec is not None:
+        return prediction_from_logits(logits, spec)
+    return task_result(model, logits, row_ids(0, logits.shape[0]))
+
+
+def iter_predict(model: Any, X: Any, spec: ProbabilitySpec | None = None, *, rich: bool = False) -> PredictionStream:
+    """``NNModel.iter_predict``: the predictions of a loader as a ``PredictionStream``, one batch at
+    a time (``PredictionBatch``, or with a ``spec`` / ``rich=True`` ``PredictionResult``)."""
+    if isinstance(X, (torch.Tensor, np.ndarray)):
+        raise TrainingInputError("iter_predict streams a loader of batches; use predict / predict_proba for arrays")
+    if spec is not None and not isinstance(spec, ProbabilitySpec):
+        raise ParamsError("iter_predict.spec", f"must be a ProbabilitySpec, got {type(spec).__name__}")
+    if spec is None and rich:
+        _refuse_unspecified(model, "iter_predict")
+    _warn_if_shuffled(X, "iter_predict")
+    task = model.task_adapter
+
+    def batches() -> Iterator[Any]:
+        start = 0
+        for logits in model_outputs(model, X):
+            ids = row_ids(start, logits.shape[0])
+            start += logits.shape[0]
+            if spec is not None:
+                check_fits(logits, spec)
+                yield prediction_from_logits(logits, spec, sample_ids=ids)
+            elif rich:
+                yield task_result(model, logits, ids)
+            else:
+                yield PredictionBatch(host_array(logits), host_array(task.decode(logits)), ids)
+
+    return PredictionStream(batches())

@@ -1,6 +1,7 @@
 """``NNCheckpointTransform``: a recorded topology-change recipe, and the kind of a standalone
-``NNCheckpoint.to_file`` file. ``NNCheckpoint`` itself lives beside ``NNRun``
-(``nnx_api.runs.run``): each builds the other (``NNRun.checkpoints()``, ``NNCheckpoint.load(run)``)."""
+``NNCheckpoint.to_file`` file (its format: ``nnx_api.runs.standalone``). ``NNCheckpoint`` itself
+lives beside ``NNRun`` (``nnx_api.runs.run``): each builds the other (``NNRun.checkpoints()``,
+``NNCheckpoint.load(run)``)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@
 
 The format lives in ``nnx_core.journal_format``, the reader in ``nnx_core.journal_reader`` and the
 commit step in ``nnx_core.journal``; what training checks and opens lives in
-``nnx_api.training.history``. Here: the readers over both history formats (journal runs
+``nnx_api.training.history_setup``. Here: the readers over both history formats (journal runs
 and eager ``idps.csv`` runs), the CSV export and the migration.
 """
 
@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from nnx_core.commit import LAST, RunFiles, history_tail, read_history
+from nnx_core.eager_history import coverage_problems, flatten
 from nnx_core.errors import HistoryCorruptionError, ParamsError, RunNotFoundError
-from nnx_core.history import coverage_problems, flatten
 from nnx_core.identity import validate_run_id
 from nnx_core.journal import HistoryJournal, JournalWriter
 from nnx_core.journal_format import read_chunk

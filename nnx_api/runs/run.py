@@ -15,16 +15,18 @@ epoch's last record), ``training_state_present`` — and NNx's static loaders::
 
 ``from_file`` reads a checkpoint by path: a tag manifest of a run (``.../checkpoints/<tag>.json``;
 NNx's ``<tag>.pt`` name of the same tag is accepted, e.g. a ``ModelCheckpoint`` file
-``snap_e0.pt``), or a standalone file written by ``to_file``. Missing files give None, as in NNx.
+``snap_e0.pt``), or a standalone file written by ``to_file`` (that file's format:
+``nnx_api.runs.standalone``). Missing files give None, as in NNx. ``NNRun`` and ``NNCheckpoint``
+share this module because each builds the other (``run.checkpoints()``, ``NNCheckpoint.load(run)``);
+how a run prints (``str(run)``) lives in ``nnx_api.runs.summary``.
 
 Reading a run (``load``, ``all``, its history and BEST) needs no torch: torch is imported where a
-blob is decoded (``nnx_adapters.pytorch.state``) or a run's params are built (``nnx_api.config.params``),
-so ``nnx runs list`` starts without it.
+blob is decoded (``nnx_adapters.pytorch.state``) or a run's params are built (``nnx_api.config.params``,
+``nnx_api.config.train_params``), so ``nnx runs list`` starts without it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -37,8 +39,8 @@ from nnx_core import replacement
 from nnx_core.commit import LAST, RunFiles, TagManifest, read_history, truncate_to_last
 from nnx_core.compilation import CompileRecord
 from nnx_core.dataclass_view import expose_dataclass_fields
+from nnx_core.eager_history import EagerHistory, epoch_rows
 from nnx_core.errors import CorruptRunError, ParamsError, RunNotFoundError
-from nnx_core.history import EagerHistory, epoch_rows
 from nnx_core.identity import run_id as content_address
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.journal_format import HISTORY_FOLDER
@@ -50,14 +52,17 @@ from nnx_adapters.storage.fs import FileStorage
 from nnx_api.config.identity import run_config
 from nnx_api.runs.checkpoint import NNCheckpointTransform
 from nnx_api.runs.html import run_html
-from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, StandalonePayload, decode_standalone, read_payload
+from nnx_api.runs.payload import CheckpointPayload, Payload, read_payload
 from nnx_api.runs.plots import plot_run
+from nnx_api.runs.standalone import read_checkpoint_file, write_checkpoint_file
 from nnx_api.runs.store import dump_yaml, environment, load_yaml, resolve_run_id, run_folders, runs_root
+from nnx_api.runs.summary import run_summary
 
 if TYPE_CHECKING:
     import torch
 
-    from nnx_api.config.params import NNModelParams, NNParams, NNTrainerParams, NNTrainParams
+    from nnx_api.config.params import NNModelParams, NNParams
+    from nnx_api.config.train_params import NNTrainerParams, NNTrainParams
 
 PHASE_TAGS = ("first", "q1", "q2", "q3", LAST)  # NNRun.checkpoints(): NNx's phase order, BEST excluded
 
@@ -100,42 +105,6 @@ class Checkpoint:
     def weights(self) -> dict[str, torch.Tensor]:
         """The model's state dict."""
         return self.contents().weights  # type: ignore[return-value]  # the state dict as saved
-
-
-def run_summary(config: Mapping[str, Any]) -> str:
-    """``{loss=…, device=…, net=…, …, n_epochs=…, max_lr=…, momentum=…, decay=…, scheduler=[…]}``:
-    a run's configuration as NNx's ``str(run)`` lays it out (a built-in net with its dims,
-    dropout and activation; a registered one as ``id@vN``, ``kind=registered``, its config and
-    seed)."""
-    model, net, train = config.get("model") or {}, config.get("net") or {}, config.get("train") or {}
-    parts = [f"loss={model.get('loss')}", f"device={model.get('device')}"]
-    described = model.get("net")
-    if isinstance(described, Mapping):  # a ModelSpec
-        parts += [f"net={described.get('id')}@v{described.get('version', 1)}", "kind=registered",
-                  f"config={json.dumps(described.get('config') or {}, sort_keys=True)}", f"seed={described.get('seed', 0)}"]
-    else:
-        parts.append(f"net={described}")
-        if net:
-            dims = [net.get("input_dim"), *(net.get("hidden_dims") or ()), net.get("output_dim")]
-            parts += [f"dims={dims}", f"dropout={net.get('dropout_prob')}", f"activation={net.get('activation')}",
-                      f"n_heads={net.get('n_heads')}"]
-    parts.append(f"n_epochs={train.get('n_epochs')}")
-    optim = train.get("optim")
-    if isinstance(optim, Mapping):
-        momentum = optim.get("momentum")
-        parts += [f"max_lr={optim.get('max_lr')}", f"momentum={tuple(momentum) if isinstance(momentum, list) else momentum}",
-                  f"decay={optim.get('weight_decay')}"]
-    scheduler = train.get("scheduler")
-    if isinstance(scheduler, Mapping):
-        kind = scheduler.get("kind") or "plateau"
-        if kind == "plateau":
-            shown = [f"patience={scheduler.get('patience')}", f"cooldown={scheduler.get('cooldown')}",
-                     f"factor={scheduler.get('factor'):.0e}", f"threshold={scheduler.get('threshold'):.0e}",
-                     f"min_lr={scheduler.get('min_lr'):.0e}"]
-        else:
-            shown = [f"{k}={v}" for k, v in scheduler.items() if k != "kind"]
-        parts.append(f"scheduler=[{', '.join([kind, *shown])}]")
-    return "{" + ", ".join(parts) + "}"
 
 
 def _params_config(train: Any, model: Any, net: Any, trainer: Any, salt: str | None) -> dict[str, Any]:
@@ -351,14 +320,14 @@ class NNRun:
     @property
     def train(self) -> NNTrainParams:
         """The run's ``NNTrainParams`` (for a ``Trainer`` run: the representative ones)."""
-        from nnx_api.config.params import NNTrainParams
+        from nnx_api.config.train_params import NNTrainParams
 
         return NNTrainParams.from_state(self.config["train"])
 
     @property
     def trainer(self) -> NNTrainerParams | None:
         """A ``Trainer`` run's ``NNTrainerParams``, else None."""
-        from nnx_api.config.params import NNTrainerParams
+        from nnx_api.config.train_params import NNTrainerParams
 
         trainer = self.config.get("trainer")
         return None if trainer is None else NNTrainerParams.from_state(trainer)
@@ -539,10 +508,9 @@ class NNCheckpoint:
     @staticmethod
     def from_file(path: str | os.PathLike[str], map_location: Any = "cpu") -> NNCheckpoint | None:
         """The checkpoint at ``path``: a run's tag (``<root>/<run>/checkpoints/<tag>.json``, or
-        NNx's ``<tag>.pt`` name for it) or a standalone ``to_file`` file. None when nothing is
-        there; a file that is neither is refused with ``CorruptRunError`` (never unpickled)."""
-        from nnx_api.config.params import NNModelParams, NNParams
-
+        NNx's ``<tag>.pt`` name for it) or a standalone ``to_file`` file
+        (``nnx_api.runs.standalone``). None when nothing is there; a file that is neither is
+        refused with ``CorruptRunError`` (never unpickled)."""
         path = Path(path)
         tag_file = path.with_suffix(".json")
         # a run's tag, by either name, is read from its verified manifest and blob: a ModelCheckpoint
@@ -552,44 +520,15 @@ class NNCheckpoint:
             return NNCheckpoint.load(validate_run_id(run_dir.name), validate_tag(path.stem), run_dir.parent)
         if not path.is_file():
             return None
-        saved = decode_standalone(path.read_bytes(), where=str(path))
-        return NNCheckpoint(
-            net_params=None if saved.net_params is None else NNParams.resolve_from_state(saved.net_params),
-            net_state=saved.net_state,
-            model_params=NNModelParams.from_state(saved.model_params),
-            idp=None if saved.idp is None else IterationDataPoint.from_state(saved.idp),
-            transforms=_transforms(saved.transforms),
-            training_state_present=False,
-            run_id=saved.run_id,
-            tag=saved.tag,
-            epoch=saved.epoch,
-            module_signature=saved.module_signature,
-        )
+        return NNCheckpoint(**read_checkpoint_file(path))
 
     def to_file(self, path: str | os.PathLike[str], format: str = "nnx") -> Path:
         """Write this checkpoint (weights, params, record; no training state) as one standalone
-        file that ``from_file`` reads back with the safe loader. ``format="pickle"`` (NNx's
-        default name) writes the same safe file: nothing here ever needs an unpickling loader
-        (a ``.safetensors`` export of a run's tag: ``nnx_api.runs.export.export_safetensors``)."""
-        if format not in ("nnx", "pickle"):
-            raise ParamsError("NNCheckpoint.to_file.format", f"'nnx' or 'pickle' (both the safe-loader file), got {format!r}")
-        payload = StandalonePayload(
-            net_params=None if self.net_params is None else SavedState(self.net_params.state()),
-            net_state=SavedState(dict(self.net_state)),
-            model_params=SavedState(self.model_params.state()),
-            idp=None if self.idp is None else SavedState(self.idp.state()),
-            transforms=[SavedState(t.state()) for t in self.transforms],
-            run_id=self.run_id,
-            tag=self.tag,
-            epoch=self.epoch,
-            module_signature=None if self.module_signature is None else SavedState(dict(self.module_signature)),
-        )
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_bytes(payload.encode())
-        os.replace(tmp, target)
-        return target
+        file that ``from_file`` reads back with the safe loader (``nnx_api.runs.standalone``).
+        ``format="pickle"`` (NNx's default name) writes the same safe file: nothing here ever
+        needs an unpickling loader (a ``.safetensors`` export of a run's tag:
+        ``nnx_api.runs.export.export_safetensors``)."""
+        return write_checkpoint_file(self, path, format)
 
 
 # dataclasses.fields() / asdict() / replace() work on it as on NNx's: NNx's fields first, then ours

@@ -1,35 +1,134 @@
-"""The epoch's state: what an update owner works with, instead of the whole training session.
+"""One epoch as the update owners see it: its state, the run's committed updates, the batch statistics.
 
-An update owner (``nnx_api.training.owners``) and the group's step hook see one ``EpochState``:
-the run's fixed parts (model, task, device, optimizers and their parameters), this epoch's
-statistics (``stats``, ``summary``, ``train_extras``), and the session's four entry points for
-committed updates (``Updates``: ``event``, ``report``, ``after_window`` and the built-in step a
-custom step may call). Nothing else of the session is reachable from a step.
+    EpochState    what an update owner receives, never the session: the run's fixed parts (model,
+                  task, device, optimizers and their parameters), this epoch's statistics, and
+                  ``updates``
+    Updates       the run's committed updates: the counters, and each commit announced in the
+                  seed's order (``nnx_core.update.announce``): every optimizer's event
+                  (``on_optimizer_update``) → the update-clock ticks → the update listeners and
+                  the ``stop_at_update`` check. A skipped window announces nothing.
+    EpochStats    per-batch training statistics kept on the device until the epoch ends (one host
+                  synchronisation for the whole epoch), read into one record per batch
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
+import torch
 
+from nnx_core import update
+from nnx_core.errors import ParamsError, ScheduleBudgetError
 from nnx_core.records import EvaluationDataPoint
+from nnx_adapters.pytorch.metrics import BatchScores
 from nnx_adapters.pytorch.optim import TorchClock
-from nnx_api.callbacks import UpdateEvent
-from nnx_api.training.steps import EpochStats
+from nnx_adapters.pytorch.tasks import regression_errors
+from nnx_api.callbacks import CallbackContext, UpdateEvent
 
 
-class Updates(Protocol):
-    """The session's side of committed updates (``TrainingSession`` implements it)."""
+class Updates:
+    """The run's committed updates (module docstring): counted here, announced in the seed's order."""
 
-    update_count: int
+    def __init__(
+        self, *, ctx: CallbackContext, hooks: Sequence[Callable[..., Any]], optimizers: Mapping[str, Any],
+        schedules: Mapping[str, Any], primary: str, auto_step: bool,
+    ) -> None:
+        self.ctx = ctx
+        self.hooks = list(hooks)  # the callbacks' on_optimizer_update, in callback order
+        self.optimizers, self.schedules, self.primary, self.auto_step = optimizers, schedules, primary, auto_step
+        self.count = 0  # every optimizer's committed updates, together
+        self.counts = dict.fromkeys(optimizers, 0)  # by optimizer
+        self.this_epoch = dict(self.counts)
+        self.stopped = False  # a callback stopped the run at an update boundary (ctx.stop_at_update)
 
-    def event(self, name: str, epoch: int, batch_idx: int, microbatches: int, **losses: Any) -> UpdateEvent: ...
-    def report(self, name: str, epoch: int, batch_idx: int) -> None: ...
-    def after_window(self, status: str, events: Sequence[UpdateEvent]) -> None: ...
-    def builtin_step(self) -> Any: ...
+    def begin_epoch(self) -> None:
+        """A new epoch's per-optimizer counts (for ``warn_unreported``)."""
+        self.this_epoch = dict.fromkeys(self.counts, 0)
+
+    def restore(self, count: int, counts: Mapping[str, int] | None) -> None:
+        """The counters of a stateful resume point (a checkpoint without per-optimizer counts is an
+        NNModel's: all of them are the primary's)."""
+        self.count = count
+        self.counts = dict(counts) if counts is not None else {self.primary: count}
+        self.ctx.update_count = count
+
+    def event(self, name: str, epoch: int, batch_idx: int, microbatches: int, **losses: Any) -> UpdateEvent:
+        """The event of optimizer ``name``'s next committed update."""
+        return UpdateEvent(
+            optimizer=name, update_idx=self.counts[name] + 1, epoch_idx=epoch, batch_idx=batch_idx,
+            microbatches=microbatches, **losses,
+        )
+
+    def after_window(self, status: str, events: Sequence[UpdateEvent]) -> None:
+        """A closed window: its events are announced when it committed (a skip announces nothing)."""
+        if status == update.COMMITTED:
+            self.announce(events)
+
+    def report(self, name: str, epoch: int, batch_idx: int) -> None:
+        """``ctx.report_update(name)`` from a step function: one committed update of ``name``."""
+        if name not in self.optimizers:
+            raise ParamsError("report_update", f"no optimizer named {name!r}; the run's optimizers are {sorted(self.optimizers)}")
+        self.announce([self.event(name, epoch, batch_idx, 1)])
+
+    def announce(self, events: Sequence[UpdateEvent]) -> None:
+        """Counters; every optimizer's ``on_optimizer_update`` event of the commit; then the
+        update-clock ticks; then the update listeners and the ``stop_at_update`` check."""
+        ctx = self.ctx
+        for e in events:
+            self.counts[e.optimizer] += 1
+            self.this_epoch[e.optimizer] += 1
+            self.count += 1
+        ctx.update_count = self.count
+        hooks = self.hooks
+
+        def deliver(event: UpdateEvent) -> None:
+            for hook in hooks:
+                hook(ctx, event)
+
+        update.announce(events, deliver=deliver, tick=self._tick_update_clock, after=self._after_update)
+
+    def _tick_update_clock(self, event: UpdateEvent) -> None:
+        clock = self.schedules[event.optimizer]
+        if not isinstance(clock, TorchClock) or clock.clock != "optimizer_update" or not self.auto_step:
+            return
+        if clock.budget is not None and clock.ticks >= clock.budget:
+            raise ScheduleBudgetError(
+                f"update {self.counts[event.optimizer]} of optimizer {event.optimizer!r} is past its schedule's "
+                f"horizon of {clock.budget} updates; raise total_steps (or T_max) to cover the whole run"
+            )
+        clock.tick()
+        if event.optimizer == self.primary:
+            self.ctx.update_lrs.append((self.count, self.optimizers[self.primary].optimizer.param_groups[0]["lr"]))
+
+    def _after_update(self) -> None:
+        ctx = self.ctx
+        for listener in ctx.update_listeners:
+            listener(ctx)
+        if ctx.stop_at_update:
+            self.stopped = True
+
+    def warn_unreported(self, epoch: int, kind: Any) -> None:
+        """NNx never infers updates around an opaque step: when optimizers with an update-clock
+        schedule reported no update this epoch, one ``UserWarning`` names them all."""
+        silent = [
+            name
+            for name, count in self.this_epoch.items()
+            if not count and isinstance(self.schedules[name], TorchClock) and self.schedules[name].clock == "optimizer_update"
+        ]
+        if not silent:
+            return
+        whose = ", ".join(f"optimizer {name!r}" for name in silent)
+        calls = ", ".join(kind.report_call(name) for name in silent)
+        warnings.warn(
+            f"epoch {epoch}: the step reported no update for {silent}, so the optimizer_update-clock schedule of "
+            f"{whose} did not step; call {calls} after each optimizer.step() it takes (an epoch whose updates were "
+            "all skipped needs no report)",
+            UnreportedUpdateWarning,
+            stacklevel=4,
+        )
 
 
 @attrs.define(kw_only=True, eq=False)
@@ -48,25 +147,21 @@ class EpochState:
     named_optimizers: Mapping[str, Any] | None  # a Trainer's read-only {name: torch optimizer}, None: NNModel
     specs: tuple[Any, ...]  # the run's metric specs
     extra_fns: Mapping[str, Any] | None  # extra_metrics: {name: fn(y_true, y_pred)}
-    updates: Updates
+    updates: Any  # Updates, or a hand-built step's reporter (``default_train_step`` on a context built by hand)
     epoch: int = -1
-    stats: EpochStats = attrs.field(factory=EpochStats)
+    stats: EpochStats = attrs.field(factory=lambda: EpochStats())
     summary: Any = None  # the whole-epoch summary accumulator (None: no summary wanted)
     train_extras: Any = None  # the default step's extra_metrics collector, scored at the epoch's end
     batch_lr: float = 0.0  # the lr noted before the current batch's step (begin_batch)
 
-    def begin(self, epoch: int, summary: Any, train_extras: Any) -> None:
-        """A fresh epoch's statistics."""
-        self.epoch, self.stats, self.summary, self.train_extras = epoch, EpochStats(), summary, train_extras
+    def begin(self, epoch: int, summary: Any) -> None:
+        """A fresh epoch's statistics (an owner's ``begin_epoch`` may add its own collectors)."""
+        self.epoch, self.stats, self.summary, self.train_extras = epoch, EpochStats(), summary, None
 
     def schedule_object(self, name: str) -> Any:
         """What a step sees as optimizer ``name``'s scheduler: the torch scheduler or the plateau rule."""
         sched = self.schedules[name]
         return sched.scheduler if isinstance(sched, TorchClock) else sched
-
-    def optim_params_of(self, name: str) -> Any:
-        """Optimizer ``name``'s ``NNOptimParams``."""
-        return self.optim_params[name]
 
     def begin_batch(self) -> None:
         """Note the learning rate the batch's update uses (the primary's group 0), read before the
@@ -77,23 +172,145 @@ class EpochState:
     def mark_batch(self) -> None:
         """Record the batch's learning rate (noted by ``begin_batch``) and the update count so far."""
         self.stats.lrs.append(self.batch_lr)
-        self.stats.updates.append(self.updates.update_count)
+        self.stats.updates.append(self.updates.count)
 
-    def event(self, name: str, epoch: int, batch_idx: int, microbatches: int, **losses: Any) -> UpdateEvent:
-        """The event of optimizer ``name``'s next committed update."""
-        return self.updates.event(name, epoch, batch_idx, microbatches, **losses)
 
-    def report(self, name: str, epoch: int, batch_idx: int) -> None:
-        """``ctx.report_update(name)`` from a step function: one committed update of ``name``."""
-        self.updates.report(name, epoch, batch_idx)
+class EpochStats:
+    """Per-batch training statistics kept on the device until the epoch ends (``edps`` reads
+    them with one host synchronisation for the whole epoch)."""
 
-    def after_window(self, status: str, events: Sequence[UpdateEvent]) -> None:
-        """A closed window: its committed events are announced, or the skip counted."""
-        self.updates.after_window(status, events)
+    __slots__ = (
+        "losses", "counts", "corrects", "rows", "lrs", "updates", "records", "labels", "additive", "kind", "errors",
+    )
 
-    def builtin_step(self) -> Any:
-        """The built-in default step (``default_train_step`` calls it from a custom step)."""
-        return self.updates.builtin_step()
+    def __init__(self) -> None:
+        self.losses: list[torch.Tensor] = []
+        self.counts: list[int] = []
+        self.corrects: list[torch.Tensor] = []
+        self.rows: list[int | None] = []
+        self.lrs: list[float] = []
+        self.updates: list[int] = []
+        self.records: list[EvaluationDataPoint] = []  # custom steps return records directly
+        self.labels: BatchScores | None = None  # a categorical default step's per-batch scores
+        self.additive = False  # a sum-reduced loss_fn: a record's loss is the batch's sum
+        self.kind: str | None = None  # a declared TaskSpec's kind, written on each default-step record
+        self.errors: list[torch.Tensor] = []  # a declared regression's per-batch [Σ squared, Σ absolute, valid count]
+
+    def __len__(self) -> int:
+        return len(self.lrs)
+
+    def add_batch(self, loss: torch.Tensor, count: int, correct: torch.Tensor | None, rows: int | None) -> None:
+        """One batch's on-device loss numerator and correct count (host-side valid count, rows)."""
+        self.losses.append(loss)
+        self.counts.append(count)
+        if correct is not None:
+            self.corrects.append(correct)
+        self.rows.append(rows)
+
+    def add_output(self, loss: torch.Tensor, count: int, output: torch.Tensor, target: torch.Tensor, task: Any) -> None:
+        """One default-step batch: a categorical task keeps its predicted classes for the per-batch
+        accuracy, F1, precision and recall (``BatchScores``); other tasks their correct count."""
+        self.additive = task.additive
+        self.kind = getattr(task, "record_kind", None)
+        if not task.categorical:
+            self.add_errors(output, target, task)
+            self.add_batch(loss, count, *task.correct(output, target))
+            return
+        if self.labels is None:
+            self.labels = BatchScores(output.shape[-1], task.ignore_index)
+        self.labels.add(output.argmax(-1), target)
+        self.losses.append(loss)
+        self.counts.append(count)
+        self.rows.append(None)
+
+    def add_errors(self, output: torch.Tensor, target: torch.Tensor, task: Any) -> None:
+        """Note the declared task's ``kind``; a regression's batch also keeps its summed squared
+        and absolute errors (this process's rows; ``edps`` adds them over a group)."""
+        self.kind = getattr(task, "record_kind", None)
+        if self.kind == "regression":  # NaN (masked) targets are left out of both
+            self.errors.append(regression_errors(output, target))  # [Σ squared, Σ absolute, valid count], on the device
+
+    def edps(self, total: Any = None) -> list[EvaluationDataPoint]:
+        """One training record per batch (one host sync for the whole epoch); ``total`` sums the
+        per-batch class counts over the ranks (``BatchScores.table``)."""
+        if self.records:
+            return self.records
+        losses, counts, corrects, rows = self._numbers(total)
+        if self.labels is not None:
+            table = self.labels.table(total).tolist()
+            return self._with_task([
+                batch_record(loss, count, correct, None, f1=f1, precision=precision, recall=recall, additive=self.additive)
+                for loss, (correct, _valid, f1, precision, recall), count in zip(losses.tolist(), table, counts, strict=True)
+            ], total)
+        return self._with_task([
+            batch_record(loss, count, correct, row, additive=self.additive)
+            for loss, count, correct, row in zip(losses.tolist(), counts, corrects, rows, strict=True)
+        ], total)
+
+    def _numbers(self, total: Any) -> tuple[torch.Tensor, list[int], list[Any], list[int | None]]:
+        """Each batch's loss numerator, valid count, correct count and scored rows; ``total``
+        (a group) sums them over the ranks, so each record is the union's batch."""
+        losses = torch.stack(self.losses).double()
+        corrects: list[Any] = torch.stack(self.corrects).tolist() if self.corrects else [None] * len(self.losses)
+        if total is None:
+            return losses, self.counts, corrects, self.rows
+        scored = [r is not None for r in self.rows]
+        columns = [losses.cpu(), torch.tensor(self.counts, dtype=torch.float64),
+                   torch.tensor([0.0 if c is None else c for c in corrects], dtype=torch.float64),
+                   torch.tensor([r or 0 for r in self.rows], dtype=torch.float64)]
+        summed = total(torch.stack(columns, dim=1))
+        counts = [int(c) for c in summed[:, 1].tolist()]
+        corrects = summed[:, 2].tolist() if self.corrects else corrects
+        rows = [int(r) if s else None for r, s in zip(summed[:, 3].tolist(), scored, strict=True)]
+        return summed[:, 0], counts, corrects, rows
+
+    def _with_task(self, records: list[EvaluationDataPoint], total: Any = None) -> list[EvaluationDataPoint]:
+        """The records with the declared task's ``kind``, and a regression's per-batch
+        ``metrics.mse`` / ``metrics.mae`` (as NNx's task records carry them; ``total`` adds the
+        error sums over a group's ranks, as it adds the class counts)."""
+        if self.kind is None:
+            return records
+        sums = elements = None
+        if self.errors and len(self.errors) == len(records):
+            table = torch.stack(self.errors).double().cpu()
+            summed = (total(table) if total is not None else table).tolist()
+            sums, elements = [row[:2] for row in summed], [row[2] for row in summed]
+        out = []
+        for i, record in enumerate(records):
+            metrics = dict(record.metrics)
+            if sums is not None and elements is not None and elements[i]:
+                metrics = {"mse": sums[i][0] / elements[i], "mae": sums[i][1] / elements[i], **metrics}
+            out.append(attrs.evolve(record, kind=self.kind, metrics=metrics))
+        return out
+
+
+def batch_record(
+    loss_sum: float,
+    count: int,
+    correct: float | None,
+    rows: int | None,
+    *,
+    f1: float | None = None,
+    precision: float | None = None,
+    recall: float | None = None,
+    additive: bool = False,
+) -> EvaluationDataPoint:
+    """A batch's record from its loss numerator, valid-target count, correct count and scored
+    rows (multilabel): loss = Σ/count (``additive``, a sum-reduced loss: Σ itself), accuracy =
+    correct/rows-or-count, error = 1 - accuracy; macro F1 / precision / recall as given
+    (categorical), left out of a batch without valid targets."""
+    denominator = rows if rows is not None else count
+    accuracy = correct / denominator if correct is not None and denominator else None
+    scored = accuracy is not None
+    return EvaluationDataPoint(
+        loss=loss_sum if additive else loss_sum / count if count else None,
+        accuracy=accuracy,
+        error=None if accuracy is None else 1.0 - accuracy,
+        f1=f1 if scored else None,
+        precision=precision if scored else None,
+        recall=recall if scored else None,
+        count=count,
+    )
 
 
 def sample_count(batch: Any) -> int:
@@ -130,25 +347,3 @@ class UnreportedUpdateWarning(UserWarning, RuntimeWarning):
     """A step function reported no committed update for an optimizer whose schedule runs on the
     optimizer_update clock, so that schedule did not step. A ``UserWarning`` (as NNx warns it)
     and a ``RuntimeWarning`` (as earlier releases of this package did)."""
-
-
-def warn_unreported(epoch: int, counts: Mapping[str, int], schedules: Mapping[str, Any], kind: Any) -> None:
-    """NNx never infers updates around an opaque step: when optimizers with an update-clock
-    schedule reported no update this epoch (``counts``: this epoch's committed updates by
-    optimizer), one ``UserWarning`` names them all."""
-    silent = [
-        name
-        for name, count in counts.items()
-        if not count and isinstance(schedules[name], TorchClock) and schedules[name].clock == "optimizer_update"
-    ]
-    if not silent:
-        return
-    whose = ", ".join(f"optimizer {name!r}" for name in silent)
-    calls = ", ".join(kind.report_call(name) for name in silent)
-    warnings.warn(
-        f"epoch {epoch}: the step reported no update for {silent}, so the optimizer_update-clock schedule of "
-        f"{whose} did not step; call {calls} after each optimizer.step() it takes (an epoch whose updates were "
-        "all skipped needs no report)",
-        UnreportedUpdateWarning,
-        stacklevel=4,
-    )

@@ -1,79 +1,64 @@
 """The group of one process: ``SingleProcess``, the ``Group`` role (``nnx_api.training.roles``)
-when no ``DDP()`` is given — nothing to agree, reduce or gather — and ``LocalSync``, how the one
-default step's microbatches join in it. ``nnx_api.distributed``'s ``DataParallel`` and
-``RankSync`` play the same roles over a torchrun group."""
+when no ``DDP()`` is given — nothing to agree, reduce or gather — and the syncs it makes, which
+do nothing: ``LocalSync`` for the built-in step (``nnx_api.training.builtin_step``),
+``LocalCustomSync`` for a step function, ``LocalObjectiveSync`` for an objective.
+``nnx_api.distributed``'s ``DataParallel``, ``RankSync``, ``CustomSync`` and ``ObjectiveSync``
+play the same roles over a torchrun group."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-import attrs
 import torch
 
 from nnx_core.errors import ParamsError
 from nnx_adapters.collective.local import LocalCollective
 from nnx_adapters.pytorch import state as torch_state
+from nnx_adapters.pytorch.gradients import TorchGradientSlots
 from nnx_api.runs.payload import CheckpointPayload
-from nnx_api.training.checks import batch_problem
+from nnx_api.training.builtin_step import LocalSync
 
 
-class LocalSync:
-    """How the default step's microbatches join in one process: nothing to agree (a failure is
-    raised here, naming the batch), the window's own count divides it, and its finiteness is read
-    once at the window's end. ``nnx_api.distributed`` supplies the group form (``RankSync``)."""
+class LocalCustomSync:
+    """A custom step's join in one process: nothing to join (``nnx_api.distributed.steps.CustomSync``
+    is the group form)."""
 
-    seeds = True  # W is known before backward: a one-microbatch window seeds its backward with 1/W
-    agrees_finite = False  # finiteness is checked at the window's end (one read), not agreed per microbatch
+    overflow = None  # a GradScaler decides its overflow alone
 
-    def bind(self, state: Any, net: Any) -> Any:
-        """The module the step runs forward through: the net (or its compiled forward)."""
-        return net
+    def bind(self, optimizer: Any, accumulate: int = 1) -> None:
+        """Nothing to hook."""
 
-    def microbatch(self, closes: bool) -> contextlib.AbstractContextManager[Any]:
-        """Around one microbatch's forward and backward: nothing."""
-        return contextlib.nullcontext()
+    def weigh(self, count: float) -> None:
+        """``ctx.weigh(count)`` in one process: nothing to weigh against."""
 
-    def agree(
-        self, state: Any, part: Microbatch, error: BaseException | None, batch: Any, epoch: int, batch_idx: int
-    ) -> float:
-        """Raise this microbatch's failure (naming what is wrong with the batch when the first
-        batch's checks find it); else its denominator: the valid count."""
+    def begin(self, where: str) -> None:
+        """Nothing to note."""
+
+    def end(self, record: Any, error: BaseException | None) -> Any:
+        """The batch's record as it is (its error raised as it is)."""
         if error is not None:
-            where = batch_place(epoch, batch_idx)  # built only on a failure: nothing per batch
-            problem = batch_problem(state.model, batch, where) if isinstance(error, _BATCH_ERRORS) else None
-            if problem is None:
-                raise error
-            raise problem from error
-        return part.count
-
-    def weight(self, window_weight: float | None) -> float | None:
-        """What the window's gradients are divided by: its denominator W."""
-        return window_weight
-
-    def record(self, state: Any, part: Microbatch, denominator: float) -> None:
-        """The batch's statistics, on the device."""
-        state.stats.add_output(part.loss, part.count, part.output, part.target, state.task)
+            raise error
+        return record
 
 
-def batch_place(epoch: int, batch_idx: int) -> str:
-    """How errors name a training batch."""
-    return f"train_loader's batch {batch_idx} (0-based) of epoch {epoch}"
+class LocalObjectiveSync:
+    """An objective's join in one process: its readings and records are already the whole batch's
+    (``nnx_api.distributed.steps.ObjectiveSync`` is the group form)."""
 
+    overflow = None  # a GradScaler decides its overflow alone
 
-_BATCH_ERRORS = (RuntimeError, IndexError, TypeError, ValueError)  # what a batch unlike the first raises in torch
+    def readings(
+        self, readings: Sequence[Any] | None, record: Any, error: BaseException | None, where: str
+    ) -> tuple[Sequence[Any] | None, Any]:
+        """The microbatch's readings and record as they are (its error raised as it is)."""
+        if error is not None:
+            raise error
+        return readings, record
 
-
-@attrs.define(slots=True)
-class Microbatch:
-    """One microbatch of the default step: its detached loss numerator, valid count, detached
-    output and target (this rank's), and its correct count and rows (for a group's agreement)."""
-
-    loss: torch.Tensor
-    count: int
-    output: torch.Tensor
-    target: torch.Tensor
+    def slots(self, params: Sequence[torch.Tensor], scaler: Any = None) -> TorchGradientSlots:
+        """The engine's gradient slots over ``params``."""
+        return TorchGradientSlots(params, scaler)
 
 
 class SingleProcess:
@@ -102,13 +87,13 @@ class SingleProcess:
             raise error
         return record
 
-    def objective_sync(self) -> None:
+    def objective_sync(self) -> LocalObjectiveSync:
         """An objective in one process: its readings are already the whole batch's."""
-        return None
+        return LocalObjectiveSync()
 
-    def custom_sync(self) -> None:
+    def custom_sync(self) -> LocalCustomSync:
         """A custom step in one process: nothing to join."""
-        return None
+        return LocalCustomSync()
 
     def step_sync(self) -> LocalSync:
         """How the default step's microbatches join: in this process alone."""
@@ -138,11 +123,11 @@ class SingleProcess:
         """The payload kind a checkpoint of this group records."""
         return entry_kind
 
-    def begin_epoch(self, session: Any, epoch: int) -> None:
+    def begin_epoch(self, train_loader: Any, epoch: int) -> None:
         """Nothing to agree at an epoch's start."""
 
     def reduce(
-        self, session: Any, accumulators: Sequence[Any], batches: int, error: BaseException | None, where: str
+        self, model: Any, accumulators: Sequence[Any], batches: int, error: BaseException | None, where: str
     ) -> int:
         """A group of one's sums are already whole (an error is raised as it is): ``batches``."""
         if error is not None:

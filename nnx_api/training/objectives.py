@@ -32,13 +32,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from nnx_core.engine import MEAN, REDUCTIONS, SUM, TermReading
-from nnx_core.errors import ParamsError, UpdateOwnerError
+from nnx_core.errors import ParamsError
 from nnx_core.records import EvaluationDataPoint
 from nnx_core.validate import check_float
 from nnx_adapters.pytorch.batches import split_batch, to_device
 from nnx_adapters.pytorch.tasks import ModuleLossTask
 from nnx_api.callbacks import UpdateEvent
-from nnx_api.training.steps import default_train_step, finalize_step
 
 
 # ---------------------------------------------------------------------------------------- values
@@ -380,23 +379,6 @@ class ObjectiveSummary:
         values = {name: num / den for name, (num, den, _w, _s) in self.sums.items() if den}
         loss = sum(self.sums[name][2] * v for name, v in values.items()) if values else None
         return {"loss": loss, "extra": values}
-
-
-def _is_step_function(fn: Any) -> bool:
-    return fn is default_train_step or fn is finalize_step
-
-
-def check_update_owner(train_step_fn: Any, objective: Any, *, step_name: str = "train_step_fn") -> None:
-    """Exactly one update owner, of the right kind: refused before anything is written."""
-    if train_step_fn is not None and objective is not None:
-        raise UpdateOwnerError(f"give either {step_name} or objective (one update owner per run), not both")
-    if isinstance(train_step_fn, Objective):
-        raise UpdateOwnerError(f"{type(train_step_fn).__name__} is an objective: pass it as objective=, not {step_name}=")
-    if objective is not None:
-        if not callable(objective):
-            raise UpdateOwnerError(f"objective must be callable (ctx -> ObjectiveResult), got {type(objective).__name__}")
-        if _is_step_function(objective):
-            raise UpdateOwnerError(f"{getattr(objective, '__name__', objective)!r} is a step function: pass it as {step_name}=")
 
 
 def full_precision_only(step: Callable[..., Any]) -> Callable[..., Any]:

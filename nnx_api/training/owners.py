@@ -2,20 +2,19 @@
 
 A run has exactly one update owner, chosen before anything is written (``owner_for``):
 
-* ``DefaultStep`` — the built-in supervised step (NNModel without a step function): forward,
-  loss numerator over the valid targets, backward; at the window's end the one update tail
-  (``nnx_core.update.commit_window``: W → skip → unscale → finite → clip → step). Under fp16 a
-  ``GradScaler`` scales every backward and the optimizer steps through it (a scaler-skipped
-  step is no committed update).
+* ``DefaultStep`` (``nnx_api.training.builtin_step``) — the built-in step (NNModel without a
+  step function).
 * ``CustomStep`` — ``NNModel.train(train_step_fn=...)``: the step owns its update and reports it.
 * ``TrainerStep`` — ``Trainer.train(trainer_step_fn=...)``: the same over named optimizers.
 * ``ObjectiveStep`` — ``objective=...``: the shared update engine (``nnx_core.engine``) owns
   every named optimizer's update.
 
-Every committed update goes back to the session's ``announce`` (events before update-clock ticks).
-There is one default step: a group hooks its synchronisation into it (``LocalSync`` in one
-process; under ``DDP()`` ``nnx_api.distributed``'s ``RankSync`` runs it through
-``DistributedDataParallel`` and agrees on every microbatch before its backward).
+An owner receives the epoch's state (``nnx_api.training.epoch.EpochState``), never the session,
+and gives every committed update to ``state.updates`` (events before update-clock ticks). The
+group it trains in joins its work through a sync the group makes (``nnx_api.training.roles``:
+``StepSync``, ``CustomSync``, ``ObjectiveSync``); in one process those do nothing, so no owner
+asks which group it is in. Under fp16 a ``GradScaler`` scales every backward and the optimizers
+step through it (a scaler-skipped step is no committed update).
 """
 
 from __future__ import annotations
@@ -32,114 +31,12 @@ import torch
 from nnx_core.engine import UpdateEngine
 from nnx_core.errors import TrainingInputError, UpdateOwnerError
 from nnx_core.records import EvaluationDataPoint
-from nnx_core.update import UpdateWindow, commit_window
-from nnx_adapters.pytorch.batches import batch_parts, net_output, to_device
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
 from nnx_adapters.pytorch.scaling import ScaledLoss, ScaledTorchOptimizer, TorchLossScale, make_grad_scaler
-from nnx_api.training.group import LocalSync, Microbatch
+from nnx_api.training.builtin_step import DefaultStep
 from nnx_api.training.objectives import ObjectiveContext, ObjectiveResult, ObjectiveSummary, microbatch_loss, read_terms
-from nnx_api.training.roles import EntryKind
+from nnx_api.training.roles import CustomSync, EntryKind, ObjectiveSync, SyncFactory
 from nnx_api.training.steps import GradientAccumulationState, StepLink, TrainerStepContext, TrainStepContext
-
-
-class DefaultStep:
-    """The built-in supervised step over the primary optimizer (see the module docstring); the
-    group's ``sync`` (``LocalSync`` in one process) says how its microbatches join."""
-
-    components: tuple[Any, ...] = ()
-    records_updates = False  # a step-function / default-step run: records leave update_count None (as NNx)
-
-    def __init__(self, optim: Any, sync: Any = None) -> None:
-        self.window = UpdateWindow(optim.accumulate_grad_batches)
-        self.max_norm = optim.grad_clip_norm
-        self.sync = sync if sync is not None else LocalSync()
-        self.net: Any = None
-        self._window_loss: torch.Tensor | None = None
-        self._seed: torch.Tensor | None = None  # the last backward seed 1/W (batches repeat their count)
-        self._seed_value = 0.0
-
-    def bind(self, state: Any) -> None:
-        """Attach to the epoch state it runs in: the module every forward goes through."""
-        self.net = self.sync.bind(state, state.model.net if state.forward is None else state.forward)
-
-    def begin_epoch(self, state: Any, epoch: int) -> None:
-        """Nothing to reset: a window never spans epochs (the last batch closes it)."""
-
-    def step(self, state: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
-        """One batch: the update, then its statistics (on the device) and position."""
-        part, denominator = self.update(state, batch, epoch, batch_idx, is_last, state.train_extras)
-        self.sync.record(state, part, denominator)
-        state.mark_batch()
-
-    def update(
-        self, state: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool, extras: Any = None
-    ) -> tuple[Microbatch, float]:
-        """Forward, loss numerator, agreement, backward, window accounting, and the update at the
-        window's end; the batch's outputs go to ``extras`` (an ``extra_metrics`` collector) when given.
-
-        Returns the microbatch (on the device) and its denominator: the valid count in one
-        process, the group's summed count under DDP.
-        """
-        model, task, sync, window = state.model, state.task, self.sync, self.window
-        with sync.microbatch(window.closes(is_last)):  # DDP: gradients sync on the window's last microbatch only
-            error: BaseException | None = None
-            part: Any = None
-            try:
-                args, kwargs, target = to_device(batch_parts(model, batch), state.device)
-                with state.autocast():
-                    output = net_output(model, self.net, args, kwargs)
-                task.check(output, target)
-                loss_sum, count = task.loss_terms(output, target)
-                part = Microbatch(loss=loss_sum.detach(), count=count, output=output.detach(), target=target)
-            except Exception as exc:  # agreed: every rank raises it (one process: here, naming the batch)
-                error = exc
-            denominator = sync.agree(state, part, error, batch, epoch, batch_idx)
-            if task.additive:  # a sum-reduced loss_fn: the window's gradients are not normalised
-                loss_sum.backward()
-                window.add(None)
-            elif sync.seeds and denominator and window.accumulate == 1:
-                # A one-microbatch window divides by its own count: seed the backward with 1/W
-                # (the same gradient as dividing afterwards, without a pass over every gradient).
-                loss_sum.backward(self._seed_of(loss_sum, 1.0 / denominator))
-                window.add(1.0)
-            else:
-                loss_sum.backward()  # the numerator only
-                window.add(denominator)
-        if not sync.agrees_finite:
-            self._window_loss = part.loss if self._window_loss is None else self._window_loss + part.loss
-        if extras is not None:
-            extras.add(output, target)
-        if state.summary is not None:
-            state.summary.add_loss(part.loss, count)
-            state.summary.update(output, target)
-        if window.ends(is_last):
-            window_loss, self._window_loss = self._window_loss, None
-            # finiteness: agreed before every backward under DDP, else one read of the window's loss
-            self.close(state, epoch, batch_idx, finite=(lambda: True) if window_loss is None else
-                       (lambda: math.isfinite(window_loss.item())))
-        return part, denominator
-
-    def _seed_of(self, loss_sum: torch.Tensor, value: float) -> torch.Tensor:
-        """``value`` as a scalar like ``loss_sum``, reused while batches keep their count (one
-        fill less per batch; autograd copies a seed it does not own, so reusing it is safe)."""
-        seed = self._seed
-        if seed is None or seed.dtype != loss_sum.dtype or seed.device != loss_sum.device or self._seed_value != value:
-            seed = self._seed = torch.full((), value, dtype=loss_sum.dtype, device=loss_sum.device)
-            self._seed_value = value
-        return seed
-
-    def close(self, state: Any, epoch: int, batch_idx: int, *, finite: Any) -> None:
-        """The window's end: the one update tail, then the announcement (or the skip count)."""
-        weight, micro = self.window.close()
-        name = state.primary
-        status = commit_window(
-            {name: state.optimizers[name]}, self.sync.weight(weight), max_norms={name: self.max_norm}, finite=finite
-        )
-        state.after_window(status, [state.event(name, epoch, batch_idx, micro)])
-
-
-def _unweighted(count: float) -> None:
-    """``ctx.weigh(count)`` in one process: nothing to weigh against."""
 
 
 class CustomStep:
@@ -148,10 +45,12 @@ class CustomStep:
     components: tuple[Any, ...] = ()
     records_updates = False  # a step-function / default-step run: records leave update_count None (as NNx)
 
-    def __init__(self, fn: Any, scaler: Any = None, sync: Any = None) -> None:
+    def __init__(self, fn: Any, scaler: Any, sync: CustomSync, builtin: DefaultStep) -> None:
         self.fn = fn
         self.scaler = scaler
-        self.sync = sync  # under DDP(): joins the step's gradients and records (nnx_api.distributed.steps)
+        self.sync = sync  # joins the step's gradients and records in its group (nothing in one process)
+        self.builtin = builtin  # ``default_train_step``'s step, bound on first use
+        self._state: Any = None
         self.accumulation = GradientAccumulationState()
         self._steps = self._reports = 0  # this batch's optimizer.step() calls and report_update() calls
         self._warned_nonfinite = False
@@ -163,8 +62,15 @@ class CustomStep:
 
         optimizer = state.optimizers[state.primary].optimizer
         optimizer.register_step_post_hook(counted)
-        if self.sync is not None:
-            self.sync.bind(optimizer, state.optim_params_of(state.primary).accumulate_grad_batches)
+        self.sync.bind(optimizer, state.optim_params[state.primary].accumulate_grad_batches)
+        self._state = state
+
+    def _builtin_step(self) -> DefaultStep:
+        """The built-in step a ``default_train_step`` call runs, bound to the run on first use
+        (under ``DDP()`` binding wraps the net: a step that never calls it never pays)."""
+        if self.builtin.net is None:
+            self.builtin.bind(self._state)
+        return self.builtin
 
     def begin_epoch(self, state: Any, epoch: int) -> None:
         """A fresh accumulation state: a window never spans epochs."""
@@ -179,11 +85,11 @@ class CustomStep:
                 f"{self._steps} optimizer.step() call(s); report each real step once, right after it "
                 "(default_train_step reports its own steps)"
             )
-        state.report(name, epoch, batch_idx)
+        state.updates.report(name, epoch, batch_idx)
 
     def step(self, state: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
         name = state.primary
-        optim = state.optim_params_of(name)
+        optim = state.optim_params[name]
         ctx = TrainStepContext(
             model=state.model,
             batch=batch,
@@ -201,8 +107,9 @@ class CustomStep:
             report_update=StepLink(  # carries the run: ctx.session / scheduler / weigh (nnx_api.training.steps)
                 lambda: self._report(state, name, epoch, batch_idx),
                 session=state,
+                builtin=self._builtin_step,
                 scheduler=state.schedule_object(name),
-                weigh=_unweighted if self.sync is None else self.sync.weigh,
+                weigh=self.sync.weigh,
             ),
         )
         self._steps = self._reports = 0
@@ -224,18 +131,17 @@ class TrainerStep:
     components: tuple[Any, ...] = ()
     records_updates = False  # a step-function / default-step run: records leave update_count None (as NNx)
 
-    def __init__(self, fn: Any, sync: Any = None) -> None:
+    def __init__(self, fn: Any, sync: CustomSync) -> None:
         self.fn = fn
-        self.sync = sync  # under DDP(): joins every named optimizer's gradients and the records
+        self.sync = sync  # joins every named optimizer's gradients and the records in its group
         self._views: dict[str, Mapping[str, Any]] = {}
 
     def bind(self, state: Any) -> None:
         """Freeze the read-only views every step context shares."""
         names = list(state.optimizers)
-        if self.sync is not None:
-            for name in names:
-                self.sync.bind(state.optimizers[name].optimizer, state.optim_params_of(name).accumulate_grad_batches)
-        optims = [state.optim_params_of(n) for n in names]
+        for name in names:
+            self.sync.bind(state.optimizers[name].optimizer, state.optim_params[name].accumulate_grad_batches)
+        optims = [state.optim_params[n] for n in names]
 
         def view(values: list[Any]) -> Mapping[str, Any]:
             return types.MappingProxyType(dict(zip(names, values, strict=True)))
@@ -261,9 +167,9 @@ class TrainerStep:
             batch_idx=batch_idx,
             epoch_idx=epoch,
             report_update=StepLink(  # carries the run and the window facts (nnx_api.training.steps)
-                lambda name: state.report(name, epoch, batch_idx),
+                lambda name: state.updates.report(name, epoch, batch_idx),
                 session=state,
-                weigh=_unweighted if self.sync is None else self.sync.weigh,
+                weigh=self.sync.weigh,
                 is_last_batch=is_last,
                 precision=state.model.precision,
                 grad_clip_norms=views["grad_clip_norms"],
@@ -280,9 +186,9 @@ class ObjectiveStep:
 
     records_updates = True
 
-    def __init__(self, objective: Any, engine: UpdateEngine, gradients: TorchGradientSlots, sync: Any = None) -> None:
+    def __init__(self, objective: Any, engine: UpdateEngine, gradients: TorchGradientSlots, sync: ObjectiveSync) -> None:
         self.objective = objective
-        self.sync = sync  # under DDP(): the readings and records summed over the ranks (nnx_api.distributed.steps)
+        self.sync = sync  # the readings and records summed over the group's ranks (nothing in one process)
         self.engine = engine
         self.gradients = gradients
         self.components = (engine,)
@@ -303,17 +209,13 @@ class ObjectiveStep:
             model=state.model, batch=batch, epoch_idx=epoch, batch_idx=batch_idx, extra_metrics=state.extra_fns,
             precision=state.model.precision,
         )
-        if self.sync is None:
+        where = f"objective in epoch {epoch} batch {batch_idx}"
+        error: BaseException | None = None
+        try:
             result, tensors, readings = self._read(ctx)
-        else:  # every rank raises any rank's failure; the engine sees the group's numbers
-            where = f"objective in epoch {epoch} batch {batch_idx}"
-            error: BaseException | None = None
-            try:
-                result, tensors, readings = self._read(ctx)
-            except Exception as exc:
-                error, result, tensors, readings = exc, None, [], None
-            readings, joined = self.sync.readings(readings, result.record if result is not None else None, error, where)
-            result = attrs.evolve(result, record=joined)
+        except Exception as exc:  # raised on every rank of the group (in one process: as it is)
+            error, result, tensors, readings = exc, None, [], None
+        readings, joined = self.sync.readings(readings, result.record if result is not None else None, error, where)
         self.gradients.set_terms(tensors)
         commit = self.engine.add(readings, is_last_batch=is_last)
         self.gradients.set_terms(())
@@ -321,13 +223,13 @@ class ObjectiveStep:
             self._summary.add(readings)
         if commit is not None:
             events = [
-                state.event(name, epoch, batch_idx, commit.microbatches, loss=commit.loss, losses=dict(commit.losses))
+                state.updates.event(name, epoch, batch_idx, commit.microbatches, loss=commit.loss, losses=dict(commit.losses))
                 for name in commit.update_idx
             ]
             if commit.committed and self._after_update is not None:
                 self._after_update(events)
-            state.after_window(commit.status, events)
-        record = result.record or EvaluationDataPoint()
+            state.updates.after_window(commit.status, events)
+        record = joined or EvaluationDataPoint()
         if record.loss is None:
             loss = microbatch_loss(readings)
             # a fully masked microbatch has no loss: its record still says it scored 0 samples
@@ -347,11 +249,9 @@ class ObjectiveStep:
         return result, tensors, readings
 
 
-def run_step(fn: Any, ctx: Any, sync: Any, source: str, epoch: int, batch_idx: int) -> EvaluationDataPoint:
-    """A step function's record for the batch; under ``DDP()`` (``sync``) every rank raises any
-    rank's failure and records the group's batch (``nnx_api.distributed.steps.CustomSync``)."""
-    if sync is None:
-        return checked_record(fn(ctx), source)
+def run_step(fn: Any, ctx: Any, sync: CustomSync, source: str, epoch: int, batch_idx: int) -> EvaluationDataPoint:
+    """A step function's record for the batch; in a group every rank raises any rank's failure
+    and records the group's batch (``nnx_api.distributed.steps.CustomSync``)."""
     sync.begin(f"{source} in epoch {epoch} batch {batch_idx}")
     error: BaseException | None = None
     local = None
@@ -394,10 +294,9 @@ class Ownership:
 
 
 def _grad_scaler(device: Any, sync: Any) -> Any:
-    """The run's fp16 ``GradScaler``; under ``DDP()`` its overflow flag is agreed over the ranks
-    (the sync's ``overflow``: ``nnx_adapters.pytorch.scaling.AgreedGradScaler``)."""
-    agree = getattr(sync, "overflow", None)
-    return make_grad_scaler(device) if agree is None else make_grad_scaler(device, agree)
+    """The run's fp16 ``GradScaler``; in a group its overflow flag is agreed over the ranks (the
+    sync's ``overflow``: ``nnx_adapters.pytorch.scaling.AgreedGradScaler``; None in one process)."""
+    return make_grad_scaler(device) if sync.overflow is None else make_grad_scaler(device, sync.overflow)
 
 
 def owner_for(
@@ -407,20 +306,20 @@ def owner_for(
     optim_params: Mapping[str, Any],
     primary: str,
     kind: EntryKind,
+    group: SyncFactory,
     step_fn: Any = None,
     objective: Any = None,
-    group: Any = None,
 ) -> Ownership:
-    """The run's one update owner (the checks that there is exactly one ran before)."""
+    """The run's one update owner, with the syncs ``group`` makes (the checks that there is
+    exactly one owner ran before)."""
     fp16 = model.precision == "fp16"  # a GradScaler (``_grad_scaler``)
     task = model.task_adapter
     if objective is not None:
-        sync = group.objective_sync() if group is not None else None
+        sync = group.objective_sync()
         scaler = _grad_scaler(model.device, sync) if fp16 else None
         if scaler is not None:
             optimizers = {n: ScaledTorchOptimizer.wrap(o, scaler, auto_update=False) for n, o in optimizers.items()}
-        params = [p for o in optimizers.values() for p in o.params]
-        gradients = TorchGradientSlots(params, scaler) if sync is None else sync.slots(params, scaler)
+        gradients = sync.slots([p for o in optimizers.values() for p in o.params], scaler)
         engine = UpdateEngine(
             optimizers,
             gradients,
@@ -431,18 +330,13 @@ def owner_for(
         )
         return Ownership(owner=ObjectiveStep(objective, engine, gradients, sync), optimizers=optimizers, task=task)
     if step_fn is not None and kind.named_optimizers:
-        sync = group.custom_sync() if group is not None else None
-        return Ownership(owner=TrainerStep(step_fn, sync), optimizers=optimizers, task=task)
-    if group is None:
-        sync = None
-    else:
-        sync = group.custom_sync() if step_fn is not None else group.step_sync()
+        return Ownership(owner=TrainerStep(step_fn, group.custom_sync()), optimizers=optimizers, task=task)
+    optim = optim_params[primary]
+    builtin = DefaultStep(optim.accumulate_grad_batches, optim.grad_clip_norm, group.step_sync())
+    sync = group.custom_sync() if step_fn is not None else builtin.sync
     scaler = _grad_scaler(model.device, sync) if fp16 else None
     if scaler is not None:  # fp16 default or custom step: a scaled backward, steps through the scaler
         optimizers = {n: ScaledTorchOptimizer.wrap(o, scaler) for n, o in optimizers.items()}
         task = ScaledLoss(task, scaler)
-    if step_fn is not None:
-        owner: Any = CustomStep(step_fn, scaler, sync)
-    else:
-        owner = DefaultStep(optim_params[primary], sync)
+    owner = CustomStep(step_fn, scaler, sync, builtin) if step_fn is not None else builtin
     return Ownership(owner=owner, optimizers=optimizers, task=task)

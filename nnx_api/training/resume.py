@@ -31,7 +31,7 @@ from nnx_api.runs.payload import CheckpointPayload, Payload, decode_payload
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import dump_yaml, runs_root
 from nnx_api.training import code as user_code
-from nnx_api.training import history
+from nnx_api.training import history_setup
 
 
 @attrs.frozen(kw_only=True)
@@ -156,7 +156,7 @@ def admit(
     if decided.action == adm.FINISHED:
         return Plan(action=adm.FINISHED, data=data, status=loaded.resume_status, idps=loaded.idps, compile=loaded.compile)
     refuse(entry, group, payload, True)
-    history.check_continuation(files, entry.history)
+    history_setup.check_continuation(files, entry.history)
     lost = loaded.lost_best()
     if lost is not None:
         warnings.warn(

@@ -5,16 +5,19 @@ There is one session for every entry point. What differs is declared, never subc
 
 * the entry's ``EntryKind`` (``NNMODEL``: one optimizer, ``"default"``; ``TRAINER``: named
   optimizers), as data;
-* the ``UpdateOwner`` (``nnx_api.training.owners``): the default step, a custom step, a Trainer
-  step or an objective's update engine. It receives the epoch's state
-  (``nnx_api.training.epoch.EpochState``), not the session, runs each batch and ends every window
-  in the one update tail (``nnx_core.update``);
-* the ``Group``: ``SingleProcess`` (``nnx_api.training.group``), or ``nnx_api.distributed``'s
-  ``DataParallel`` under ``DDP()`` (epoch-start agreement, reduced statistics, every rank's RNG
-  streams), whose ``StepSync`` hooks into the one default step.
+* the ``UpdateOwner``: the built-in step (``nnx_api.training.builtin_step``), a custom step, a
+  Trainer step or an objective's update engine (``nnx_api.training.owners``). It receives the
+  epoch's state (``nnx_api.training.epoch.EpochState``), not the session, runs each batch and
+  ends every window in the one update tail (``nnx_core.update``);
+* the group's ``EpochGroup`` duties: ``SingleProcess`` (``nnx_api.training.group``), or
+  ``nnx_api.distributed``'s ``DataParallel`` under ``DDP()`` (epoch-start agreement, reduced
+  statistics, every rank's RNG streams).
 
-The session owns the rest of the seed's order: every committed update is announced through
-``announce`` (each optimizer's event before any update-clock tick), validation and the
+The path of one built-in batch: ``train_epoch`` here → ``DefaultStep.step``
+(``builtin_step.py``) → ``Updates`` and ``EpochStats`` (``epoch.py``); docs/architecture.md.
+
+The session owns the rest of the seed's order: committed updates are counted and announced by
+``Updates`` (each optimizer's event before any update-clock tick), validation and the
 whole-epoch summary, the one monitor decision, epoch-clock ticks, the commit (the writer
 writes, every rank agrees on the outcome) and the final LAST refresh. Batch statistics stay on
 the device; records are built once per epoch.
@@ -31,10 +34,10 @@ from typing import Any
 import attrs
 import torch
 
-from nnx_core import agreement, update
+from nnx_core import agreement
 from nnx_core.commit import EpochCommit, RunFiles, commit_epoch, epoch_tags, refresh_last, weights_tag
-from nnx_core.errors import ParamsError, ScheduleBudgetError, TrainingInputError
-from nnx_core.history import EagerHistory
+from nnx_core.eager_history import EagerHistory
+from nnx_core.errors import TrainingInputError
 from nnx_core.journal import JournalWriter
 from nnx_core.lifecycle import dispatch_table
 from nnx_core.monitor import Monitor, MonitorDecision
@@ -43,14 +46,12 @@ from nnx_core.schedules import PlateauRule
 from nnx_adapters.pytorch.batches import lookahead
 from nnx_adapters.pytorch.extras import ExtraMetrics, gathered_batches, gathered_pass
 from nnx_adapters.pytorch.metrics import EpochAccumulator
-from nnx_adapters.pytorch.optim import TorchClock
-from nnx_api.callbacks import Callback, CallbackContext, UpdateEvent
+from nnx_api.callbacks import Callback, CallbackContext
 from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, WeightsPayload
 from nnx_api.training.checkpoint import component_required, restore_checkpoint, training_state
-from nnx_api.training.epoch import EpochState, records_summary, sample_count, warn_unreported
-from nnx_api.training.history import JournalWindow
-from nnx_api.training.owners import DefaultStep
-from nnx_api.training.roles import EntryKind, Group, UpdateOwner
+from nnx_api.training.epoch import EpochState, Updates, records_summary, sample_count
+from nnx_api.training.history_setup import JournalWindow
+from nnx_api.training.roles import EntryKind, EpochGroup, UpdateOwner
 from nnx_api.training.steps import EvalStepContext, score
 
 
@@ -75,7 +76,7 @@ class SessionSetup:
     components: Mapping[str, Any]
     eval_step_fn: Callable[[EvalStepContext], Any] | None
     history: EagerHistory | JournalWriter | JournalWindow
-    group: Group
+    group: EpochGroup
     start_epoch: int
     phase_offset: int
     trainer: Any = None
@@ -100,11 +101,6 @@ class TrainingSession:
         self.specs = tuple(self.params.metrics)
         self.extra_fns = self.params.extra_metrics or None  # {name: fn(y_true, y_pred)}: runtime only
         self.summary_wanted = bool(self.specs) or self.params.monitor is not None
-        self.update_count = 0
-        self.update_counts = {name: 0 for name in self.optimizers}
-        self.epoch_counts = dict(self.update_counts)
-        self.skipped_windows = 0
-        self.stopped_update = False
         self.decision: MonitorDecision | None = None
         self.committed_epoch = self.history.idps[-1].epoch_idx if self.history.idps else None
         self._after_first_commit = setup.after_first_commit
@@ -114,7 +110,6 @@ class TrainingSession:
         self._epoch_records: list[IterationDataPoint] = []
         self._prev_history = self.history.render() if isinstance(self.history, EagerHistory) and self.history.idps else None
         self._history_on_disk = False  # idps.csv holds exactly _prev_history (after this session's first commit)
-        self._builtin: Any = None
         self.table = dispatch_table(self.callbacks, Callback)
         self.forward = setup.compiled  # None: model.net (the default step's and validation's forward)
         primary = self.optimizers[self.primary].optimizer
@@ -126,11 +121,15 @@ class TrainingSession:
             self.ctx.trainer = setup.trainer
         if not isinstance(self.history, EagerHistory):  # a journal (its window on a rank that does not write)
             self.ctx.retention = self.history.spec.retention
+        self.updates = Updates(
+            ctx=self.ctx, hooks=self.table["on_optimizer_update"], optimizers=self.optimizers, schedules=self.schedules,
+            primary=self.primary, auto_step=setup.auto_step,
+        )
         self.state = EpochState(  # what the update owner works with (it never sees the session)
             model=self.model, task=self.task, device=self.device, autocast=self.autocast, forward=self.forward,
             optimizers=self.optimizers, schedules=self.schedules, optim_params=setup.optim_params, primary=self.primary,
             named_optimizers=self.ctx.optimizers if self.kind.named_optimizers else None, specs=self.specs,
-            extra_fns=self.extra_fns, updates=self,
+            extra_fns=self.extra_fns, updates=self.updates,
         )
         self.owner.bind(self.state)
 
@@ -139,15 +138,6 @@ class TrainingSession:
     def loaders(self) -> list[Any]:
         """The train and validation loaders (their generators travel with the RNG streams)."""
         return [ld for ld in (self.params.train_loader, self.params.val_loader) if ld is not None]
-
-    def builtin_step(self) -> Any:
-        """The built-in default step bound to this session (``default_train_step`` uses it)."""
-        if isinstance(self.owner, DefaultStep):
-            return self.owner
-        if self._builtin is None:
-            self._builtin = DefaultStep(self.setup.optim_params[self.primary], self.group.step_sync())
-            self._builtin.bind(self.state)
-        return self._builtin
 
     # ----------------------------------------------------------------- lifecycle steps
     def epochs(self) -> range:
@@ -160,14 +150,13 @@ class TrainingSession:
         for obj in (loader, getattr(loader, "sampler", None)):
             if hasattr(obj, "set_epoch"):
                 obj.set_epoch(epoch)
-        self.group.begin_epoch(self, epoch)
+        self.group.begin_epoch(loader, epoch)
         self.model.net.train()
-        self.epoch_counts = {name: 0 for name in self.optimizers}
+        self.updates.begin_epoch()
         state = self.state
         state.begin(
             epoch,
             summary=EpochAccumulator(self.task, self.model.head.width, self.specs, full_scores=False) if self.summary_wanted else None,
-            train_extras=self._extras() if isinstance(self.owner, DefaultStep) else None,  # a custom step scores its own
         )
         self.owner.begin_epoch(state, epoch)
         batch_idx = -1
@@ -178,76 +167,14 @@ class TrainingSession:
             self.owner.step(state, batch, epoch, batch_idx, is_last)
             if len(state.stats.records) > held:  # a step function's records weigh by their batch's samples
                 self._record_sizes += [sample_count(batch)] * (len(state.stats.records) - held)
-            if self.stopped_update:
+            if self.updates.stopped:
                 return
         if batch_idx < 0:
             raise TrainingInputError(f"train_loader yielded no batches in epoch {epoch}; give it at least one batch")
         if self.setup.auto_step:
-            warn_unreported(epoch, self.epoch_counts, self.schedules, self.kind)
-
-    # ----------------------------------------------------------------- committed updates
-    def after_window(self, status: str, events: Sequence[UpdateEvent]) -> None:
-        """A closed window: announce its committed events, or count the skip."""
-        if status == update.COMMITTED:
-            self.announce(events)
-        else:
-            self.skipped_windows += 1
-
-    def report(self, name: str, epoch: int, batch_idx: int) -> None:
-        """``ctx.report_update(name)`` from a step function: one committed update of ``name``."""
-        if name not in self.optimizers:
-            raise ParamsError("report_update", f"no optimizer named {name!r}; the run's optimizers are {sorted(self.optimizers)}")
-        self.announce([self.event(name, epoch, batch_idx, 1)])
-
-    def event(self, name: str, epoch: int, batch_idx: int, microbatches: int, **losses: Any) -> UpdateEvent:
-        """The event of optimizer ``name``'s next committed update."""
-        return UpdateEvent(
-            optimizer=name, update_idx=self.update_counts[name] + 1, epoch_idx=epoch, batch_idx=batch_idx,
-            microbatches=microbatches, **losses,
-        )
-
-    def announce(self, events: Sequence[UpdateEvent]) -> None:
-        """Counters; every optimizer's ``on_optimizer_update`` event of the commit; then the
-        update-clock ticks; then the update listeners and the ``stop_at_update`` check."""
-        ctx = self.ctx
-        for e in events:
-            self.update_counts[e.optimizer] += 1
-            self.epoch_counts[e.optimizer] += 1
-            self.update_count += 1
-        ctx.update_count = self.update_count
-        hooks = self.table["on_optimizer_update"]
-
-        def deliver(event: UpdateEvent) -> None:
-            for hook in hooks:
-                hook(ctx, event)
-
-        update.announce(events, deliver=deliver, tick=self._tick_update_clock, after=self._after_update)
-
-    def _tick_update_clock(self, event: UpdateEvent) -> None:
-        clock = self.schedules[event.optimizer]
-        if not isinstance(clock, TorchClock) or clock.clock != "optimizer_update" or not self.setup.auto_step:
-            return
-        if clock.budget is not None and clock.ticks >= clock.budget:
-            raise ScheduleBudgetError(
-                f"update {self.update_counts[event.optimizer]} of optimizer {event.optimizer!r} is past its schedule's "
-                f"horizon of {clock.budget} updates; raise total_steps (or T_max) to cover the whole run"
-            )
-        clock.tick()
-        if event.optimizer == self.primary:
-            self.ctx.update_lrs.append((self.update_count, self.optimizers[self.primary].optimizer.param_groups[0]["lr"]))
-
-    def _after_update(self) -> None:
-        ctx = self.ctx
-        for listener in ctx.update_listeners:
-            listener(ctx)
-        if ctx.stop_at_update:
-            self.stopped_update = True
+            self.updates.warn_unreported(epoch, self.kind)
 
     # ----------------------------------------------------------------- validation and decision
-    def _extras(self) -> ExtraMetrics | None:
-        """A collector for the run's ``extra_metrics`` (None when it has none)."""
-        return ExtraMetrics(self.model.task_adapter, self.extra_fns) if self.extra_fns else None
-
     def validate(self, epoch: int) -> None:
         """Validation (built-in or ``eval_step_fn``) and the whole-epoch training summary; a
         data-parallel group adds the ranks' sums here (one reduction)."""
@@ -271,7 +198,7 @@ class TrainingSession:
         val_acc = val_extras = None
         if val_loader is not None and val is None:
             val_acc = EpochAccumulator(self.model.task_adapter, self.model.head.width, self.specs, full_scores=True)
-            val_extras = self._extras()
+            val_extras = ExtraMetrics(self.model.task_adapter, self.extra_fns) if self.extra_fns else None
         error: BaseException | None = None
         batches = 0
         if val_acc is not None:
@@ -281,7 +208,7 @@ class TrainingSession:
                 error = exc
         state = self.state
         summaries = [a for a in (val_acc, state.summary) if isinstance(a, EpochAccumulator)]
-        batches = self.group.reduce(self, summaries, batches, error, f"epoch {epoch} validation")
+        batches = self.group.reduce(self.model, summaries, batches, error, f"epoch {epoch} validation")
         if val_acc is not None:
             if not batches:
                 raise TrainingInputError("the validation loader yielded no batches; give it at least one batch")
@@ -358,12 +285,12 @@ class TrainingSession:
             epoch=epoch,
             weights=self.model.net.state_dict(),
             **training_state(
-                self.optimizers, self.schedules, self.primary, self.update_counts, named=self.kind.named_optimizers
+                self.optimizers, self.schedules, self.primary, self.updates.counts, named=self.kind.named_optimizers
             ),
             rng=rng,
             components=SavedState({name: obj.component_state() for name, obj in self.components.items()}),
             optional_components=sorted(n for n, obj in self.components.items() if not component_required(obj)),
-            update_count=self.update_count,
+            update_count=self.updates.count,
             transforms=[SavedState(dict(t)) for cb in reversed(self.callbacks) for t in cb.checkpoint_transforms()],
             distributed=self.group.distributed_record(),
             compile=self.forward.record.state() if self.forward is not None else None,
@@ -392,7 +319,7 @@ class TrainingSession:
         )
         journal = self.history if isinstance(self.history, JournalWriter) else None  # chunks + manifest
         history = self.history.render() if journal is None else None
-        meta = {"update_count": self.update_count, "selection": self.history.idps[-1].selection.state()}  # type: ignore[union-attr]
+        meta = {"update_count": self.updates.count, "selection": self.history.idps[-1].selection.state()}  # type: ignore[union-attr]
         appendable, self._history_on_disk = self._history_on_disk, False
         commit_epoch(
             self.files,
@@ -422,7 +349,7 @@ class TrainingSession:
 
     def stopped_at_update(self) -> bool:
         """A callback stopped the run at an update boundary (LAST stays at the last epoch)."""
-        return self.stopped_update
+        return self.updates.stopped
 
     def agree(self, where: str, error: BaseException | None) -> None:
         """An agreement point of the lifecycle: any rank's error is raised on every rank."""
@@ -450,6 +377,4 @@ class TrainingSession:
             return
         view = self.group.restore_view(payload)
         counts = restore_checkpoint(view, self.model.net, self.optimizers, self.schedules, self.components, self.loaders)
-        self.update_count = int(view.update_count)
-        self.update_counts = counts if counts is not None else {self.primary: self.update_count}
-        self.ctx.update_count = self.update_count
+        self.updates.restore(int(view.update_count), counts)

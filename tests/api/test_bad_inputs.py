@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from nnx_core.commit import LAST, RunFiles
-from nnx_core.history import EagerHistory, parse_history
+from nnx_core.eager_history import EagerHistory, parse_history
 from nnx_adapters.storage.fs import FileStorage
 import nnx_api as nnx
 from nnx_api.cli import main

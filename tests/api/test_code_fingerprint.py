@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import nnx_api as nnx
-from nnx_api.cli_extra import render_comparison
+from nnx_api.commands.runs_extra import render_comparison
 from nnx_api.training import code
 from nnx_api.training.roles import NNMODEL
 

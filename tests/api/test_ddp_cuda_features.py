@@ -17,8 +17,8 @@ from torch import nn
 
 from nnx_adapters.pytorch.scaling import AgreedGradScaler, make_grad_scaler
 import nnx_api as nnx
-from nnx_api.distributed import session
-from nnx_api.distributed.session import DataParallel, RankSync, scope_problems
+from nnx_api.distributed import group as ddp_group
+from nnx_api.distributed.group import DataParallel, RankSync, scope_problems
 from nnx_api.model import module_signature
 
 CUDA = torch.device("cuda", 0)
@@ -136,7 +136,7 @@ def test_on_cuda_batch_norm_becomes_sync_batch_norm_before_ddp_wraps_the_net_and
         def register_comm_hook(self, state: object, hook: object) -> None:
             pass
 
-    monkeypatch.setattr(session, "DistributedDataParallel", FakeDDP)
+    monkeypatch.setattr(ddp_group, "DistributedDataParallel", FakeDDP)
     sync = RankSync(NCCL)
     sync.bind(types.SimpleNamespace(device=CUDA, model=model, optimizers={"default": object()}, primary="default"), net)
     assert not sync.fusable and sync.seeds  # SyncBatchNorm's forwards hold collectives: agreed before each backward

@@ -19,7 +19,7 @@ import nnx_api as nnx
 from nnx_api.callbacks.progress import ProgressBar
 from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader
 from nnx_api.runs.curves import epoch_training
-from nnx_api.training import checks, fingerprint
+from nnx_api.training import batch_checks, fingerprint
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 X, Y = torch.randn(40, 4, generator=torch.Generator().manual_seed(0)), torch.arange(40) % 3
@@ -102,7 +102,7 @@ def test_training_is_bit_identical_with_and_without_the_first_batch_probe(tmp_pa
     fixed = {"train_loader": (X[:8], Y[:8]), "val_loader": (X[:8], Y[:8])}
     with monkeypatch.context() as mp:  # no probe: the batches are handed in, the loaders never touched
         mp.setattr(fingerprint, "take_first_batch", lambda ld: fixed["train_loader"])
-        mp.setattr(checks, "check_first_batches", lambda *a, **k: None)
+        mp.setattr(batch_checks, "check_first_batches", lambda *a, **k: None)
         plain = _train(tmp_path / "b")
     assert probed.keys() == plain.keys() and all(torch.equal(probed[k], plain[k]) for k in probed)
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from nnx_core.commit import LAST, RunFiles
-from nnx_core.history import EagerHistory
+from nnx_core.eager_history import EagerHistory
 from nnx_core.journal import JournalWriter
 from nnx_core.journal_format import JournalFiles, encode_record
 from nnx_core.journal_reader import JournalReader

@@ -13,12 +13,11 @@ import torch
 
 from nnx_core.commit import phase_tags
 from nnx_core.errors import ComponentRestoreError, ParamsError, ResumeMismatchError, ScheduleBudgetError
-from nnx_core.monitor import Monitor, improves
+from nnx_core.monitor import Monitor
+from nnx_core.monitor_spec import improves
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_core.schedules import PlateauRule
 import nnx_api as nnx
-
-IGNORE = -100
 
 
 @pytest.fixture(autouse=True)
@@ -245,60 +244,6 @@ def test_plateau_rule_skips_missing_and_counts_nonfinite():
 # =========================================================================== update clock
 def step_schedule(clock="optimizer_update"):
     return nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP, step_size=1, factor=0.5, clock=clock)
-
-
-def test_update_clock_ticks_once_per_committed_update_not_per_microbatch(tmp_path):
-    """accumulate_grad_batches=3 over 10 batches: windows 3+3+3+1 → exactly 4 ticks per epoch."""
-    lrm, used = nnx.LRMonitor(), UsedLR()
-    p = params(2, train_loader=loader(10, size=2), optim=sgd(0.1, accumulate=3), scheduler=step_schedule())
-    run = model().train(p, callbacks=[lrm, used], root=tmp_path)
-    assert [i for i, _ in lrm.update_history] == list(range(1, 9))
-    assert run.checkpoint("last").payload()["update_count"] == 8
-    assert lrm.history == pytest.approx([0.1 * 0.5**4, 0.1 * 0.5**8])
-    assert used.used == pytest.approx([0.1 * 0.5**k for k in range(8)])
-    assert len(run.idps) == 20  # the default step's records carry no update count (as NNx: objective runs only)
-    assert [i.update_count for i in run.idps] == [None] * 20
-    assert [i.lr for i in run.idps][:4] == pytest.approx([0.1] * 3 + [0.05])  # the lr each batch's update used
-    # the epoch clock, for contrast, ticks once per epoch
-    lrm = nnx.LRMonitor()
-    model().train(params(2, train_loader=loader(10, size=2), optim=sgd(0.1, accumulate=3),
-                         scheduler=step_schedule("epoch")), callbacks=[lrm], root=tmp_path)
-    assert lrm.history == pytest.approx([0.05, 0.025])
-
-
-def test_a_masked_window_commits_nothing_and_does_not_tick(tmp_path):
-    batches = loader(10, size=2)
-    for i in (3, 4, 5):  # the second window: every target ignored
-        batches[i] = (batches[i][0], torch.full((2,), IGNORE))
-    lrm, seen, used = nnx.LRMonitor(), [], UsedLR()
-
-    class Events(nnx.Callback):
-        def on_optimizer_update(self, ctx, event):
-            seen.append((event.update_idx, event.batch_idx, event.microbatches))
-
-    p = params(1, train_loader=batches, optim=sgd(0.1, accumulate=3), scheduler=step_schedule())
-    m = model(ignore_index=IGNORE)
-    run = m.train(p, callbacks=[lrm, Events(), used], root=tmp_path)
-    assert seen == [(1, 2, 3), (2, 8, 3), (3, 9, 1)]  # window 3..5 never committed
-    assert run.checkpoint("last").payload()["update_count"] == 3 and lrm.history == pytest.approx([0.1 * 0.5**3])
-    assert used.used == pytest.approx([0.1, 0.05, 0.025])
-
-
-def test_update_clock_budget_is_enforced_when_the_loader_has_no_length(tmp_path):
-    class NoLen:
-        def __init__(self, batches):
-            self.batches = batches
-
-        def __iter__(self):
-            return iter(self.batches)
-
-    sched = nnx.NNSchedulerParams(kind=nnx.Schedulers.ONE_CYCLE, total_steps=5, clock="optimizer_update")
-    p = params(2, train_loader=NoLen(loader(4)), scheduler=sched)
-    with pytest.raises(ScheduleBudgetError, match="horizon of 5"):
-        model().train(p, root=tmp_path)
-    (run_dir,) = [d for d in tmp_path.iterdir() if not d.name.startswith(".")]
-    run = nnx.NNRun.load(run_dir.name, tmp_path)
-    assert run.checkpoint("last").epoch == 0  # the past-budget update is not scheduled nor committed
 
 
 # =========================================================================== refusals

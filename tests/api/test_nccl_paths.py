@@ -247,7 +247,7 @@ def test_ddp_on_cuda_trains_fp16_and_bf16(monkeypatch):
     pass the scope check; fp16 off CUDA: tests/api/test_ddp_cuda_features.py."""
     import types
 
-    from nnx_api.distributed.session import scope_problems
+    from nnx_api.distributed.group import scope_problems
 
     def entry(mode: str) -> types.SimpleNamespace:
         model = types.SimpleNamespace(

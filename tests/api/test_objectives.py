@@ -1,20 +1,18 @@
-"""Objectives, step hooks, finalize_step, stop_at_update and the precision policy through NNModel."""
+"""Objectives, the one-update-owner refusal, the step and objective examples and the precision policy
+through NNModel (the step utilities, owners and session rules: ``tests/api/training/``)."""
 
 from __future__ import annotations
 
 import copy
 import itertools
-import json
 import runpy
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from nnx_adapters.pytorch.optim import TorchClock
 import nnx_api as nnx
 
 from tests.api.tiny import batches, sgd_step_tolerance, tiny_data
@@ -143,29 +141,6 @@ def test_nonfinite_objective_fails_before_any_update_or_skips_the_window(runs):
     assert not all(torch.equal(a, b) for a, b in zip(before, skipping.net.parameters(), strict=True))
 
 
-def test_objective_update_clock_ticks_after_its_event_and_never_for_a_masked_window(runs, monkeypatch):
-    x, y = tiny_data(n=24)
-    y[8:16] = -100  # the second batch is fully masked
-    log = []
-    tick = TorchClock.tick
-    monkeypatch.setattr(TorchClock, "tick", lambda self, value=None: (log.append("tick"), tick(self, value))[1])
-    sched = nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP, step_size=1, factor=0.5, clock="optimizer_update")
-    run = model_for(ignore_index=-100).train(
-        nnx.NNTrainParams(n_epochs=1, optim=sgd(), scheduler=sched, train_loader=batches(x, y, 8)),
-        objective=nnx.supervised_objective(), callbacks=[Events(log)], root=runs,
-    )
-    assert log == ["event:default:1", "tick", "event:default:2", "tick"]
-    assert run.idps[-1].update_count == 2
-
-
-def test_objective_must_return_an_objective_result(runs):
-    x, y = tiny_data()
-    with pytest.raises(nnx.TrainingInputError, match="ObjectiveResult.*train_step_fn"):
-        model_for().train(
-            nnx.NNTrainParams(n_epochs=1, train_loader=batches(x, y, 16)), objective=lambda ctx: 1.0, root=runs
-        )
-
-
 # ---------------------------------------------------------------------------- update owners
 def test_one_update_owner_per_run_is_enforced_before_anything_is_written(runs):
     x, y = tiny_data()
@@ -178,116 +153,6 @@ def test_one_update_owner_per_run_is_enforced_before_anything_is_written(runs):
     with pytest.raises(nnx.UpdateOwnerError, match="step function"):
         model.train(params, objective=nnx.default_train_step, root=runs)
     assert not runs.exists()
-
-
-# ---------------------------------------------------------------------------- step hooks
-def mixup_step(ctx):
-    """A paradigm step ending in finalize_step (it reports the update itself)."""
-    x, y = ctx.batch
-    ctx.optimizer.zero_grad()
-    lam = 0.7
-    mixed = lam * x + (1 - lam) * x.flip(0)
-    logits = ctx.model.net(mixed)
-    loss = lam * F.cross_entropy(logits, y) + (1 - lam) * F.cross_entropy(logits, y.flip(0))
-    return nnx.EvaluationDataPoint(loss=nnx.finalize_step(loss, ctx, paradigm="mixup"))
-
-
-def test_finalize_step_reports_each_update_on_the_update_clock(runs):
-    x, y = tiny_data()
-    sched = nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP, step_size=2, factor=0.5, clock="optimizer_update")
-    lrs = nnx.LRMonitor()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
-        run = model_for().train(
-            nnx.NNTrainParams(n_epochs=2, optim=sgd(lr=0.4), scheduler=sched, train_loader=batches(x, y, 16)),
-            train_step_fn=mixup_step, callbacks=[lrs], root=runs,
-        )
-    assert run.checkpoint("last").payload()["update_count"] == 6 and run.idps[-1].update_count is None  # a step fn's run (NNx)
-    assert lrs.update_history == [(1, 0.4), (2, 0.2), (3, 0.2), (4, 0.1), (5, 0.1), (6, 0.05)]
-
-
-def test_finalize_step_refusals(runs):
-    x, y = tiny_data()
-    loader = batches(x, y, 16)
-    with pytest.raises(nnx.ParamsError, match="mixup.*cannot accumulate"):
-        model_for().train(nnx.NNTrainParams(n_epochs=1, optim=sgd(accumulate=2), train_loader=loader),
-                          train_step_fn=mixup_step, root=runs)
-    assert nnx.NNRun.all(runs) == []
-
-    bf16 = model_for(precision=nnx.PrecisionPolicy(mode="bf16"))
-    with pytest.raises(nnx.PrecisionUnsupportedError, match="mixup.*full-precision only"):
-        bf16.train(nnx.NNTrainParams(n_epochs=1, train_loader=loader), train_step_fn=mixup_step, root=runs)
-
-    def diverged(ctx):
-        ctx.optimizer.zero_grad()
-        loss = ctx.model.net(ctx.batch[0]).sum() * float("inf")
-        return nnx.EvaluationDataPoint(loss=nnx.finalize_step(loss, ctx, paradigm="probe"))
-
-    model = model_for()
-    before = [p.detach().clone() for p in model.net.parameters()]
-    with pytest.raises(nnx.NonFiniteLossError, match="probe"):
-        model.train(nnx.NNTrainParams(n_epochs=1, train_loader=loader), train_step_fn=diverged, root=runs)
-    assert all(torch.equal(a, b) for a, b in zip(before, model.net.parameters(), strict=True))
-    assert all(p.grad is None for p in model.net.parameters())  # the check ran before backward
-
-
-def test_a_step_that_never_reports_on_the_update_clock_is_warned(runs):
-    x, y = tiny_data()
-
-    def silent(ctx):
-        ctx.optimizer.zero_grad()
-        loss = F.cross_entropy(ctx.model.net(ctx.batch[0]), ctx.batch[1])
-        loss.backward()
-        ctx.optimizer.step()  # but no ctx.report_update()
-        return nnx.EvaluationDataPoint(loss=float(loss.detach()))
-
-    sched = nnx.NNSchedulerParams(kind=nnx.Schedulers.COSINE_ANNEALING, T_max=10, clock="optimizer_update")
-    with pytest.warns(RuntimeWarning, match="report_update"):
-        run = model_for().train(
-            nnx.NNTrainParams(n_epochs=1, scheduler=sched, train_loader=batches(x, y, 16)), train_step_fn=silent, root=runs
-        )
-    assert run.checkpoint("last").payload()["update_count"] == 0
-
-
-# ---------------------------------------------------------------------------- stop_at_update
-class StopAtUpdate(nnx.Callback):
-    def __init__(self, n):
-        self.n = n
-
-    def on_train_begin(self, ctx):
-        ctx.update_listeners.append(self._check)
-
-    def _check(self, ctx):
-        if ctx.update_count >= self.n:
-            ctx.stop_at_update = True
-
-
-@pytest.mark.parametrize("objective", [None, "supervised"])
-def test_stop_at_update_keeps_last_at_the_last_committed_epoch_and_resume_continues(runs, objective):
-    x, y = tiny_data(n=32)
-    obj = nnx.supervised_objective() if objective else None
-    params = nnx.NNTrainParams(
-        n_epochs=4, optim=nnx.NNOptimParams(max_lr=1e-2), seed=3, train_loader=batches(x, y, 8),
-        val_loader=[(x, y)], resume="auto",
-    )
-    reference = model_for()
-    reference.train(params, objective=obj, root=runs / "reference")
-
-    stopped_model = model_for()
-    stopped = stopped_model.train(params, objective=obj, callbacks=[StopAtUpdate(10)], root=runs)
-    assert stopped.checkpoint("last").epoch == 1  # update 10 is mid-epoch 2: that epoch never commits
-    assert sorted({i.epoch_idx for i in nnx.NNRun.load(stopped.id, runs).idps}) == [0, 1]
-    assert json.loads((stopped.path / "attempt.json").read_text())["status"] == "stopped"
-    last_weights = stopped.checkpoint("last").weights()
-    assert not all(torch.equal(last_weights[k], v) for k, v in stopped_model.net.state_dict().items())
-
-    resumed_model = model_for()
-    resumed = resumed_model.train(params, objective=obj, root=runs)
-    assert resumed.id == stopped.id and resumed.resume_status["source_epoch"] == 1
-    assert sorted({i.epoch_idx for i in resumed.idps}) == [0, 1, 2, 3]
-    assert resumed.checkpoint("last").payload()["update_count"] == 16
-    assert resumed.idps[-1].update_count == (16 if objective else None)  # counted on an objective run's records (NNx)
-    assert same_weights(resumed_model, reference)
 
 
 # ---------------------------------------------------------------------------- precision
@@ -342,25 +207,3 @@ def test_docs_steps_objectives_examples_run(tmp_path, monkeypatch):
         exec(compile(snippet, "steps-objectives.md", "exec"), namespace)  # noqa: S102 - our own docs
 
 
-@pytest.mark.parametrize("objective", [None, "supervised"])
-def test_fp16_loss_scaling_plumbing_gives_the_fp32_updates(runs, monkeypatch, objective):
-    """No GPU here: the fp16 paths run with a CPU GradScaler and autocast off. Scaling by a power
-    of two is exact, so scaled backward → unscale → normalise → step must equal fp32 bit for bit."""
-    import contextlib
-
-    from nnx_api.training import owners
-
-    scalers = []
-    monkeypatch.setattr(owners, "make_grad_scaler", lambda device: scalers.append(torch.amp.GradScaler("cpu")) or scalers[-1])
-    x, y = tiny_data(n=40)
-    params = nnx.NNTrainParams(n_epochs=2, optim=sgd(accumulate=2), train_loader=batches(x, y, 9))
-    obj = nnx.supervised_objective() if objective else None
-    full = model_for()
-    full.train(params, objective=obj, root=runs / "fp32")
-    scaled = model_for()
-    scaled.precision = "fp16"
-    scaled.autocast_context = lambda: contextlib.nullcontext
-    run = scaled.train(params, objective=obj, root=runs / "fp16")
-    assert len(scalers) == 1 and scalers[0].get_scale() == 65536.0  # no overflow, no growth yet
-    assert same_weights(full, scaled)
-    assert "scaler" in run.checkpoint("last").payload()["optimizer"]

@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 
 import nnx_api as nnx
-from nnx_api.training.steps import GradientAccumulationState
 
 from tests.api.tiny import batches, tiny_data
 
@@ -63,71 +62,6 @@ def test_a_train_step_context_builds_from_nnx_fields_and_default_train_step_runs
     record = nnx.default_train_step(dataclasses.replace(ctx, report_update=lambda: reports.append(1)))
     assert isinstance(record, nnx.EvaluationDataPoint) and record.loss == pytest.approx(expected, rel=1e-6)
     assert reports == [1] and not all(torch.equal(a, b) for a, b in zip(before, model.net.parameters(), strict=True))
-
-
-def test_default_train_step_on_hand_built_contexts_accumulates_like_the_default_step(runs):
-    """Two hand-built microbatches (accumulation_state carried) give the run's one update."""
-    x, y = tiny_data(n=16)
-    parts = batches(x, y, 8)
-    trained = model_for()
-    trained.train(nnx.NNTrainParams(n_epochs=1, optim=nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.5, momentum=0.0,
-                                                                        accumulate_grad_batches=2),
-                                    train_loader=parts), root=runs)
-    model = model_for()
-    opt = torch.optim.SGD(model.net.parameters(), lr=0.5)
-    state = GradientAccumulationState()
-    for i, batch in enumerate(parts):
-        nnx.default_train_step(nnx.TrainStepContext(
-            model, batch, opt, None, None, None, 2, i, 0, is_last_batch=i == len(parts) - 1, accumulation_state=state))
-    assert state.normalization_weight == 0.0 and state.loss_numerator == 0.0  # the window closed
-    for a, b in zip(model.net.parameters(), trained.net.parameters(), strict=True):
-        torch.testing.assert_close(a, b)
-    with pytest.raises(nnx.ParamsError, match="accumulation_state"):
-        nnx.default_train_step(nnx.TrainStepContext(model, parts[0], opt, None, None, None, 2, 0, 0))
-
-
-def test_replace_keeps_a_runs_context_tied_to_the_run(runs):
-    """A step may hand default_train_step a replaced context: the run still counts its update."""
-    x, y = tiny_data(n=24)
-    seen = []
-
-    def step(ctx):
-        seen.append((ctx.session is not None, ctx.scheduler is not None, callable(ctx.weigh)))
-        return nnx.default_train_step(dataclasses.replace(ctx, extra_metrics=None))
-
-    run = model_for().train(nnx.NNTrainParams(n_epochs=1, train_loader=batches(x, y, 8)), train_step_fn=step, root=runs)
-    assert seen == [(True, True, True)] * 3
-    assert run.checkpoint("last").payload()["update_count"] == 3
-
-
-def test_a_trainer_step_context_carries_the_window_facts_and_builds_by_hand(runs):
-    model = model_for()
-    opt = torch.optim.SGD(model.net.parameters(), lr=0.1)
-    x, y = tiny_data(n=4)
-    ctx = nnx.TrainerStepContext(model=model, batch=(x, y), optimizers={"a": opt}, schedulers={}, extra_metrics=None,
-                                 batch_idx=0, epoch_idx=0)
-    assert (ctx.is_last_batch, ctx.precision, dict(ctx.grad_clip_norms), dict(ctx.accumulate_grad_batches)) == (
-        False, None, {"a": None}, {"a": 1})
-    opt.zero_grad()
-    loss = F.cross_entropy(model.net(x), y)
-    assert nnx.finalize_step(loss, ctx, paradigm="probe", optimizer="a") == pytest.approx(float(loss))
-    seen = []
-
-    def step(ctx):
-        seen.append((ctx.is_last_batch, ctx.precision, sorted(ctx.grad_clip_norms), ctx.session is not None))
-        ctx.optimizers["encoder"].zero_grad()
-        ctx.optimizers["head"].zero_grad()
-        loss = F.cross_entropy(ctx.model.net(ctx.batch[0]), ctx.batch[1])
-        return nnx.EvaluationDataPoint(loss=nnx.finalize_step(loss, ctx, paradigm="probe", optimizer="encoder"))
-
-    from tests.api.tiny import two_part_model
-
-    optims = {n: nnx.NNOptimParams(max_lr=1e-2, param_groups=[nnx.NNParamGroupSpec(name_pattern=f"{n}.*")])
-              for n in ("encoder", "head")}
-    xs, ys = tiny_data(n=16)
-    nnx.Trainer(two_part_model()).train(nnx.NNTrainerParams(n_epochs=1, optims=optims, train_loader=batches(xs, ys, 8)),
-                                        trainer_step_fn=step, root=runs)
-    assert seen == [(False, "fp32", ["encoder", "head"], True), (True, "fp32", ["encoder", "head"], True)]
 
 
 def test_an_objective_context_builds_from_nnx_fields():

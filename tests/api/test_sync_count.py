@@ -123,16 +123,16 @@ def test_at_most_one_sync_per_update_and_none_per_batch(tmp_path: Any, monkeypat
 
 def test_the_counter_sees_a_sync_per_batch(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The instrument works: a step that reads its loss every batch is counted once per batch."""
-    from nnx_api.training import owners
+    from nnx_api.training import builtin_step
 
-    real = owners.DefaultStep.update
+    real = builtin_step.DefaultStep.update
 
     def reading(self: Any, *args: Any) -> Any:
         out = real(self, *args)
-        float(out[0].loss)  # a per-batch read, as a naive hot path would do
+        float(out.loss)  # a per-batch read, as a naive hot path would do
         return out
 
-    monkeypatch.setattr(owners.DefaultStep, "update", reading)
+    monkeypatch.setattr(builtin_step.DefaultStep, "update", reading)
     monkeypatch.setattr(sys.modules[__name__], "PROJECT", (*PROJECT, os.path.abspath(__file__)))  # count this file too
     syncs, updates, _ = growth(tmp_path, monkeypatch, accumulate=4)
     assert syncs >= 24 + updates

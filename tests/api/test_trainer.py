@@ -1,4 +1,5 @@
-"""Trainer: named optimizers, commit order of their events and clocks, exact resume, refusals."""
+"""Trainer: named optimizers, exact resume, refusals (the commit order of their events and clocks:
+``tests/api/training/test_epoch.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from nnx_adapters.pytorch.optim import TorchClock
 import nnx_api as nnx
 
 from tests.api.tiny import batches, tiny_data, two_part_model
@@ -26,38 +26,6 @@ def sgd(pattern=None, lr=0.4):
 
 def split_optims():
     return {"encoder": sgd("encoder.*"), "head": sgd("head.*")}
-
-
-class Events(nnx.Callback):
-    def __init__(self, log):
-        self.log = log
-
-    def on_optimizer_update(self, ctx, event):
-        self.log.append(f"event:{event.optimizer}:{event.update_idx}")
-
-
-def test_every_optimizers_event_precedes_every_update_clock_tick_and_masked_windows_tick_nothing(runs, monkeypatch):
-    x, y = tiny_data(n=24)
-    y[8:16] = -100  # the second window is fully masked
-    log = []
-    tick = TorchClock.tick
-    monkeypatch.setattr(TorchClock, "tick", lambda self, value=None: (log.append("tick"), tick(self, value))[1])
-    step = nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP, step_size=1, factor=0.5, clock="optimizer_update")
-    model = two_part_model(ignore_index=-100)
-    run = nnx.Trainer(model).train(
-        nnx.NNTrainerParams(n_epochs=1, optims=split_optims(), schedulers={"encoder": step, "head": step},
-                            train_loader=batches(x, y, 8)),
-        objective=nnx.supervised_objective(), callbacks=[Events(log)], root=runs,
-    )
-    assert log == [
-        "event:encoder:1", "event:head:1", "tick", "tick",
-        "event:encoder:2", "event:head:2", "tick", "tick",
-    ]
-    assert run.idps[-1].update_count == 4  # two commits × two optimizers
-    payload = run.checkpoint("last").payload()
-    assert payload["update_counts"] == {"encoder": 2, "head": 2}
-    assert payload["components"]["nnx.update_engine"]["update_counts"] == {"encoder": 2, "head": 2}
-    assert {"nnx.scheduler_clock.encoder", "nnx.scheduler_clock.head"} <= set(payload["components"])
 
 
 def test_trainer_objective_with_one_optimizer_matches_nnmodel(runs):
@@ -167,34 +135,6 @@ def test_refusals_before_anything_is_written(runs):
     assert not runs.exists()
 
 
-def test_per_optimizer_counts_unknown_names_and_a_silent_optimizer_on_the_update_clock(runs):
-    x, y = tiny_data()
-    loader = batches(x, y, 16)
-
-    def encoder_only(ctx):
-        opt = ctx.optimizers["encoder"]
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(ctx.model.net(ctx.batch[0]), ctx.batch[1])
-        return nnx.EvaluationDataPoint(loss=nnx.finalize_step(loss, ctx, paradigm="probe", optimizer="encoder"))
-
-    cosine = nnx.NNSchedulerParams(kind=nnx.Schedulers.COSINE_ANNEALING, clock="optimizer_update")
-    params = nnx.NNTrainerParams(n_epochs=1, optims=split_optims(), schedulers={"encoder": cosine, "head": cosine},
-                                 train_loader=loader)
-    with pytest.warns(RuntimeWarning, match=r"optimizer 'head'.*report_update\('head'\)"):
-        run = nnx.Trainer(two_part_model()).train(params, trainer_step_fn=encoder_only, root=runs)
-    payload = run.checkpoint("last").payload()
-    assert payload["update_counts"] == {"encoder": 3, "head": 0} and payload["update_count"] == 3
-    assert run.idps[-1].update_count is None  # a step function's run: records carry no count (as NNx)
-    assert payload["schedules"]["encoder"]["ticks"] == 3 and payload["schedules"]["head"]["ticks"] == 0
-
-    def typo(ctx):
-        ctx.report_update("decoder")
-        return nnx.EvaluationDataPoint(loss=0.0)
-
-    with pytest.raises(nnx.ParamsError, match="no optimizer named 'decoder'"):
-        nnx.Trainer(two_part_model()).train(params, trainer_step_fn=typo, salt="typo", root=runs)
-
-
 def test_gan_example_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["gan_trainer.py"])
     run = GAN["main"](["--root", str(tmp_path), "--epochs", "2"])
@@ -220,42 +160,3 @@ def test_a_trainer_with_builtin_validation_checks_the_validation_loaders_first_b
         assert not runs.exists() or not any(runs.iterdir()), entry  # refused before anything is written
 
 
-def test_a_non_primary_optimizer_on_its_own_cadence_ticks_its_update_clock_once_per_own_commit(runs):
-    """Each optimizer's update-clock schedule ticks exactly once per committed update of its own
-    optimizer, whatever the others do. Oracle: a plain torch loop with one StepLR per optimizer,
-    each stepped right after its own optimizer.step(); the learning rates every batch sees agree."""
-    x, y = tiny_data(n=48)
-    loader = batches(x, y, 8)  # 6 batches: the head commits on every one, the encoder (the primary) on every other
-    seen: list[tuple[float, float]] = []
-
-    def step(ctx):
-        seen.append((ctx.optimizers["encoder"].param_groups[0]["lr"], ctx.optimizers["head"].param_groups[0]["lr"]))
-        names = ["encoder", "head"] if ctx.batch_idx % 2 else ["head"]
-        for name in names:
-            opt = ctx.optimizers[name]
-            opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(ctx.model.net(ctx.batch[0]), ctx.batch[1])
-            loss.backward()
-            opt.step()
-            ctx.report_update(name)
-        return nnx.EvaluationDataPoint(loss=float(loss))
-
-    halve = nnx.NNSchedulerParams(kind=nnx.Schedulers.STEP, step_size=1, factor=0.5, clock="optimizer_update")
-    params = nnx.NNTrainerParams(n_epochs=2, optims=split_optims(), schedulers={"encoder": halve, "head": halve},
-                                 train_loader=loader)
-    run = nnx.Trainer(two_part_model()).train(params, trainer_step_fn=step, root=runs)
-
-    net = two_part_model().net  # the plain loop
-    opts = {n: torch.optim.SGD([p for k, p in net.named_parameters() if k.startswith(n)], lr=0.4) for n in ("encoder", "head")}
-    scheds = {n: torch.optim.lr_scheduler.StepLR(o, step_size=1, gamma=0.5) for n, o in opts.items()}
-    expected = []
-    for _epoch in range(2):
-        for batch_idx in range(6):
-            expected.append((opts["encoder"].param_groups[0]["lr"], opts["head"].param_groups[0]["lr"]))
-            for name in (["encoder", "head"] if batch_idx % 2 else ["head"]):
-                opts[name].step()
-                scheds[name].step()
-    assert seen == expected
-    payload = run.checkpoint("last").payload()
-    assert payload["update_counts"] == {"encoder": 6, "head": 12}
-    assert payload["schedules"]["encoder"]["ticks"] == 6 and payload["schedules"]["head"]["ticks"] == 12

@@ -49,15 +49,6 @@ def test_accumulating_unequal_masked_batches_equals_one_batch_of_their_union(run
         torch.testing.assert_close(a, b, atol=tol, rtol=0)
 
 
-def test_trailing_partial_window_steps_at_epoch_end(runs):
-    x, y = tiny_data(n=10)
-    run = model_for().train(
-        nnx.NNTrainParams(n_epochs=2, optim=sgd(accumulate=4), train_loader=batches(x, y, 2)), root=runs
-    )
-    assert run.checkpoint("last").payload()["update_count"] == 4  # 5 batches → 2 windows, twice
-    assert all(idp.update_count is None for idp in run.idps)  # counted on objective runs' records only (as NNx)
-
-
 def test_run_folder_layout_and_reload(runs):
     x, y = tiny_data()
     params = nnx.NNTrainParams(n_epochs=3, train_loader=batches(x, y, 16), val_loader=batches(x, y, 24), seed=1)
@@ -253,28 +244,6 @@ def test_custom_step_and_eval_step(runs):
     assert seen == [0, 1, 2, 0, 1, 2]
     assert run.idps[-1].val_edp.extra["custom"] == 2.0
     assert run.checkpoint("last").payload()["update_count"] == 6
-
-
-def test_last_is_refreshed_after_on_train_end_with_transforms(runs):
-    """Seed §2: callback mutations in on_train_end and their transform metadata reach LAST."""
-    x, y = tiny_data()
-
-    class Prune(nnx.Callback):
-        def on_train_end(self, ctx):
-            with torch.no_grad():
-                ctx.model.net.layers[0].bias.zero_()
-
-        def checkpoint_transforms(self):
-            return ({"name": "zero_first_bias", "version": 1},)
-
-    model = model_for()
-    run = model.train(nnx.NNTrainParams(n_epochs=2, train_loader=batches(x, y, 16)), callbacks=[Prune()], root=runs)
-    last = run.checkpoint("last")
-    payload = last.payload()
-    assert last.epoch == 1
-    assert torch.count_nonzero(payload["weights"]["layers.0.bias"]) == 0
-    assert payload["transforms"] == [{"name": "zero_first_bias", "version": 1}]
-    assert torch.equal(nnx.NNModel.from_checkpoint(run.id, root=runs).net.layers[0].bias, model.net.layers[0].bias)
 
 
 def test_param_groups_get_their_own_lr_and_decay(runs):

@@ -19,7 +19,7 @@ from nnx_core.errors import DivergedCopiesError
 from nnx_adapters.collective.threads import run_ranks
 from nnx_adapters.storage.fs import FileStorage
 import nnx_api as nnx
-from nnx_api.distributed.session import DataParallel
+from nnx_api.distributed.group import DataParallel
 
 
 @pytest.fixture(scope="module")

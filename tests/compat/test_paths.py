@@ -1,98 +1,264 @@
 """NNx's public module paths (REFERENCE §0–§3: the import paths NNx documents and its users write),
-after the one mechanical change ``nnx`` → ``nnx_api``.
+after the one mechanical change ``nnx`` → ``nnx_api``, checked against their one table,
+``nnx_api/nnx_paths.py``.
 
-Each module path must import and expose its names, and each name must be the very object the
-top-level ``nnx_api`` exports (one class, re-exported — never a copy). Names outside this
-implementation's scope must say so (``OutOfScopeError`` naming the scope), not look like typos.
+Every path of the table has its file, which opens with the declared first docstring line; a shim
+exposes exactly the table's names, each the very object of the home the table names (and of the
+top-level ``nnx_api`` export of that name: one class, re-exported, never a copy); a home keeps the
+names the table lists; an out-of-scope path imports and refuses its names with ``OutOfScopeError``
+naming the scope. No re-export or placeholder module is missing from the table, and every module of
+NNx 0.4.1's wheel (``nnx_wheel_modules.txt``) is a path of the table or says why it is not.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 import nnx_api as nnx
+from nnx_api.nnx_paths import (
+    HOME,
+    KINDS,
+    LEGACY,
+    NOT_MIRRORED,
+    OUT_OF_SCOPE,
+    PATHS,
+    PROJECT,
+    RE_EXPORTS,
+    RETIRED,
+    SHIM,
+    TABLE,
+    first_line,
+    nnx_name,
+)
 
-# module path (NNx's, with nnx → nnx_api) → names it exposes (documented by NNx)
-PATHS = {
-    "nnx_api.nn.callbacks": ["Callback", "EarlyStopping", "LRMonitor", "ModelCheckpoint", "NNCheckpoint"],
-    "nnx_api.nn.nn_model": ["NNModel", "PredictResult", "TrainStepContext", "TrainStepFn", "EvalStepContext",
-                            "EvalStepFn", "default_train_step", "NNCheckpoint", "NNRun"],
-    "nnx_api.nn.enum.activations": ["Activations"],
-    "nnx_api.nn.enum.checkpoints": ["Checkpoints"],
-    "nnx_api.nn.enum.devices": ["Devices"],
-    "nnx_api.nn.enum.losses": ["Losses"],
-    "nnx_api.nn.enum.nets": ["Nets"],
-    "nnx_api.nn.enum.optims": ["Optims"],
-    "nnx_api.nn.enum.schedulers": ["Schedulers"],
-    "nnx_api.nn.params.nn_checkpoint": ["NNCheckpoint", "NNCheckpointTransform"],
-    "nnx_api.nn.params.nn_conv_params": ["NNConvParams"],
-    "nnx_api.nn.params.nn_evaluation_data_point": ["NNEvaluationDataPoint"],
-    "nnx_api.nn.params.nn_iteration_data_point": ["NNIterationDataPoint"],
-    "nnx_api.nn.params.nn_model_params": ["NNModelParams"],
-    "nnx_api.nn.params.nn_optim_params": ["NNOptimParams"],
-    "nnx_api.nn.params.nn_optim_params_builder": ["NNOptimParamsBuilder"],
-    "nnx_api.nn.params.nn_params": ["NNParams"],
-    "nnx_api.nn.params.nn_run": ["NNRun"],
-    "nnx_api.nn.params.nn_scheduler_params": ["NNSchedulerParams"],
-    "nnx_api.nn.params.nn_scheduler_params_builder": ["NNSchedulerParamsBuilder"],
-    "nnx_api.nn.params.nn_train_params": ["NNTrainParams"],
-    "nnx_api.nn.net.feed_fwd_nn": ["FeedFwdNN"],
-    "nnx_api.nn.net.conv_nn": ["ConvNN"],
-    "nnx_api.history": ["HistoryJournal", "export_history_csv", "iter_history", "migrate_history"],
-    "nnx_api.monitors": ["MetricSpec", "MonitorSpec", "MonitorRecord", "MonitorUnavailableError", "register_metric"],
-    "nnx_api.prediction": ["ProbabilitySpec", "PredictionResult", "PredictionValidationError", "prediction_from_logits"],
-    "nnx_api.streaming": ["PredictionStream", "PredictionBatch", "StreamClosedError"],
-    "nnx_api.models": ["ModelSpec", "PositionalInputs", "KeywordInputs", "register_model_factory",
-                       "MissingModelFactoryError"],
-    "nnx_api.finetune": ["freeze", "unfreeze", "frozen", "load_pretrained", "LoadPretrainedResult"],
-    "nnx_api.finetune.param_groups": ["NNParamGroupSpec", "build_param_groups"],
-    "nnx_api.tasks": ["TaskSpec", "TaskValidationError"],
-    "nnx_api.precision": ["PrecisionPolicy", "PrecisionUnsupportedError", "ResolvedPrecision"],
-    "nnx_api.seeding": ["set_seed"],
-    "nnx_api.objectives": ["LossTerm", "Objective", "ObjectiveContext", "ObjectiveResult", "kd_objective"],
-    "nnx_api.distributed": ["DDP", "init_process_group", "writer_only"],
-    "nnx_api.decisions": ["FixedHeadProvider", "Choice", "Boolean", "Score", "validate_response"],
-    "nnx_api.plans": ["ExperimentPlan", "FitResult"],
-    "nnx_api.search": ["search", "SearchSpace", "SearchBudget"],
-}
+ROOT = Path(__file__).resolve().parents[2]
+WHEEL_LIST = Path(__file__).with_name("nnx_wheel_modules.txt")
+NNX_PYTHON = ROOT / ".venv-nnx" / "bin" / "python"  # NNx 0.4.1 itself, installed by `make compat-diff`
+NNX_INSTALLED = ROOT / ".venv-nnx" / ".installed"  # the Makefile's stamp: written once the wheel is in
+NNX_KINDS = (SHIM, HOME, OUT_OF_SCOPE)  # the kinds of NNx's own paths (PROJECT and LEGACY paths are ours)
 
-# the top-level names NNx 0.4 documents for the items above (REFERENCE §1–§3, §8, §9)
-TOP_LEVEL = [
-    "NNModel", "NNParams", "NNConvParams", "NNModelParams", "NNTrainParams", "NNOptimParams", "NNSchedulerParams",
-    "NNTrainerParams", "NNRun", "NNCheckpoint", "NNCheckpointTransform", "NNEvaluationDataPoint",
-    "NNIterationDataPoint", "FeedFwdNN", "ConvNN", "Nets", "Optims", "Schedulers", "Losses", "Activations", "Devices",
-    "Checkpoints", "TrainStepFn", "EvalStepFn", "TrainerStepFn", "ProbabilitySpec", "PredictionResult",
-    "PredictionValidationError", "PredictionStream", "ModelSpec", "PositionalInputs", "KeywordInputs",
-    "register_model_factory", "freeze", "unfreeze", "frozen", "load_pretrained", "prediction_from_logits",
-]
+
+def file_of(path: str) -> Path:
+    """The file of the module ``path`` (a module file, or a package's ``__init__.py``)."""
+    here = ROOT.joinpath(*path.split("."))
+    return here.with_suffix(".py") if here.with_suffix(".py").exists() else here / "__init__.py"
+
+
+def of_kind(*kinds: str) -> list[str]:
+    return sorted(path for path, entry in PATHS.items() if entry.kind in kinds)
+
+
+def wheel_modules() -> list[str]:
+    """NNx 0.4.1's modules, as ``nnx_wheel_modules.txt`` lists them (``#`` lines are its header)."""
+    lines = WHEEL_LIST.read_text().splitlines()
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def importable(path: str) -> bool:
+    try:
+        return importlib.util.find_spec(path) is not None
+    except ModuleNotFoundError:  # a parent that does not exist, or is not a package
+        return False
+
+
+# --- the table ---------------------------------------------------------------------------------------
+def test_the_table_is_plain_data_that_imports_no_torch():
+    code = "import sys, nnx_api.nnx_paths; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_every_entry_is_well_formed():
+    for path, entry in PATHS.items():
+        assert path == "nnx_api" or path.startswith("nnx_api."), path
+        assert entry.kind in KINDS, path
+        specs = [spec for specs in entry.homes.values() for spec in specs]
+        assert len(specs) == len(entry.bindings), f"{path}: a name bound twice"
+        assert (entry.kind == OUT_OF_SCOPE) == bool(entry.scope), f"{path}: a scope for out-of-scope paths only"
+        assert (entry.kind == LEGACY) == bool(entry.note), f"{path}: a legacy path says when it goes"
+        if entry.kind == HOME:
+            assert list(entry.homes) == [path], f"{path}: a home is its own module"
+        if entry.kind in RE_EXPORTS:
+            assert path not in entry.homes, f"{path}: a re-export module re-exports other modules"
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))
-def test_each_nnx_module_path_imports_and_reexports_the_top_level_objects(path):
+def test_each_path_has_its_file_which_opens_with_the_declared_line(path):
+    file = file_of(path)
+    assert file.is_file(), f"{path}: no {file.relative_to(ROOT)}"
+    declared = first_line(path)
+    if declared is None:  # a home keeps a docstring of its own
+        assert PATHS[path].kind == HOME and ast.get_docstring(ast.parse(file.read_text()))
+        return
+    assert declared.endswith(f"({TABLE}).") and (PATHS[path].kind in (PROJECT, LEGACY) or declared.startswith(
+        f"NNx path ``{nnx_name(path)}``: "))
+    docstring = ast.get_docstring(ast.parse(file.read_text()), clean=False) or ""
+    assert docstring.splitlines()[0] == declared
+
+
+@pytest.mark.parametrize("path", of_kind(*RE_EXPORTS))
+def test_each_shim_exposes_the_table_names_each_the_very_object_of_its_home(path):
+    entry = PATHS[path]
     module = importlib.import_module(path)
-    for name in PATHS[path]:
-        value = getattr(module, name)
-        if hasattr(nnx, name) and not inspect.ismodule(getattr(nnx, name)):  # nnx.search is the module, as in NNx
-            assert value is getattr(nnx, name), f"{path}.{name} is not nnx_api.{name}"
+    assert sorted(module.__all__) == list(entry.names)
+    for name, (home, original) in entry.bindings.items():
+        assert getattr(module, name) is getattr(importlib.import_module(home), original), f"{path}.{name}"
+    assert not_the_top_level_objects(module, entry.names) == []
+
+
+def not_the_top_level_objects(module, names) -> list[str]:
+    """The names of ``module`` that the top-level ``nnx_api`` exports as another object."""
+    return [
+        name for name in names
+        if name in nnx.__all__ and not inspect.ismodule(getattr(nnx, name))  # nnx.search is the module, as in NNx
+        and getattr(module, name) is not getattr(nnx, name)
+    ]
+
+
+@pytest.mark.parametrize("path", of_kind(HOME))
+def test_each_home_keeps_exposing_the_table_names(path):
+    module = importlib.import_module(path)
+    missing = [name for name in PATHS[path].names if name not in module.__all__ or getattr(module, name, None) is None]
+    assert missing == []
+    assert not_the_top_level_objects(module, PATHS[path].names) == []
+
+
+@pytest.mark.parametrize("path", of_kind(OUT_OF_SCOPE))
+def test_each_out_of_scope_path_refuses_its_names_naming_the_scope(path):
+    entry = PATHS[path]
+    module = importlib.import_module(path)
+    if hasattr(module, "__all__"):
+        assert sorted(module.__all__) == list(entry.names)
+    for name, (home, original) in entry.bindings.items():
+        namespace: dict = {}
+        exec(f"from {path} import {name}", namespace)  # a script that only imports it still loads
+        value = namespace[name]
+        if home != path:  # an in-scope name beside the placeholders: the very object of its home
+            assert value is getattr(importlib.import_module(home), original)
+            assert not_the_top_level_objects(module, [name]) == []
+        elif isinstance(value, type) and issubclass(value, nnx.NNxError):  # the error class NNx's handlers catch
+            assert value.__module__ == path
+        else:
+            with pytest.raises(nnx.OutOfScopeError, match=re.escape(entry.scope)):
+                value()
+
+
+def shim_like(path: str, file: Path) -> bool:
+    """A module that re-exports names of modules outside it (a package's ``__init__`` gathering its
+    own submodules is not one) or builds out-of-scope placeholders at import."""
+    tree = ast.parse(file.read_text())
+    body = tree.body[1:] if ast.get_docstring(tree) is not None else tree.body
+    outside = [n for n in body if isinstance(n, ast.ImportFrom) and not (n.module or "").startswith(path + ".")]
+    builds = any(isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("placeholder", "refusing_module")
+                 for node in body if not isinstance(node, (ast.FunctionDef, ast.ClassDef)) for n in ast.walk(node))
+    only = all(isinstance(n, (ast.Import, ast.ImportFrom)) or (
+        isinstance(n, ast.Assign) and [ast.unparse(t) for t in n.targets] in (["__all__"], ["__getattr__"])) for n in body)
+    return builds or (only and bool(outside))
+
+
+def test_every_re_export_or_placeholder_module_is_in_the_table():
+    found = {}
+    for file in sorted((ROOT / "nnx_api").rglob("*.py")):
+        parts = file.relative_to(ROOT).with_suffix("").parts
+        path = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if path.startswith("nnx_api.nn.") or path == "nnx_api.nn" or shim_like(path, file):
+            found[path] = file
+    assert "nnx_api.monitors" in found and "nnx_api.nn.net.vit_nn" in found and "nnx_api.paradigms" in found
+    assert "nnx_api.callbacks" not in found and "nnx_api.model" not in found  # the check can tell
+    assert sorted(set(found) - set(PATHS)) == []
+    assert all(PATHS[path].kind in (*RE_EXPORTS, OUT_OF_SCOPE) for path in found)
+
+
+# --- NNx 0.4.1's wheel -----------------------------------------------------------------------------
+def test_every_module_of_the_wheel_resolves_through_the_table_or_says_why_not():
+    wheel = wheel_modules()
+    assert len(wheel) > 150 and wheel == sorted(set(wheel)) and "nnx.nn.params.nn_train_params" in wheel
+    ours = {"nnx_api" + module.removeprefix("nnx") for module in wheel}
+    mirrored = set(of_kind(*NNX_KINDS))
+    assert sorted(mirrored - ours) == []  # the table invents no NNx path
+    assert sorted(ours - mirrored) == sorted(NOT_MIRRORED)  # every other module of the wheel says why
+    assert sorted(set(of_kind(PROJECT, LEGACY)) & ours) == []  # this project's own paths are not NNx's
+    assert all(reason.strip() for reason in NOT_MIRRORED.values())
+    assert [path for path in NOT_MIRRORED if importable(path)] == []  # "not here" is true
+
+
+@pytest.mark.skipif(not NNX_INSTALLED.exists(), reason="NNx 0.4.1 is installed (.venv-nnx) by `make compat-diff` only")
+def test_the_committed_module_list_is_the_installed_wheels():
+    code = (
+        "import importlib.metadata as m\n"
+        "print(*sorted(str(f)[:-3].replace('/', '.').removesuffix('.__init__') for f in m.files('thekaveh-nnx')\n"
+        "              if str(f).startswith('nnx/') and str(f).endswith('.py')), sep='\\n')\n"
+    )
+    listed = subprocess.run([str(NNX_PYTHON), "-c", code], check=True, capture_output=True, text=True, timeout=120)
+    assert listed.stdout.split() == wheel_modules()
+
+
+# --- the old paths and the lazy export table --------------------------------------------------------
+def test_the_retired_paths_are_gone_and_nothing_imports_or_names_them():
+    for old, home in RETIRED.items():
+        assert old not in PATHS and not file_of(old).exists() and not importable(old), old
+        assert importable(home), home
+    retired = set(RETIRED)
+    imports = []
+    for folder in ("nnx_api", "nnx_core", "nnx_adapters", "tests", "examples", "bench"):
+        for file in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(file.read_text())):
+                names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+                imports += [f"{file.relative_to(ROOT)}: {name}" for name in names if name in retired]
+    assert imports == []
+    spelled = re.compile("|".join(re.escape(old) + r"\b|" + re.escape(old.replace(".", "/") + ".py") for old in retired))
+    docs = [f"{doc.relative_to(ROOT)}: {hit.group()}" for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+            for hit in spelled.finditer(doc.read_text())]
+    assert docs == []
+
+
+def test_the_lazy_export_table_agrees_with_the_path_table():
+    """``nnx_api._EXPORTS`` (the top-level names, by the module each is taken from) names no retired
+    module, and takes from one of NNx's paths only names the path table gives it."""
+    for module, specs in nnx._EXPORTS.items():
+        assert module not in RETIRED, module
+        names = {spec.rpartition(" as ")[2] for spec in specs}
+        if module in PATHS:
+            exposed = set(PATHS[module].names) | set(importlib.import_module(module).__all__)
+            assert names <= exposed, module
+    modules = {f"nnx_api.{name}" for name in (*nnx._MODULES, *nnx._LAZY_MODULES)}
+    assert sorted(modules & set(RETIRED)) == []
+    nnx_paths = {"nnx_api" + module.removeprefix("nnx") for module in wheel_modules()}
+    assert sorted((modules & nnx_paths) - set(PATHS)) == []  # the package's public modules that are NNx's paths
 
 
 def test_the_documented_top_level_names_exist():
-    missing = [name for name in TOP_LEVEL if getattr(nnx, name, None) is None]
-    assert missing == []
-    assert set(TOP_LEVEL) <= set(nnx.__all__)
+    documented = PATHS["nnx_api"].names
+    assert [name for name in documented if getattr(nnx, name, None) is None] == []
+    assert set(documented) <= set(nnx.__all__)
 
 
-@pytest.mark.parametrize("path", sorted(p for p in PATHS if p.startswith("nnx_api.nn.")))
-def test_the_nn_modules_hold_no_code_of_their_own(path):
-    """Re-export modules only: every public object is defined in another module."""
-    module = importlib.import_module(path)
-    for name in getattr(module, "__all__", ()):
-        defined_in = getattr(getattr(module, name), "__module__", None)
-        assert defined_in != path, f"{path}.{name} is defined in the re-export module itself"
+# --- registration lives in the homes ----------------------------------------------------------------
+def test_importing_the_metric_registry_is_enough_for_a_monitor_to_know_a_declared_direction():
+    """``MonitorSpec.resolve`` learns a declared metric's direction from the registry's home
+    (``nnx_adapters.pytorch.metrics``), not from importing the ``nnx_api.monitors`` shim."""
+    code = (
+        "import importlib, sys\n"
+        "import nnx_api\n"
+        "from nnx_adapters.pytorch.metrics import register_metric\n"
+        "from nnx_api.config.metrics import MetricSpec\n"
+        "MonitorSpec = getattr(importlib.import_module(nnx_api._NAMES['MonitorSpec'][0]), 'MonitorSpec')\n"
+        "register_metric('p99_latency', 1, lambda config, n_classes: None, input='continuous', mode='max')\n"
+        "assert MonitorSpec('p99_latency').resolve([MetricSpec('p99_latency')]).mode == 'max'\n"
+        "assert 'nnx_api.monitors' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, cwd=ROOT)
 
 
 def test_records_are_one_class_under_both_names():

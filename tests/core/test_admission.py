@@ -13,8 +13,8 @@ import pytest
 
 from nnx_core import admission as adm
 from nnx_core.commit import LAST, RunFiles, TagManifest
+from nnx_core.eager_history import EagerHistory
 from nnx_core.errors import CorruptRunError, RunExistsError
-from nnx_core.history import EagerHistory
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_adapters.storage.memory import MemoryStorage
 

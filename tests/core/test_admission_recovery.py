@@ -8,8 +8,8 @@ import pytest
 
 from nnx_core import admission as adm
 from nnx_core.commit import LAST, BlobRef, RunFiles, TagManifest
+from nnx_core.eager_history import EagerHistory, continuity_problems
 from nnx_core.errors import CorruptRunError, DataChangedError, RunExistsError
-from nnx_core.history import EagerHistory, continuity_problems
 from nnx_core.journal import HistoryJournal, JournalWriter
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_adapters.storage.memory import MemoryStorage

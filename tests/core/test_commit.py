@@ -35,8 +35,8 @@ from nnx_core.commit import (
     truncate_to_last,
     weights_tag,
 )
+from nnx_core.eager_history import EagerHistory
 from nnx_core.errors import CorruptRunError
-from nnx_core.history import EagerHistory
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_adapters.storage.memory import MemoryStorage
 

@@ -11,7 +11,7 @@ import pytest
 
 from nnx_core.convert import OMIT, RUNTIME, Stateful, converter
 from nnx_core.errors import ParamsError
-from nnx_core.monitor import MonitorSpec
+from nnx_core.monitor_spec import MonitorSpec
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
 from nnx_core.validate import check_int
 

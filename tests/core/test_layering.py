@@ -1,15 +1,20 @@
-"""The architecture, read from the import graph (no imports executed: this file needs no torch).
+"""The architecture, read from the import graph (no project code imported but the plain-data table
+of NNx's module paths, ``nnx_api/nnx_paths.py``: this file needs no torch).
 
 Arrows run api → adapters → core only (imports at any depth, function-local ones included); no
-module-level import circle among the project's modules; no function-local import of a project
+import circle among the project's modules, the core's own included, at any depth (a function-local
+import closes a circle as surely as a module-level one); no function-local import of a project
 module (the way circles get dodged), except the few lazy imports listed below with their reason.
 Inside ``nnx_api`` the sub-packages and modules stand in the layers of ``API_LAYERS`` (lowest
-first) and every import runs down: to a lower layer, or inside its own unit.
+first) and every import runs down: to a lower layer, or inside its own unit. No file of
+``nnx_api`` is longer than ``MAX_LINES`` (``nnx_api/training``: ``MAX_TRAINING_LINES``): a file
+past that holds several ideas, to be split by idea.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,10 +25,11 @@ LAZY_ALLOWED: set[tuple[str, str]] = {  # (module, project module it imports ins
     # never import it (tests/api/test_cli_startup.py)
     ("nnx_api.runs.run", "nnx_adapters.pytorch.state"),  # decoding a checkpoint blob
     ("nnx_api.runs.run", "nnx_api.config.params"),  # a run's params objects (their enums hold torch classes)
+    ("nnx_api.runs.run", "nnx_api.config.train_params"),  # the same, for its training params
+    ("nnx_api.runs.standalone", "nnx_api.config.params"),  # the params of a standalone checkpoint file read
     ("nnx_api.runs.payload", "nnx_adapters.pytorch.state"),  # encoding and decoding a payload
     ("nnx_api.commands.runs_extra", "nnx_api.model"),  # `nnx runs export`
     ("nnx_api.commands.runs_extra", "nnx_api.runs.export"),  # `nnx runs export`
-    ("nnx_core.records", "nnx_core.monitor"),  # MonitorRecord.monitor: nnx_core.monitor imports nnx_core.records
 }
 
 
@@ -91,8 +97,8 @@ def test_arrows_run_api_to_adapters_to_core_only():
     assert wrong == []
 
 
-def test_no_import_circles():
-    g = graph()
+def circles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle the depth-first walk of ``g`` meets, each as the path that closes it."""
     cycles: list[list[str]] = []
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -111,7 +117,30 @@ def test_no_import_circles():
     for node in sorted(g):
         if node not in state:
             walk(node)
-    assert cycles == []
+    return cycles
+
+
+def test_no_import_circles_at_any_depth():
+    """Module-level and function-local imports alike: a lazy import that closes a circle is a circle."""
+    assert circles(full_graph()) == []
+
+
+def test_the_core_import_graph_has_no_circles():
+    """``nnx_core`` on its own (it is proved without the rest): no circle, function-local imports included."""
+    g = full_graph()
+    core = {name: {dst for dst in targets if dst.split(".")[0] == "nnx_core"}
+            for name, targets in g.items() if name.split(".")[0] == "nnx_core"}
+    assert "nnx_core.records" in core and "nnx_core.monitor_spec" in core["nnx_core.records"]
+    assert circles(core) == []
+
+
+def test_a_circle_is_caught():
+    """The circle check can fail: a lazy import from the monitor's vocabulary back to the records
+    (the circle this graph once held) is found, at whatever depth it sits."""
+    g = full_graph()
+    assert circles(g) == []
+    g["nnx_core.monitor_spec"] = g["nnx_core.monitor_spec"] | {"nnx_core.records"}
+    assert [set(cycle) for cycle in circles(g)] == [{"nnx_core.monitor_spec", "nnx_core.records"}]
 
 
 def test_no_function_local_imports_of_project_modules():
@@ -121,52 +150,61 @@ def test_no_function_local_imports_of_project_modules():
     assert LAZY_ALLOWED <= lazy  # the allowance names only lazy imports that exist
 
 
+# --- file length ------------------------------------------------------------------------------------
+MAX_LINES = 600  # any file of nnx_api
+MAX_TRAINING_LINES = 450  # a file of nnx_api/training: the session's parts, each one idea
+
+
+def longer_than(folder: Path, limit: int) -> list[str]:
+    """``path: lines`` of every Python file under ``folder`` with more than ``limit`` lines."""
+    found = ((p, len(p.read_text().splitlines())) for p in sorted(folder.rglob("*.py")))
+    return [f"{p.relative_to(ROOT)}: {n}" for p, n in found if n > limit]
+
+
+def test_no_nnx_api_file_holds_more_than_600_lines():
+    assert longer_than(ROOT / "nnx_api", MAX_LINES) == []
+
+
+def test_no_training_file_holds_more_than_450_lines():
+    assert longer_than(ROOT / "nnx_api" / "training", MAX_TRAINING_LINES) == []
+
+
 def test_the_graph_sees_real_edges():
     """The checks above can fail: the graph holds the edges every reader knows are there."""
     g = graph()
     assert "nnx_core.commit" in g["nnx_core.admission"]
     assert "nnx_api.launch" in g["nnx_api.model"]
-    assert "nnx_core.update" in g["nnx_api.training.owners"]
+    assert "nnx_core.update" in g["nnx_api.training.builtin_step"]
 
 
 # --- the layers inside nnx_api ---------------------------------------------------------------------
 # A unit is a sub-package (``nnx_api.training``: all its modules) or a top-level module
 # (``nnx_api.model``); ``nnx_api`` itself is the package's ``__init__``. Lowest layer first: a unit
-# imports units of lower layers only (never one of its own layer, never one above). A new unit
-# must be placed here.
-API_LAYERS: list[tuple[str, ...]] = [
-    ("nnx_api.scope",),  # what NNx documents that this implementation leaves out
-    ("nnx_api.config",),  # params, enums, builders
-    ("nnx_api.finetune", "nnx_api.parts", "nnx_api.runs",  # freezing; nets, datasets, predictions; runs on disk
-     "nnx_api.lr_finder", "nnx_api.streaming_metrics", "nnx_api.utils", "nnx_api.vis_utils"),  # standalone helpers
-    ("nnx_api.callbacks",),
-    ("nnx_api.training",),  # the session, steps, objectives, fingerprints (roles: nnx_api.training.roles)
-    ("nnx_api.distributed",),  # DDP, sharded loaders
-    ("nnx_api.launch",),  # the one training pipeline
-    ("nnx_api.model",),  # NNModel
-    ("nnx_api.trainer", "nnx_api.decide", "nnx_api.experiments", "nnx_api.nn", "nnx_api.commands"),
-    ("nnx_api.cli",),  # the ``nnx`` console script
-    # the public modules (``nnx.<name>``): re-export modules, some with a few helpers of their own
-    ("nnx_api.cli_extra", "nnx_api.datasets", "nnx_api.decision_jobs", "nnx_api.decisions", "nnx_api.history",
-     "nnx_api.inference", "nnx_api.models", "nnx_api.monitors", "nnx_api.objectives", "nnx_api.optimizers",
-     "nnx_api.plans", "nnx_api.precision", "nnx_api.prediction", "nnx_api.search", "nnx_api.seeding",
-     "nnx_api.storage", "nnx_api.streaming", "nnx_api.tasks", "nnx_api.data_splits", "nnx_api.paradigms",
-     "nnx_api.preprocessing", "nnx_api.viz", "nnx_api.components"),
-    ("nnx_api",),  # ``import nnx_api as nnx``
-]
-# modules that moved into a sub-package: the old path re-exports the public names, nothing more
-MOVED = {
-    "nnx_api.cli_extra": "nnx_api.commands.runs_extra",
-    "nnx_api.datasets": "nnx_api.parts.datasets",
-    "nnx_api.decision_jobs": "nnx_api.decide.jobs",
-    "nnx_api.decisions": "nnx_api.decide.provider",
-    "nnx_api.inference": "nnx_api.parts.inference",
-    "nnx_api.models": "nnx_api.parts.models",
-}
+# imports units of lower layers only (never one of its own layer, never one above). The layers are
+# docs/architecture.md's table (the page shows the map, these tests pin it): a new unit is placed
+# there, or it is one of NNx's public module paths (nnx_api/nnx_paths.py).
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+PUBLIC_ROW = 10  # the public modules: every top-level module no other row names (NNx's paths, nnx_api/nnx_paths.py)
 
 
 def api_unit(module: str) -> str:
     return ".".join(module.split(".")[:2])
+
+
+def documented_layers() -> list[tuple[str, ...]]:
+    """The layers of docs/architecture.md's api-layers table (lowest first): each row's units in
+    backticks (``training`` is ``nnx_api.training``; ``nnx_api`` is the package's ``__init__``),
+    the public-modules row filled with the top-level modules the other rows leave out."""
+    table = ARCHITECTURE.read_text().split("<!-- api-layers", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| (.+?) \|", table, flags=re.M)
+    assert [int(n) for n, _ in rows] == list(range(len(rows))), "the rows are numbered 0, 1, … in order"
+    layers = [tuple(u if u == "nnx_api" else f"nnx_api.{u}" for u in re.findall(r"`(\w+)`", cell)) for _, cell in rows]
+    named = {unit for layer in layers for unit in layer}
+    layers[PUBLIC_ROW] = tuple(sorted({api_unit(m) for m in modules() if m.startswith("nnx_api.")} - named))
+    return layers
+
+
+API_LAYERS: list[tuple[str, ...]] = documented_layers()
 
 
 def api_layer() -> dict[str, int]:
@@ -181,6 +219,21 @@ def upward_api_arrows(g: dict[str, set[str]]) -> list[str]:
         for dst in targets if dst.split(".")[0] == "nnx_api" and api_unit(dst) != api_unit(src)
         and level[api_unit(dst)] >= level[api_unit(src)]
     )
+
+
+def table_paths() -> set[str]:
+    """The module paths of nnx_api/nnx_paths.py's ``PATHS`` table (read, not imported)."""
+    tree = ast.parse((ROOT / "nnx_api" / "nnx_paths.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "PATHS":
+            assert isinstance(node.value, ast.Dict)
+            return {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+    raise AssertionError("nnx_api/nnx_paths.py has no PATHS table")
+
+
+def test_the_public_modules_row_holds_only_public_paths():
+    """A module no row of the architecture page names must be one of NNx's paths in the table."""
+    assert API_LAYERS[PUBLIC_ROW] and set(API_LAYERS[PUBLIC_ROW]) <= table_paths()
 
 
 def test_every_nnx_api_unit_has_one_layer():
@@ -207,18 +260,25 @@ def test_an_upward_import_is_caught():
     ]
 
 
-def test_moved_modules_leave_re_export_modules_behind():
-    """The old path holds a docstring naming the new home, imports from it, and ``__all__``."""
+def test_re_export_modules_import_their_declared_names_and_nothing_else():
+    """A shim of ``nnx_api/nnx_paths.py`` (one of NNx's module paths, or this project's own re-export
+    module) holds a docstring, imports of exactly the names the table declares, each from the home
+    it declares, and ``__all__``: no code and no registration, so importing a home is all its names
+    need. Read from the files (the table is plain data: importing it imports no torch)."""
+    from nnx_api.nnx_paths import PATHS, RE_EXPORTS
+
     known = modules()
-    for old, new in MOVED.items():
-        assert new in known, new
-        tree = ast.parse(known[old].read_text())
-        docstring = ast.get_docstring(tree) or ""
-        assert new in docstring, f"{old}: the docstring does not say the code lives in {new}"
+    shims = {path: entry for path, entry in PATHS.items() if entry.kind in RE_EXPORTS}
+    assert len(shims) > 40 and "nnx_api.monitors" in shims  # the check below can fail
+    for path, entry in shims.items():
+        tree = ast.parse(known[path].read_text())
+        assert ast.get_docstring(tree), f"{path}: no docstring"
+        bound: dict[str, tuple[str, str]] = {}
         for node in tree.body[1:]:
-            if isinstance(node, ast.ImportFrom):
-                assert node.module in (new, "nnx_api.config.params"), f"{old}:{node.lineno} imports {node.module}"
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                bound.update({alias.asname or alias.name: (node.module, alias.name) for alias in node.names})
             else:
-                assert isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["__all__"], (
-                    f"{old}:{node.lineno}: code in a re-export module"
+                assert isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"], (
+                    f"{path}:{node.lineno}: code in a re-export module"
                 )
+        assert bound == entry.bindings, f"{path}: its imports are not the table's"

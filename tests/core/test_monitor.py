@@ -14,7 +14,8 @@ import math
 import pytest
 
 from nnx_core.errors import MonitorUnavailableError, ParamsError
-from nnx_core.monitor import Monitor, MonitorSpec, improves
+from nnx_core.monitor import Monitor
+from nnx_core.monitor_spec import MonitorSpec, improves
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 
 NAN, INF = math.nan, math.inf

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from nnx_core.errors import ParamsError
-from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord, fallback_signal, first_finite
+from nnx_core.monitor import fallback_signal, first_finite
+from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
 
 EDP = EvaluationDataPoint
 Y, Y_HAT = [0, 1, 1, 2], [0, 1, 2, 2]  # class 0: p 1 r 1; class 1: p 1 r 1/2; class 2: p 1/2 r 1

@@ -368,9 +368,9 @@ def fake_cuda_fp16() -> None:
     """Admit fp16 on the CPU, as if it were CUDA: the model resolves fp16 (autocast to float16, a
     ``GradScaler("cpu")``) and DDP's CUDA-only gate lets it through. Only this test worker does this."""
     import nnx_api.model
-    from nnx_api.distributed import session
+    from nnx_api.distributed import group as ddp_group
 
-    session.FP16_DEVICES = frozenset({"cuda", "cpu"})
+    ddp_group.FP16_DEVICES = frozenset({"cuda", "cpu"})
     real = nnx_api.model.precision_problem
     nnx_api.model.precision_problem = lambda mode, device: None if mode == "fp16" else real(mode, device)
 

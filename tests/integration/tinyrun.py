@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from nnx_core.commit import LAST, RunFiles
-from nnx_core.history import parse_history
+from nnx_core.eager_history import parse_history
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.paths import TMP_PREFIX

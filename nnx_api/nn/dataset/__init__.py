@@ -1,4 +1,6 @@
-"""``nnx.nn.dataset``: NNx's dataset wrappers (``nnx_api.datasets``)."""
+"""NNx path ``nnx.nn.dataset``: a re-export of ``nnx_api.parts.datasets`` (nnx_api/nnx_paths.py).
+
+NNx's dataset wrappers (docs/nnx-compat.md), one module each as well."""
 
 from nnx_api.parts.datasets import DatasetColumnError, NNDataset, NNDatasetBase, NNTabularDataset
 

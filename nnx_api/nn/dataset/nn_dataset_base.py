@@ -1,4 +1,4 @@
-"""``nnx.nn.dataset.nn_dataset_base``: ``NNDatasetBase``."""
+"""NNx path ``nnx.nn.dataset.nn_dataset_base``: a re-export of ``nnx_api.parts.datasets`` (nnx_api/nnx_paths.py)."""
 
 from nnx_api.parts.datasets import NNDatasetBase
 

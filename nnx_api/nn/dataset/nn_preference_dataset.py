@@ -1,5 +1,6 @@
-"""``nnx.nn.dataset.nn_preference_dataset``: out of scope here (DPO preference pairs) — every name
-raises ``OutOfScopeError`` (``nnx_api.scope``)."""
+"""NNx path ``nnx.nn.dataset.nn_preference_dataset``: placeholders for the training paradigms beyond supervised learning and distillation (diffusion, JEPA, DPO, contrastive), out of scope here; using a name raises ``OutOfScopeError`` (nnx_api/nnx_paths.py).
+
+DPO preference pairs."""
 
 from nnx_api.scope import PARADIGMS, refusing_module
 

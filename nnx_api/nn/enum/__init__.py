@@ -1,4 +1,6 @@
-"""``nnx.nn.enum``: the enums, one module each (``nnx_api.nn.enum.nets``, ...)."""
+"""NNx path ``nnx.nn.enum``: a re-export of ``nnx_api.config.enums`` (nnx_api/nnx_paths.py).
+
+The enums, one module each as well."""
 
 from nnx_api.config.enums import Activations, Checkpoints, Devices, Losses, Nets, Optims, Schedulers
 

@@ -1,4 +1,4 @@
-"""``nnx.nn.enum.checkpoints``: ``Checkpoints``."""
+"""NNx path ``nnx.nn.enum.checkpoints``: a re-export of ``nnx_api.config.enums`` (nnx_api/nnx_paths.py)."""
 
 from nnx_api.config.enums import Checkpoints, phase_tag
 

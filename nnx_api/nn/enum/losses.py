@@ -1,4 +1,4 @@
-"""``nnx.nn.enum.losses``: ``Losses``."""
+"""NNx path ``nnx.nn.enum.losses``: a re-export of ``nnx_api.config.enums`` (nnx_api/nnx_paths.py)."""
 
 from nnx_api.config.enums import Losses
 

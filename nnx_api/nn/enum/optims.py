@@ -1,4 +1,4 @@
-"""``nnx.nn.enum.optims``: ``Optims``."""
+"""NNx path ``nnx.nn.enum.optims``: a re-export of ``nnx_api.config.enums`` (nnx_api/nnx_paths.py)."""
 
 from nnx_api.config.enums import Optims
 

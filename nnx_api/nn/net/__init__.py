@@ -1,4 +1,6 @@
-"""``nnx.nn.net``: the built-in networks (``nnx_api.nn.net.feed_fwd_nn``, ``nnx_api.nn.net.conv_nn``)."""
+"""NNx path ``nnx.nn.net``: a re-export of ``nnx_adapters.pytorch.nets`` (nnx_api/nnx_paths.py).
+
+The built-in networks, one module each as well."""
 
 from nnx_adapters.pytorch.nets import ConvNN, FeedFwdNN
 

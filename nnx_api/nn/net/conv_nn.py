@@ -1,4 +1,4 @@
-"""``nnx.nn.net.conv_nn``: ``ConvNN``."""
+"""NNx path ``nnx.nn.net.conv_nn``: a re-export of ``nnx_adapters.pytorch.nets`` (nnx_api/nnx_paths.py)."""
 
 from nnx_adapters.pytorch.nets import ConvNN
 

@@ -1,4 +1,4 @@
-"""``nnx.nn.net.graph_sage_nn``: out of scope here — every name raises ``OutOfScopeError`` (``nnx_api.scope``)."""
+"""NNx path ``nnx.nn.net.graph_sage_nn``: placeholders for graph nets, out of scope here; using a name raises ``OutOfScopeError`` (nnx_api/nnx_paths.py)."""
 
 from nnx_api.scope import GRAPH, refusing_module
 

@@ -1,5 +1,5 @@
-"""``nnx.nn.params``: the params and record classes, one module each (``nnx_api.nn.params.nn_train_params``, ...)."""
+"""NNx path ``nnx.nn.params``: the package of the NNx paths below it; it re-exports nothing (nnx_api/nnx_paths.py).
 
-
+The params and record classes, one module each (``nnx_api.nn.params.nn_train_params``, ...)."""
 
 __all__ = []

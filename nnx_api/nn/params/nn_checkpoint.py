@@ -1,4 +1,4 @@
-"""``nnx.nn.params.nn_checkpoint``: ``NNCheckpoint``, ``NNCheckpointTransform``, ``ResumePointError``."""
+"""NNx path ``nnx.nn.params.nn_checkpoint``: a re-export of ``nnx_core.errors``, ``nnx_api.runs.checkpoint``, ``nnx_api.runs.run`` (nnx_api/nnx_paths.py)."""
 
 from nnx_core.errors import ResumePointError
 from nnx_api.runs.checkpoint import NNCheckpointTransform

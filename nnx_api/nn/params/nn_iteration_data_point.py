@@ -1,4 +1,4 @@
-"""``nnx.nn.params.nn_iteration_data_point``: ``NNIterationDataPoint``."""
+"""NNx path ``nnx.nn.params.nn_iteration_data_point``: a re-export of ``nnx_core.records`` (nnx_api/nnx_paths.py)."""
 
 from nnx_core.records import IterationDataPoint as NNIterationDataPoint
 

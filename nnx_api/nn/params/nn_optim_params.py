@@ -1,5 +1,5 @@
-"""``nnx.nn.params.nn_optim_params``: ``NNOptimParams``, ``NNParamGroupSpec``."""
+"""NNx path ``nnx.nn.params.nn_optim_params``: a re-export of ``nnx_api.config.optim_params`` (nnx_api/nnx_paths.py)."""
 
-from nnx_api.config.params import NNOptimParams, NNParamGroupSpec
+from nnx_api.config.optim_params import NNOptimParams, NNParamGroupSpec
 
 __all__ = ["NNOptimParams", "NNParamGroupSpec"]

@@ -1,4 +1,4 @@
-"""``nnx.nn.params.nn_run``: ``NNRun``."""
+"""NNx path ``nnx.nn.params.nn_run``: a re-export of ``nnx_api.runs.run`` (nnx_api/nnx_paths.py)."""
 
 from nnx_api.runs.run import NNRun
 

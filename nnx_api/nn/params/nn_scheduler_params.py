@@ -1,5 +1,5 @@
-"""``nnx.nn.params.nn_scheduler_params``: ``NNSchedulerParams``."""
+"""NNx path ``nnx.nn.params.nn_scheduler_params``: a re-export of ``nnx_api.config.optim_params`` (nnx_api/nnx_paths.py)."""
 
-from nnx_api.config.params import NNSchedulerParams
+from nnx_api.config.optim_params import NNSchedulerParams
 
 __all__ = ["NNSchedulerParams"]

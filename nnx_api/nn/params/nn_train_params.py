@@ -1,5 +1,5 @@
-"""``nnx.nn.params.nn_train_params``: ``NNTrainParams``."""
+"""NNx path ``nnx.nn.params.nn_train_params``: a re-export of ``nnx_api.config.train_params`` (nnx_api/nnx_paths.py)."""
 
-from nnx_api.config.params import NNTrainParams
+from nnx_api.config.train_params import NNTrainParams
 
 __all__ = ["NNTrainParams"]

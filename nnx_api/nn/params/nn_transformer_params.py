@@ -1,4 +1,4 @@
-"""``nnx.nn.params.nn_transformer_params``: out of scope here — every name raises ``OutOfScopeError`` (``nnx_api.scope``)."""
+"""NNx path ``nnx.nn.params.nn_transformer_params``: placeholders for transformers and language-model helpers, out of scope here; using a name raises ``OutOfScopeError`` (nnx_api/nnx_paths.py)."""
 
 from nnx_api.scope import LM, refusing_module
 

@@ -1,4 +1,4 @@
-"""Eager history (``nnx_core.history``): ``idps.csv`` rendered from records and parsed back, and the
+"""Eager history (``nnx_core.eager_history``): ``idps.csv`` rendered from records and parsed back, and the
 coverage/continuity checks of a committed history. Oracles: the module docstrings and REFERENCE's
 ``idps.csv`` (flattened dotted columns, empty cells for unset fields, one line per record)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from nnx_core.eager_history import EagerHistory, continuity_problems, coverage_problems, epoch_rows, parse_history
 from nnx_core.errors import CorruptRunError
-from nnx_core.history import EagerHistory, continuity_problems, coverage_problems, epoch_rows, parse_history
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
 
 

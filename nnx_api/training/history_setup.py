@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nnx_core.commit import LAST, RunFiles
+from nnx_core.eager_history import EagerHistory
 from nnx_core.errors import ParamsError
-from nnx_core.history import EagerHistory
 from nnx_core.journal import FullHistory, HistoryJournal, HistoryWindow, JournalWriter
 from nnx_core.journal_reader import has_journal
 from nnx_core.lifecycle import HOOKS, overrides

@@ -1,0 +1,162 @@
+"""The checks of a run's batches: its first batches before anything is written, and a later
+batch the built-in step could not train on.
+
+``check_first_batches`` translates the first-forward mistakes of an ``NNModel`` run on the first
+batch of each loader, before admission (no run folder, no lease file): batches that are not
+``(inputs, targets)``, NumPy or float64 inputs, a feature width other than ``NNParams.input_dim``,
+a forward that fails, an output width other than the head's, targets of the wrong dtype or shape,
+class labels ≥ the output width or negative without ``ignore_index``. The probe forward runs under
+``torch.no_grad()`` in eval mode (no BatchNorm statistics move) with every RNG stream put back, so
+training is bit-for-bit what it is without it. ``batch_problem`` runs the same checks on a later
+batch, only after the step failed on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from nnx_core.errors import TrainingInputError
+from nnx_adapters.pytorch.batches import forward, net_output, restored_modes, split_batch, to_device
+from nnx_api.config.nets import NNConvParams
+from nnx_api.training.fingerprint import structure, untouched_rng
+
+
+def check_first_batches(model: Any, firsts: Mapping[str, Any], *, train_step: bool, eval_step: bool) -> None:
+    """The first-forward checks (module docstring) on each loader's first batch that the built-in
+    training step (``train_loader``) or validation (``val_loader``) will consume; a loader that
+    yields nothing is refused whatever consumes it."""
+    wanted = {"train_loader": train_step, "val_loader": eval_step}
+    for where, batch in firsts.items():
+        if batch is None:
+            raise TrainingInputError(f"{where} yielded no batches; give it at least one batch")
+        if wanted.get(where):
+            _check_batch(model, batch, where)
+
+
+def batch_problem(model: Any, batch: Any, at: str) -> TrainingInputError | None:
+    """What is wrong with a later batch the built-in step could not train on (``at`` names it:
+    "train_loader's batch 3 of epoch 1"): the first batch's checks, run only after the step
+    failed, so a good batch costs nothing; None when they find nothing."""
+    try:
+        _check_batch(model, batch, at.partition("'s ")[0], at)
+    except TrainingInputError as exc:
+        return exc
+    return None
+
+
+def _check_batch(model: Any, batch: Any, where: str, at: str | None = None) -> None:
+    at = at or f"{where}'s first batch"
+    adapter = getattr(model, "batch_adapter", None)
+    if adapter is not None:  # the adapter says what the net takes
+        args, kwargs, target = adapter.split(batch)
+        inputs: Any = [*args, *kwargs.values()]
+    else:
+        inputs, target = _split(batch, at)
+    for name, value in (("inputs", inputs), ("targets", target)):
+        if _holds(value, np.ndarray):
+            raise TrainingInputError(
+                f"{at} holds NumPy arrays as {name}; yield tensors: torch.from_numpy(array) (and .float() for "
+                "float64 features), or DataLoader(TensorDataset(torch.from_numpy(x).float(), torch.from_numpy(y)))"
+            )
+    weights = next((p for p in model.net.parameters() if p.dtype.is_floating_point), None)
+    for t in _tensors(inputs):
+        if weights is not None and t.dtype.is_floating_point and t.dtype != weights.dtype and model.precision == "fp32":
+            raise TrainingInputError(
+                f"{at} holds {t.dtype} inputs but the model's parameters are {weights.dtype}; convert the features "
+                "with x.float() (e.g. TensorDataset(x.float(), y))"
+            )
+    net = model.net_params
+    if net is not None and isinstance(inputs, torch.Tensor):
+        # a ConvNN's input_dim is in_channels * side * side: (B, C, H, W) images (or flat rows) fit it
+        image = isinstance(net, NNConvParams) and inputs.dim() > 1
+        width = (inputs.shape[1:].numel() if image else inputs.shape[-1]) if inputs.dim() else None
+        if width != net.input_dim:
+            raise TrainingInputError(
+                f"{at} holds inputs of shape {list(inputs.shape)} ({width} features per row) but "
+                f"NNParams.input_dim is {net.input_dim}; set input_dim={width} or fix the data"
+            )
+
+    def call(net: Any) -> Any:
+        if adapter is not None:
+            return net_output(model, net, to_device(tuple(args), model.device), to_device(dict(kwargs), model.device))
+        return forward(net, to_device(inputs, model.device))
+
+    output = _probe(model, call, inputs, at)
+    head = model.head
+    if output.dim() == 0 or output.shape[-1] != head.width:
+        raise TrainingInputError(
+            f"the model's output on {at} has shape {list(output.shape)}, but the task expects "
+            f"{head.width} values per row (NNModelParams.task n={head.width}); make the module's last layer that wide "
+            "or set TaskSpec(n=...) to match it"
+        )
+    try:
+        model.task_adapter.check(output, target)
+    except TrainingInputError as exc:
+        raise type(exc)(f"{at}: {exc}") from None
+    if head.kind == "categorical":
+        _check_labels(model, target, head.width, at)
+
+
+def _split(batch: Any, at: str) -> tuple[Any, Any]:
+    try:
+        return split_batch(batch)
+    except TrainingInputError as exc:
+        raise TrainingInputError(f"{at} ({structure(batch)}): {exc}") from None
+
+
+def _holds(value: Any, kind: type) -> bool:
+    if isinstance(value, kind):
+        return True
+    return isinstance(value, (tuple, list)) and any(_holds(v, kind) for v in value)
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _probe(model: Any, call: Any, inputs: Any, at: str) -> torch.Tensor:
+    """One forward of the first batch, changing nothing: no autograd, eval mode (every module's
+    mode restored), every RNG stream put back."""
+    net = model.net
+    try:
+        with untouched_rng(()), restored_modes(net), torch.no_grad(), model.autocast_context()():
+            net.eval()
+            output = call(net)
+    except (RuntimeError, TypeError, ValueError, IndexError) as exc:
+        raise TrainingInputError(
+            f"the model's forward failed on {at} (inputs {structure(inputs)}): "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        ) from exc
+    if not isinstance(output, torch.Tensor):
+        raise TrainingInputError(
+            f"the model returned {type(output).__name__} on {at}; the built-in step needs one tensor "
+            "of outputs (use a custom train_step_fn for other outputs)"
+        )
+    return output
+
+
+def _check_labels(model: Any, target: torch.Tensor, width: int, at: str) -> None:
+    ignore = model.params.resolved_task.ignore_index
+    labels = target if ignore is None else target[target != ignore]
+    if not labels.numel():
+        return
+    low, high = int(labels.min()), int(labels.max())
+    field = "NNParams.output_dim" if model.net_params is not None else "the output width (TaskSpec n)"
+    if high >= width:
+        raise TrainingInputError(
+            f"{at} holds class label {high}, but {field} is {width} (labels 0..{width - 1}); "
+            f"set it to the number of classes (at least {high + 1}) or remap the labels"
+        )
+    if low < 0:
+        raise TrainingInputError(
+            f"{at} holds class label {low}; labels are 0..{width - 1}. To leave rows out of the loss, "
+            f"mark them with one value and pass NNModelParams(task=TaskSpec.categorical(ignore_index={low}))"
+        )

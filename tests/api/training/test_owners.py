@@ -1,0 +1,166 @@
+"""Update owners (``nnx_api.training.owners``): one per run, chosen by ``owner_for``, each joining
+its work through a sync its group makes — so no owner asks which group it is in. In one process
+(``nnx_api.training.group.SingleProcess``) every sync is a do-nothing stand-in, never None. Under
+fp16 a ``GradScaler`` scales every backward and the optimizers step through it; a step the scaler
+skips is no committed update.
+
+Oracles: the syncs the group made (by identity) and what a do-nothing join returns (its input);
+fp32 training bit for bit (scaling by a power of two is exact); a plain ``GradScaler`` step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from nnx_core.records import EvaluationDataPoint
+from nnx_adapters.pytorch.optim import TorchOptimizer
+from nnx_adapters.pytorch.scaling import ScaledTorchOptimizer
+import nnx_api as nnx
+from nnx_api.training import owners
+from nnx_api.training.builtin_step import DefaultStep, LocalSync
+from nnx_api.training.group import LocalCustomSync, LocalObjectiveSync, SingleProcess
+from nnx_api.training.roles import NNMODEL, TRAINER
+
+from tests.api.tiny import batches, tiny_data
+
+
+def model_for(seed=0, precision=None):
+    torch.manual_seed(seed)
+    return nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams(precision=precision))
+
+
+def sgd(accumulate=1, lr=0.5):
+    return nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=lr, momentum=0.0, accumulate_grad_batches=accumulate)
+
+
+def same_weights(a, b):
+    return all(torch.equal(p, q) for p, q in zip(a.net.parameters(), b.net.parameters(), strict=True))
+
+
+# ---------------------------------------------------------------------------- the group's syncs
+class OneProcess(SingleProcess):
+    """``SingleProcess``, noting every sync it makes."""
+
+    def __init__(self):
+        super().__init__()
+        self.made = []
+
+    def _made(self, sync):
+        self.made.append(sync)
+        return sync
+
+    def step_sync(self):
+        return self._made(super().step_sync())
+
+    def custom_sync(self):
+        return self._made(super().custom_sync())
+
+    def objective_sync(self):
+        return self._made(super().objective_sync())
+
+
+def owned(how, group):
+    """The owner ``owner_for`` chooses for ``how``, in ``group``."""
+    model = model_for()
+    names = ["encoder", "head"] if how == "Trainer step" else ["default"]
+    optimizers = {n: TorchOptimizer(torch.optim.SGD(model.net.parameters(), lr=0.1)) for n in names}
+    chosen = {
+        "default step": {},
+        "custom step": {"step_fn": nnx.default_train_step},
+        "Trainer step": {"step_fn": lambda ctx: EvaluationDataPoint(loss=0.0)},
+        "objective": {"objective": nnx.supervised_objective()},
+    }[how]
+    return owners.owner_for(
+        model=model, optimizers=optimizers, optim_params={n: sgd() for n in names}, primary=names[0],
+        kind=TRAINER if how == "Trainer step" else NNMODEL, group=group, **chosen,
+    ).owner
+
+
+def does_nothing(sync):
+    """A one-process join: nothing agreed, weighed or gathered; what it is given comes back."""
+    assert sync is not None and sync.overflow is None  # a GradScaler decides its overflow alone
+    failure = RuntimeError("this rank's failure")
+    if isinstance(sync, LocalSync):
+        net, part = nn.Linear(1, 1), SimpleNamespace(count=3)
+        assert isinstance(sync.microbatch(True), contextlib.nullcontext) and sync.bind(None, net) is net
+        assert sync.agree(None, part, None, None, 0, 0) == 3 and sync.weight(5.0) == 5.0
+    elif isinstance(sync, LocalCustomSync):
+        record = EvaluationDataPoint(loss=1.0)
+        assert sync.weigh(3.0) is None and sync.begin("here") is None and sync.end(record, None) is record
+        with pytest.raises(RuntimeError, match="this rank's failure"):
+            sync.end(None, failure)
+    else:
+        assert isinstance(sync, LocalObjectiveSync)
+        readings, record = [object()], EvaluationDataPoint(loss=1.0)
+        assert sync.readings(readings, record, None, "here") == (readings, record)
+        with pytest.raises(RuntimeError, match="this rank's failure"):
+            sync.readings(None, None, failure, "here")
+
+
+@pytest.mark.parametrize(("how", "owner_type", "sync_type"), [
+    ("default step", DefaultStep, LocalSync),
+    ("custom step", owners.CustomStep, LocalCustomSync),
+    ("Trainer step", owners.TrainerStep, LocalCustomSync),
+    ("objective", owners.ObjectiveStep, LocalObjectiveSync),
+])
+def test_in_one_process_every_owner_joins_through_a_do_nothing_sync_its_group_made(how, owner_type, sync_type):
+    group = OneProcess()
+    owner = owned(how, group)
+    assert type(owner) is owner_type
+    assert type(owner.sync) is sync_type and any(owner.sync is made for made in group.made)  # the group's, not its own
+    does_nothing(owner.sync)
+    if how == "custom step":  # the built-in step its default_train_step runs joins through the group's too
+        assert isinstance(owner.builtin.sync, LocalSync) and any(owner.builtin.sync is made for made in group.made)
+        does_nothing(owner.builtin.sync)
+
+
+# ---------------------------------------------------------------------------- fp16
+def test_an_fp16_overflow_is_not_a_committed_step():
+    """What the default step's scaled path counts on: a step the GradScaler skips for overflowing
+    gradients is reported as not committed (so its update-clock schedule does not step). On the
+    CPU scaler, the same GradScaler logic as CUDA's."""
+    torch.manual_seed(0)
+    net = nn.Linear(3, 2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    opt = ScaledTorchOptimizer.wrap(TorchOptimizer(torch.optim.SGD(net.parameters(), lr=0.1)), scaler)
+    before = [p.detach().clone() for p in net.parameters()]
+    scaler.scale(net(torch.full((1, 3), float("inf"))).sum()).backward()
+    assert opt.step() is False and scaler.get_scale() < 1024.0
+    assert all(torch.equal(a, b) for a, b in zip(before, net.parameters(), strict=True))
+    opt.zero_grad()
+    scaler.scale(net(torch.ones(1, 3)).sum()).backward()
+    assert opt.step() is True
+
+
+@pytest.mark.parametrize("objective", [None, "supervised"])
+def test_fp16_loss_scaling_plumbing_gives_the_fp32_updates(runs, monkeypatch, objective):
+    """No GPU here: the fp16 paths run with a CPU GradScaler and autocast off. Scaling by a power
+    of two is exact, so scaled backward → unscale → normalise → step must equal fp32 bit for bit."""
+    scalers = []
+    monkeypatch.setattr(owners, "make_grad_scaler", lambda device: scalers.append(torch.amp.GradScaler("cpu")) or scalers[-1])
+    x, y = tiny_data(n=40)
+    params = nnx.NNTrainParams(n_epochs=2, optim=sgd(accumulate=2), train_loader=batches(x, y, 9))
+    obj = nnx.supervised_objective() if objective else None
+    full = model_for()
+    full.train(params, objective=obj, root=runs / "fp32")
+    scaled = model_for()
+    scaled.precision = "fp16"
+    scaled.autocast_context = lambda: contextlib.nullcontext
+    run = scaled.train(params, objective=obj, root=runs / "fp16")
+    assert len(scalers) == 1 and scalers[0].get_scale() == 65536.0  # no overflow, no growth yet
+    assert same_weights(full, scaled)
+    assert "scaler" in run.checkpoint("last").payload()["optimizer"]
+
+
+# ---------------------------------------------------------------------------- objectives
+def test_objective_must_return_an_objective_result(runs):
+    x, y = tiny_data()
+    with pytest.raises(nnx.TrainingInputError, match="ObjectiveResult.*train_step_fn"):
+        model_for().train(
+            nnx.NNTrainParams(n_epochs=1, train_loader=batches(x, y, 16)), objective=lambda ctx: 1.0, root=runs
+        )
