@@ -1,4 +1,4 @@
-"""NNx path ``nnx.data_splits``: placeholders for split manifests (data_splits), out of scope here; using a name raises ``OutOfScopeError`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.data_splits``: placeholders, out of scope here (nnx_api/nnx_paths.py).
 
 NNx's split manifests. ``SplitError`` is a real error type, so handlers still compile. Split data
 with your own indices (``torch.utils.data.Subset``)."""

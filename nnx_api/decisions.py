@@ -1,4 +1,4 @@
-"""NNx path ``nnx.decisions``: a re-export of ``nnx_api.decide.provider`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.decisions``: a re-export module (nnx_api/nnx_paths.py).
 
 Typed decisions (docs/decisions.md): questions, results, ``FixedHeadProvider`` and deferred
 ``DecisionJob`` s; NNx's NLI and Jev providers import as placeholders that refuse to be used."""

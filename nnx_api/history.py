@@ -1,4 +1,4 @@
-"""NNx path ``nnx.history``: a re-export of ``nnx_core.errors``, ``nnx_api.runs.journal`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.history``: a re-export module (nnx_api/nnx_paths.py).
 
 The bounded history journal and its readers (docs/history-journal.md)."""
 

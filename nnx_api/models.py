@@ -1,4 +1,4 @@
-"""NNx path ``nnx.models``: a re-export of ``nnx_api.config.params``, ``nnx_api.parts.models`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.models``: a re-export module (nnx_api/nnx_paths.py).
 
 Networks from registered factories, and batch adapters."""
 

@@ -1,4 +1,4 @@
-"""NNx path ``nnx.monitors``: a re-export of ``nnx_core.errors``, ``nnx_core.monitor``, ``nnx_core.monitor_spec``, ``nnx_core.records``, ``nnx_adapters.pytorch.metrics``, ``nnx_api.config.metrics`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.monitors``: a re-export module (nnx_api/nnx_paths.py).
 
 Named metrics, the monitor, its tracker and its record. Importing the metric registry
 (``nnx_adapters.pytorch.metrics``) is what teaches ``MonitorSpec.resolve`` a declared metric's

@@ -15,8 +15,8 @@ its ``kind``, its ``homes`` (home module → the names taken from it; ``"A as B"
   handlers catch, or re-export the one in-scope name (``nnx.paradigms.kd_train_step_factory``).
 * ``PROJECT`` — a public re-export module of this project's own, with no NNx path
   (``nnx_api.storage``); it is written and checked as a shim.
-* ``LEGACY`` — an old path of this project kept for a while, checked as a shim; ``note`` says
-  when it goes. There is none: the old paths were retired (``RETIRED``: where their names live).
+
+This project's own old paths were retired (``RETIRED``: where their names live now).
 
 ``NOT_MIRRORED`` gives, for every other module of NNx 0.4.1's wheel, why there is no such path here.
 ``tests/compat/test_paths.py`` checks the files, the objects and the wheel's module list
@@ -39,11 +39,9 @@ OUT_OF_SCOPE = "out-of-scope"
 """An NNx path whose names import as placeholders that refuse with ``OutOfScopeError``."""
 PROJECT = "project"
 """A public re-export module of this project's own (no NNx path)."""
-LEGACY = "legacy"
-"""An old re-export path of this project, kept until its ``note`` says it goes."""
-KINDS = (SHIM, HOME, OUT_OF_SCOPE, PROJECT, LEGACY)
+KINDS = (SHIM, HOME, OUT_OF_SCOPE, PROJECT)
 """Every kind of path, in the order above."""
-RE_EXPORTS = (SHIM, PROJECT, LEGACY)
+RE_EXPORTS = (SHIM, PROJECT)
 """The kinds whose files hold only a docstring, imports from their homes and ``__all__``."""
 TABLE = "nnx_api/nnx_paths.py"
 """Where every shim's first docstring line points."""
@@ -51,12 +49,11 @@ TABLE = "nnx_api/nnx_paths.py"
 
 class NNxPath(NamedTuple):
     """One module path: its ``kind``, its ``homes`` (module → the names bound from it, ``"A as B"``
-    when bound as ``B``), the ``scope`` an out-of-scope path names, and a ``note``."""
+    when bound as ``B``), and the ``scope`` an out-of-scope path names."""
 
     kind: str
     homes: Mapping[str, tuple[str, ...]]
     scope: str = ""
-    note: str = ""
 
     @property
     def bindings(self) -> dict[str, tuple[str, str]]:
@@ -385,18 +382,14 @@ def nnx_name(path: str) -> str:
 
 
 def first_line(path: str) -> str | None:
-    """The first docstring line the file of ``path`` opens with; None for a home (its own docstring)."""
+    """The first docstring line the file of ``path`` opens with; None for a home (its own docstring).
+    The homes are not repeated there: the file's imports and this table name them."""
     entry = PATHS[path]
-    homes = ", ".join(f"``{home}``" for home in entry.homes if home != path)
     if entry.kind == HOME:
         return None
     if entry.kind == PROJECT:
-        return f"``{path}`` (this project's, no NNx path): a re-export of {homes} ({TABLE})."
-    if entry.kind == LEGACY:
-        return f"``{path}`` (an old path of this project; {entry.note}): a re-export of {homes} ({TABLE})."
+        return f"``{path}`` (this project's, no NNx path): a re-export module ({TABLE})."
     if entry.kind == OUT_OF_SCOPE:
-        what = f"placeholders for {entry.scope}, out of scope here; using a name raises ``OutOfScopeError``"
-        what += f", but for the re-exports of {homes}" if homes else ""
-    else:
-        what = f"a re-export of {homes}" if homes else "the package of the NNx paths below it; it re-exports nothing"
+        return f"NNx path ``{nnx_name(path)}``: placeholders, out of scope here ({TABLE})."
+    what = "a re-export module" if entry.homes else "the package of the NNx paths below it"
     return f"NNx path ``{nnx_name(path)}``: {what} ({TABLE})."

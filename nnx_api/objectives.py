@@ -1,4 +1,4 @@
-"""NNx path ``nnx.objectives``: a re-export of ``nnx_api.training.objectives`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.objectives``: a re-export module (nnx_api/nnx_paths.py).
 
 Objectives and loss terms (docs/steps-objectives.md)."""
 

@@ -1,4 +1,4 @@
-"""NNx path ``nnx.paradigms``: placeholders for the training paradigms beyond supervised learning and distillation (diffusion, JEPA, DPO, contrastive), out of scope here; using a name raises ``OutOfScopeError``, but for the re-exports of ``nnx_api.training.paradigms`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.paradigms``: placeholders, out of scope here (nnx_api/nnx_paths.py).
 
 Training paradigms: knowledge distillation (``kd_train_step_factory``) is here; NNx's other
 paradigms import as placeholders."""

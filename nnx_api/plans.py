@@ -1,4 +1,4 @@
-"""NNx path ``nnx.plans``: a re-export of ``nnx_api.experiments.plans``, ``nnx_api.experiments.results`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.plans``: a re-export module (nnx_api/nnx_paths.py).
 
 Experiment plans (docs/plans-search.md)."""
 

@@ -1,4 +1,4 @@
-"""NNx path ``nnx.prediction``: a re-export of ``nnx_api.parts.inference`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.prediction``: a re-export module (nnx_api/nnx_paths.py).
 
 Probability-aware prediction."""
 

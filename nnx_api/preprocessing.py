@@ -1,4 +1,4 @@
-"""NNx path ``nnx.preprocessing``: placeholders for fitted preprocessing (preprocessing), out of scope here; using a name raises ``OutOfScopeError`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.preprocessing``: placeholders, out of scope here (nnx_api/nnx_paths.py).
 
 NNx's fitted preprocessing (standardisation over a split). ``PreprocessingError`` is a real error
 type, so handlers still compile."""

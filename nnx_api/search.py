@@ -1,4 +1,4 @@
-"""NNx path ``nnx.search``: a re-export of ``nnx_api.experiments.search`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.search``: a re-export module (nnx_api/nnx_paths.py).
 
 Hyper-parameter search over experiment plans (docs/plans-search.md)."""
 

@@ -1,4 +1,4 @@
-"""NNx path ``nnx.seeding``: a re-export of ``nnx_adapters.pytorch.state`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.seeding``: a re-export module (nnx_api/nnx_paths.py).
 
 Seeding every RNG stream a run draws from."""
 

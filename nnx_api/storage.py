@@ -1,4 +1,4 @@
-"""``nnx_api.storage`` (this project's, no NNx path): a re-export of ``nnx_core.ports``, ``nnx_adapters.storage.fs``, ``nnx_adapters.storage.fsspec``, ``nnx_adapters.storage.memory`` (nnx_api/nnx_paths.py).
+"""``nnx_api.storage`` (this project's, no NNx path): a re-export module (nnx_api/nnx_paths.py).
 
 Where runs live — the ``Storage`` port and the adapters NNx ships.
 

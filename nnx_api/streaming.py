@@ -1,4 +1,4 @@
-"""NNx path ``nnx.streaming``: a re-export of ``nnx_api.parts.inference``, ``nnx_api.streaming_metrics``, ``nnx_api.training.steps`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.streaming``: a re-export module (nnx_api/nnx_paths.py).
 
 Streamed prediction, mergeable metrics (``StreamingMetrics``) and bounded-memory validation
 (``streaming_eval_step``)."""

@@ -1,4 +1,4 @@
-"""NNx path ``nnx.viz``: placeholders for the visualisation helpers of NNx's viz extras (torchinfo, captum, netron), out of scope here; using a name raises ``OutOfScopeError`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.viz``: placeholders, out of scope here (nnx_api/nnx_paths.py).
 
 NNx's model-visualisation helpers (the torchinfo / captum / netron extras)."""
 

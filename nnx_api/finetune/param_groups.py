@@ -1,4 +1,4 @@
-"""NNx path ``nnx.finetune.param_groups``: a re-export of ``nnx_api.finetune`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.finetune.param_groups``: a re-export module (nnx_api/nnx_paths.py).
 
 Parameter-group specs, and how optimizer groups are built."""
 

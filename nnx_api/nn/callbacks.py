@@ -1,4 +1,4 @@
-"""NNx path ``nnx.nn.callbacks``: a re-export of ``nnx_core.monitor_spec``, ``nnx_core.records``, ``nnx_api.callbacks``, ``nnx_api.callbacks.trackers``, ``nnx_api.config.metrics``, ``nnx_api.runs.checkpoint``, ``nnx_api.runs.run`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.nn.callbacks``: a re-export module (nnx_api/nnx_paths.py).
 
 The callback base and the built-in callbacks. ``_LegacyCallback`` is NNx's private name of the
 adapter of a plain ``fn(idps)`` callback: code importing it from here keeps working."""

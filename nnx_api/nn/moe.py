@@ -1,4 +1,4 @@
-"""NNx path ``nnx.nn.moe``: placeholders for mixture-of-experts nets, out of scope here; using a name raises ``OutOfScopeError`` (nnx_api/nnx_paths.py)."""
+"""NNx path ``nnx.nn.moe``: placeholders, out of scope here (nnx_api/nnx_paths.py)."""
 
 from nnx_api.scope import MOE, refusing_module
 

@@ -1,4 +1,4 @@
-"""NNx path ``nnx.nn.nn_model``: a re-export of ``nnx_core.records``, ``nnx_api.config.enums``, ``nnx_api.config.params``, ``nnx_api.config.train_params``, ``nnx_api.model``, ``nnx_api.parts.models``, ``nnx_api.runs.checkpoint``, ``nnx_api.runs.run``, ``nnx_api.training.builtin_step``, ``nnx_api.training.steps`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.nn.nn_model``: a re-export module (nnx_api/nnx_paths.py).
 
 ``NNModel`` and the names of its step hooks."""
 

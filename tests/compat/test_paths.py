@@ -28,7 +28,6 @@ import nnx_api as nnx
 from nnx_api.nnx_paths import (
     HOME,
     KINDS,
-    LEGACY,
     NOT_MIRRORED,
     OUT_OF_SCOPE,
     PATHS,
@@ -45,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WHEEL_LIST = Path(__file__).with_name("nnx_wheel_modules.txt")
 NNX_PYTHON = ROOT / ".venv-nnx" / "bin" / "python"  # NNx 0.4.1 itself, installed by `make compat-diff`
 NNX_INSTALLED = ROOT / ".venv-nnx" / ".installed"  # the Makefile's stamp: written once the wheel is in
-NNX_KINDS = (SHIM, HOME, OUT_OF_SCOPE)  # the kinds of NNx's own paths (PROJECT and LEGACY paths are ours)
+NNX_KINDS = (SHIM, HOME, OUT_OF_SCOPE)  # the kinds of NNx's own paths (PROJECT paths are ours)
 
 
 def file_of(path: str) -> Path:
@@ -84,7 +83,6 @@ def test_every_entry_is_well_formed():
         specs = [spec for specs in entry.homes.values() for spec in specs]
         assert len(specs) == len(entry.bindings), f"{path}: a name bound twice"
         assert (entry.kind == OUT_OF_SCOPE) == bool(entry.scope), f"{path}: a scope for out-of-scope paths only"
-        assert (entry.kind == LEGACY) == bool(entry.note), f"{path}: a legacy path says when it goes"
         if entry.kind == HOME:
             assert list(entry.homes) == [path], f"{path}: a home is its own module"
         if entry.kind in RE_EXPORTS:
@@ -99,7 +97,7 @@ def test_each_path_has_its_file_which_opens_with_the_declared_line(path):
     if declared is None:  # a home keeps a docstring of its own
         assert PATHS[path].kind == HOME and ast.get_docstring(ast.parse(file.read_text()))
         return
-    assert declared.endswith(f"({TABLE}).") and (PATHS[path].kind in (PROJECT, LEGACY) or declared.startswith(
+    assert declared.endswith(f"({TABLE}).") and (PATHS[path].kind == PROJECT or declared.startswith(
         f"NNx path ``{nnx_name(path)}``: "))
     docstring = ast.get_docstring(ast.parse(file.read_text()), clean=False) or ""
     assert docstring.splitlines()[0] == declared
@@ -186,7 +184,7 @@ def test_every_module_of_the_wheel_resolves_through_the_table_or_says_why_not():
     mirrored = set(of_kind(*NNX_KINDS))
     assert sorted(mirrored - ours) == []  # the table invents no NNx path
     assert sorted(ours - mirrored) == sorted(NOT_MIRRORED)  # every other module of the wheel says why
-    assert sorted(set(of_kind(PROJECT, LEGACY)) & ours) == []  # this project's own paths are not NNx's
+    assert sorted(set(of_kind(PROJECT)) & ours) == []  # this project's own paths are not NNx's
     assert all(reason.strip() for reason in NOT_MIRRORED.values())
     assert [path for path in NOT_MIRRORED if importable(path)] == []  # "not here" is true
 

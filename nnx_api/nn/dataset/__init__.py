@@ -1,4 +1,4 @@
-"""NNx path ``nnx.nn.dataset``: a re-export of ``nnx_api.parts.datasets`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.nn.dataset``: a re-export module (nnx_api/nnx_paths.py).
 
 NNx's dataset wrappers (docs/nnx-compat.md), one module each as well."""
 

@@ -1,4 +1,4 @@
-"""NNx path ``nnx.nn.dataset.nn_preference_dataset``: placeholders for the training paradigms beyond supervised learning and distillation (diffusion, JEPA, DPO, contrastive), out of scope here; using a name raises ``OutOfScopeError`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.nn.dataset.nn_preference_dataset``: placeholders, out of scope here (nnx_api/nnx_paths.py).
 
 DPO preference pairs."""
 

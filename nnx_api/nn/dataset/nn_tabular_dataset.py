@@ -1,4 +1,4 @@
-"""NNx path ``nnx.nn.dataset.nn_tabular_dataset``: a re-export of ``nnx_api.parts.datasets`` (nnx_api/nnx_paths.py)."""
+"""NNx path ``nnx.nn.dataset.nn_tabular_dataset``: a re-export module (nnx_api/nnx_paths.py)."""
 
 from nnx_api.parts.datasets import DatasetColumnError, NNTabularDataset
 

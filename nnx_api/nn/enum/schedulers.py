@@ -1,4 +1,4 @@
-"""NNx path ``nnx.nn.enum.schedulers``: a re-export of ``nnx_api.config.enums`` (nnx_api/nnx_paths.py)."""
+"""NNx path ``nnx.nn.enum.schedulers``: a re-export module (nnx_api/nnx_paths.py)."""
 
 from nnx_api.config.enums import Schedulers
 

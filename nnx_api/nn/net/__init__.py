@@ -1,4 +1,4 @@
-"""NNx path ``nnx.nn.net``: a re-export of ``nnx_adapters.pytorch.nets`` (nnx_api/nnx_paths.py).
+"""NNx path ``nnx.nn.net``: a re-export module (nnx_api/nnx_paths.py).
 
 The built-in networks, one module each as well."""
 

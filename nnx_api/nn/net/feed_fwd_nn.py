@@ -1,4 +1,4 @@
-"""NNx path ``nnx.nn.net.feed_fwd_nn``: a re-export of ``nnx_adapters.pytorch.nets`` (nnx_api/nnx_paths.py)."""
+"""NNx path ``nnx.nn.net.feed_fwd_nn``: a re-export module (nnx_api/nnx_paths.py)."""
 
 from nnx_adapters.pytorch.nets import FeedFwdNN
 

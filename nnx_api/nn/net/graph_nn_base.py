@@ -1,4 +1,4 @@
-"""NNx path ``nnx.nn.net.graph_nn_base``: placeholders for graph nets, out of scope here; using a name raises ``OutOfScopeError`` (nnx_api/nnx_paths.py)."""
+"""NNx path ``nnx.nn.net.graph_nn_base``: placeholders, out of scope here (nnx_api/nnx_paths.py)."""
 
 from nnx_api.scope import GRAPH, refusing_module
 

@@ -1,4 +1,4 @@
-"""NNx path ``nnx.nn.net.vit_nn``: placeholders for transformers and language-model helpers, out of scope here; using a name raises ``OutOfScopeError`` (nnx_api/nnx_paths.py)."""
+"""NNx path ``nnx.nn.net.vit_nn``: placeholders, out of scope here (nnx_api/nnx_paths.py)."""
 
 from nnx_api.scope import LM, refusing_module
 

@@ -1,4 +1,4 @@
-"""NNx path ``nnx.nn.params.nn_checkpoint``: a re-export of ``nnx_core.errors``, ``nnx_api.runs.checkpoint``, ``nnx_api.runs.run`` (nnx_api/nnx_paths.py)."""
+"""NNx path ``nnx.nn.params.nn_checkpoint``: a re-export module (nnx_api/nnx_paths.py)."""
 
 from nnx_core.errors import ResumePointError
 from nnx_api.runs.checkpoint import NNCheckpointTransform

@@ -1,4 +1,4 @@
-"""NNx path ``nnx.nn.params.nn_scheduler_params``: a re-export of ``nnx_api.config.optim_params`` (nnx_api/nnx_paths.py)."""
+"""NNx path ``nnx.nn.params.nn_scheduler_params``: a re-export module (nnx_api/nnx_paths.py)."""
 
 from nnx_api.config.optim_params import NNSchedulerParams
 
