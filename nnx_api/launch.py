@@ -266,13 +266,28 @@ def _raise(error: BaseException | None) -> None:
 def _restore(session: TrainingSession, payload: Payload | None, stateful: bool, seed: int | None, rank: int) -> None:
     if payload is not None:
         session.restore(payload, stateful=stateful)
-        if stateful and (getattr(session.params.train_loader, "num_workers", 0) or 0) > 0:
-            warnings.warn(
-                "a stateful resume is exact only with train_loader.num_workers=0: worker-local RNG state is not in "
-                "a checkpoint and cannot be reconstructed", RuntimeWarning, stacklevel=2,
-            )
+        if stateful:
+            _warn_persistent_workers(session.params)
     if seed is not None and not stateful:
         torch_state.set_seed(seed + rank)  # each rank draws its own stream (e.g. dropout); rank 0 = the seed
+
+
+def _warn_persistent_workers(train: Any) -> None:
+    """A stateful resume is exact with worker processes: torch reseeds a loader's workers each
+    epoch from the loader's generator (or torch's global stream), and both are in the checkpoint.
+    Persistent workers are seeded once, when the first epoch starts, and keep their streams from
+    epoch to epoch: a resumed run starts new ones, and its first iterator draws their seed from the
+    restored stream before the shuffle does. Said once, naming the loaders."""
+    persistent = [name for name in ("train_loader", "val_loader")
+                  if getattr(getattr(train, name), "persistent_workers", False) and getattr(getattr(train, name), "num_workers", 0)]
+    if persistent:
+        warnings.warn(
+            f"{' and '.join(persistent)} keep{'s' if len(persistent) == 1 else ''} persistent_workers=True: its worker "
+            "processes were seeded once and kept their random streams from epoch to epoch, and this resumed run "
+            "starts new ones, so the shuffle order and the randomness drawn in Dataset.__getitem__ (augmentations) "
+            "differ from an uninterrupted run's from here on. For a bit-identical resume pass persistent_workers=False "
+            "(workers are then reseeded exactly each epoch)", RuntimeWarning, stacklevel=3,
+        )
 
 
 def _say(message: str, train: Any) -> None:

@@ -8,7 +8,8 @@ would return or continue a run trained on other data. Each loader's fingerprint 
               DDP loaders, whose per-rank batch count depends on the world size; None on
               either side is not compared)
     batch     the first batch's structure: shape and dtype of every tensor in it (a train
-              loader with a fixed global batch: the group's batch, G rows, on any world size)
+              loader with a fixed global batch: the group's batch, G rows, on any world size;
+              a sharded validation loader: its batch size, whatever the share of each rank)
     sample    SHA-256 (16 hex digits) of a fixed sample of rows: up to SAMPLE_ROWS rows at evenly
               spaced indices of the dataset (always the first and the last), read with
               ``dataset[i]`` — or, for a loader without a map-style dataset (a list of batches,
@@ -136,6 +137,17 @@ def _rows(dataset: Any, index: list[int]) -> Any:
     return [dataset[i] for i in index]
 
 
+def _batch_rows(loader: Any) -> int | None:
+    """The batch dimension a fingerprint records instead of the first batch's own, where that one
+    depends on the world size: a fixed global batch's G rows (a train loader), or a sharded
+    validation loader's batch size (a rank's first batch holds at most its share of the rows)."""
+    if isinstance(loader, Sharded):
+        return getattr(loader, "global_batch_size", None)
+    if isinstance(loader, ShardedValidation):
+        return loader.batch_size
+    return None
+
+
 def loader_fingerprint(loader: Any, first: Any) -> dict[str, Any]:
     """One loader's fingerprint (the module docstring); ``first``: its first batch."""
     dataset = dataset_of(loader)
@@ -153,9 +165,8 @@ def loader_fingerprint(loader: Any, first: Any) -> dict[str, Any]:
     else:
         _feed(digest, first)
         sampled = "the first batch"
-    group_rows = getattr(loader, "global_batch_size", None) if isinstance(loader, Sharded) else None
-    return {  # a fixed global batch: the group's batch, the same on any world size (resume_mode="reshard")
-        "rows": rows, "batches": batches, "batch": structure(first, group_rows), "sample": digest.hexdigest()[:16],
+    return {  # the same on any world size (resume_mode="reshard")
+        "rows": rows, "batches": batches, "batch": structure(first, _batch_rows(loader)), "sample": digest.hexdigest()[:16],
         "sampled": sampled,
     }
 

@@ -183,6 +183,7 @@ class ShardedValidation(Protocol):
     ``shard.dataset`` the whole set."""
 
     shard: Any
+    batch_size: int
     rank: int
     world_size: int
 
