@@ -39,9 +39,27 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # link(2) errors that mean "this file system has no hard links here": copy the bytes instead
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK, errno.ENOSYS}
 
-# (resolved root, run id) of every lease held by a FileStorage in this process.
-_HELD: set[tuple[str, str]] = set()
+# (resolved root, run id) of every lease held by a FileStorage in this process → its locked file.
+_HELD: dict[tuple[str, str], Any] = {}
 _HELD_GUARD = threading.Lock()
+
+
+def _drop_leases_in_child() -> None:
+    """In a forked child (a DataLoader's worker): close its copies of the locked lease files and
+    forget them. A ``flock`` belongs to the open file, which a fork shares, so a child that kept its
+    copy would hold the run's lease after its parent died (workers outlive a SIGKILLed parent by
+    seconds). Closing a copy never unlocks the parent's: only the last copy's close, or an
+    explicit unlock, does."""
+    global _HELD_GUARD
+    _HELD_GUARD = threading.Lock()  # a thread of the parent may have held it at the fork
+    for handle in _HELD.values():
+        if handle is not None:
+            with suppress(OSError):
+                handle.close()
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_drop_leases_in_child)
 
 
 # errno values of a lease file that cannot be created or opened for writing: a read-only root
@@ -66,9 +84,11 @@ def flock_lease(root: str, run_id: str, *, run_folder: str | None = None) -> Ite
     with _HELD_GUARD:
         if key in _HELD:
             raise RunLeaseError(lease_conflict_message(run_id))
-        _HELD.add(key)
+        _HELD[key] = None
     try:
         handle, made = _take_lease_file(root, run_id)
+        with _HELD_GUARD:
+            _HELD[key] = handle
         try:
             yield
         finally:
@@ -76,13 +96,14 @@ def flock_lease(root: str, run_id: str, *, run_folder: str | None = None) -> Ite
                 if made and run_folder is not None and not os.path.lexists(run_folder):  # nothing of the run written
                     _remove_made(made)
             finally:
-                try:
-                    portalocker.unlock(handle)
-                finally:
-                    handle.close()
+                if not handle.closed:  # closed: this is a forked child, which never held it
+                    try:
+                        portalocker.unlock(handle)
+                    finally:
+                        handle.close()
     finally:
         with _HELD_GUARD:
-            _HELD.discard(key)
+            _HELD.pop(key, None)
 
 
 def _take_lease_file(root: str, run_id: str) -> tuple[Any, list[str]]:

@@ -72,8 +72,8 @@ def check_run_id(run_id: str) -> str:
 def lease_conflict_message(run_id: str) -> str:
     """The ``RunLeaseError`` message shared by every Storage adapter."""
     return (
-        f"another process is training or overwriting run {run_id!r}; "
-        "wait for it to finish or use a different salt"
+        f"another process is training or overwriting run {run_id!r}; wait for it to finish, then run the same "
+        "command again: an interrupted run is continued (resume='auto'). A different salt would start another run"
     )
 
 

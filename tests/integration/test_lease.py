@@ -20,6 +20,7 @@ import tinyrun
 import torch
 
 import nnx_api as nnx
+from nnx_api.storage import FileStorage
 
 SCRIPT = Path(__file__).with_name("train_script.py")
 pytestmark = pytest.mark.timeout(240)
@@ -82,3 +83,25 @@ def test_a_second_process_is_refused_at_once_and_nothing_is_corrupted(tmp_path):
         torch.set_num_threads(threads)
     assert tinyrun.same_weights(torch.load(tmp_path / "a.pt", weights_only=True), reference.checkpoint("last").weights())
     assert list(nnx.NNRun.load(rid, root).idps) == list(reference.idps)
+
+
+WORKERS = Path(__file__).with_name("worker_kill_script.py")
+
+
+def test_a_run_killed_with_live_loader_workers_is_continued_at_once(tmp_path):
+    """A SIGKILL leaves the DataLoader's worker processes alive for a few seconds (they poll for
+    their parent's death). They were forked while the lease was held, and must never hold it:
+    right after the kill the lease is free (taken here at once) and the same command continues."""
+    env = {**os.environ, "NNX_PROGRESS": "0", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    root = tmp_path / "runs"
+    log = tmp_path / "killed.log"
+    with log.open("w") as out:  # a file, not a pipe: waiting for the pipe's end would wait for the workers too
+        killed = subprocess.Popen([sys.executable, str(WORKERS), str(root), "--kill"], stdout=out,
+                                  stderr=subprocess.STDOUT, text=True, env=env)
+        assert killed.wait(timeout=120) == -9, log.read_text()
+    run_id = log.read_text().split("run ", 1)[1].split()[0]
+    with FileStorage(str(root)).lease(run_id):  # at once: the orphaned workers hold nothing
+        pass
+    rerun = subprocess.run([sys.executable, str(WORKERS), str(root)], capture_output=True, text=True, env=env, timeout=120)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert rerun.stdout.split("done ", 1)[1].split()[:2] == [run_id, "stateful"]
