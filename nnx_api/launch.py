@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 import uuid
 import warnings
 from collections.abc import Mapping, Sequence
@@ -24,7 +25,7 @@ import attrs
 from nnx_core import admission as adm
 from nnx_core import replacement
 from nnx_core.agreement import agreed, share
-from nnx_core.commit import RunFiles
+from nnx_core.commit import LAST, RunFiles
 from nnx_core.errors import ComponentRestoreError
 from nnx_core.identity import run_id as content_address
 from nnx_core.lifecycle import run_lifecycle
@@ -77,10 +78,15 @@ class TrainingEntry:
 
 
 def launch(entry: TrainingEntry) -> NNRun:
-    """Run one training entry through the pipeline; every rank returns the same ``NNRun``."""
+    """Run one training entry through the pipeline; every rank returns the same ``NNRun``.
+
+    Ctrl-C (``KeyboardInterrupt``) while it trains propagates as it is, nothing more committed,
+    carrying the run id as ``exc.nnx_run_id`` and, on the writer, a note: the last committed epoch
+    and that the same call with ``resume="auto"`` continues the run."""
+    started = time.monotonic()  # the summary line's seconds: this call's wall time (callbacks/progress.py)
     group = entry.distributed.group() if entry.distributed is not None else SingleProcess()
     try:
-        return _launch(entry, group)
+        return _launch(entry, group, started)
     except OSError as exc:  # a full disk, a read-only root: say what is committed and how to go on
         resume.note_write_failure(entry, exc)
         raise
@@ -88,7 +94,7 @@ def launch(entry: TrainingEntry) -> NNRun:
         group.close()
 
 
-def _launch(entry: TrainingEntry, group: Any) -> NNRun:
+def _launch(entry: TrainingEntry, group: Any, started: float) -> NNRun:
     c = group.collective
     group.agree_given(entry)  # 0. what each rank was given, agreed before any other collective
     train = entry.train
@@ -124,7 +130,7 @@ def _launch(entry: TrainingEntry, group: Any) -> NNRun:
             _say(f"run {run.id[:8]} already finished ({epochs} epochs committed): returning it, nothing trained. "
                  "Pass overwrite_existing=True (without resume='auto') to train it again", train)
             return run
-        return _train(entry, group, run, files, plan, payload, ready)
+        return _train(entry, group, run, files, plan, payload, ready, started)
 
 
 @attrs.frozen(kw_only=True)
@@ -171,7 +177,7 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
 
 def _train(
     entry: TrainingEntry, group: Any, run: NNRun, files: RunFiles, plan: resume.Plan, payload: Payload | None,
-    ready: Ready,
+    ready: Ready, started: float,
 ) -> NNRun:
     c, model, train = group.collective, entry.model, entry.train
     fresh, is_writer = plan.action == adm.FRESH, c.rank == group.writer_rank
@@ -204,6 +210,7 @@ def _train(
     attempt = adm.AttemptRecord(attempt_id=uuid.uuid4().hex, run_id=run.id, started_at=resume.now())
     compiled = ready.compiled  # with compile=: its record goes on the run and the attempt, now and at the end
     run = compilation.noted(run, attempt, compiled)
+    bar = None
     try:
         share(c, group.writer_rank, "admission", lambda: resume.write_admitted(files, run, journal, fresh, attempt, replace=plan.replace))
         # the writer opens the journal (under the lease); the other ranks keep its window
@@ -214,7 +221,8 @@ def _train(
         offset = int(payload.epoch) + 1 if payload is not None and fresh else 0  # a lineage run trains n_epochs more
         start = int(payload.epoch) + 1 if payload is not None else 0
         if is_writer and progress_enabled(train.progress):  # dispatched like any callback (batches: on_optimizer_update)
-            shown = [*shown, ProgressBar(train.n_epochs + offset - start, _batches(train.train_loader))]
+            bar = ProgressBar(train.n_epochs + offset - start, _batches(train.train_loader), started=started)
+            shown = [*shown, bar]
         session = TrainingSession(SessionSetup(
             kind=entry.kind, model=model, params=train, run=run, files=files, optimizers=owned.optimizers,
             schedules=schedules, primary=entry.primary, optim_params=entry.optims, auto_step=entry.auto_step,
@@ -224,6 +232,8 @@ def _train(
             after_first_commit=(lambda: replacement.retire(files)) if plan.replace else None,
         ))
         agreed(c, "restore", lambda: _restore(session, payload, plan.stateful, train.seed, c.rank))
+        if plan.action == adm.CONTINUE and is_writer:
+            _say(_continuing(run, start), train)
         # 7. the lifecycle, in the seed's order
         run_lifecycle(session, shown, session.ctx, base=Callback, agree=session.agree)
         # 8. finish
@@ -234,11 +244,44 @@ def _train(
         if is_writer:
             compilation.noted(run, attempt, compiled)  # a kept attempt.json says how compilation ended
             resume.on_failure(files, attempt, exc, fresh, replace=plan.replace)
+        if isinstance(exc, KeyboardInterrupt):
+            _note_interrupt(exc, run.id, files if is_writer else None)
+        if bar is not None:
+            with contextlib.suppress(Exception):  # the training error is the one to report
+                bar.summarize()
         raise
+    if bar is not None:
+        bar.summarize()  # at the call's end, so its seconds are the call's wall time
     result = attrs.evolve(run, idps=tuple(session.history.idps))
     if is_writer:
         _say(f"Run saved to {_display_path(result.path)}", train)
     return result
+
+
+def _continuing(run: NNRun, start: int) -> str:
+    """The line a continued interrupted run prints: from which epoch, and which are committed."""
+    first = min((r.epoch_idx for r in run.idps), default=0)
+    committed = f"epoch {first}" if first == start - 1 else f"epochs {first}..{start - 1}"
+    return f"continuing run {run.id[:8]} from epoch {start} ({committed} committed)"
+
+
+def _note_interrupt(exc: KeyboardInterrupt, run_id: str, files: RunFiles | None) -> None:
+    """Ctrl-C stays a ``KeyboardInterrupt``: it carries the run id (``exc.nnx_run_id``, on every
+    rank) and, on the writer (``files``), a note naming the last committed epoch and how to go on."""
+    exc.nnx_run_id = run_id  # type: ignore[attr-defined]
+    if files is None:
+        return
+    try:
+        last = files.read_tag(LAST)
+    except Exception:  # the interrupt is the error to report
+        return
+    if last is None:
+        exc.add_note(f"NNx: run {run_id} was interrupted with no committed epoch; run the same call again to start it.")
+        return
+    exc.add_note(
+        f"NNx: run {run_id} was interrupted; epoch {last.epoch} is committed (LAST). Run the same call with "
+        f"resume='auto' to continue it from epoch {last.epoch + 1}."
+    )
 
 
 def _note_earlier_identity(entry: TrainingEntry, storage: Any, new_id: str) -> None:
@@ -291,7 +334,7 @@ def _warn_persistent_workers(train: Any) -> None:
 
 
 def _say(message: str, train: Any) -> None:
-    """The one line a ``train()`` call prints (when progress output is on)."""
+    """A line a ``train()`` call prints (when progress output is on)."""
     if progress_enabled(train.progress):
         print(message, file=message_stream())
 

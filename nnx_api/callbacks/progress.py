@@ -10,10 +10,16 @@ and at each epoch's end. When stderr is not a terminal (CI logs, ``| tee``) ther
 
     run 1a2b3c4d: 10 epochs in 4.2s · loss 0.0312 · val_loss 0.0876 · val_acc 0.975 · BEST epoch 7 (val.loss 0.0851)
 
+Its seconds are the wall time of the whole ``train()`` call, from the call's start (``started``,
+taken by the pipeline) to its end: the checks, the first-batch probe, admission, every callback
+hook, the final LAST refresh and the attempt record included. So the pipeline, not
+``on_train_end``, prints it (``summarize``), once the run is finished, just before ``Run saved to``
+(after a failure or Ctrl-C: as the error leaves the call).
+
 Switches: ``progress=False`` (``NNTrainParams``) or ``NNX_PROGRESS=0`` turn every line off (the
-bar, the summary and ``Run saved to``); ``NNX_TQDM_DISABLE=1`` keeps the lines and drops the bar;
-``NNX_QUIET=1`` sends the lines that go to stdout (the summary, ``Run saved to``) to stderr, so a
-program's stdout holds only its own output.
+bar, the summary, ``continuing run`` and ``Run saved to``); ``NNX_TQDM_DISABLE=1`` keeps the lines
+and drops the bar; ``NNX_QUIET=1`` sends the lines that go to stdout (the summary, ``continuing
+run``, ``Run saved to``) to stderr, so a program's stdout holds only its own output.
 """
 
 from __future__ import annotations
@@ -73,22 +79,26 @@ def epoch_values(idp: Any, idps: Sequence[Any]) -> dict[str, str]:
 
 class ProgressBar(Callback):
     """The console progress of one ``train()`` call (see the module docstring): ``epochs`` this
-    call trains, ``batches`` per epoch (None: unknown, the bar counts without a total)."""
+    call trains, ``batches`` per epoch (None: unknown, the bar counts without a total),
+    ``started`` the ``time.monotonic()`` of the call's start (None: ``on_train_begin``'s)."""
 
     distributed = "writer"
 
-    def __init__(self, epochs: int, batches: int | None = None, *, stream: TextIO | None = None) -> None:
+    def __init__(
+        self, epochs: int, batches: int | None = None, *, stream: TextIO | None = None, started: float | None = None,
+    ) -> None:
         self.epochs, self.batches = epochs, batches
         self.stream = stream if stream is not None else sys.stderr
         self.bar: Any = None
         self.done = 0
         self.last: dict[str, str] = {}
-        self.started = self.epoch_started = 0.0
+        self.started, self.epoch_started = started, 0.0
         self.best: str | None = None
         self.name = "run"  # "run 1a2b3c4d" once the run is known (on_train_begin)
 
     def on_train_begin(self, ctx: CallbackContext) -> None:
-        self.started = time.monotonic()
+        if self.started is None:
+            self.started = time.monotonic()
         self.name = f"run {ctx.run.id[:8]}"
         if _bar_wanted(self.stream):
             self.bar = tqdm(total=self.batches, desc=self.name, unit="batch", leave=False, file=self.stream,
@@ -127,7 +137,11 @@ class ProgressBar(Callback):
         if self.bar is not None:
             self.bar.close()
             self.bar = None
-        if not self.done:
+
+    def summarize(self) -> None:
+        """Print the summary line (nothing when no epoch was trained): the pipeline calls it as the
+        ``train()`` call ends, so its seconds are the call's wall time (the module docstring)."""
+        if not self.done or self.started is None:
             return
         count = f"{self.done} epoch{'s' if self.done != 1 else ''}" + (f" of {self.epochs}" if self.done < self.epochs else "")
         parts = [f"{self.name}: {count} in {time.monotonic() - self.started:.1f}s"]
