@@ -30,7 +30,9 @@ def _loader(path: str, value: Any) -> Any:
         return None
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise ParamsError(path, f"must be a re-iterable of batches, got {type(value).__name__}")
-    if iter(value) is value:
+    # only an iterator (it has __next__) can be one-shot: iter() on a DataLoader would start an epoch and draw
+    # its base seed from the global torch stream (or its generator), moving the first epoch's shuffle
+    if hasattr(value, "__next__") and iter(value) is value:
         raise ParamsError(
             path, "is a one-shot iterator; pass something that can be iterated every epoch (a DataLoader or a list)"
         )

@@ -370,7 +370,7 @@ class ExperimentPlan:
             if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
                 kind = type(value).__name__
                 yield f"data.{name}", f"must be a re-iterable loader or a zero-argument factory, got {kind}"
-            elif iter(value) is value:
+            elif hasattr(value, "__next__") and iter(value) is value:  # iter() on a DataLoader would draw a seed
                 yield f"data.{name}", "is a one-shot iterator; give a loader (re-iterable) or a factory"
         identity = self.data_identity
         if identity is not INHERIT and identity is not None and (not isinstance(identity, str) or not identity.strip()):

@@ -43,7 +43,7 @@ from nnx_core.lifecycle import dispatch_table
 from nnx_core.monitor import Monitor, MonitorDecision
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_core.schedules import PlateauRule
-from nnx_adapters.pytorch.batches import lookahead
+from nnx_adapters.pytorch.batches import lookahead, restored_modes
 from nnx_adapters.pytorch.extras import ExtraMetrics, gathered_batches, gathered_pass
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_api.callbacks import Callback, CallbackContext
@@ -52,7 +52,7 @@ from nnx_api.training.checkpoint import component_required, restore_checkpoint, 
 from nnx_api.training.epoch import EpochState, Updates, records_summary, sample_count
 from nnx_api.training.history_setup import JournalWindow
 from nnx_api.training.roles import EntryKind, EpochGroup, UpdateOwner
-from nnx_api.training.steps import EvalStepContext, score
+from nnx_api.training.steps import EvalStepContext, eval_mode_for, score
 
 
 @attrs.frozen(kw_only=True)
@@ -183,7 +183,10 @@ class TrainingSession:
         if val_loader is not None and self.setup.eval_step_fn is not None:
             failure: BaseException | None = None
             try:
-                with torch.no_grad():
+                net = self.model.net
+                with restored_modes(net), torch.no_grad():  # every submodule's flag back afterwards
+                    if eval_mode_for(self.setup.eval_step_fn):  # eval mode unless the step says eval_mode = False
+                        net.eval()
                     val = self.setup.eval_step_fn(
                         EvalStepContext(
                             model=self.model, val_loader=val_loader, epoch_idx=epoch, metrics=self.specs,

@@ -268,13 +268,25 @@ class EvalStepContext:
     """What a custom ``eval_step_fn(ctx)`` receives once per epoch (it owns the whole loader): a
     frozen dataclass with NNx's fields in NNx's order. ``extra_metrics`` are the run's
     ``{name: fn(y_true, y_pred)}``, for its record's ``extra``; ``metrics`` the run's declared
-    ``MetricSpec``s."""
+    ``MetricSpec``s.
+
+    The step runs under ``torch.no_grad()`` with ``ctx.model.net`` in eval mode (``net.eval()``),
+    as Lightning, Keras and the Hugging Face Trainer validate; afterwards every submodule gets back
+    the train/eval flag it had before validation (``eval_mode_for``)."""
 
     model: Any
     val_loader: Any
     extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None
     epoch_idx: int
     metrics: tuple[Any, ...] = ()
+
+
+def eval_mode_for(eval_step_fn: Any) -> bool:
+    """Whether ``eval_step_fn`` runs with the net in eval mode: yes, unless the function says
+    ``eval_step_fn.eval_mode = False`` (it then runs in the modes training left, as in NNx 0.4.1:
+    dropout and batch-norm statistics active, e.g. for Monte Carlo dropout). Either way every
+    submodule's train/eval flag is restored after the step."""
+    return getattr(eval_step_fn, "eval_mode", True) is not False
 
 
 def _streaming_check(params: Any) -> None:
