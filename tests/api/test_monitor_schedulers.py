@@ -19,6 +19,8 @@ from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_core.schedules import PlateauRule
 import nnx_api as nnx
 
+from tests.api.tiny import UsedLR
+
 
 @pytest.fixture(autouse=True)
 def _quiet(monkeypatch):
@@ -58,16 +60,6 @@ def params(n_epochs, **kw) -> nnx.NNTrainParams:
     kw.setdefault("val_loader", loader(1))
     kw.setdefault("optim", sgd())
     return nnx.NNTrainParams(n_epochs=n_epochs, **kw)
-
-
-class UsedLR(nnx.Callback):
-    """The LR each committed update used (on_optimizer_update runs before update-clock ticks)."""
-
-    def __init__(self):
-        self.used: list[float] = []
-
-    def on_optimizer_update(self, ctx, event):
-        self.used.append(ctx.optimizer.param_groups[0]["lr"])
 
 
 def decisions(run):

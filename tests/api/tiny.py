@@ -1,6 +1,6 @@
 """Tiny deterministic training jobs for the API tests: data, batches, a two-part module (for
 Trainers with one optimizer per part), and how far two float32 evaluations of one SGD update
-over the same rows may be apart."""
+over the same rows may be apart; a callback noting the learning rate each committed update used."""
 
 from __future__ import annotations
 
@@ -44,6 +44,16 @@ def two_part_model(seed: int = 0, ignore_index: int | None = None) -> nnx.NNMode
     torch.manual_seed(seed)
     task = nnx.TaskSpec.categorical(ignore_index=ignore_index) if ignore_index is not None else None
     return nnx.NNModel(module=TwoPart(), params=nnx.NNModelParams(task=task))
+
+
+class UsedLR(nnx.Callback):
+    """The LR each committed update used (on_optimizer_update runs before update-clock ticks)."""
+
+    def __init__(self) -> None:
+        self.used: list[float] = []
+
+    def on_optimizer_update(self, ctx, event) -> None:
+        self.used.append(ctx.optimizer.param_groups[0]["lr"])
 
 
 def sgd_step_tolerance(net: torch.nn.Module, share, x, lr: float) -> float:

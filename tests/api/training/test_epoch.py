@@ -24,7 +24,7 @@ import nnx_api as nnx
 from nnx_api.callbacks import CallbackContext
 from nnx_api.training.epoch import Updates
 
-from tests.api.tiny import batches, tiny_data, two_part_model
+from tests.api.tiny import UsedLR, batches, tiny_data, two_part_model
 
 BASE_LR = 0.4
 IGNORE = -100
@@ -65,16 +65,6 @@ def params(n_epochs, **kw):
     kw.setdefault("val_loader", loader(1))
     kw.setdefault("optim", sgd(lr=0.1))
     return nnx.NNTrainParams(n_epochs=n_epochs, **kw)
-
-
-class UsedLR(nnx.Callback):
-    """The LR each committed update used (on_optimizer_update runs before update-clock ticks)."""
-
-    def __init__(self):
-        self.used: list[float] = []
-
-    def on_optimizer_update(self, ctx, event):
-        self.used.append(ctx.optimizer.param_groups[0]["lr"])
 
 
 class Events(nnx.Callback):
