@@ -27,7 +27,6 @@ from nnx_core.errors import (
     ParamsError,
     PrecisionUnsupportedError,
     ResumeMismatchError,
-    RunNotFoundError,
     TaskValidationError,
     TrainingInputError,
 )
@@ -364,10 +363,7 @@ class NNModel:
                 device = tag
         else:
             run = NNRun.load(checkpoint, root, storage=storage)
-            found = run.checkpoint(tag)
-            if found is None:
-                raise RunNotFoundError(f"run {run.id} has no committed {tag!r} checkpoint (tags: {run.tags() or 'none'})")
-            checkpoint = NNCheckpoint.of(found)
+            checkpoint = NNCheckpoint.of(run.require_checkpoint(tag))
         params = checkpoint.model_params
         if device is not None:
             params = dataclasses.replace(params, device=device)

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from nnx_core.errors import ParamsError, RunNotFoundError
+from nnx_core.errors import ParamsError
 from nnx_adapters.extras import require
 from nnx_adapters.pytorch.batches import restored_modes, to_device
 from nnx_api.runs.run import NNRun
@@ -149,10 +149,7 @@ def export_safetensors(
     meta: dict[str, str] = {"format": "pt"}
     if isinstance(source, (str, NNRun)):
         run = source if isinstance(source, NNRun) else NNRun.load(source, root)
-        checkpoint = run.checkpoint(tag)
-        if checkpoint is None:
-            tags = ", ".join(run.tags()) or "none"
-            raise RunNotFoundError(f"run {run.id} has no committed {tag!r} checkpoint (tags: {tags})")
+        checkpoint = run.require_checkpoint(tag)
         state = checkpoint.weights()
         ref = checkpoint.manifest.blobs.get("state")
         meta.update({"nnx.run_id": run.id, "nnx.tag": checkpoint.tag, "nnx.epoch": str(checkpoint.epoch)})

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from nnx_core import replacement
-from nnx_core.commit import LAST, RunFiles, TagManifest, read_history, truncate_to_last
+from nnx_core.commit import BEST, LAST, RunFiles, TagManifest, read_history, truncate_to_last
 from nnx_core.compilation import CompileRecord
 from nnx_core.dataclass_view import expose_dataclass_fields
 from nnx_core.eager_history import EagerHistory, epoch_rows
@@ -273,6 +273,27 @@ class NNRun:
         """A committed tag (``last``, ``best``, ``first``, ``q1``..``q3``, custom); None if absent."""
         manifest = self.files().read_tag(validate_tag(str(tag)))
         return None if manifest is None else Checkpoint(run=self, manifest=manifest)
+
+    def require_checkpoint(self, tag: str = LAST) -> Checkpoint:
+        """A committed tag, or ``RunNotFoundError`` naming the tags there are and, for a missing
+        ``best``, why: BEST is written only by an epoch that improves on the best so far, and a
+        continuation starts from its source's best (its epochs may never improve on it)."""
+        found = self.checkpoint(tag)
+        if found is not None:
+            return found
+        tags = self.tags()
+        message = f"run {self.id} has no committed {tag!r} checkpoint (tags: {', '.join(tags) or 'none'})"
+        if tag == BEST and LAST in tags:
+            parent = (self.config.get("train") or {}).get("parent_run_id")
+            message += (
+                f": it continues run {parent}, and none of its epochs improved on the best it started from; that best "
+                f"is run {parent}'s 'best' (NNModel.from_checkpoint({parent!r}, 'best')), and this run's newest is 'last'"
+                if parent else
+                ": BEST is written only by an epoch that improves on the best so far, and none did (a monitored value "
+                "that was never finite), or its write did not complete (`nnx runs verify` reports that); this run's "
+                "newest is 'last'"
+            )
+        raise RunNotFoundError(message)
 
     def checkpoints(self, root: str | os.PathLike[str] | None = None) -> list[NNCheckpoint | None]:
         """NNx's phase checkpoints ``[FIRST, Q1, Q2, Q3, LAST]`` as ``NNCheckpoint`` handles, None

@@ -24,7 +24,7 @@ import attrs
 from nnx_core import admission as adm
 from nnx_core import replacement
 from nnx_core.commit import LAST, RunFiles
-from nnx_core.errors import ComponentRestoreError, CorruptRunError, ResumeMismatchError, ResumePointError, RunNotFoundError
+from nnx_core.errors import ComponentRestoreError, CorruptRunError, ResumeMismatchError, ResumePointError
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.runs.payload import CheckpointPayload, Payload, decode_payload
@@ -57,9 +57,7 @@ def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
         return None
     source_id, tag = validate_run_id(train.resume_from_run_id), validate_tag(train.resume_from_checkpoint)
     source = NNRun.load(source_id, entry.root, storage=storage)
-    checkpoint = source.checkpoint(tag)
-    if checkpoint is None:
-        raise RunNotFoundError(f"run {source_id} has no committed {tag!r} checkpoint (tags: {source.tags()})")
+    checkpoint = source.require_checkpoint(tag)
     data, payload = verified(source.files(), checkpoint.manifest, f"run {source_id} tag {tag!r}")
     stateful = payload.stateful
     if train.resume_mode in ("stateful", "reshard") and not stateful:
