@@ -15,6 +15,7 @@ import torch
 from nnx_core.errors import RunNotFoundError
 import nnx_api as nnx
 from nnx_api.runs.export import export_safetensors
+
 from tests.api.tiny import batches, tiny_data
 
 
