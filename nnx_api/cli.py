@@ -36,10 +36,10 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from nnx_core import replacement
-from nnx_core.admission import INTERRUPTED, RUNNING, attempt_status, read_attempt
+from nnx_core.admission import INTERRUPTED, RUNNING, attempt_now
 from nnx_core.commit import LAST, RunFiles, history_tail, read_history
 from nnx_core.eager_history import continuity_problems, coverage_problems, parse_history
-from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunLeaseError, RunNotFoundError
+from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunNotFoundError
 from nnx_core.identity import ID_HEX_DIGITS
 from nnx_api.commands.runs_extra import register, store
 from nnx_api.runs.curves import flatten_config, monitor_name
@@ -154,10 +154,10 @@ def _summary(run: NNRun) -> dict[str, Any]:
     """One ``list`` row of a readable run."""
     files = run.files()
     last = files.read_tag(LAST)
-    record = read_attempt(files) or {}
+    record = attempt_now(files) or {}
     best = run.best()
     row: dict[str, Any] = {
-        "id": run.id, "epochs": 0 if last is None else last.epoch + 1, "status": run_status(files, record) or "-",
+        "id": run.id, "epochs": 0 if last is None else last.epoch + 1, "status": record.get("status") or "-",
         "best": "-" if best is None else best.epoch_idx,
     }
     started, finished = _time(record.get("started_at")), _time(record.get("finished_at"))
@@ -173,19 +173,6 @@ def _summary(run: NNRun) -> dict[str, Any]:
     if replaced is not None:
         row["note"] = replaced
     return row
-
-
-def run_status(files: RunFiles, record: dict[str, Any] | None) -> str | None:
-    """The attempt record's status, "interrupted" when it says running and the lease is free."""
-    if record is None or record.get("status") != RUNNING:
-        return attempt_status(record, lease_free=False)
-    try:
-        with files.storage.lease(files.run_id):
-            return attempt_status(record, lease_free=True)
-    except RunLeaseError:  # its writer holds it: really running
-        return RUNNING
-    except OSError:  # a read-only root: the lease cannot be probed
-        return RUNNING
 
 
 def _order(row: dict[str, Any], key: str) -> tuple[Any, ...]:
@@ -274,10 +261,10 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
     last = files.read_tag(LAST)
     print(f"run {run.id}", file=out)
     print(f"path: {run.path}", file=out)
-    attempt = read_attempt(files)
+    attempt = attempt_now(files)
     if attempt:
         committed = "nothing committed" if last is None else f"LAST epoch {last.epoch}"
-        print(f"attempt: {run_status(files, attempt)} since {attempt.get('started_at')} ({committed})", file=out)
+        print(f"attempt: {attempt['status']} since {attempt.get('started_at')} ({committed})", file=out)
     replaced = replacement.describe(files.storage, run.id, detail=True)
     if replaced is not None:
         print(f"replacement: {replaced}", file=out)
@@ -393,7 +380,7 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     replaced = replacement.describe(files.storage, run_id, detail=True)
     if replaced is not None:
         notes.append(replaced)
-    if run_status(files, read_attempt(files)) == INTERRUPTED:
+    if (attempt_now(files) or {}).get("status") == INTERRUPTED:
         resume = "from its start" if last is None else f"from epoch {last.epoch + 1}"
         notes.append(f"its last attempt was interrupted (killed or Ctrl-C); resume='auto' continues it {resume}")
     for note in notes:

@@ -27,7 +27,8 @@ earlier attempts (``earlier``: each one's id, status, times and committed epoch)
 — a relaunch, or torchrun's ``--max-restarts`` — show in the run's own files. It is not rewritten
 per epoch: LAST's manifest is the commit marker and names the committed epoch. A "running" record
 whose lease is free belongs to an interrupted attempt (killed, or stopped with Ctrl-C):
-``attempt_status`` reports it as "interrupted".
+``attempt_status`` reports it as "interrupted". Every reader reads the record through
+``attempt_now``, which applies that rule and takes the committed epoch from LAST.
 
 A fresh run whose attempt failed before its first commit is removed (``discard_uncommitted``) so
 the same configuration can simply be retried; a kill leaves it for the next admission (above).
@@ -53,7 +54,7 @@ import attrs
 
 from nnx_core.commit import LAST, RunFiles, TagManifest, read_history, write_json
 from nnx_core.eager_history import coverage_problems, parse_history
-from nnx_core.errors import CorruptRunError, DataChangedError, RunExistsError
+from nnx_core.errors import CorruptRunError, DataChangedError, RunExistsError, RunLeaseError
 from nnx_core.journal_reader import JournalReader, has_journal
 
 FRESH, CONTINUE, FINISHED = "fresh", "continue", "finished"
@@ -208,6 +209,32 @@ def attempt_status(record: Mapping[str, Any] | None, *, lease_free: bool) -> str
         return None
     status = record.get("status")
     return INTERRUPTED if status == RUNNING and lease_free else status
+
+
+def attempt_now(files: RunFiles, *, lease_held: bool = False) -> dict[str, Any] | None:
+    """THE reader of a run's attempt record (None when there is none): the record as it stands now,
+    so every reader — ``NNRun.attempt()``, ``nnx runs list / show / verify``, the next writer's
+    ``AttemptRecord.follow`` — tells one truth. A killed writer cannot rewrite its record, so
+    its "running" is read here: ``status`` is "interrupted" when nobody holds the run's lease
+    (``attempt_status``; a live writer's lease, or a root where the lease cannot be probed,
+    keeps "running"), and ``last_committed_epoch`` / ``last_committed_tag`` are LAST's (the commit
+    marker; the record is not rewritten per epoch). ``lease_held``: the caller holds the lease
+    (the writer under admission), so a "running" record is a gone writer's."""
+    record = read_attempt(files)
+    if record is None:
+        return None
+    lease_free = lease_held
+    if record.get("status") == RUNNING and not lease_held:
+        try:
+            with files.storage.lease(files.run_id):
+                lease_free = True
+        except (RunLeaseError, OSError):  # its writer holds it; or a read-only root: it cannot be probed
+            lease_free = False
+    last = files.read_tag(LAST)
+    return {
+        **record, "status": attempt_status(record, lease_free=lease_free),
+        "last_committed_epoch": None if last is None else last.epoch, "last_committed_tag": None if last is None else LAST,
+    }
 
 
 EARLIER_KEPT = 100  # earlier attempts an attempt record lists (its ``number`` keeps counting past them)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from nnx_core import replacement
+from nnx_core.admission import attempt_now
 from nnx_core.commit import BEST, LAST, RunFiles, TagManifest, read_history, truncate_to_last
 from nnx_core.compilation import CompileRecord
 from nnx_core.dataclass_view import expose_dataclass_fields
@@ -305,6 +306,13 @@ class NNRun:
     def tags(self) -> list[str]:
         """Every committed tag."""
         return self.files().tags()
+
+    def attempt(self) -> dict[str, Any] | None:
+        """The run's latest attempt record (``attempt.json``) as it stands now, None when there is
+        none: ``status`` is "interrupted" for a "running" record whose writer is gone (killed, or
+        stopped with Ctrl-C: nobody holds the run's lease), and ``last_committed_epoch`` is LAST's —
+        what ``nnx runs list / show`` say (``nnx_core.admission.attempt_now``, the one reader)."""
+        return attempt_now(self.files())
 
     def committed_records(self) -> Iterator[IterationDataPoint]:
         """Every committed record of this run (epochs ≤ LAST), oldest first: its ``idps.csv``, or

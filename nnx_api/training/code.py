@@ -11,18 +11,30 @@ with other code is refused (``CodeChangedError``) naming what changed; code whos
 be read (a lambda typed in a shell, a compiled extension) is recorded as unreadable and only
 warned of.
 
+An objective is fingerprinted whatever its kind: a function (or bound method) by its source, as
+a step function; an instance by its class's source plus its configuration (``_config``: its
+public attributes that are plain data, or its attrs/dataclass fields), so ``kd_objective(alpha=0.7)``
+after ``alpha=0.5`` is a change. The configuration joins the fingerprint, never the run id (ids
+must not drift for existing configurations).
+
 NNx's own code (``nnx_api``, ``nnx_core``, ``nnx_adapters``: the built-in nets, steps and
-objectives) is left out: a new version of the library is not a change of your experiment.
+objectives) is left out: a new version of the library is not a change of your experiment. A
+built-in objective's configuration is recorded (``config``: True, the digest of its configuration
+only).
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import inspect
+import json
 import textwrap
 from collections.abc import Mapping
 from typing import Any
+
+import attrs
 
 from nnx_core.errors import CodeChangedError
 
@@ -34,10 +46,80 @@ def code_fingerprint(entry: Any) -> dict[str, dict[str, Any]]:
     the source cannot be read)."""
     found: dict[str, Any] = {
         entry.kind.step_name: entry.step_fn, "eval_step_fn": entry.eval_step_fn,
-        "objective": type(entry.objective).__call__ if entry.objective is not None else None,
         "module.forward": type(entry.model.net).forward,
     }
-    return {role: {"name": _name(fn), "sha256": _digest(fn)} for role, fn in found.items() if fn is not None and _yours(fn)}
+    code = {role: {"name": _name(fn), "sha256": _digest(fn)} for role, fn in found.items() if fn is not None and _yours(fn)}
+    objective = _objective(entry.objective) if entry.objective is not None else None
+    if objective is not None:
+        code["objective"] = objective
+    return code
+
+
+def _objective(obj: Any) -> dict[str, Any] | None:
+    """An objective's record: a function by its source; an instance by its class's source and its
+    configuration; an NNx objective by its configuration only (``config``: True)."""
+    if inspect.isfunction(obj) or inspect.ismethod(obj):
+        return {"name": _name(obj), "sha256": _digest(obj)} if _yours(obj) else None
+    cls = type(obj)
+    config = json.dumps(_config(obj), sort_keys=True, default=repr)
+    if not _yours(cls):
+        return {"name": _name(cls), "sha256": hashlib.sha256(config.encode()).hexdigest()[:16], "config": True}
+    source = _digest(cls) or _methods_digest(cls)
+    if source is None:
+        return {"name": _name(cls), "sha256": None}
+    return {"name": _name(cls), "sha256": hashlib.sha256(f"{source}:{config}".encode()).hexdigest()[:16]}
+
+
+def _methods_digest(cls: type) -> str | None:
+    """A class's code when its own source cannot be found (its module not importable, as in a
+    notebook): the digests of the functions the user's classes of its MRO define (None: one of
+    them cannot be read either)."""
+    parts = []
+    for klass in cls.__mro__:
+        if not _yours(klass) or klass is object:
+            continue
+        for name, member in sorted(vars(klass).items()):
+            fn = getattr(member, "__func__", member)  # staticmethod / classmethod: the function
+            if inspect.isfunction(fn):
+                digest = _digest(fn)
+                if digest is None:
+                    return None
+                parts.append(f"{klass.__qualname__}.{name}:{digest}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16] if parts else None
+
+
+def _config(obj: Any) -> dict[str, Any]:
+    """An objective instance's configuration: its attrs/dataclass fields, else its public
+    attributes, kept where they are plain data (numbers, strings, bools, None, tuples/lists of
+    them); a module, a tensor or a model is not configuration."""
+    if attrs.has(type(obj)):
+        values = {f.name: getattr(obj, f.name, None) for f in attrs.fields(type(obj))}
+    elif dataclasses.is_dataclass(obj):
+        values = {f.name: getattr(obj, f.name, None) for f in dataclasses.fields(obj)}
+    else:
+        values = {k: v for k, v in vars(obj).items() if not k.startswith("_")} if hasattr(obj, "__dict__") else {}
+    return {k: _plain(v) for k, v in values.items() if _is_plain(v)}
+
+
+def _is_plain(value: Any) -> bool:
+    if isinstance(value, (tuple, list)):
+        return all(_is_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _plain(value: Any) -> Any:
+    return [_plain(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+def _comparable(role: str, before: Mapping[str, Any] | None, now: Mapping[str, Any] | None) -> bool:
+    """Whether a recorded entry can be compared with this call's: an objective recorded before
+    objectives were fingerprinted (``Class.__call__`` or ``function.__call__``) cannot; nor can
+    an NNx objective's configuration against a run that predates its record (silently: as then)."""
+    if role != "objective":
+        return True
+    if before is not None and str(before.get("name", "")).endswith(".__call__"):
+        return False
+    return not (before is None and now is not None and now.get("config"))
 
 
 def code_refusal(run_id: str, recorded: Mapping[str, Any] | None, current: Mapping[str, Any]) -> CodeChangedError | None:
@@ -48,6 +130,8 @@ def code_refusal(run_id: str, recorded: Mapping[str, Any] | None, current: Mappi
     changes = []
     for role in sorted(set(recorded) | set(current)):
         before, now = recorded.get(role), current.get(role)
+        if not _comparable(role, before, now):
+            continue
         if before is None or now is None:
             changes.append(f"{role} {'is given now, not then' if before is None else 'was given then, not now'}")
         elif before.get("sha256") and now.get("sha256") and before != now:
@@ -67,7 +151,10 @@ def unreadable(recorded: Mapping[str, Any] | None, current: Mapping[str, Any]) -
     """The roles whose code could not be compared (its source unreadable then or now)."""
     if recorded is None:
         return []
-    return sorted(r for r in set(recorded) & set(current) if not (recorded[r].get("sha256") and current[r].get("sha256")))
+    return sorted(
+        r for r in set(recorded) & set(current)
+        if not (recorded[r].get("sha256") and current[r].get("sha256") and _comparable(r, recorded[r], current[r]))
+    )
 
 
 def _yours(fn: Any) -> bool:

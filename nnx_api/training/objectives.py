@@ -297,7 +297,10 @@ class KDObjective(Objective):
         teacher = self.teacher
         if teacher.training:
             teacher.eval()
-        teacher_cast = self.teacher_model.autocast_context()() if self.teacher_model is not None else contextlib.nullcontext()
+        # the teacher runs in its own precision (an NNModel's policy, a module in fp32), not under the
+        # student's autocast the objective is called in
+        own = self.teacher_model is not None and self.teacher_model.precision != "fp32"
+        teacher_cast = self.teacher_model.autocast_context()() if own else torch.autocast(ctx.model.device.type, enabled=False)
         with torch.no_grad(), teacher_cast:
             soft = teacher(*inputs) if isinstance(inputs, (tuple, list)) else teacher(inputs)
         output = ctx.forward(inputs)
@@ -360,23 +363,37 @@ def microbatch_loss(readings: Sequence[TermReading]) -> float | None:
 
 
 class ObjectiveSummary:
-    """The whole-epoch training summary of an objective run: each term's Σnum/Σden over the epoch
-    (sum terms: the mean of their microbatch values), their weighted sum as ``loss``."""
+    """The whole-epoch training summary of an objective run (docs/steps-objectives.md, "The epoch
+    summary"), kept for every objective run (host-side sums of the readings already read).
+
+    A mean term's epoch value is its Σnumerator / Σdenominator; a sum term's is its Σnumerator /
+    the samples the epoch saw (each microbatch's rows, ``sample_count``): the per-sample average.
+    ``extra`` holds each term's value by name, ``loss`` their weighted sum."""
 
     def __init__(self) -> None:
         self.sums: dict[str, list[float]] = {}
         self.microbatches = 0
+        self.samples = 0.0  # the rows of every microbatch this process saw
 
-    def add(self, readings: Sequence[TermReading]) -> None:
+    def add(self, readings: Sequence[TermReading], samples: float = 0.0) -> None:
         self.microbatches += 1
+        self.samples += samples
         for r in readings:
             entry = self.sums.setdefault(r.name, [0.0, 0.0, r.weight, r.reduction == SUM])
             entry[0] += r.numerator
-            entry[1] += 1.0 if r.reduction == SUM else float(r.denominator or 0.0)
+            if r.reduction != SUM:
+                entry[1] += float(r.denominator or 0.0)
             entry[2] = r.weight
 
-    def result(self) -> dict[str, Any]:
-        values = {name: num / den for name, (num, den, _w, _s) in self.sums.items() if den}
+    def result(self, samples: float | None = None) -> dict[str, Any]:
+        """``loss`` and ``extra`` of the epoch; ``samples``: the epoch's rows when they differ
+        from this process's (a group's union)."""
+        seen = self.samples if samples is None else samples
+        values = {
+            name: num / (seen if is_sum else den)
+            for name, (num, den, _w, is_sum) in self.sums.items()
+            if (seen if is_sum else den)
+        }
         loss = sum(self.sums[name][2] * v for name, v in values.items()) if values else None
         return {"loss": loss, "extra": values}
 

@@ -19,6 +19,7 @@ step through it (a scaler-skipped step is no committed update).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import types
 import warnings
@@ -34,6 +35,7 @@ from nnx_core.records import EvaluationDataPoint
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
 from nnx_adapters.pytorch.scaling import ScaledLoss, ScaledTorchOptimizer, TorchLossScale, make_grad_scaler
 from nnx_api.training.builtin_step import DefaultStep
+from nnx_api.training.epoch import sample_count
 from nnx_api.training.objectives import ObjectiveContext, ObjectiveResult, ObjectiveSummary, microbatch_loss, read_terms
 from nnx_api.training.roles import CustomSync, EntryKind, ObjectiveSync, SyncFactory
 from nnx_api.training.steps import GradientAccumulationState, StepLink, TrainerStepContext, TrainStepContext
@@ -113,7 +115,7 @@ class CustomStep:
             ),
         )
         self._steps = self._reports = 0
-        record = run_step(self.fn, ctx, self.sync, "train_step_fn", epoch, batch_idx)
+        record = run_step(self.fn, ctx, self.sync, "train_step_fn", epoch, batch_idx, state.autocast)
         if record.loss is not None and not math.isfinite(record.loss) and not self._warned_nonfinite:
             self._warned_nonfinite = True  # once a run: the step owns its NaN guard, NNx only says so
             warnings.warn(
@@ -176,7 +178,7 @@ class TrainerStep:
                 accumulate_grad_batches=views["accumulate_grad_batches"],
             ),
         )
-        state.stats.records.append(run_step(self.fn, ctx, self.sync, "trainer_step_fn", epoch, batch_idx))
+        state.stats.records.append(run_step(self.fn, ctx, self.sync, "trainer_step_fn", epoch, batch_idx, state.autocast))
         state.mark_batch()
 
 
@@ -193,16 +195,16 @@ class ObjectiveStep:
         self.gradients = gradients
         self.components = (engine,)
         self._after_update = getattr(objective, "after_update", None)
-        self._summary: ObjectiveSummary | None = None
+        self._summary = ObjectiveSummary()
 
     def bind(self, state: Any) -> None:
         """Attach to the epoch state it runs in (nothing to prepare)."""
 
     def begin_epoch(self, state: Any, epoch: int) -> None:
-        """An objective's whole-epoch summary is its terms' window sums (when one is wanted)."""
-        self._summary = ObjectiveSummary() if state.summary is not None else None
-        if self._summary is not None:
-            state.summary = self._summary
+        """An objective's whole-epoch summary is its terms' epoch sums, kept on every objective run
+        (host-side sums of readings already read; ``ObjectiveSummary``)."""
+        self._summary = ObjectiveSummary()
+        state.summary = self._summary
 
     def step(self, state: Any, batch: Any, epoch: int, batch_idx: int, is_last: bool) -> None:
         ctx = ObjectiveContext(
@@ -212,15 +214,15 @@ class ObjectiveStep:
         where = f"objective in epoch {epoch} batch {batch_idx}"
         error: BaseException | None = None
         try:
-            result, tensors, readings = self._read(ctx)
+            with state.autocast():  # the run's precision around the objective, as around the built-in forward
+                result, tensors, readings = self._read(ctx)
         except Exception as exc:  # raised on every rank of the group (in one process: as it is)
             error, result, tensors, readings = exc, None, [], None
         readings, joined = self.sync.readings(readings, result.record if result is not None else None, error, where)
         self.gradients.set_terms(tensors)
         commit = self.engine.add(readings, is_last_batch=is_last)
         self.gradients.set_terms(())
-        if self._summary is not None:
-            self._summary.add(readings)
+        self._summary.add(readings, sample_count(batch))
         if commit is not None:
             events = [
                 state.updates.event(name, epoch, batch_idx, commit.microbatches, loss=commit.loss, losses=dict(commit.losses))
@@ -249,14 +251,19 @@ class ObjectiveStep:
         return result, tensors, readings
 
 
-def run_step(fn: Any, ctx: Any, sync: CustomSync, source: str, epoch: int, batch_idx: int) -> EvaluationDataPoint:
-    """A step function's record for the batch; in a group every rank raises any rank's failure
-    and records the group's batch (``nnx_api.distributed.steps.CustomSync``)."""
+def run_step(
+    fn: Any, ctx: Any, sync: CustomSync, source: str, epoch: int, batch_idx: int, autocast: Any = contextlib.nullcontext
+) -> EvaluationDataPoint:
+    """A step function's record for the batch, the function run under the run's autocast
+    (``autocast``: ``model.autocast_context()``, a no-op in fp32); in a group every rank raises
+    any rank's failure and records the group's batch (``nnx_api.distributed.steps.CustomSync``)."""
     sync.begin(f"{source} in epoch {epoch} batch {batch_idx}")
     error: BaseException | None = None
     local = None
     try:
-        local = checked_record(fn(ctx), source)
+        with autocast():
+            returned = fn(ctx)
+        local = checked_record(returned, source)
     except Exception as exc:
         error = exc
     return sync.end(local, error)

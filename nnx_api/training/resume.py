@@ -176,7 +176,7 @@ def write_admitted(
     if fresh:
         run.save(eager_history=journal is None)
     else:
-        attempt.follow(adm.read_attempt(files))
+        attempt.follow(adm.attempt_now(files, lease_held=True))  # a killed attempt settled: interrupted, LAST's epoch
         files.storage.write(files.metadata_yaml, dump_yaml(run.metadata()))
     attempt.save(files)
 

@@ -51,6 +51,7 @@ from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, Weights
 from nnx_api.training.checkpoint import component_required, restore_checkpoint, training_state
 from nnx_api.training.epoch import EpochState, Updates, records_summary, sample_count
 from nnx_api.training.history_setup import JournalWindow
+from nnx_api.training.objectives import ObjectiveSummary
 from nnx_api.training.roles import EntryKind, EpochGroup, UpdateOwner
 from nnx_api.training.steps import EvalStepContext, eval_mode_for, score
 
@@ -226,10 +227,23 @@ class TrainingSession:
             if val_extras is not None:
                 index = val_loader.indices() if hasattr(val_loader, "indices") else None  # a shard's dataset rows
                 val = attrs.evolve(val, extra=val_extras.values(gathered_pass(val_extras, self.collective, index)))
-        summary = EvaluationDataPoint(**state.summary.result()) if state.summary is not None else None
-        if summary is not None and not summary.count and state.stats.records:  # a step fn that fed no summary
-            summary = records_summary(state.stats.records, self._record_sizes)
+        if isinstance(state.summary, ObjectiveSummary):
+            summary = self._objective_summary(state.summary)
+        else:
+            summary = EvaluationDataPoint(**state.summary.result()) if state.summary is not None else None
+            if summary is not None and not summary.count and state.stats.records:  # a step fn that fed no summary
+                summary = records_summary(state.stats.records, self._record_sizes)
         self._record_epoch(epoch, val, summary)
+
+    def _objective_summary(self, terms: ObjectiveSummary) -> EvaluationDataPoint:
+        """An objective run's epoch summary (every objective run has one): accuracy, error and
+        count from its records, ``loss`` and each term in ``extra`` from ``terms`` (a sum term per
+        sample: the group's rows summed over its ranks)."""
+        samples = terms.samples
+        if self.group.total is not None:
+            samples = float(self.group.total(torch.tensor([[samples]], dtype=torch.float64))[0, 0])
+        base = records_summary(self.state.stats.records, self._record_sizes) if self.state.stats.records else EvaluationDataPoint()
+        return attrs.evolve(base, **terms.result(samples))
 
     def _record_epoch(self, epoch: int, val: EvaluationDataPoint | None, summary: EvaluationDataPoint | None) -> None:
         """The epoch's iteration records; validation and summary on the last one. An objective

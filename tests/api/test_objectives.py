@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from nnx_core.monitor_spec import MonitorSpec
 import nnx_api as nnx
 
 from tests.api.tiny import batches, sgd_step_tolerance, tiny_data
@@ -101,6 +102,66 @@ def test_kd_objective_terms_reach_callbacks_and_the_teacher_stays_frozen(runs):
     e = events.events[0]
     assert set(e.losses) == {"distillation", "supervised"} and e.microbatches == 2 and e.optimizer == "default"
     assert e.loss == pytest.approx(0.25 * e.losses["distillation"] + 0.75 * e.losses["supervised"])
+
+
+def two_term_objective(ctx):
+    """A sum term (Σ squared outputs) and a masked mean term (cross-entropy over targets ≠ -100)."""
+    xb, yb = ctx.batch
+    out = ctx.model.net(xb)
+    valid = yb != -100
+    ce = F.cross_entropy(out[valid], yb[valid], reduction="sum") if valid.any() else out.sum() * 0.0
+    return nnx.ObjectiveResult([
+        nnx.LossTerm("energy", out.pow(2).sum(), reduction="sum", weight=0.5),
+        nnx.LossTerm("ce", ce, int(valid.sum())),
+    ])
+
+
+def expected_summary(model, parts):
+    """What the epoch summary must hold, recomputed by hand (forwards only, with the start weights)."""
+    energy = ce = valid = rows = 0.0
+    with torch.no_grad():
+        for xb, yb in parts:
+            out = model.net(xb)
+            keep = yb != -100
+            energy += float(out.pow(2).sum())
+            ce += float(F.cross_entropy(out[keep], yb[keep], reduction="sum")) if keep.any() else 0.0
+            valid, rows = valid + int(keep.sum()), rows + len(xb)
+    return {"energy": energy / rows, "ce": ce / valid}
+
+
+@pytest.mark.parametrize("monitor", [None, MonitorSpec(metric="loss", split="train")])
+def test_objective_summary_is_per_sample_holds_each_term_and_is_always_present(runs, monitor):
+    """A sum term's epoch value is its epoch sum over the rows the epoch saw; a mean term's is
+    Σnumerator / Σdenominator; ``extra`` holds each term, ``loss`` their weighted sum; with or
+    without a monitor (the issue's VAE: 5437.50 and ``extra == {}`` with one, None without)."""
+    x, y = tiny_data(n=23)
+    y[[1, 5, 17]] = -100
+    parts = [(x[a:b], y[a:b]) for a, b in itertools.pairwise([0, 3, 6, 13, 23])]
+    model = model_for()
+    expected = expected_summary(model, parts)  # lr 0: the weights never move, so the epoch is recomputable
+    params = nnx.NNTrainParams(n_epochs=1, optim=sgd(lr=0.0), train_loader=parts, monitor=monitor)
+    run = model.train(params, objective=two_term_objective, root=runs)
+    summary = run.idps[-1].train_summary
+    assert summary is not None
+    assert summary.extra == pytest.approx(expected, rel=1e-5)
+    assert summary.loss == pytest.approx(0.5 * expected["energy"] + expected["ce"], rel=1e-5)
+
+
+def test_progress_line_shows_the_objective_summary(runs):
+    """The progress line's loss and ``train_summary.loss`` are the same number (no monitor declared)."""
+    from nnx_api.callbacks.progress import epoch_values
+
+    x, y = tiny_data(n=23)
+    parts = [(x[a:b], y[a:b]) for a, b in itertools.pairwise([0, 3, 6, 13, 23])]
+    seen = []
+
+    class Seen(nnx.Callback):
+        def on_epoch_end(self, ctx):
+            seen.append((epoch_values(ctx.idp, ctx.idps)["loss"], ctx.idp.train_summary.loss))
+
+    params = nnx.NNTrainParams(n_epochs=2, optim=sgd(lr=0.1), train_loader=parts)
+    model_for().train(params, objective=two_term_objective, callbacks=[Seen()], root=runs)
+    assert len(seen) == 2 and all(shown == f"{loss:.4g}" for shown, loss in seen)
 
 
 def test_loss_term_and_result_validation():

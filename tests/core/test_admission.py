@@ -98,6 +98,20 @@ def test_a_running_record_whose_lease_is_free_reads_as_interrupted():
     assert adm.attempt_status(None, lease_free=True) is None
 
 
+def test_every_reader_reads_the_attempt_record_through_attempt_now():
+    """A killed writer's record says "running" with no committed epoch; ``attempt_now`` reads it
+    by the rule ``nnx runs list`` shows: interrupted when the lease is free, LAST's epoch."""
+    files = files_with(last_epoch=2, status=adm.RUNNING)
+    assert adm.read_attempt(files)["last_committed_epoch"] is None  # what the record itself says
+    now = adm.attempt_now(files)
+    assert (now["status"], now["last_committed_epoch"], now["last_committed_tag"]) == (adm.INTERRUPTED, 2, LAST)
+    with files.storage.lease(RUN):  # a live writer holds the lease
+        assert adm.attempt_now(files)["status"] == adm.RUNNING
+        assert adm.attempt_now(files, lease_held=True)["status"] == adm.INTERRUPTED  # the writer's own view
+    assert adm.attempt_now(files_with(status=adm.COMPLETED))["last_committed_epoch"] is None
+    assert adm.attempt_now(RunFiles(MemoryStorage(), RUN)) is None
+
+
 def test_the_never_committed_cleanup_removes_only_a_folder_without_last():
     files = files_with(status=adm.RUNNING)
     assert adm.discard_uncommitted(files) and not files.exists()

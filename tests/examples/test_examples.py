@@ -63,3 +63,26 @@ def test_the_screenshot_script_renders_real_terminal_text_to_png(tmp_path):
     terminal = shots["Terminal"]()
     terminal.write("run 1a2b · epoch 0:  10%\rrun 1a2b · epoch 0:  50%")
     assert terminal.screen() == "run 1a2b · epoch 0:  50%"  # what a terminal shows after the carriage returns
+
+
+def test_vae_example_matches_its_plain_pytorch_twin(tmp_path, capsys):
+    """examples/vae.py: two summed LossTerms; it asserts itself that the final weights equal a
+    hand-written PyTorch loop's and that each epoch's ``train_summary.loss`` is the loop's
+    per-sample average; here its summary holds each term and their sum."""
+    run = runpy.run_path(str(ROOT / "examples" / "vae.py"), run_name="example")["main"](["--root", str(tmp_path), "--epochs", "2"])
+    summary = run.idps[-1].train_summary
+    assert set(summary.extra) == {"reconstruction", "kl"}
+    assert summary.loss == summary.extra["reconstruction"] + summary.extra["kl"]
+    out = capsys.readouterr().out
+    assert "final weights match the plain PyTorch loop" in out and out.count("; plain PyTorch ") == 2
+
+
+def test_word_lm_example_carries_its_hidden_state_like_its_plain_pytorch_twin(tmp_path, capsys):
+    """examples/word_lm.py: truncated BPTT through a custom step whose hidden state is carried
+    across batches and reset at each epoch's first batch; it asserts itself that the final weights
+    and each epoch's per-token perplexity equal a hand-written PyTorch loop's."""
+    run = runpy.run_path(str(ROOT / "examples" / "word_lm.py"), run_name="example")["main"](["--root", str(tmp_path)])
+    assert [r.epoch_idx for r in run.idps].count(1) == [r.epoch_idx for r in run.idps].count(0) > 1  # 2 epochs
+    assert all(r.train_edp.count == 16 * 24 for r in run.idps)  # every record weighs its window's words
+    out = capsys.readouterr().out
+    assert "final weights match the plain PyTorch loop" in out and out.count("per-token perplexity") == 2

@@ -313,6 +313,11 @@ def launch_custom(rank: int, out: Path, root: Path) -> dict[str, Any]:
         run = model.train(common.custom_params(single=False, optim=common.LOSS_FN_OPTIM), salt=f"loss-fn-{reduction}",
                           root=root / "custom", distributed=distributed.DDP())
         result[f"loss_fn={reduction}"] = {"final": final_weights(model), "idps": run.idps}
+    model = common.model()  # a summed loss_fn through an objective: a sum term, summarised per sample of the union
+    model.loss_fn = nn.CrossEntropyLoss(reduction="sum", ignore_index=common.IGNORE)
+    run = model.train(common.custom_params(single=False, optim=common.LOSS_FN_OPTIM), objective=nnx.supervised_objective(),
+                      salt="loss-fn-sum-objective", root=root / "custom", distributed=distributed.DDP())
+    result["loss_fn=sum objective"] = {"idps": run.idps}
     for name, objective in (("supervised", nnx.supervised_objective()), ("kd", nnx.kd_objective(common.teacher(), alpha=0.3))):
         model = common.model()  # objectives through the update engine: accumulation 2, masks, clipping
         run = model.train(common.main_params(single=False, n_epochs=3), objective=objective, salt=f"objective-{name}",

@@ -474,6 +474,21 @@ def test_an_assigned_loss_fn_on_two_ranks_matches_one_process_on_the_union(base,
     assert [r.train_edp.loss for r in ranks[0]["idps"]] == pytest.approx([r.train_edp.loss for r in run.idps], rel=1e-5)
 
 
+def test_a_summed_objective_term_on_two_ranks_is_summarised_per_sample_of_the_union(base, custom):
+    """A sum term's epoch summary is its epoch sum over the rows the epoch saw: under DDP the
+    union's rows (each rank's summed over the group), as one process on the union counts them."""
+    model = common.model()
+    model.loss_fn = torch.nn.CrossEntropyLoss(reduction="sum", ignore_index=common.IGNORE)
+    run = model.train(common.custom_params(single=True, optim=common.LOSS_FN_OPTIM), objective=nnx.supervised_objective(),
+                      salt="loss-fn-sum-objective", root=base / "custom-single")
+    ranks = [r["loss_fn=sum objective"]["idps"] for r in custom]
+    assert ranks[0] == ranks[1]
+    ours, theirs = ([r.train_summary for r in idps if r.train_summary] for idps in (ranks[0], run.idps))
+    assert len(ours) == len(theirs) == len({r.epoch_idx for r in run.idps})
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.extra == pytest.approx(b.extra, rel=1e-5) and a.loss == pytest.approx(b.loss, rel=1e-5)
+
+
 @pytest.mark.parametrize("name", ["supervised", "kd"])
 def test_an_objective_on_two_ranks_matches_one_process_on_the_union(base, custom, name):
     """Objectives through the shared update engine under DDP — the supervised objective and
@@ -494,6 +509,8 @@ def test_an_objective_on_two_ranks_matches_one_process_on_the_union(base, custom
     assert name == "kd" or any(a is None for a, _ in losses)  # (distillation's soft term is never masked)
     assert [a for a, _ in losses if a is not None] == pytest.approx([b for _, b in losses if b is not None], rel=1e-5)
     assert [r.update_count for r in ours] == [r.update_count for r in theirs]  # the masked window skipped alike
+    for a, b in ((r.train_summary, q.train_summary) for r, q in zip(ours, theirs, strict=True) if q.train_summary):
+        assert a.extra == pytest.approx(b.extra, rel=1e-5) and a.loss == pytest.approx(b.loss, rel=1e-5)  # per sample
 
 
 # ------------------------------------------------------------------------------- Trainer

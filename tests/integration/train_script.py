@@ -6,7 +6,8 @@ after a kill continues the run — and writes the final weights to OUT (atomical
 is held by another process (``RunLeaseError``), 4 ``--hold`` waited past its hang guard.
 
 Options: ``--epochs N``; ``--overwrite`` (``overwrite_existing=True`` instead of resuming);
-``--hold FILE`` (after epoch 0's ``on_epoch_end``, print ``holding`` and wait until FILE exists,
+``--hold FILE`` (after epoch 0's ``on_epoch_end`` — ``--hold-epoch E``: epoch E's, so epochs
+before E are committed —, print ``holding`` and wait until FILE exists,
 keeping the lease; after ``HOLD_GUARD_S`` it gives up, so an orphan never lingers — far longer
 than any test waits, so a loaded machine cannot make the hold end before the test releases it);
 ``--kill-at KIND:J`` (SIGKILL this process right before its J-th file-system call of KIND, one of
@@ -47,11 +48,11 @@ HOLD_GUARD_S = 900.0
 
 
 class Hold(nnx.Callback):
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, path: str, epoch: int = 0) -> None:
+        self.path, self.epoch = path, epoch
 
     def on_epoch_end(self, ctx: nnx.CallbackContext) -> None:
-        if ctx.epoch != 0:
+        if ctx.epoch != self.epoch:
             return
         print("holding", flush=True)
         deadline = time.monotonic() + HOLD_GUARD_S  # a hang guard only: the test releases or kills us
@@ -88,6 +89,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--epochs", type=int, default=tinyrun.N_EPOCHS)
     parser.add_argument("--overwrite", action="store_true")
     parser.add_argument("--hold")
+    parser.add_argument("--hold-epoch", type=int, default=0)
     parser.add_argument("--kill-at")
     parser.add_argument("--ops")
     args = parser.parse_args(argv)
@@ -98,7 +100,7 @@ def main(argv: list[str]) -> int:
         kill_at = (kind, int(j))
     counts = count_file_ops(kill_at) if kill_at or args.ops else {}
     kw = {"resume": None, "overwrite_existing": True} if args.overwrite else {}
-    callbacks = [Hold(args.hold)] if args.hold else None
+    callbacks = [Hold(args.hold, args.hold_epoch)] if args.hold else None
     try:
         model, run = tinyrun.train(args.root, args.epochs, callbacks=callbacks, **kw)
     except nnx.RunLeaseError as exc:

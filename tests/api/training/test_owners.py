@@ -164,3 +164,115 @@ def test_objective_must_return_an_objective_result(runs):
         model_for().train(
             nnx.NNTrainParams(n_epochs=1, train_loader=batches(x, y, 16)), objective=lambda ctx: 1.0, root=runs
         )
+
+
+# ---------------------------------------------------------------------------- precision around steps
+def _seen_precision(seen):
+    """What the code NNx calls sees: whether CPU autocast is on, its dtype, a Linear's output dtype."""
+    probe = nn.Linear(2, 2)
+    seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"), probe(torch.ones(1, 2)).dtype))
+
+
+def _recording_step(seen):
+    def step(ctx):
+        _seen_precision(seen)
+        return nnx.default_train_step(ctx)
+    return step
+
+
+def _recording_objective(seen):
+    inner = nnx.supervised_objective()
+
+    def objective(ctx):
+        _seen_precision(seen)
+        return inner(ctx)
+    return objective
+
+
+@pytest.mark.parametrize("owner", ["train_step_fn", "objective", "trainer_step_fn", "trainer_objective"])
+@pytest.mark.parametrize("precision, expected", [("bf16", (True, torch.bfloat16, torch.bfloat16)), (None, None)])
+def test_the_precision_policy_applies_around_custom_steps_and_objectives(runs, owner, precision, expected):
+    """The run's autocast (``model.autocast_context()``) is on around a step function and an
+    objective, as around the built-in forward, and metadata.yaml's ``effective`` is what ran; an
+    fp32 run runs them with no autocast (a Linear's output stays float32)."""
+    seen = []
+    x, y = tiny_data(n=32)
+    policy = nnx.PrecisionPolicy(precision) if precision else None
+    loader = batches(x, y, 16)
+    if owner.startswith("trainer"):
+        torch.manual_seed(0)
+        model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams(precision=policy))
+        params = nnx.NNTrainerParams(n_epochs=1, optims={"default": sgd()}, train_loader=loader)
+        if owner == "trainer_objective":
+            run = nnx.Trainer(model).train(params, objective=_recording_objective(seen), root=runs)
+        else:
+            def trainer_step(ctx):
+                _seen_precision(seen)
+                opt = ctx.optimizers["default"]
+                opt.zero_grad()
+                xb, yb = ctx.batch
+                loss = torch.nn.functional.cross_entropy(ctx.model.net(xb).float(), yb)
+                loss.backward()
+                opt.step()
+                ctx.report_update("default")
+                return EvaluationDataPoint(loss=loss.item())
+            run = nnx.Trainer(model).train(params, trainer_step_fn=trainer_step, root=runs)
+    else:
+        model = model_for(precision=policy)
+        params = nnx.NNTrainParams(n_epochs=1, optim=sgd(), train_loader=loader)
+        if owner == "objective":
+            run = model.train(params, objective=_recording_objective(seen), root=runs)
+        else:
+            run = model.train(params, train_step_fn=_recording_step(seen), root=runs)
+    assert len(seen) == 2
+    if expected is None:
+        assert all(not on and out == torch.float32 for on, _dtype, out in seen)
+    else:
+        assert all(s == expected for s in seen)
+    meta = nnx.NNRun.load(run.id, runs).precision
+    assert meta.effective == (precision or "fp32")
+
+
+def test_an_fp16_custom_step_runs_under_autocast_with_the_scaler(runs, monkeypatch):
+    """fp16 (CUDA-only; here a CPU GradScaler and CPU float16 autocast stand in): the step runs
+    under the run's autocast and gets the run's GradScaler as ``ctx.scaler``; the optimizer steps
+    through it, so a scaled backward still gives finite, trained weights."""
+    scalers, seen = [], []
+    monkeypatch.setattr(owners, "make_grad_scaler", lambda device: scalers.append(torch.amp.GradScaler("cpu")) or scalers[-1])
+    x, y = tiny_data(n=32)
+    model = model_for()
+    model.precision = "fp16"
+    model.autocast_context = lambda: (lambda: torch.autocast("cpu", dtype=torch.float16))
+    before = [p.detach().clone() for p in model.net.parameters()]
+
+    def step(ctx):
+        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"), ctx.scaler))
+        xb, yb = ctx.batch
+        ctx.optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(ctx.model.net(xb).float(), yb)
+        ctx.scaler.scale(loss).backward()
+        ctx.scaler.step(ctx.optimizer)
+        ctx.scaler.update()
+        ctx.report_update()
+        return EvaluationDataPoint(loss=loss.item())
+
+    model.train(nnx.NNTrainParams(n_epochs=1, optim=sgd(), train_loader=batches(x, y, 16)), train_step_fn=step, root=runs)
+    assert [s[:2] for s in seen] == [(True, torch.float16)] * 2 and all(s[2] is scalers[0] for s in seen)
+    after = list(model.net.parameters())
+    assert all(torch.isfinite(p).all() for p in after) and not all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+def test_a_kd_teacher_keeps_its_own_precision_under_the_students_autocast(runs):
+    """The objective runs under the student's bf16 autocast; a module teacher still runs in fp32,
+    an NNModel teacher in its own policy (as before objectives were called under autocast)."""
+    x, y = tiny_data(n=32)
+    seen = {}
+    torch.manual_seed(1)
+    module_teacher = nn.Linear(4, 3)
+    model_teacher = model_for(seed=2, precision=nnx.PrecisionPolicy("bf16"))
+    for name, teacher in (("module", module_teacher), ("model", model_teacher.net)):
+        teacher.register_forward_hook(lambda _m, _i, out, name=name: seen.setdefault(name, out.dtype) and None)
+    params = nnx.NNTrainParams(n_epochs=1, optim=sgd(), train_loader=batches(x, y, 16))
+    model_for(precision=nnx.PrecisionPolicy("bf16")).train(params, objective=nnx.kd_objective(module_teacher), root=runs / "a")
+    model_for(precision=nnx.PrecisionPolicy("bf16")).train(params, objective=nnx.kd_objective(model_teacher), root=runs / "b")
+    assert seen == {"module": torch.float32, "model": torch.bfloat16}
