@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         ScheduleBudgetError,
         TaskValidationError,
         TrainingInputError,
+        TrainingPreempted,
         UpdateOwnerError,
     )
     from nnx_core.monitor import MonitorDecision
@@ -167,7 +168,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "DivergedCopiesError", "HistoryCorruptionError", "InvalidRunIdError", "MonitorUnavailableError", "NNxError", "NonFiniteLossError",
         "OutOfScopeError", "ParamsError", "PrecisionUnsupportedError", "PredictionInputError", "ResumeMismatchError",
         "ResumePointError", "RunExistsError", "RunLeaseError", "RunNotFoundError", "ScheduleBudgetError",
-        "TaskValidationError", "TrainingInputError", "UpdateOwnerError",
+        "TaskValidationError", "TrainingInputError", "TrainingPreempted", "UpdateOwnerError",
     ),
     "nnx_core.monitor": ("MonitorDecision",),
     "nnx_core.monitor_spec": ("MonitorSpec",),

@@ -37,13 +37,14 @@ from typing import Any, TextIO
 
 from nnx_core import replacement
 from nnx_core.admission import INTERRUPTED, RUNNING, attempt_now
-from nnx_core.commit import LAST, RunFiles, history_tail, read_history
-from nnx_core.eager_history import continuity_problems, coverage_problems, parse_history
+from nnx_core.commit import LAST, RunFiles, committed_coverage, history_tail, read_history
+from nnx_core.eager_history import continuity_problems, parse_history
 from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunNotFoundError
 from nnx_core.identity import ID_HEX_DIGITS
 from nnx_api.commands.runs_extra import register, store
 from nnx_api.runs.curves import flatten_config, monitor_name
 from nnx_api.runs.journal import check_journal, epoch_summaries, has_journal
+from nnx_api.runs.partial import committed_text, epochs_done, partial_of, position_problems, resume_text
 from nnx_api.runs.payload import decode_payload
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import dump_yaml, resolve_run_id
@@ -157,7 +158,7 @@ def _summary(run: NNRun) -> dict[str, Any]:
     record = attempt_now(files) or {}
     best = run.best()
     row: dict[str, Any] = {
-        "id": run.id, "epochs": 0 if last is None else last.epoch + 1, "status": record.get("status") or "-",
+        "id": run.id, "epochs": epochs_done(last), "status": record.get("status") or "-",
         "best": "-" if best is None else best.epoch_idx,
     }
     started, finished = _time(record.get("started_at")), _time(record.get("finished_at"))
@@ -169,9 +170,9 @@ def _summary(run: NNRun) -> dict[str, Any]:
     if best is not None and best.selection is not None and best.selection.value is not None:
         row["monitor"], row["value"] = monitor_name(best), best.selection.value
         row["rank"] = -best.selection.value if best.selection.mode == "max" else best.selection.value  # best first
-    replaced = replacement.describe(files.storage, run.id)
-    if replaced is not None:
-        row["note"] = replaced
+    notes = [note for note in (partial_of(last), replacement.describe(files.storage, run.id)) if note is not None]
+    if notes:
+        row["note"] = "; ".join(notes)
     return row
 
 
@@ -263,8 +264,9 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
     print(f"path: {run.path}", file=out)
     attempt = attempt_now(files)
     if attempt:
-        committed = "nothing committed" if last is None else f"LAST epoch {last.epoch}"
-        print(f"attempt: {attempt['status']} since {attempt.get('started_at')} ({committed})", file=out)
+        print(f"attempt: {attempt['status']} since {attempt.get('started_at')} ({committed_text(last)})", file=out)
+    if (partial := partial_of(last)) is not None:
+        print(partial, file=out)
     replaced = replacement.describe(files.storage, run.id, detail=True)
     if replaced is not None:
         print(f"replacement: {replaced}", file=out)
@@ -362,6 +364,7 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
                 continue
             if int(payload.epoch) != manifest.epoch:
                 problems.append(f"tag {tag!r} names epoch {manifest.epoch} but its blob holds epoch {payload.epoch}")
+            problems.extend(position_problems(tag, manifest, payload))
             if ref.sha256 not in checked_blobs:
                 checked_blobs.add(ref.sha256)
                 print(f"ok    blob {ref.sha256[:16]} ({ref.size} bytes, {tag})", file=out)
@@ -381,15 +384,13 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     if replaced is not None:
         notes.append(replaced)
     if (attempt_now(files) or {}).get("status") == INTERRUPTED:
-        resume = "from its start" if last is None else f"from epoch {last.epoch + 1}"
-        notes.append(f"its last attempt was interrupted (killed or Ctrl-C); resume='auto' continues it {resume}")
+        notes.append(f"its last attempt was interrupted (killed or Ctrl-C); resume='auto' continues it {resume_text(last)}")
     for note in notes:
         print(f"note: {note}", file=out)
     for problem in problems:
         print(f"PROBLEM: {problem}", file=out)
     summary = "OK" if not problems else f"{len(problems)} problem(s)"
-    committed = "nothing committed" if last is None else f"LAST epoch {last.epoch}"
-    print(f"run {run_id}: {summary} ({committed}, {len(checked_blobs)} blob(s) verified)", file=out)
+    print(f"run {run_id}: {summary} ({committed_text(last)}, {len(checked_blobs)} blob(s) verified)", file=out)
     return 1 if problems else 0
 
 
@@ -419,7 +420,7 @@ def _check_history(files: RunFiles, last: Any, problems: list[str], notes: list[
     except CorruptRunError as exc:
         problems.append(str(exc))
         return
-    problems.extend(coverage_problems((r.epoch_idx for r in committed), last.epoch, "the history", "rows"))
+    problems.extend(committed_coverage((r.epoch_idx for r in committed), last, "the history", "rows"))
     problems.extend(continuity_problems(committed, "the history"))
     if tail := history_tail(files, last):
         notes.append(f"{tail} byte(s) of history newer than LAST (an interrupted commit; readers ignore them)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import time
 import uuid
 import warnings
@@ -25,8 +26,8 @@ import attrs
 from nnx_core import admission as adm
 from nnx_core import replacement
 from nnx_core.agreement import agreed, share
-from nnx_core.commit import LAST, RunFiles
-from nnx_core.errors import ComponentRestoreError
+from nnx_core.commit import LAST, Position, RunFiles
+from nnx_core.errors import ComponentRestoreError, ParamsError
 from nnx_core.identity import run_id as content_address
 from nnx_core.lifecycle import run_lifecycle
 from nnx_core.monitor import Monitor
@@ -34,10 +35,12 @@ from nnx_core.schedules import ClockComponent
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.metrics import metric_mode
 from nnx_adapters.pytorch.optim import TorchClock
+from nnx_adapters.pytorch.positioned import PositionedLoader, position_refusal
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.callbacks import Callback, normalize_callbacks
 from nnx_api.callbacks.progress import ProgressBar, message_stream, progress_enabled
 from nnx_api.config import identity
+from nnx_api.runs.partial import PartialEpoch
 from nnx_api.runs.payload import CheckpointPayload, Payload, decode_payload
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
@@ -46,6 +49,7 @@ from nnx_api.training import code as user_code
 from nnx_api.training.checkpoint import collect_components, restore_problems
 from nnx_api.training.group import SingleProcess
 from nnx_api.training.owners import owner_for
+from nnx_api.training.preemption import Preemption
 from nnx_api.training.roles import EntryKind
 from nnx_api.training.session import SessionSetup, TrainingSession
 
@@ -162,6 +166,7 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
         eval_check(entry.train)
     journal = history_setup.check_history(entry.history, declared)
     train = entry.train
+    _check_commit_points(train, group, journal)
     loaders = {"train_loader": train.train_loader, "val_loader": train.val_loader}
     firsts = {name: fingerprint.take_first_batch(ld) for name, ld in loaders.items() if ld is not None}
     builtin_step = entry.step_fn is None and entry.objective is None and not entry.kind.owner_required
@@ -208,6 +213,7 @@ def _train(
         problems = restore_problems(stateful, owned.optimizers, schedules, components)
         agreed(c, "restore", lambda: _raise(ComponentRestoreError(problems) if problems else None))
     attempt = adm.AttemptRecord(attempt_id=uuid.uuid4().hex, run_id=run.id, started_at=resume.now())
+    preemption = Preemption(train.preempt_signals if c.world_size == 1 else ())
     compiled = ready.compiled  # with compile=: its record goes on the run and the attempt, now and at the end
     run = compilation.noted(run, attempt, compiled)
     bar = None
@@ -219,7 +225,9 @@ def _train(
             opened = history_setup.shared_history(opened, journal, lambda fn: share(c, group.writer_rank, "history", fn))
         shown = history_setup.with_history_access(callbacks, opened)
         offset = int(payload.epoch) + 1 if payload is not None and fresh else 0  # a lineage run trains n_epochs more
-        start = int(payload.epoch) + 1 if payload is not None else 0
+        mid_epoch = stateful is not None and stateful.position is not None  # LAST is a commit inside its epoch
+        start = int(payload.epoch) + (0 if mid_epoch else 1) if payload is not None else 0
+        data_seed = _data_seed(stateful, train.seed)
         if is_writer and progress_enabled(train.progress):  # dispatched like any callback (batches: on_optimizer_update)
             bar = ProgressBar(train.n_epochs + offset - start, _batches(train.train_loader), started=started)
             shown = [*shown, bar]
@@ -230,12 +238,15 @@ def _train(
             eval_step_fn=entry.eval_step_fn, history=opened, group=group,
             start_epoch=start, phase_offset=offset, trainer=entry.trainer, compiled=compiled,
             after_first_commit=(lambda: replacement.retire(files)) if plan.replace else None,
+            positioned=PositionedLoader.of(train.train_loader, seed=data_seed) if c.world_size == 1 else None,
+            preemption=preemption, data_seed=data_seed,
         ))
         agreed(c, "restore", lambda: _restore(session, payload, plan.stateful, train.seed, c.rank))
         if plan.action == adm.CONTINUE and is_writer:
             _say(_continuing(run, start), train)
-        # 7. the lifecycle, in the seed's order
-        run_lifecycle(session, shown, session.ctx, base=Callback, agree=session.agree)
+        # 7. the lifecycle, in the seed's order; a preemption signal only sets a flag the session reads
+        with preemption:
+            run_lifecycle(session, shown, session.ctx, base=Callback, agree=session.agree)
         # 8. finish
         status = adm.STOPPED if session.stopped_at_update() else adm.COMPLETED
         run = compilation.noted(run, attempt, compiled)
@@ -252,7 +263,7 @@ def _train(
         raise
     if bar is not None:
         bar.summarize()  # at the call's end, so its seconds are the call's wall time
-    result = attrs.evolve(run, idps=tuple(session.history.idps))
+    result = _returned(run, session)
     if is_writer:
         _say(f"Run saved to {_display_path(result.path)}", train)
     return result
@@ -310,18 +321,54 @@ def _restore(session: TrainingSession, payload: Payload | None, stateful: bool, 
     if payload is not None:
         session.restore(payload, stateful=stateful)
         if stateful:
-            _warn_persistent_workers(session.params)
+            _warn_persistent_workers(session.params, positioned=session.positioned is not None)
     if seed is not None and not stateful:
         torch_state.set_seed(seed + rank)  # each rank draws its own stream (e.g. dropout); rank 0 = the seed
 
 
-def _warn_persistent_workers(train: Any) -> None:
+def _returned(run: NNRun, session: TrainingSession) -> NNRun:
+    """The run ``train()`` returns, as ``NNRun.load`` reads it: a stop at an update that committed
+    inside its epoch (``commit_every``) keeps that epoch's records apart, in ``partial``."""
+    records, partial = list(session.history.idps), session.last_partial
+    if partial is None:
+        return attrs.evolve(run, idps=tuple(records))
+    done = PartialEpoch(epoch=partial.epoch, records=tuple(r for r in records if r.epoch_idx == partial.epoch),
+                        position=Position(**partial.meta()))
+    return attrs.evolve(run, idps=tuple(r for r in records if r.epoch_idx != partial.epoch), partial=done)
+
+
+def _check_commit_points(train: Any, group: Any, journal: Any) -> None:
+    """``commit_every`` needs a train loader NNx can position inside an epoch, in one process with
+    the eager history; anything else is refused before anything is written."""
+    if train.commit_every is None:
+        return
+    why = position_refusal(train.train_loader)
+    if why is None and group.collective.world_size > 1:
+        why = "under DDP() commits happen at epoch ends for now; leave commit_every unset there"
+    if why is None and journal is not None:
+        why = "with a HistoryJournal commits happen at epoch ends for now; leave commit_every unset or use the eager history"
+    if why is not None:
+        raise ParamsError("NNTrainParams.commit_every", f"commits inside an epoch need a train_loader NNx can position: {why}")
+
+
+def _data_seed(stateful: CheckpointPayload | None, seed: int | None) -> int:
+    """The seed of every sample's randomness in loader workers: the resume point's, the run's
+    ``seed``, or one drawn from the OS (never from torch's stream: a run with ``seed=None`` draws
+    nothing before its first epoch), kept in every checkpoint."""
+    if stateful is not None and stateful.data_seed is not None:
+        return int(stateful.data_seed)
+    return seed if seed is not None else secrets.randbits(63)
+
+
+def _warn_persistent_workers(train: Any, *, positioned: bool) -> None:
     """A stateful resume is exact with worker processes: torch reseeds a loader's workers each
-    epoch from the loader's generator (or torch's global stream), and both are in the checkpoint.
-    Persistent workers are seeded once, when the first epoch starts, and keep their streams from
-    epoch to epoch: a resumed run starts new ones, and its first iterator draws their seed from the
-    restored stream before the shuffle does. Said once, naming the loaders."""
-    persistent = [name for name in ("train_loader", "val_loader")
+    epoch from the loader's generator (or torch's global stream), and both are in the checkpoint;
+    a train loader NNx positions seeds each sample in its workers (``positioned``). Persistent
+    workers of any other loader are seeded once, when the first epoch starts, and keep their
+    streams from epoch to epoch: a resumed run starts new ones, and its first iterator draws their
+    seed from the restored stream before the shuffle does. Said once, naming the loaders."""
+    names = ("val_loader",) if positioned else ("train_loader", "val_loader")
+    persistent = [name for name in names
                   if getattr(getattr(train, name), "persistent_workers", False) and getattr(getattr(train, name), "num_workers", 0)]
     if persistent:
         warnings.warn(

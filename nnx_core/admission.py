@@ -9,6 +9,8 @@ Decided by the writer under the run lease, before any session starts (``admit``)
                                                      removed → fresh
     resume="auto" and LAST exists
         the history lacks an epoch LAST committed   → CorruptRunError (``nnx runs verify``)
+        (or, for a mid-epoch LAST, the records of its epoch it committed)
+        LAST is mid-epoch (``nnx_core.commit.Position``)                          → continue
         LAST holds the last epoch, or the last attempt completed (an early stop)  → finished
         otherwise                                                                 → continue
     no LAST, but the run committed before (its history spans two epochs, or its
@@ -29,6 +31,13 @@ per epoch: LAST's manifest is the commit marker and names the committed epoch. A
 whose lease is free belongs to an interrupted attempt (killed, or stopped with Ctrl-C):
 ``attempt_status`` reports it as "interrupted". Every reader reads the record through
 ``attempt_now``, which applies that rule and takes the committed epoch from LAST.
+
+The committed epoch of a record (``last_committed_epoch``) is always one committed whole: LAST's
+epoch, or for a mid-epoch LAST the epoch before it (``nnx_core.commit.complete_epoch``; None at
+epoch 0). ``last_committed_position`` says how far the epoch in progress is committed:
+``{"epoch": e, **Position.state()}`` for a mid-epoch LAST, None (absent from a saved record)
+otherwise. So a reader that knows only ``last_committed_epoch`` never takes a partial epoch for
+a finished one, and an epoch-end LAST reads exactly as before.
 
 A fresh run whose attempt failed before its first commit is removed (``discard_uncommitted``) so
 the same configuration can simply be retried; a kill leaves it for the next admission (above).
@@ -52,8 +61,8 @@ from typing import Any
 
 import attrs
 
-from nnx_core.commit import LAST, RunFiles, TagManifest, read_history, write_json
-from nnx_core.eager_history import coverage_problems, parse_history
+from nnx_core.commit import LAST, RunFiles, TagManifest, committed_coverage, complete_epoch, position_of, read_history, write_json
+from nnx_core.eager_history import parse_history
 from nnx_core.errors import CorruptRunError, DataChangedError, RunExistsError, RunLeaseError
 from nnx_core.journal_reader import JournalReader, has_journal
 
@@ -83,7 +92,9 @@ def admit(files: RunFiles, *, resume: bool, overwrite: bool, n_epochs: int, wher
         return Admission(FRESH)
     if resume and last is not None:
         _refuse_history_gap(files, last)
-        finished = last.epoch + 1 >= n_epochs or (read_attempt(files) or {}).get("status") == COMPLETED
+        finished = position_of(last) is None and (
+            last.epoch + 1 >= n_epochs or (read_attempt(files) or {}).get("status") == COMPLETED
+        )
         return Admission(FINISHED if finished else CONTINUE, last)
     if not resume and not overwrite:
         raise RunExistsError(
@@ -110,10 +121,11 @@ def _eager_epochs(files: RunFiles, last: TagManifest | None) -> list[int] | None
 
 
 def _refuse_history_gap(files: RunFiles, last: TagManifest) -> None:
-    """An eager history that lacks an epoch LAST committed would be continued (or returned) with a
-    hole in it: refused, as ``nnx runs verify`` reports it."""
+    """An eager history that lacks an epoch LAST committed (or records of a mid-epoch LAST's
+    epoch it committed) would be continued (or returned) with a hole in it: refused, as ``nnx runs
+    verify`` reports it."""
     epochs = _eager_epochs(files, last)
-    problems = coverage_problems(epochs, last.epoch, "its history (idps.csv)", "rows") if epochs is not None else []
+    problems = committed_coverage(epochs, last, "its history (idps.csv)", "rows") if epochs is not None else []
     if epochs == [] and not files.storage.exists(files.history):
         problems = [f"its history (idps.csv) is missing, though LAST committed epoch {last.epoch} (the checkpoints "
                     "are intact); put idps.csv back from a backup to continue it"]
@@ -134,7 +146,9 @@ def _refuse_vanished(files: RunFiles) -> None:
     epochs = sorted(set(_eager_epochs(files, None) or ()))
     journal = JournalReader.open(files.storage, files.run_id, None)
     journal_epochs = journal.manifest.epochs if journal is not None else 0
-    committed = (read_attempt(files) or {}).get("last_committed_epoch")
+    record = read_attempt(files) or {}
+    committed = record.get("last_committed_epoch")
+    committed = committed if committed is not None else record.get("last_committed_position")  # a mid-epoch one
     if len(epochs) < 2 and committed is None and journal_epochs < 2:
         return
     if len(epochs) >= 2:
@@ -179,9 +193,21 @@ def data_refusal(run_id: str, recorded: Mapping[str, Any] | None, current: Mappi
     )
 
 
-def write_failure_note(run_id: str, committed_epoch: int | None) -> str:
+def write_failure_note(run_id: str, committed: TagManifest | int | None) -> str:
     """The note a failed write (a full disk, a read-only root) carries: which epoch is committed
-    and how to go on. It is added to the error as it is (``BaseException.add_note``)."""
+    and how to go on. It is added to the error as it is (``BaseException.add_note``).
+
+    ``committed``: LAST's manifest (a mid-epoch one is said as "epoch e is committed up to update
+    U of it"), or the epoch an epoch-end LAST names; None when nothing is committed."""
+    position = position_of(committed) if isinstance(committed, TagManifest) else None
+    if isinstance(committed, TagManifest) and position is not None:
+        of = "" if position.epoch_updates is None else f" (of {position.epoch_updates})"
+        return (
+            f"NNx: run {run_id[:8]}: epoch {committed.epoch} is committed up to update {position.updates} of it{of} "
+            "(LAST, mid-epoch) and intact. Once the runs root is writable and has space, rerun with resume='auto' to "
+            f"continue epoch {committed.epoch} from there."
+        )
+    committed_epoch = committed.epoch if isinstance(committed, TagManifest) else committed
     if committed_epoch is None:
         return (
             f"NNx: run {run_id[:8]} has no committed epoch (nothing of it is left half-written). Once the runs "
@@ -217,9 +243,10 @@ def attempt_now(files: RunFiles, *, lease_held: bool = False) -> dict[str, Any] 
     ``AttemptRecord.follow`` — tells one truth. A killed writer cannot rewrite its record, so
     its "running" is read here: ``status`` is "interrupted" when nobody holds the run's lease
     (``attempt_status``; a live writer's lease, or a root where the lease cannot be probed,
-    keeps "running"), and ``last_committed_epoch`` / ``last_committed_tag`` are LAST's (the commit
-    marker; the record is not rewritten per epoch). ``lease_held``: the caller holds the lease
-    (the writer under admission), so a "running" record is a gone writer's."""
+    keeps "running"), and ``last_committed_epoch`` / ``last_committed_position`` /
+    ``last_committed_tag`` are LAST's (the commit marker; the record is not rewritten per epoch;
+    ``committed_fields``). ``lease_held``: the caller holds the lease (the writer under
+    admission), so a "running" record is a gone writer's."""
     record = read_attempt(files)
     if record is None:
         return None
@@ -230,10 +257,18 @@ def attempt_now(files: RunFiles, *, lease_held: bool = False) -> dict[str, Any] 
                 lease_free = True
         except (RunLeaseError, OSError):  # its writer holds it; or a read-only root: it cannot be probed
             lease_free = False
-    last = files.read_tag(LAST)
+    return {**record, "status": attempt_status(record, lease_free=lease_free), **committed_fields(files.read_tag(LAST))}
+
+
+def committed_fields(last: TagManifest | None) -> dict[str, Any]:
+    """An attempt record's view of LAST (module docstring): ``last_committed_epoch`` (the newest
+    epoch committed whole), ``last_committed_position`` (``{"epoch": e, **Position.state()}``
+    for a mid-epoch LAST, else None) and ``last_committed_tag``."""
+    position = None if last is None else position_of(last)
     return {
-        **record, "status": attempt_status(record, lease_free=lease_free),
-        "last_committed_epoch": None if last is None else last.epoch, "last_committed_tag": None if last is None else LAST,
+        "last_committed_epoch": complete_epoch(last),
+        "last_committed_position": None if last is None or position is None else {"epoch": last.epoch, **position.state()},
+        "last_committed_tag": None if last is None else LAST,
     }
 
 
@@ -250,8 +285,9 @@ class AttemptRecord:
     status: str = RUNNING
     started_at: str
     finished_at: str | None = None
-    last_committed_epoch: int | None = None
+    last_committed_epoch: int | None = None  # committed whole (module docstring)
     last_committed_tag: str | None = None
+    last_committed_position: Mapping[str, Any] | None = None  # a mid-epoch LAST's epoch and position
     error: str | None = None
     compile: Mapping[str, Any] | None = None  # the CompileRecord's state, only when compilation was asked for
     number: int = 1  # this attempt's place among the run's attempts (1: the attempt that started it)
@@ -268,18 +304,23 @@ class AttemptRecord:
         number = previous.get("number", 1)
         number = number if isinstance(number, int) and not isinstance(number, bool) and number >= 1 else len(earlier) + 1
         summary = {key: previous.get(key) for key in EARLIER_FIELDS}
+        if previous.get("last_committed_position") is not None:  # it ended inside an epoch
+            summary["last_committed_position"] = previous["last_committed_position"]
         summary["number"], summary["status"] = number, attempt_status(previous, lease_free=True)
         self.number, self.earlier = number + 1, (earlier + [summary])[-EARLIER_KEPT:]
 
     def save(self, files: RunFiles) -> None:
-        """Atomically replace attempt.json (``compile`` only when there is a record)."""
-        write_json(files.storage, files.attempt, attrs.asdict(self, filter=lambda a, v: a.name != "compile" or v is not None))
+        """Atomically replace attempt.json (``compile`` and ``last_committed_position`` only when set)."""
+        optional = ("compile", "last_committed_position")
+        write_json(files.storage, files.attempt, attrs.asdict(self, filter=lambda a, v: a.name not in optional or v is not None))
 
     def finish(self, files: RunFiles, status: str, at: str, *, error: BaseException | None = None) -> None:
-        """Record the attempt's end: its status, when, the committed epoch (LAST's) and any error."""
-        last = files.read_tag(LAST)
+        """Record the attempt's end: its status, when, what LAST commits (``committed_fields``)
+        and any error."""
+        fields = committed_fields(files.read_tag(LAST))
         self.status, self.finished_at = status, at
-        self.last_committed_epoch, self.last_committed_tag = (last.epoch, LAST) if last is not None else (None, None)
+        self.last_committed_epoch, self.last_committed_tag = fields["last_committed_epoch"], fields["last_committed_tag"]
+        self.last_committed_position = fields["last_committed_position"]
         if error is not None:
             self.error = f"{type(error).__name__}: {str(error)[:500]}"
         self.save(files)

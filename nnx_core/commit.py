@@ -33,6 +33,12 @@ first commit replaces the file whole. A journal step keeps its own order outside
 tags of step 4 are one group too, after LAST is durable. ``refresh_last`` collects what the final
 LAST leaves unnamed.
 
+A mid-epoch commit (at an optimizer-update boundary inside epoch e) is the same ``commit_epoch``
+in the same order, with less: the blob, the history holding the epoch's records so far, then LAST
+naming epoch e with ``meta["position"]`` (``Position``: the records, batches, updates and samples
+of e it holds) — and nothing else: no phase tag, no BEST, no deferred write (``commit_epoch``
+refuses them with a position). The epoch-end commit of e later writes a LAST without a position.
+
 Which tags an epoch moves is decided here too (``epoch_tags``): the phase tag of its position in
 the call (FIRST, Q1..Q3) and BEST when the epoch's monitor decision improved. A callback's
 weights-only tag (``weights_tag``: ``ModelCheckpoint``) is a deferred write naming the committed
@@ -43,25 +49,30 @@ A failure after LAST keeps the committed history/LAST pair. Load rules (``load_l
 friends): no LAST means nothing committed; an empty, unparsable or mismatched LAST is refused
 with ``CorruptRunError`` and never read as "erase history"; history newer than LAST's epoch is
 truncated in what readers see (``read_history``); a blob is verified against its SHA-256 before a
-resume uses it.
+resume uses it. A mid-epoch LAST at epoch e (``position_of``; a malformed position is
+``CorruptRunError``) commits every record of the epochs before e and the first ``records`` records
+of e in file order: further records of e and records of later epochs are not committed
+(``truncate_to_last``), epoch e is not complete (``complete_epoch``), and a history holding fewer
+than ``records`` of e lacks committed records (``committed_coverage``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
 
-from nnx_core.eager_history import parse_history
+from nnx_core.eager_history import coverage_problems, parse_history
 from nnx_core.errors import CorruptRunError
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.ports import BinaryWriter, Storage, copy_file
 
 TAG_FORMAT = "nnx.tag/1"
 HISTORY_BYTES = "history_bytes"  # LAST meta: the committed length of an eager idps.csv
+POSITION = "position"  # LAST meta of a mid-epoch commit: where it stands in its epoch (``Position``)
 LAST, BEST, FIRST, Q1, Q2, Q3 = "last", "best", "first", "q1", "q2", "q3"
 BUILTIN_TAGS = (LAST, BEST, FIRST, Q1, Q2, Q3)
 
@@ -146,7 +157,98 @@ class TagManifest:
             raise CorruptRunError(
                 f"{where}: the tag file names tag {written!r} of run {manifest.run_id} (mixed or copied files)"
             )
+        position_of(manifest)  # a malformed mid-epoch position is refused here, never read past
         return manifest
+
+
+@attrs.frozen(kw_only=True)
+class Position:
+    """Where a mid-epoch LAST stands in its epoch (its ``meta["position"]``).
+
+    ``records``: how many records of the epoch the committed history holds (the epoch's first
+    ones, in file order); ``batches`` / ``samples``: the epoch's batches and samples consumed;
+    ``updates``: the optimizer updates of the epoch committed; ``epoch_batches`` /
+    ``epoch_updates``: how many batches and updates the whole epoch has, None when not known.
+    """
+
+    records: int
+    batches: int
+    updates: int
+    samples: int
+    epoch_batches: int | None = None
+    epoch_updates: int | None = None
+
+    def state(self) -> dict[str, int | None]:
+        """The ``meta["position"]`` mapping (every field; an unknown total is None)."""
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_state(cls, doc: Any, where: str) -> Position:
+        """The position ``doc`` (a LAST's ``meta["position"]``) holds; a malformed one is
+        ``CorruptRunError`` naming ``where``. A missing total reads as None (not known)."""
+        problem = _position_problem(doc)
+        if problem is not None:
+            raise CorruptRunError(f"{where}: the mid-epoch position is malformed ({problem}); history was NOT erased")
+        return cls(**{name: doc.get(name) for name in (*POSITION_COUNTS, *POSITION_TOTALS)})
+
+
+POSITION_COUNTS = ("records", "batches", "updates", "samples")  # required: counts ≥ 0
+POSITION_TOTALS = ("epoch_batches", "epoch_updates")  # a count ≥ 0, or None when not known
+
+
+def _position_problem(doc: Any) -> str | None:
+    """What is wrong with a ``meta["position"]`` value, None when nothing is."""
+    if not isinstance(doc, Mapping):
+        return f"{type(doc).__name__}, not a mapping"
+    for name in (*POSITION_COUNTS, *POSITION_TOTALS):
+        value = doc.get(name)
+        if value is None and name in POSITION_TOTALS:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"{name} is {value!r}, not a count"
+    for done, total in (("batches", "epoch_batches"), ("updates", "epoch_updates")):
+        if doc.get(total) is not None and doc[done] > doc[total]:
+            return f"{done} {doc[done]} exceeds {total} {doc[total]}"
+    return None
+
+
+def position_of(manifest: TagManifest) -> Position | None:
+    """The position of a mid-epoch LAST; None for a manifest without one (an epoch-end LAST, or
+    any other tag). A malformed position is ``CorruptRunError``, never read as "no position"."""
+    if POSITION not in manifest.meta:
+        return None
+    return Position.from_state(manifest.meta[POSITION], f"run {manifest.run_id} tag {manifest.tag!r}")
+
+
+def complete_epoch(last: TagManifest | None) -> int | None:
+    """The newest epoch ``last`` commits whole: its epoch, or for a mid-epoch LAST the epoch
+    before it; None when nothing is committed whole (no LAST, or a mid-epoch LAST of epoch 0)."""
+    if last is None:
+        return None
+    if position_of(last) is None:
+        return last.epoch
+    return last.epoch - 1 if last.epoch > 0 else None
+
+
+def committed_coverage(epochs: Iterable[int], last: TagManifest, what: str, unit: str = "records") -> list[str]:
+    """Problems with the epochs of a history's committed records (one per record, truncated to
+    ``last``): an epoch-end LAST needs its epoch and every epoch from the history's first up to it
+    (``coverage_problems``); a mid-epoch LAST at epoch e needs every epoch from the first up to
+    e - 1 and the position's ``records`` records of e (``what`` and ``unit`` name the history)."""
+    position = position_of(last)
+    seen = list(epochs)
+    if position is None:
+        return coverage_problems(seen, last.epoch, what, unit)
+    before = sorted({e for e in seen if e < last.epoch})
+    missing = sorted(set(range(before[0], last.epoch)) - set(before)) if before else []
+    problems = [f"{what} misses committed epoch(s) {missing}"] if missing else []
+    held = seen.count(last.epoch)
+    if held < position.records:
+        problems.append(
+            f"{what} holds {held} {unit} of epoch {last.epoch}, but LAST committed the epoch up to its first "
+            f"{position.records} (a mid-epoch commit)"
+        )
+    return problems
 
 
 class RunFiles:
@@ -292,6 +394,8 @@ def commit_epoch(files: RunFiles, commit: EpochCommit) -> TagManifest:
     """Commit one epoch in the protocol's order (module docstring); return the LAST manifest."""
     step = commit.history_step
     eager = step is None
+    if POSITION in commit.meta:
+        _check_mid_epoch(commit)
     if step is None:
         if commit.history is None:
             raise ValueError("EpochCommit needs the eager history bytes or a history_step")
@@ -322,6 +426,19 @@ def commit_epoch(files: RunFiles, commit: EpochCommit) -> TagManifest:
     for write in commit.deferred:
         write()
     return last
+
+
+def _check_mid_epoch(commit: EpochCommit) -> None:
+    """A mid-epoch commit (a ``position`` in its meta) moves LAST only, with a well-formed
+    position; anything else is refused before anything is written."""
+    problem = _position_problem(commit.meta[POSITION])
+    if problem is not None:
+        raise ValueError(f"a mid-epoch commit of epoch {commit.epoch} needs a well-formed position: {problem}")
+    if commit.tags or commit.deferred:
+        raise ValueError(
+            f"a mid-epoch commit of epoch {commit.epoch} moves LAST only: no phase tag, BEST or deferred write "
+            f"(got tags {list(commit.tags)}, {len(commit.deferred)} deferred write(s))"
+        )
 
 
 def weights_tag(files: RunFiles, tag: str, epoch: int, payload: bytes) -> TagManifest:
@@ -371,20 +488,50 @@ def write_json(storage: Storage, path: str, doc: Mapping[str, Any]) -> None:
 
 
 def truncate_to_last(records: Iterable[Any], last: TagManifest | None) -> list[Any]:
-    """History readers see: records of epochs up to LAST's epoch (none without LAST)."""
+    """History readers see: records of epochs up to LAST's epoch (none without LAST); for a
+    mid-epoch LAST at epoch e, the records of epochs before e and the first ``records`` records
+    of e in file order (``Position``). ``iter_committed`` streams the same."""
+    return list(iter_committed(records, last))
+
+
+def iter_committed(records: Iterable[Any], last: TagManifest | None) -> Iterator[Any]:
+    """``truncate_to_last``, one record at a time (for a history streamed from its files)."""
     if last is None:
-        return []
-    return [r for r in records if r.epoch_idx <= last.epoch]
+        return
+    position = position_of(last)
+    of_epoch = 0
+    for r in records:
+        if position is not None and r.epoch_idx == last.epoch:
+            if of_epoch >= position.records:
+                continue
+            of_epoch += 1
+        elif r.epoch_idx > last.epoch:
+            continue
+        yield r
+
+
+def _holds_last(records: Sequence[Any], last: TagManifest) -> bool:
+    """Whether parsed records hold what LAST committed last: a record of its epoch; for a
+    mid-epoch LAST, its ``records`` records of its epoch (with none: a record of the epoch
+    before, if there is one)."""
+    position = position_of(last)
+    epoch, needed = last.epoch, 1
+    if position is not None and position.records:
+        needed = position.records
+    elif position is not None:
+        epoch, needed = last.epoch - 1, 1 if last.epoch > 0 else 0
+    return sum(1 for r in records if r.epoch_idx == epoch) >= needed
 
 
 def read_history(files: RunFiles, last: TagManifest | None) -> list[Any]:
     """The committed records of an eager run's idps.csv (epochs up to LAST; [] without the file).
 
     The file parses whole unless an append was cut by a crash: then the torn or zero-filled tail
-    past LAST's ``history_bytes`` is dropped. That prefix must hold LAST's epoch, or the file is
-    not the one LAST committed (``CorruptRunError``, as for any unreadable history). Whole first,
-    and only then the cut: a reader holding LAST while the next commit replaces the file whole
-    (a header that gained a column) still reads the right records, truncated by epoch.
+    past LAST's ``history_bytes`` is dropped. That prefix must hold LAST's epoch (a mid-epoch
+    LAST: its records of it), or the file is not the one LAST committed (``CorruptRunError``, as
+    for any unreadable history). Whole first, and only then the cut: a reader holding LAST while
+    the next commit replaces the file whole (a header that gained a column) still reads the right
+    records, truncated to LAST (``truncate_to_last``).
     """
     try:
         data = files.storage.read(files.history)
@@ -397,7 +544,7 @@ def read_history(files: RunFiles, last: TagManifest | None) -> list[Any]:
         if not isinstance(size, int) or len(data) <= size:
             raise
         records = parse_history(data[:size])
-        if not any(r.epoch_idx == last.epoch for r in records):  # type: ignore[union-attr]
+        if not _holds_last(records, last):  # type: ignore[arg-type]  # last is not None: it has a size
             raise
     return truncate_to_last(records, last)
 
@@ -405,14 +552,14 @@ def read_history(files: RunFiles, last: TagManifest | None) -> list[Any]:
 def history_tail(files: RunFiles, last: TagManifest | None) -> int:
     """How many bytes of idps.csv no LAST committed (an interrupted commit): the whole file
     without LAST, the bytes past LAST's ``history_bytes``, or, for a LAST written without it, the
-    rows of later epochs."""
+    rows past what it commits (``truncate_to_last``: they all follow the committed ones)."""
     if not files.storage.exists(files.history):
         return 0
     size = 0 if last is None else last.meta.get(HISTORY_BYTES)
     if isinstance(size, int):
         return max(0, files.storage.digest(files.history).size - size)
     data = files.storage.read(files.history)
-    # last is not None here (its size would have been 0); misc: mypy's sum() inference after that error
-    newer = sum(1 for r in parse_history(data) if r.epoch_idx > last.epoch)  # type: ignore[union-attr, misc]
+    records = parse_history(data)
+    newer = len(records) - len(truncate_to_last(records, last))
     lines = data.splitlines(keepends=True)
     return sum(len(line) for line in lines[len(lines) - newer :]) if newer else 0

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 
 class NNxError(Exception):
     """Base class of every NNx error."""
@@ -71,6 +74,44 @@ class ComponentRestoreError(ResumeMismatchError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = list(problems)
         super().__init__("cannot restore components:\n  - " + "\n  - ".join(self.problems))
+
+
+class TrainingPreempted(NNxError, RuntimeError):
+    """``train()`` stopped at a commit point because a preemption signal arrived
+    (``NNTrainParams.preempt_signals``, SIGTERM by default): the orderly end of a job the cluster
+    is taking back. Not a ``KeyboardInterrupt`` (Ctrl-C keeps that meaning: interrupted, nothing new
+    committed) but a ``RuntimeError``, so a script that lets it propagate exits non-zero and the
+    scheduler sees the job did not finish.
+
+    ``committed`` True: epoch ``epoch`` is committed up to run update ``update`` (LAST), and the
+    same call with ``resume='auto'`` continues from exactly there. ``committed`` False: the
+    train loader could not be positioned inside an epoch, so nothing new was committed; ``epoch``
+    is then the last committed epoch (None: none yet), ``update`` None, and ``resume='auto'``
+    continues from that epoch's end. ``signal_name`` is the signal obeyed (``"SIGTERM"``)."""
+
+    def __init__(
+        self, run_id: str, epoch: int | None, update: int | None, signal_name: str, *, committed: bool = True
+    ) -> None:
+        self.run_id, self.epoch, self.update, self.signal_name = run_id, epoch, update, signal_name
+        self.committed = committed
+        head = f"run {run_id[:8]} preempted by {signal_name}"
+        if committed:
+            message = (f"{head}: epoch {epoch} is committed up to update {update} (LAST); run the same command "
+                       "with resume='auto' to continue from there")
+        elif epoch is None:
+            message = (f"{head}: the epoch in progress was not committed (its train_loader cannot be positioned "
+                       "inside an epoch) and no epoch was committed before it; run the same command with "
+                       "resume='auto' to start it again")
+        else:
+            message = (f"{head}: the epoch in progress was not committed (its train_loader cannot be positioned "
+                       f"inside an epoch); run the same command with resume='auto' to continue from the last "
+                       f"committed epoch, {epoch}")
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the default (cls, self.args) would call __init__ with the message alone: rebuild from the fields
+        rebuild = functools.partial(type(self), committed=self.committed)
+        return rebuild, (self.run_id, self.epoch, self.update, self.signal_name), self.__dict__
 
 
 class TrainingInputError(NNxError, ValueError):

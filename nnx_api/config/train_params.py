@@ -1,16 +1,22 @@
 """The training params: ``NNTrainParams`` (how ``NNModel.train`` trains: epochs, one optimizer
-and its schedule, seed, metrics and monitor, loaders, resume) and ``NNTrainerParams`` (a
-``Trainer``'s named optimizers and their schedules), both built on what they share (``_Training``).
+and its schedule, seed, metrics and monitor, loaders, resume, mid-epoch commits and preemption) and
+``NNTrainerParams`` (a ``Trainer``'s named optimizers and their schedules), both built on what they
+share (``_Training``).
 
-Loaders, extra metrics and the resume settings are runtime-only: never part of the run id. The
-params conventions (state, ``OMIT``, checks at construction) are those of ``nnx_api.config.params``;
-the optimizer and schedule params they hold live in ``nnx_api.config.optim_params``.
+Loaders, extra metrics, the resume settings, ``commit_every`` and ``preempt_signals`` are
+runtime-only: never part of the run id (they change when and why LAST is written, never what is
+trained). The params conventions (state, ``OMIT``, checks at construction) are those of
+``nnx_api.config.params``; the optimizer and schedule params they hold live in
+``nnx_api.config.optim_params``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import numbers
+import signal
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any
 
 from nnx_core.convert import OMIT, RUNTIME
@@ -52,6 +58,83 @@ def check_extra_metrics(path: str, value: Any) -> Mapping[str, Callable[[Any, An
     return FrozenDict(value)
 
 
+_EVERY_FIX = ("write commit_every=500 (committed updates) or commit_every=timedelta(minutes=10) (wall-clock time), "
+              "or leave it None (the default) to commit at epoch ends only")
+
+
+def check_commit_every(path: str, value: Any) -> int | timedelta | None:
+    """``commit_every``: None, a positive number of committed optimizer updates (an ``int``; bools
+    refused, NumPy integers become ``int``) or a positive ``datetime.timedelta``."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        if value <= timedelta(0):
+            raise ParamsError(path, f"must be a positive timedelta, got {value!r}; {_EVERY_FIX}")
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if value < 1:
+            raise ParamsError(path, f"must be at least 1 committed optimizer update, got {int(value)}; {_EVERY_FIX}")
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        raise ParamsError(path, f"must be an int or a timedelta, got str {value!r}; write commit_every={int(value)}")
+    if isinstance(value, float):
+        raise ParamsError(path, f"got float {value!r}: neither a count of updates (an int) nor a duration (a timedelta); "
+                                f"write commit_every={max(1, int(value))} (updates) or "
+                                f"commit_every=timedelta(seconds={value!r}) (wall-clock time)")
+    raise ParamsError(path, f"must be an int (committed updates) or a datetime.timedelta (wall-clock time), "
+                            f"got {type(value).__name__} {value!r}; {_EVERY_FIX}")
+
+
+_SLURM = "SLURM: add signal.SIGUSR1 and #SBATCH --signal=B:USR1@120"
+_REFUSED_SIGNALS: dict[str, str] = {
+    "SIGKILL": "cannot be caught: the kernel ends the process without telling it, so nothing can be committed; "
+               f"have the scheduler send SIGTERM (or SIGUSR1) before it kills ({_SLURM})",
+    "SIGSTOP": "cannot be caught: the kernel pauses the process without telling it; "
+               f"have the scheduler send SIGTERM (or SIGUSR1) instead ({_SLURM})",
+    "SIGINT": "is Ctrl-C, which keeps its meaning: training is interrupted (KeyboardInterrupt) and nothing new is "
+              "committed; list SIGTERM or SIGUSR1 to preempt",
+    **{name: "is raised by a fault in the process itself (a crash), not a request to stop: training cannot go on to "
+             "a commit point after it; list SIGTERM or SIGUSR1" for name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL")},
+    "SIGCHLD": "is sent whenever a child process (a DataLoader worker) ends, not a request to stop; list SIGTERM or SIGUSR1",
+}
+
+
+def _signal_hint(value: Any) -> str:
+    name = value.strip().upper() if isinstance(value, str) else ""
+    name = name if name.startswith("SIG") else f"SIG{name}"
+    if name in signal.Signals.__members__:
+        return f"write signal.{name} (import signal)"
+    return "write a signal.Signals member such as signal.SIGTERM or signal.SIGUSR1 (import signal)"
+
+
+def _one_signal(path: str, value: Any) -> signal.Signals:
+    if isinstance(value, signal.Signals):
+        sig = value
+    elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        try:
+            sig = signal.Signals(int(value))
+        except ValueError:
+            raise ParamsError(path, f"{int(value)} is not a signal number on this system; "
+                                    f"{_signal_hint(None)}") from None
+    else:
+        raise ParamsError(path, f"must be a signal, got {type(value).__name__} {value!r}; {_signal_hint(value)}")
+    if sig.name in _REFUSED_SIGNALS:
+        raise ParamsError(path, f"{sig.name} {_REFUSED_SIGNALS[sig.name]}")
+    return sig
+
+
+def check_preempt_signals(path: str, value: Any) -> tuple[signal.Signals, ...]:
+    """``preempt_signals`` as a tuple of ``signal.Signals`` (numbers become members, repeats are
+    dropped, the order kept); ``()`` turns preemption off. Signals that cannot be caught (SIGKILL,
+    SIGSTOP), Ctrl-C (SIGINT), fault signals and SIGCHLD are refused, each saying why."""
+    if not isinstance(value, (tuple, list)):
+        single = isinstance(value, signal.Signals) or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
+        fix = f"write preempt_signals=(signal.{_one_signal(path, value).name},)" if single else (
+            "write e.g. preempt_signals=(signal.SIGTERM, signal.SIGUSR1), or () to turn preemption off")
+        raise ParamsError(path, f"must be a tuple of signals, got {type(value).__name__} {value!r}; {fix}")
+    return tuple(dict.fromkeys(_one_signal(f"{path}[{i}]", item) for i, item in enumerate(value)))
+
+
 def _monitor_hint(value: Any) -> str:
     split, _, metric = str(value).rpartition(".")
     if split in ("val", "train"):  # the "val.loss" spelling of EarlyStopping(monitor=...)
@@ -86,7 +169,8 @@ def _scheduler_hint(value: Any) -> str:
 @params_class
 class _Training(Params):
     """What ``NNTrainParams`` and ``NNTrainerParams`` share: epochs, seed, data id, metrics,
-    monitor, lineage, and the runtime-only loaders, extra metrics and resume settings."""
+    monitor, lineage, and the runtime-only loaders, extra metrics, resume settings, mid-epoch
+    commits (``commit_every``) and preemption signals (``preempt_signals``)."""
 
     n_epochs: int = param(check=count(1))
     seed: int | None = param(None, check=optional(count(0)), state=OMIT)
@@ -108,6 +192,8 @@ class _Training(Params):
     resume: str | None = param(None, check=optional(one_of("auto")), state=RUNTIME)
     overwrite_existing: bool = param(False, check=flag(), state=RUNTIME)
     progress: bool | None = param(None, check=optional(flag()), state=RUNTIME)
+    commit_every: int | timedelta | None = param(None, check=check_commit_every, state=RUNTIME)
+    preempt_signals: tuple[signal.Signals, ...] = param((signal.SIGTERM,), check=check_preempt_signals, state=RUNTIME)
 
     def _check(self) -> None:
         if self.resume_from_run_id is not None and self.parent_run_id is None:
@@ -138,6 +224,47 @@ class NNTrainParams(_Training):
     like ``extra_metrics`` (``{name: fn(y_true, y_pred) -> float}``), are not part of the run id.
     ``resume_from_run_id`` starts a new run (its lineage is in the id) from a checkpoint of
     another; ``resume="auto"`` continues this configuration's own newest commit.
+
+    Mid-epoch commits and preemption. Neither changes the run id nor what is trained: they decide
+    when LAST (the resume point) is written, not what the run computes.
+
+    ``commit_every`` — how often LAST is also committed *inside* an epoch:
+
+    - ``None`` (default): at epoch ends only. A crash or a kill loses the epoch in progress.
+    - an ``int`` N ≥ 1: after every N committed optimizer updates (an update is one closed
+      gradient-accumulation window that stepped the optimizer; a skipped window does not count).
+    - a ``datetime.timedelta`` > 0: at the first update once that much wall-clock time has passed
+      since the last commit (``timedelta(minutes=10)``).
+
+    What it buys: a crash, kill or preemption loses at most that much work instead of up to a
+    whole epoch, and ``resume="auto"`` continues from inside the epoch with the same batches, in
+    the same order, that the uninterrupted run would have drawn. What it costs: every commit
+    waits for the device (one host sync) and writes the weights, optimizer state and RNG streams,
+    so on a small model a commit every few updates can take longer than the training itself; choose
+    a count or a time that keeps the writes a small share of the run (minutes, not seconds). A
+    commit is made only between update windows (never inside gradient accumulation), and only
+    with a ``train_loader`` NNx can position inside an epoch (a ``DataLoader`` over an indexed
+    dataset); another loader still commits at epoch ends only.
+
+    ``preempt_signals`` — the signals that mean "the cluster is taking this job back; stop
+    cleanly" (default ``(signal.SIGTERM,)``; ``()`` turns preemption off and leaves every signal
+    handler as it is). While ``train()`` runs, such a signal only sets a flag; at the next update
+    boundary NNx commits LAST (as ``commit_every`` would) and raises ``TrainingPreempted``, which
+    names the epoch and the update committed (with a loader NNx cannot position nothing new is
+    committed, and it says so). Run the same command with ``resume="auto"`` to continue from
+    there. A second signal changes nothing; a scheduler that escalates to SIGKILL after its grace
+    period still ends the process, and what was committed stays. Give
+    ``signal.Signals`` members or their numbers. Refused: SIGKILL and SIGSTOP (they cannot be
+    caught), SIGINT (Ctrl-C keeps its meaning: interrupted, nothing new committed), the fault
+    signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL) and SIGCHLD. SLURM sends SIGTERM only at the
+    time limit, with little grace; ask it for a warning first and list it too::
+
+        #SBATCH --signal=B:USR1@120        # SIGUSR1 to the batch shell 120 s before the limit
+        NNTrainParams(..., preempt_signals=(signal.SIGTERM, signal.SIGUSR1), commit_every=timedelta(minutes=15))
+
+    (``B:`` signals the batch shell: start training with ``exec python train.py`` so Python is the
+    process that receives it.) Handlers are installed only around ``train()`` on the main thread
+    of a single-process run; off the main thread, or in a ``DDP()`` run, preemption is off.
     """
 
     optim: AnyOptimParams = param(factory=NNOptimParams, check=_optim)
@@ -172,8 +299,8 @@ class NNTrainerParams(_Training):
     """How a ``Trainer`` trains: epochs, named optimizers and their schedulers, seed, metrics,
     monitor, loaders and resume. ``schedulers`` keys must be optimizer names; an optimizer without
     one gets the default (reduce-on-plateau) schedule. ``auto_step_schedulers=False`` leaves every
-    schedule to the step function. Loaders, extra metrics and resume settings are not part of the
-    run id."""
+    schedule to the step function. Loaders, extra metrics, resume settings, ``commit_every`` and
+    ``preempt_signals`` (see ``NNTrainParams``) are not part of the run id."""
 
     optims: Mapping[str, AnyOptimParams] = param(check=_named("NNOptimParams", _optim))
     schedulers: Mapping[str, NNSchedulerParams] = param(

@@ -20,8 +20,8 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from nnx_core.commit import LAST, RunFiles, history_tail, read_history
-from nnx_core.eager_history import coverage_problems, flatten
+from nnx_core.commit import LAST, RunFiles, TagManifest, committed_coverage, history_tail, position_of, read_history
+from nnx_core.eager_history import flatten
 from nnx_core.errors import HistoryCorruptionError, ParamsError, RunNotFoundError
 from nnx_core.identity import validate_run_id
 from nnx_core.journal import HistoryJournal, JournalWriter
@@ -29,6 +29,7 @@ from nnx_core.journal_format import read_chunk
 from nnx_core.journal_reader import JournalReader, has_journal
 from nnx_core.records import IterationDataPoint
 from nnx_adapters.storage.fs import FileStorage
+from nnx_api.runs.partial import partial_of
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
 
@@ -154,7 +155,8 @@ def migrate_history(
     newer than LAST (an interrupted commit) are refused unless ``discard_uncommitted=True``. The
     manifest is published before ``idps.csv`` is deleted, so an interruption leaves either the
     eager run or the journal (rerunning finishes the job). Continue a migrated run with
-    ``history=HistoryJournal(...)``.
+    ``history=HistoryJournal(...)``. A run whose LAST is mid-epoch is refused: a journal cannot
+    go on with an epoch committed in part (finish the epoch with ``resume="auto"`` first).
     """
     run_id = validate_run_id(run_id)
     if spec is not None and not isinstance(spec, HistoryJournal):
@@ -170,6 +172,11 @@ def migrate_history(
             count = len(JournalReader.open(storage, run_id, None if last is None else last.epoch) or ())
             storage.delete(files.history)
             return count
+        if (partial := partial_of(last)) is not None:
+            raise ParamsError(
+                "run_id", f"run {run_id}'s LAST is mid-epoch ({partial}): a history journal cannot go on with an "
+                "epoch committed in part. Finish the epoch (train again with resume='auto'), then migrate",
+            )
         committed = read_history(files, last)
         if (tail := history_tail(files, last)) and not discard_uncommitted:
             raise ParamsError(
@@ -189,10 +196,14 @@ def migrate_history(
 
 
 def epoch_summaries(storage: Any, run_id: str, last: Any, root: str | None = None) -> list[dict[str, Any]] | None:
-    """A journal run's per-epoch rows up to LAST (None for an eager run); ``root``: the run's
-    folder when it is not the one its id names (``RunFiles.root``)."""
+    """A journal run's per-epoch rows of the complete epochs up to LAST (a mid-epoch LAST's epoch
+    is not one; None for an eager run); ``root``: the run's folder when it is not the one its id
+    names (``RunFiles.root``)."""
     reader = JournalReader.open(storage, run_id, None if last is None else last.epoch, root)
-    return None if reader is None else reader.epoch_rows()
+    if reader is None:
+        return None
+    partial = last.epoch if last is not None and position_of(last) is not None else None
+    return [row for row in reader.epoch_rows() if row["epoch"] != partial]
 
 
 def check_journal(
@@ -220,14 +231,28 @@ def check_journal(
             notes.append(f"{sum(e.records for e in entries)} journal record(s) without a committed LAST (ignored)")
         return
     epochs = sorted({e.last_epoch for e in entries if e.last_epoch <= last.epoch})
-    tail = [e for e in entries if e.last_epoch > last.epoch]
-    problems.extend(coverage_problems(epochs, last.epoch, "the history journal"))
+    tail = sum(e.records for e in entries if e.last_epoch > last.epoch) + _past_position(entries, last)
+    problems.extend(committed_coverage(_record_epochs(entries, last), last, "the history journal"))
     if sorted(r["epoch"] for r, _ in rows if r["epoch"] <= last.epoch) != epochs:
         problems.append("history/epochs.jsonl does not have one row per committed epoch")
     if tail:
-        notes.append(
-            f"{sum(e.records for e in tail)} journal record(s) newer than LAST (an interrupted commit; readers ignore them)"
-        )
+        notes.append(f"{tail} journal record(s) newer than LAST (an interrupted commit; readers ignore them)")
+
+
+def _record_epochs(entries: list[Any], last: TagManifest) -> list[int]:
+    """The epochs of the journal's records up to LAST, for ``committed_coverage``: one per chunk
+    (a chunk holds one epoch's records), one per record of a mid-epoch LAST's epoch."""
+    partial = last.epoch if position_of(last) is not None else None
+    return [e.last_epoch for e in entries if e.last_epoch <= last.epoch for _ in range(e.records if e.last_epoch == partial else 1)]
+
+
+def _past_position(entries: list[Any], last: TagManifest) -> int:
+    """How many records of a mid-epoch LAST's epoch the journal holds past its position (0 for an
+    epoch-end LAST)."""
+    position = position_of(last)
+    if position is None:
+        return 0
+    return max(0, sum(e.records for e in entries if e.last_epoch == last.epoch) - position.records)
 
 
 __all__ = ["HistoryJournal", "export_history_csv", "iter_history", "migrate_history"]

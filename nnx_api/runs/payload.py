@@ -12,6 +12,8 @@ module is the only place that mapping is read by key. Two forms:
       rng, components, optional_components, update_count, transforms,
       [distributed]                                 world size, writer, partitions (only under DDP())
       [compile]                                     the CompileRecord (only with train(compile=...))
+      [data_seed]                                   the seed of every sample's randomness in loader workers
+      [position]                                    where a mid-epoch commit stands (only in one)
 
   ``kind`` is the entry point that wrote it: ``"nnmodel"``, ``"trainer"`` or ``"nnmodel-ddp"``
   (:data:`DDP_KIND`), ``"trainer-ddp"``. A key in brackets is absent when unset, as before this class.
@@ -133,6 +135,8 @@ class CheckpointPayload(Stateful):
     transforms: Sequence[SavedState]
     distributed: SavedState | None = attrs.field(default=None, metadata=OMIT)
     compile: SavedState | None = attrs.field(default=None, metadata=OMIT)
+    data_seed: int | None = attrs.field(default=None, metadata=OMIT)  # nnx_adapters.pytorch.positioned
+    position: SavedState | None = attrs.field(default=None, metadata=OMIT)  # a mid-epoch commit's (training.partial)
 
     def __attrs_post_init__(self) -> None:
         if (self.optimizers is None) != (self.schedules is None):

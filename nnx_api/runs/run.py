@@ -37,7 +37,7 @@ import attrs
 
 from nnx_core import replacement
 from nnx_core.admission import attempt_now
-from nnx_core.commit import BEST, LAST, RunFiles, TagManifest, read_history, truncate_to_last
+from nnx_core.commit import BEST, LAST, RunFiles, TagManifest, complete_epoch, iter_committed, position_of, read_history
 from nnx_core.compilation import CompileRecord
 from nnx_core.dataclass_view import expose_dataclass_fields
 from nnx_core.eager_history import EagerHistory, epoch_rows
@@ -53,6 +53,7 @@ from nnx_adapters.storage.fs import FileStorage
 from nnx_api.config.identity import run_config
 from nnx_api.runs.checkpoint import NNCheckpointTransform
 from nnx_api.runs.html import run_html
+from nnx_api.runs.partial import PartialEpoch, complete_records, split_partial
 from nnx_api.runs.payload import CheckpointPayload, Payload, read_payload
 from nnx_api.runs.plots import plot_run
 from nnx_api.runs.standalone import read_checkpoint_file, write_checkpoint_file
@@ -127,7 +128,8 @@ def _params_config(train: Any, model: Any, net: Any, trainer: Any, salt: str | N
 class NNRun:
     """A run: id (content address of ``config``), configuration, history, and where it lives.
 
-    ``NNRun.load(id)`` shows committed state only: records newer than LAST's epoch are dropped.
+    ``NNRun.load(id)`` shows committed state only: ``idps`` the epochs committed whole, ``partial``
+    the epoch a mid-epoch LAST commits in part (``nnx_api.runs.partial``), nothing newer than LAST.
     ``storage`` is the store the run lives in (default: the file system under ``root``).
     ``code_fingerprint`` names the user code it was last admitted with (metadata.yaml's ``code``;
     ``nnx_api.training.code``), None for a run that predates it or used only NNx's own code.
@@ -140,6 +142,7 @@ class NNRun:
     config: Mapping[str, Any]
     root: Path = attrs.field(converter=Path)
     idps: tuple[IterationDataPoint, ...] = attrs.field(default=(), converter=tuple, repr=False)
+    partial: PartialEpoch | None = attrs.field(default=None, repr=False)
     resume_status: ResumeStatus | None = attrs.field(default=None, converter=ResumeStatus.coerce)
     precision: ResolvedPrecision | None = attrs.field(default=None, converter=ResolvedPrecision.coerce, eq=False)
     storage: Any = attrs.field(default=None, eq=False, repr=False)
@@ -245,8 +248,9 @@ class NNRun:
         meta = {}
         if files.storage.exists(files.metadata_yaml):
             meta = load_yaml(files.storage.read(files.metadata_yaml), where=f"run {run_id} metadata.yaml")
+        complete, partial = split_partial(iter_committed(history, last), last)
         return attrs.evolve(
-            run, idps=truncate_to_last(history, last), resume_status=meta.get("resume"), data_fingerprint=meta.get("data"),
+            run, idps=complete, partial=partial, resume_status=meta.get("resume"), data_fingerprint=meta.get("data"),
             code_fingerprint=meta.get("code"),
             precision=meta.get("precision"), compile=meta.get("compile"),
         )
@@ -310,19 +314,19 @@ class NNRun:
     def attempt(self) -> dict[str, Any] | None:
         """The run's latest attempt record (``attempt.json``) as it stands now, None when there is
         none: ``status`` is "interrupted" for a "running" record whose writer is gone (killed, or
-        stopped with Ctrl-C: nobody holds the run's lease), and ``last_committed_epoch`` is LAST's —
-        what ``nnx runs list / show`` say (``nnx_core.admission.attempt_now``, the one reader)."""
+        stopped with Ctrl-C: nobody holds the run's lease), and ``last_committed_epoch`` / ``_position``
+        are LAST's — what ``nnx runs list / show`` say (``nnx_core.admission.attempt_now``, the one reader)."""
         return attempt_now(self.files())
 
-    def committed_records(self) -> Iterator[IterationDataPoint]:
-        """Every committed record of this run (epochs ≤ LAST), oldest first: its ``idps.csv``, or
-        streamed from its history journal (a loaded journal run holds only the retained tail)."""
+    def committed_records(self, *, partial: bool = False) -> Iterator[IterationDataPoint]:
+        """Every committed record of this run's complete epochs, oldest first: its ``idps.csv``, or
+        streamed from its history journal (a loaded journal run holds only the retained tail).
+        ``partial=True`` adds a mid-epoch LAST's committed records of its epoch (``self.partial``)."""
         files = self.files()
         last = files.read_tag(LAST)
         reader = JournalReader.open(files.storage, self.id, None if last is None else last.epoch, files.root)
-        if reader is not None:
-            return iter(reader)
-        return iter(read_history(files, last))
+        records = iter_committed(reader if reader is not None else read_history(files, last), last)
+        return records if partial else complete_records(records, last)
 
     @property
     def epochs(self) -> dict[int, IterationDataPoint]:
@@ -388,7 +392,10 @@ class NNRun:
         return None if manifest is None else self.epoch_record(manifest.epoch)
 
     def epoch_record(self, epoch: int) -> IterationDataPoint | None:
-        """The last record of a committed ``epoch`` (a journal run reads it from its journal)."""
+        """The last record of a complete ``epoch`` (a journal run reads it from its journal); None
+        for the epoch a mid-epoch LAST commits in part."""
+        if self.partial is not None and epoch >= self.partial.epoch:
+            return None
         found = self.epochs.get(epoch)
         if found is None:  # a journal run holds only its last records in memory
             files = self.files()
@@ -500,9 +507,9 @@ class NNCheckpoint:
         run: str | NNRun, type: Any = LAST, root: str | os.PathLike[str] | None = None, *, storage: Any = None,
     ) -> dict[str, Any] | None:
         """What stamps this resume point, read from its tag manifest without loading the payload:
-        ``checkpoint_id`` (the payload's SHA-256, which is also its ``generation``),
-        ``completed_epoch``, ``committed_updates``, ``weights_only`` and the ``files`` with their
-        SHA-256 and size; None when the run or tag does not exist."""
+        ``checkpoint_id`` (the payload's SHA-256, also its ``generation``), ``completed_epoch`` (held
+        whole), ``position`` (a mid-epoch LAST's, else None), ``committed_updates``, ``weights_only``
+        and the ``files`` with their SHA-256 and size; None when the run or tag does not exist."""
         found = _committed(run, type, root, storage)
         if found is None:
             return None
@@ -513,7 +520,8 @@ class NNCheckpoint:
             "tag": manifest.tag,
             "checkpoint_id": ref.sha256,
             "generation": ref.sha256,
-            "completed_epoch": manifest.epoch,
+            "completed_epoch": complete_epoch(manifest),
+            "position": None if (at := position_of(manifest)) is None else {"epoch": manifest.epoch, **at.state()},
             "committed_updates": manifest.meta.get("update_count"),
             "weights_only": bool(manifest.meta.get("weights_only", False)),
             "files": {name: {"sha256": r.sha256, "size": r.size} for name, r in manifest.blobs.items()},

@@ -22,7 +22,8 @@ import torch
 
 from nnx_core import update
 from nnx_core.errors import ParamsError, ScheduleBudgetError
-from nnx_core.records import EvaluationDataPoint
+from nnx_core.records import EvaluationDataPoint, IterationDataPoint
+from nnx_adapters.pytorch.extras import gathered_batches
 from nnx_adapters.pytorch.metrics import BatchScores
 from nnx_adapters.pytorch.optim import TorchClock
 from nnx_adapters.pytorch.tasks import regression_errors
@@ -43,6 +44,7 @@ class Updates:
         self.counts = dict.fromkeys(optimizers, 0)  # by optimizer
         self.this_epoch = dict(self.counts)
         self.stopped = False  # a callback stopped the run at an update boundary (ctx.stop_at_update)
+        self.closed = False  # a window closed (committed or skipped) since the session last looked: a commit point
 
     def begin_epoch(self) -> None:
         """A new epoch's per-optimizer counts (for ``warn_unreported``)."""
@@ -64,6 +66,7 @@ class Updates:
 
     def after_window(self, status: str, events: Sequence[UpdateEvent]) -> None:
         """A closed window: its events are announced when it committed (a skip announces nothing)."""
+        self.closed = True
         if status == update.COMMITTED:
             self.announce(events)
 
@@ -71,6 +74,7 @@ class Updates:
         """``ctx.report_update(name)`` from a step function: one committed update of ``name``."""
         if name not in self.optimizers:
             raise ParamsError("report_update", f"no optimizer named {name!r}; the run's optimizers are {sorted(self.optimizers)}")
+        self.closed = True
         self.announce([self.event(name, epoch, batch_idx, 1)])
 
     def announce(self, events: Sequence[UpdateEvent]) -> None:
@@ -311,6 +315,32 @@ def batch_record(
         recall=recall if scored else None,
         count=count,
     )
+
+
+def flush_records(
+    state: EpochState, epoch: int, iter_idx: int, first: int, total: Any, collective: Any, *, counted: bool
+) -> list[IterationDataPoint]:
+    """The epoch's statistics held so far as its next records, numbered on from ``iter_idx`` and
+    (within the epoch) ``first``: one host sync for all of them; an objective run's (``counted``)
+    carry the committed-update count after their microbatch, other runs' None, as NNx. The
+    statistics and the ``extra_metrics`` collector start over (a mid-epoch commit's records are
+    final)."""
+    stats, extras = state.stats, state.train_extras
+    if not stats.records and not stats.losses:
+        return []
+    edps = stats.edps(total)
+    if extras is not None:
+        scored = [extras.values(rows) for rows in gathered_batches(extras, collective)]
+        edps = [attrs.evolve(edp, extra=extra) if extra else edp for edp, extra in zip(edps, scored, strict=True)]
+        state.train_extras = type(extras)(extras.task, extras.fns)
+    state.stats = EpochStats()
+    return [
+        IterationDataPoint(
+            iter_idx=iter_idx + i, epoch_idx=epoch, batch_idx=first + i, lr=stats.lrs[i], train_edp=edp,
+            update_count=stats.updates[i] if counted else None,
+        )
+        for i, edp in enumerate(edps)
+    ]
 
 
 def sample_count(batch: Any) -> int:

@@ -24,7 +24,7 @@ import attrs
 from nnx_core import admission as adm
 from nnx_core import replacement
 from nnx_core.commit import LAST, RunFiles
-from nnx_core.errors import ComponentRestoreError, CorruptRunError, ResumeMismatchError, ResumePointError
+from nnx_core.errors import ComponentRestoreError, CorruptRunError, ResumeMismatchError, ResumePointError, TrainingPreempted
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.runs.payload import CheckpointPayload, Payload, decode_payload
@@ -69,6 +69,12 @@ def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
             RuntimeWarning, stacklevel=2,
         )
     stateful = stateful and train.resume_mode != "weights_only"
+    if stateful and isinstance(payload, CheckpointPayload) and payload.position is not None:
+        raise ResumeMismatchError(
+            f"{source_id}:{tag} was committed in the middle of epoch {payload.epoch}; a new run starts from a whole "
+            f"epoch: continue run {source_id[:8]} itself with resume='auto' (its own parameters), or start from another "
+            "tag, or pass resume_mode='weights_only'"
+        )
     check_weights_fit(entry.model.net, payload.weights, f"run {source_id[:8]} tag {tag!r}")
     refuse(entry, group, payload, stateful)
     status = {"mode": "stateful" if stateful else "weights_only", "source_run_id": source_id, "source_checkpoint": tag,
@@ -162,7 +168,8 @@ def admit(
             "again only by an epoch that improves on it (`nnx runs verify` reports it)", RuntimeWarning, stacklevel=2,
         )
     status = {"mode": "stateful", "source_run_id": files.run_id, "source_checkpoint": LAST, "source_epoch": decided.last.epoch}  # type: ignore[union-attr]
-    return Plan(action=adm.CONTINUE, data=data, stateful=True, status=status, idps=loaded.idps)
+    partial = loaded.partial.records if loaded.partial is not None else ()  # a mid-epoch LAST's epoch goes on
+    return Plan(action=adm.CONTINUE, data=data, stateful=True, status=status, idps=(*loaded.idps, *partial))
 
 
 def write_admitted(
@@ -198,8 +205,9 @@ def on_failure(files: RunFiles, attempt: adm.AttemptRecord, exc: BaseException, 
     that never committed is rolled back, the previous run renamed back; otherwise the attempt is
     recorded as failed. Ctrl-C (``KeyboardInterrupt``) records the attempt as interrupted (and
     rolls back a replacement that never committed); a crash or kill leaves everything as it is
-    (the next writer settles a replacement)."""
-    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C: an orderly stop, so say so (a kill cannot)
+    (the next writer settles a replacement). A preemption (``TrainingPreempted``) is recorded as
+    interrupted, like Ctrl-C: what it committed stays."""
+    if isinstance(exc, (KeyboardInterrupt, TrainingPreempted)):  # Ctrl-C or a signal: an orderly stop, so say so
         with contextlib.suppress(Exception):
             if not (replace and replacement.settle(files, at=now(), error=exc) == replacement.KEPT) and files.exists():
                 attempt.finish(files, adm.INTERRUPTED, now(), error=exc)
@@ -230,4 +238,4 @@ def note_write_failure(entry: Any, exc: OSError) -> None:
     run_id = NNRun(config=entry.config, root=runs_root(entry.root)).id
     with contextlib.suppress(Exception):
         last = RunFiles(storage, run_id).read_tag(LAST)
-        exc.add_note(adm.write_failure_note(run_id, last.epoch if last is not None else None))
+        exc.add_note(adm.write_failure_note(run_id, last))

@@ -35,25 +35,29 @@ import attrs
 import torch
 
 from nnx_core import agreement
-from nnx_core.commit import EpochCommit, RunFiles, commit_epoch, epoch_tags, refresh_last, weights_tag
+from nnx_core.commit import RunFiles, epoch_tags, refresh_last, weights_tag
 from nnx_core.eager_history import EagerHistory
-from nnx_core.errors import TrainingInputError
+from nnx_core.errors import TrainingInputError, TrainingPreempted
 from nnx_core.journal import JournalWriter
 from nnx_core.lifecycle import dispatch_table
 from nnx_core.monitor import Monitor, MonitorDecision
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_core.schedules import PlateauRule
+from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.batches import lookahead, restored_modes
-from nnx_adapters.pytorch.extras import ExtraMetrics, gathered_batches, gathered_pass
+from nnx_adapters.pytorch.extras import ExtraMetrics, gathered_pass
 from nnx_adapters.pytorch.metrics import EpochAccumulator
+from nnx_adapters.pytorch.positioned import position_refusal
 from nnx_api.callbacks import Callback, CallbackContext
 from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, WeightsPayload
 from nnx_api.training.checkpoint import component_required, restore_checkpoint, training_state
-from nnx_api.training.epoch import EpochState, Updates, records_summary, sample_count
+from nnx_api.training.epoch import EpochState, Updates, flush_records, records_summary, sample_count
 from nnx_api.training.history_setup import JournalWindow
 from nnx_api.training.objectives import ObjectiveSummary
+from nnx_api.training.partial import PREEMPTED, CommitPoints, Partial, load_tree, tree_state
 from nnx_api.training.roles import EntryKind, EpochGroup, UpdateOwner
 from nnx_api.training.steps import EvalStepContext, eval_mode_for, score
+from nnx_api.training.writer import RunWriter
 
 
 @attrs.frozen(kw_only=True)
@@ -83,6 +87,9 @@ class SessionSetup:
     trainer: Any = None
     compiled: Any = None  # the compiled forward of the default step and validation (train(compile=...))
     after_first_commit: Callable[[], None] | None = None  # the writer's step once the first epoch is durable
+    positioned: Any = None  # the PositionedLoader of the train loader (None: iterated as it is)
+    preemption: Any = None  # the Preemption flag of this call (None: signals keep their handlers)
+    data_seed: int | None = None  # every sample's randomness in loader workers (nnx_adapters.pytorch.positioned)
 
 
 class TrainingSession:
@@ -108,9 +115,17 @@ class TrainingSession:
         self._val_warned = False
         self._record_sizes: list[int] = []  # this epoch's batch sample counts, one per step-function record
         self._iter_idx = len(self.history.idps) if isinstance(self.history, EagerHistory) else self.history.committed_records
-        self._epoch_records: list[IterationDataPoint] = []
-        self._prev_history = self.history.render() if isinstance(self.history, EagerHistory) and self.history.idps else None
-        self._history_on_disk = False  # idps.csv holds exactly _prev_history (after this session's first commit)
+        self._epoch_records: list[IterationDataPoint] = []  # this epoch's, built so far
+        self._in_history = 0  # how many of them the history holds (a mid-epoch commit's)
+        self._samples = 0  # this epoch's samples so far
+        self.positioned = setup.positioned  # the train loader NNx positions (None: iterated as it is)
+        self.inside = self.positioned is not None and isinstance(self.history, EagerHistory)  # commits inside an epoch
+        self.points = CommitPoints(self.params.commit_every, setup.preemption)
+        self._resumed: Partial | None = None  # a mid-epoch resume point's position
+        self.last_partial: Partial | None = None  # this call's last commit, when it was inside an epoch
+        self._epoch_rng: Any = None  # the RNG streams when this epoch's iterator was made
+        self._commit_rng: Any = None  # a mid-epoch resume point's streams, put back once its batches are skipped
+        self.writer = RunWriter(self.files, self.history)  # the writer rank's commits
         self.table = dispatch_table(self.callbacks, Callback)
         self.forward = setup.compiled  # None: model.net (the default step's and validation's forward)
         primary = self.optimizers[self.primary].optimizer
@@ -146,34 +161,79 @@ class TrainingSession:
         return range(self.setup.start_epoch, self.params.n_epochs + self.setup.phase_offset)
 
     def train_epoch(self, epoch: int) -> None:
-        """Every batch of the epoch through the update owner."""
+        """Every batch of the epoch through the update owner; a commit point inside it when one is
+        due (``nnx_api.training.partial``). A resumed epoch skips its consumed batches by index."""
         loader = self.params.train_loader
         for obj in (loader, getattr(loader, "sampler", None)):
             if hasattr(obj, "set_epoch"):
                 obj.set_epoch(epoch)
         self.group.begin_epoch(loader, epoch)
         self.model.net.train()
+        state, resumed = self.state, self._resumed if self._resumed is not None and self._resumed.epoch == epoch else None
+        self._resumed = None
         self.updates.begin_epoch()
-        state = self.state
         state.begin(
             epoch,
             summary=EpochAccumulator(self.task, self.model.head.width, self.specs, full_scores=False) if self.summary_wanted else None,
         )
         self.owner.begin_epoch(state, epoch)
-        batch_idx = -1
-        self._record_sizes = []
-        for batch_idx, (batch, is_last) in enumerate(lookahead(loader)):
+        self._epoch_records, self._record_sizes, self._samples, self._in_history = [], [], 0, 0
+        start, pairs = 0, None
+        if resumed is not None and self.positioned is None:
+            raise TrainingInputError(f"the run's LAST was committed inside epoch {epoch}; resume with the DataLoader it was "
+                                     f"trained with: {position_refusal(self.params.train_loader)}")
+        if self.positioned is not None:
+            if resumed is not None:
+                start = self._resume_partial(resumed)
+                torch_state.restore_rng(resumed.epoch_rng, self.loaders)  # the epoch's order is drawn again
+            self._epoch_rng = torch_state.capture_rng(self.loaders)
+            back = (lambda: torch_state.restore_rng({**self._commit_rng, "loaders": []})) if resumed is not None else None  # loader generators: the replay's
+            pairs = self.positioned.epoch(epoch, skip=start, at_position=back)
+        batch_idx = start - 1
+        for batch_idx, (batch, is_last) in enumerate(pairs if pairs is not None else lookahead(loader), start=start):
             state.begin_batch()
             held = len(state.stats.records)
+            self.updates.closed = False
             self.owner.step(state, batch, epoch, batch_idx, is_last)
+            size = sample_count(batch)
+            self._samples += size
             if len(state.stats.records) > held:  # a step function's records weigh by their batch's samples
-                self._record_sizes += [sample_count(batch)] * (len(state.stats.records) - held)
-            if self.updates.stopped:
+                self._record_sizes += [size] * (len(state.stats.records) - held)
+            if self.updates.stopped:  # stop_at_update: with commit_every the update is committed
+                if self.points.every is not None and self.inside and not is_last:
+                    self.commit_partial(epoch, batch_idx + 1)
                 return
+            if self.updates.closed and not is_last:
+                self._commit_point(epoch, batch_idx + 1)
         if batch_idx < 0:
             raise TrainingInputError(f"train_loader yielded no batches in epoch {epoch}; give it at least one batch")
         if self.setup.auto_step:
             self.updates.warn_unreported(epoch, self.kind)
+
+    def _commit_point(self, epoch: int, batches: int) -> None:
+        """An update boundary inside the epoch: commit when one is due; a preemption then raises
+        (a loader NNx cannot position commits nothing inside an epoch: it raises at once)."""
+        why = self.points.due(self.updates.count)
+        if why is None:
+            return
+        if self.inside:
+            self.commit_partial(epoch, batches)
+        if why == PREEMPTED:
+            raise self._preempted(epoch if self.inside else self.committed_epoch, committed=self.inside)
+
+    def _preempted(self, epoch: int | None, *, committed: bool = True) -> TrainingPreempted:
+        """The error of a preemption obeyed at a commit point."""
+        return self.points.preempted_error(self.run.id, epoch, self.updates.count if committed else None)
+
+    def _resume_partial(self, resumed: Partial) -> int:
+        """A mid-epoch resume point's accumulators back in the epoch's state; the batches consumed."""
+        if resumed.summary is not None and self.state.summary is not None:
+            load_tree(self.state.summary, resumed.summary)
+        self.updates.this_epoch = dict(resumed.this_epoch)
+        self._epoch_records = [r for r in self.history.idps if r.epoch_idx == resumed.epoch]
+        self._record_sizes, self._samples = list(resumed.record_sizes), resumed.samples
+        self._in_history = len(self._epoch_records)
+        return resumed.batches
 
     # ----------------------------------------------------------------- validation and decision
     def validate(self, epoch: int) -> None:
@@ -227,49 +287,34 @@ class TrainingSession:
             if val_extras is not None:
                 index = val_loader.indices() if hasattr(val_loader, "indices") else None  # a shard's dataset rows
                 val = attrs.evolve(val, extra=val_extras.values(gathered_pass(val_extras, self.collective, index)))
+        self._flush(epoch)
+        edps, sizes = [r.train_edp for r in self._epoch_records], self._record_sizes  # sizes: a step function's records'
         if isinstance(state.summary, ObjectiveSummary):
-            summary = self._objective_summary(state.summary)
+            summary = self._objective_summary(state.summary, edps)
         else:
             summary = EvaluationDataPoint(**state.summary.result()) if state.summary is not None else None
-            if summary is not None and not summary.count and state.stats.records:  # a step fn that fed no summary
-                summary = records_summary(state.stats.records, self._record_sizes)
-        self._record_epoch(epoch, val, summary)
+            if summary is not None and not summary.count and sizes:  # a step fn that fed no summary
+                summary = records_summary(edps, sizes)
+        if self._epoch_records:  # validation and summary on the epoch's last record
+            self._epoch_records[-1] = attrs.evolve(self._epoch_records[-1], val_edp=val, train_summary=summary)
 
-    def _objective_summary(self, terms: ObjectiveSummary) -> EvaluationDataPoint:
+    def _objective_summary(self, terms: ObjectiveSummary, edps: list[EvaluationDataPoint]) -> EvaluationDataPoint:
         """An objective run's epoch summary (every objective run has one): accuracy, error and
         count from its records, ``loss`` and each term in ``extra`` from ``terms`` (a sum term per
         sample: the group's rows summed over its ranks)."""
         samples = terms.samples
         if self.group.total is not None:
             samples = float(self.group.total(torch.tensor([[samples]], dtype=torch.float64))[0, 0])
-        base = records_summary(self.state.stats.records, self._record_sizes) if self.state.stats.records else EvaluationDataPoint()
+        base = records_summary(edps, self._record_sizes) if self._record_sizes else EvaluationDataPoint()
         return attrs.evolve(base, **terms.result(samples))
 
-    def _record_epoch(self, epoch: int, val: EvaluationDataPoint | None, summary: EvaluationDataPoint | None) -> None:
-        """The epoch's iteration records; validation and summary on the last one. An objective
-        run's records each carry the committed-update count after their microbatch; other runs
-        leave it None (as NNx)."""
-        stats, extras = self.state.stats, self.state.train_extras
-        counted = self.owner.records_updates
-        edps = stats.edps(self.group.total)
-        if extras is not None:
-            scored = [extras.values(rows) for rows in gathered_batches(extras, self.collective)]
-            edps = [attrs.evolve(edp, extra=extra) if extra else edp for edp, extra in zip(edps, scored, strict=True)]
-        base, last = self._iter_idx, len(edps) - 1
-        self._epoch_records = [
-            IterationDataPoint(
-                iter_idx=base + i,
-                epoch_idx=epoch,
-                batch_idx=i,
-                lr=stats.lrs[i],
-                train_edp=edp,
-                val_edp=val if i == last else None,
-                train_summary=summary if i == last else None,
-                update_count=stats.updates[i] if counted else None,
-            )
-            for i, edp in enumerate(edps)
-        ]
-        self._iter_idx += len(edps)
+    def _flush(self, epoch: int) -> list[IterationDataPoint]:
+        """The batch statistics so far become the epoch's next records (``flush_records``)."""
+        records = flush_records(self.state, epoch, self._iter_idx, len(self._epoch_records), self.group.total,
+                                self.collective, counted=self.owner.records_updates)
+        self._iter_idx += len(records)
+        self._epoch_records += records
+        return records
 
     def decide(self, epoch: int) -> None:
         """The epoch's one monitor decision, stored on its last record."""
@@ -277,7 +322,7 @@ class TrainingSession:
         decision = self.monitor.decide(epoch, last)
         self.decision = decision
         self._epoch_records[-1] = attrs.evolve(last, selection=self.monitor.record(decision))
-        self.history.extend(self._epoch_records)
+        self.history.extend(self._epoch_records[self._in_history:])
         ctx = self.ctx
         ctx.decision, ctx.idp, ctx.idps = decision, self.history.idps[-1], self.history.idps
 
@@ -295,8 +340,9 @@ class TrainingSession:
                 sched.tick()
 
     # ----------------------------------------------------------------- commits
-    def payload(self, epoch: int, rng: Any) -> CheckpointPayload:
-        """Everything a stateful resume needs, as tensors and plain types."""
+    def payload(self, epoch: int, rng: Any, position: Partial | None = None) -> CheckpointPayload:
+        """Everything a stateful resume needs, as tensors and plain types (``position``: a
+        mid-epoch commit's)."""
         return CheckpointPayload(
             kind=self.group.kind(self.kind.name),
             epoch=epoch,
@@ -311,48 +357,55 @@ class TrainingSession:
             transforms=[SavedState(dict(t)) for cb in reversed(self.callbacks) for t in cb.checkpoint_transforms()],
             distributed=self.group.distributed_record(),
             compile=self.forward.record.state() if self.forward is not None else None,
+            data_seed=self.setup.data_seed if self.positioned is not None else None,  # a positioned loader's
+            position=SavedState(position.state()) if position is not None else None,
         )
 
-    def commit(self, epoch: int) -> None:
-        """The writer commits history → LAST → phase/BEST → deferred writes; every rank agrees on
-        the outcome, so a failed write stops every rank alike."""
+    def _agreed_write(self, where: str, write: Callable[[Any], None]) -> None:
+        """The writer writes (given the RNG streams); every rank agrees on the outcome (a failure stops all)."""
         rng = self.group.rng(self.loaders)
         error: BaseException | None = None
         if self.collective.is_writer:
             try:
-                self._write_epoch(epoch, rng)
-                then, self._after_first_commit = self._after_first_commit, None
-                if then is not None:  # a replacement's first commit is durable: the old run goes
-                    then()
+                write(rng)
             except Exception as exc:
                 error = exc
-        agreement.raise_if_failed(self.collective, error, f"commit of epoch {epoch}")
-        self.committed_epoch = epoch
+        agreement.raise_if_failed(self.collective, error, where)
 
-    def _write_epoch(self, epoch: int, rng: Any) -> None:
+    def commit(self, epoch: int) -> None:
+        """The epoch's commit: history → LAST → phase/BEST → deferred writes (``RunWriter``)."""
         improved = self.decision is not None and self.decision.improved
         tags = epoch_tags(
             epoch - self.setup.phase_offset, self.params.n_epochs, phases=self.params.save_phase_checkpoints, improved=improved
         )
-        journal = self.history if isinstance(self.history, JournalWriter) else None  # chunks + manifest
-        history = self.history.render() if journal is None else None
-        meta = {"update_count": self.updates.count, "selection": self.history.idps[-1].selection.state()}  # type: ignore[union-attr]
-        appendable, self._history_on_disk = self._history_on_disk, False
-        commit_epoch(
-            self.files,
-            EpochCommit(
-                epoch=epoch,
-                payload=self.payload(epoch, rng).encoder(),
-                history=history,
-                previous_history=self._prev_history,
-                append_history=appendable,
-                history_step=journal,
-                tags=tags,
-                meta=meta,
-                deferred=list(self.ctx.deferred_checkpoint_writes),
-            ),
+
+        def write(rng: Any) -> None:
+            self.writer.write(epoch, self.payload(epoch, rng), update_count=self.updates.count, tags=tags,
+                              deferred=self.ctx.deferred_checkpoint_writes)
+            then, self._after_first_commit = self._after_first_commit, None
+            if then is not None:  # a replacement's first commit is durable: the old run goes
+                then()
+
+        self._agreed_write(f"commit of epoch {epoch}", write)
+        self.committed_epoch, self.last_partial = epoch, None
+        self.points.mark(self.updates.count)
+
+    def commit_partial(self, epoch: int, batches: int) -> None:
+        """A mid-epoch commit at an update boundary (``nnx_api.training.partial``): the records so
+        far → LAST naming the position; no BEST, phase tag or deferred write."""
+        self.history.extend(self._flush(epoch))
+        self._in_history = len(self._epoch_records)
+        summary = self.state.summary
+        position = Partial(
+            epoch=epoch, batches=batches, samples=self._samples, updates=sum(self.updates.this_epoch.values()),
+            records=len(self._epoch_records), epoch_batches=len(self.positioned) if self.positioned is not None else None,
+            epoch_rng=self._epoch_rng, summary=tree_state(summary) if summary is not None else None,
+            this_epoch=self.updates.this_epoch, record_sizes=tuple(self._record_sizes),
         )
-        self._prev_history, self._history_on_disk = history, journal is None
+        self._agreed_write(f"commit of epoch {epoch} at update {self.updates.count}", lambda rng: self.writer.write(
+            epoch, self.payload(epoch, rng, position), update_count=self.updates.count, position=position))
+        self.points.mark(self.updates.count)
+        self.last_partial = position
 
     def _save_weights(self, tag: str) -> Callable[[], None]:
         """A deferred writer of a weights-only tag holding the model as it is now."""
@@ -361,7 +414,10 @@ class TrainingSession:
         return lambda: weights_tag(self.files, tag, epoch, data)
 
     def should_stop(self) -> bool:
-        """EarlyStopping (or any callback) asked to stop after this commit."""
+        """EarlyStopping (or any callback) asked to stop after this commit; a preemption signal
+        that arrived in the epoch's last window raises here, the epoch committed."""
+        if self.points.preempted:
+            raise self._preempted(self.committed_epoch)
         return self.ctx.should_stop
 
     def stopped_at_update(self) -> bool:
@@ -374,16 +430,9 @@ class TrainingSession:
 
     def finalize(self) -> None:
         """Refresh LAST from the final model (on_train_end changes and transforms persisted)."""
-        if self.committed_epoch is None:
-            return
-        rng = self.group.rng(self.loaders)
-        error: BaseException | None = None
-        if self.collective.is_writer:
-            try:
-                refresh_last(self.files, self.payload(self.committed_epoch, rng).encoder())
-            except Exception as exc:
-                error = exc
-        agreement.raise_if_failed(self.collective, error, "final LAST refresh")
+        epoch = self.committed_epoch
+        if epoch is not None:
+            self._agreed_write("final LAST refresh", lambda rng: refresh_last(self.files, self.payload(epoch, rng).encoder()))
 
     # ----------------------------------------------------------------- resume
     def restore(self, payload: Payload, *, stateful: bool) -> None:
@@ -395,3 +444,7 @@ class TrainingSession:
         view = self.group.restore_view(payload)
         counts = restore_checkpoint(view, self.model.net, self.optimizers, self.schedules, self.components, self.loaders)
         self.updates.restore(int(view.update_count), counts)
+        self.points.mark(self.updates.count)
+        if view.position is not None:  # a mid-epoch commit: its epoch goes on from there (train_epoch)
+            self._resumed, self._commit_rng = Partial.from_state(view.position), view.rng
+            self.committed_epoch = self._resumed.epoch - 1 if self._resumed.epoch else None

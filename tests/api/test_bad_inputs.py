@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +191,18 @@ CASES: list[Case] = [
     ("train", "extra_metrics a list", lambda r: nnx.NNTrainParams(n_epochs=1, extra_metrics=[len]), E, "extra_metrics"),
     ("train", "extra_metrics not callable", lambda r: nnx.NNTrainParams(n_epochs=1, extra_metrics={"a": 1}), E,
      "extra_metrics\\['a'\\]"),
+    ("train", "commit_every zero", lambda r: nnx.NNTrainParams(n_epochs=1, commit_every=0), E, "commit_every: must be at least 1"),
+    ("train", "commit_every negative", lambda r: nnx.NNTrainParams(n_epochs=1, commit_every=-3), E,
+     "commit_every: must be at least 1"),
+    ("train", "commit_every a zero timedelta", lambda r: nnx.NNTrainParams(n_epochs=1, commit_every=timedelta(0)), E,
+     "commit_every: must be a positive timedelta"),
+    ("train", "commit_every as text", lambda r: nnx.NNTrainParams(n_epochs=1, commit_every="5"), E, "commit_every=5"),
+    ("train", "commit_every float", lambda r: nnx.NNTrainParams(n_epochs=1, commit_every=2.5), E,
+     "commit_every=timedelta\\(seconds=2.5\\)"),
+    ("train", "preempt_signals SIGKILL", lambda r: nnx.NNTrainParams(n_epochs=1, preempt_signals=(signal.SIGKILL,)), E,
+     "preempt_signals\\[0\\]: SIGKILL cannot be caught"),
+    ("train", "preempt_signals as names", lambda r: nnx.NNTrainParams(n_epochs=1, preempt_signals=("TERM",)), E,
+     "preempt_signals\\[0\\]: .*signal.SIGTERM"),
     ("train", "unknown field", lambda r: nnx.NNTrainParams(n_epochs=1, epochs=3), E, "epochs"),
     ("train", "params not NNTrainParams", lambda r: nnx.NNModel(nnx.NNParams(**NET)).train({"n_epochs": 1}, root=r), E,
      "NNTrainParams"),

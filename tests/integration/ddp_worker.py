@@ -96,7 +96,7 @@ def launch_main(rank: int, out: Path, root: Path) -> dict[str, Any]:
     run = model.train(common.crash_params(), root=root / "reference", distributed=distributed.DDP())
     result["reference"] = {"id": run.id, "idps": run.idps, "final": final_weights(model)}
     # 3. a failing writer commit (injected on the writer only) stops both ranks with the same error
-    from nnx_api.training import session as training
+    from nnx_api.training import writer as training
 
     real = training.commit_epoch
 
