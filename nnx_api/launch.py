@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import signal
 import time
 import uuid
 import warnings
@@ -251,6 +252,8 @@ def _train(
         status = adm.STOPPED if session.stopped_at_update() else adm.COMPLETED
         run = compilation.noted(run, attempt, compiled)
         share(c, group.writer_rank, "finish", lambda: resume.finish(files, run, attempt, status))
+        if preemption.signal is not None:  # after the last commit point: answered as without NNx
+            signal.raise_signal(preemption.signal)
     except BaseException as exc:
         if is_writer:
             compilation.noted(run, attempt, compiled)  # a kept attempt.json says how compilation ended

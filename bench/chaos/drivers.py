@@ -11,14 +11,26 @@ under ``OUT`` and runs the resume command on what the kill left:
 * ``trainer-gan``: ``Trainer`` with optimizers ``gen`` and ``disc``, ``resume="auto"``;
 * ``journal``: digits MLP, ``history=nnx.HistoryJournal(...)``, ``resume="auto"``;
 * ``replace``: a finished digits run (trained beside ``OUT`` and moved in with one rename) is
-  replaced with ``overwrite_existing=True`` by a run on other data (the pixels halved).
+  replaced with ``overwrite_existing=True`` by a run on other data (the pixels halved);
+* ``mid-epoch``: digits MLP, ``resume="auto"``, ``commit_every=2`` over a ``DataLoader`` whose
+  dataset adds noise from torch, ``random`` and NumPy in ``__getitem__`` (12 batches an epoch, so
+  5 commits inside each epoch for 1 at its end);
+* ``preemption``: the same job with 2 loader workers and no ``commit_every``: a callback sends the
+  process SIGTERM at update ``PREEMPT_AT`` (inside epoch 1); ``train()`` commits that update and
+  raises ``TrainingPreempted``, and the script, as a requeued job would, trains the same
+  configuration again with ``resume="auto"`` in the same process (the file events of both calls
+  are the matrix's). Any other SIGTERM (ckpt-chaos's), also one that arrives while the driver's
+  own is being obeyed, ends the process with ``TrainingPreempted``.
 
 ckpt-chaos kills the rank that makes the file events: a DDP run's writer (the other rank
 writes nothing). Every run ends with one line for ``--step-regex`` (``resumed at epoch K``),
 after checking two promises itself, exiting non-zero if either is broken:
 
 * the first epoch this process trained is the one after the newest epoch a reader saw
-  committed before it started (a crash never costs a committed epoch): exit 4;
+  committed before it started (a crash never costs a committed epoch): exit 4. For ``mid-epoch``
+  and ``preemption``, whose LAST may be committed inside an epoch: the first update trained is
+  the one after LAST's committed updates (``NNCheckpoint.resume_point``), and the first epoch is
+  LAST's own when LAST is inside it; ``preemption`` checks its second call the same way;
 * ``replace`` only: what a reader sees before training is exactly one of two runs, the finished
   run it replaces (its LAST, weights and history as they were) or the replacement with at least
   one committed epoch: exit 5 (``NEITHER``) for anything else. The first check then counts the
@@ -38,7 +50,9 @@ import argparse
 import importlib.util
 import json
 import os
+import random
 import shutil
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,7 +62,7 @@ os.environ.setdefault("NNX_PROGRESS", "0")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
+from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 import nnx_api as nnx  # noqa: E402
 
@@ -73,6 +87,18 @@ class FirstEpoch(nnx.Callback):
     def on_epoch_begin(self, ctx: nnx.CallbackContext) -> None:
         if self.epoch is None:
             self.epoch = ctx.epoch
+
+
+class FirstUpdate(FirstEpoch):
+    """Also records the first committed update this process trains (``ctx.update_count``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.update: int | None = None
+
+    def on_optimizer_update(self, ctx: nnx.CallbackContext, event: Any) -> None:
+        if self.update is None:
+            self.update = ctx.update_count
 
 
 def digits() -> tuple[Any, Any]:
@@ -107,6 +133,56 @@ def newest_committed(root: Path) -> int:
     """The newest epoch any run under ``root`` has committed (LAST), as a reader sees it; -1: none."""
     epochs = [last.epoch for run in committed_runs(root) if (last := run.checkpoint("last")) is not None]
     return max(epochs, default=-1)
+
+
+def committed_point(root: Path) -> tuple[int, int, bool]:
+    """LAST as a reader sees it before training (``NNCheckpoint.resume_point``): its epoch (-1:
+    nothing committed), its committed updates, and whether it was committed inside its epoch."""
+    runs = committed_runs(root)
+    point = nnx.NNCheckpoint.resume_point(runs[0], "last") if len(runs) == 1 else None
+    if point is None:
+        return -1, 0, False
+    mid = point["position"] is not None
+    return (point["position"]["epoch"] if mid else point["completed_epoch"]), int(point["committed_updates"]), mid
+
+
+def lost_update(before: tuple[int, int, bool], first: FirstUpdate, epochs: int) -> str | None:
+    """What is wrong with where training restarted (None: nothing): the first update trained must
+    be the one after LAST's, in LAST's epoch when LAST is inside it, else in the next one."""
+    epoch, updates, mid = before
+    expected = epoch if mid else epoch + 1
+    if first.update is None:  # nothing trained: the run must have been complete
+        return None if expected == epochs and first.epoch is None else f"nothing trained, but LAST is {before}"
+    if first.update != updates + 1 or first.epoch != expected:
+        return (f"LAST held update {updates} (epoch {epoch}, {'inside it' if mid else 'its end'}); training restarted "
+                f"at update {first.update} in epoch {first.epoch}")
+    return None
+
+
+class Augmented(Dataset):
+    """The digits rows plus noise drawn in ``__getitem__`` from torch, ``random`` and NumPy: in the
+    main process from the run's streams, in a loader worker from the streams NNx seeds per sample."""
+
+    def __init__(self, rows: Any) -> None:
+        self.x, self.y = rows.tensors
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        noise = 0.02 * torch.randn(self.x.shape[1]) + 0.01 * random.random() + 0.01 * float(np.random.rand())
+        return self.x[i] + noise, self.y[i]
+
+
+def augmented_params(epochs: int, workers: int, **kw: Any) -> nnx.NNTrainParams:
+    """``digits_params`` over ``Augmented`` rows, 128 a batch (12 batches an epoch), ``resume="auto"``."""
+    train, val = digits()
+    loader = DataLoader(Augmented(train), batch_size=128, shuffle=True, generator=torch.Generator().manual_seed(0),
+                        num_workers=workers, timeout=120 if workers else 0)
+    return nnx.NNTrainParams(
+        n_epochs=epochs, optim=nnx.NNOptimParams(name=nnx.Optims.ADAM, max_lr=3e-3), seed=0, train_loader=loader,
+        val_loader=DataLoader(val, batch_size=512), progress=False, resume="auto", **kw,
+    )
 
 
 # ------------------------------------------------------------------------------- drivers
@@ -220,6 +296,63 @@ def replaced_state(root: Path) -> int | None:
     return last.epoch
 
 
+def mid_epoch(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+    """``commit_every=2``: most of the run's commits (and file events) are inside an epoch."""
+    model = mlp()
+    model.train(augmented_params(epochs, workers=0, commit_every=2), callbacks=[first], root=root)
+    return model
+
+
+PREEMPT_AT = 17  # epoch 1's fifth update (12 an epoch)
+
+
+class SelfPreempt(nnx.Callback):
+    """Sends this process SIGTERM once, as committed update ``at`` is announced, and counts the
+    SIGTERMs that reach the handler ``train()`` installs (it wraps that handler and calls it): NNx
+    obeys the first signal only, so a second one (ckpt-chaos's, during the preemption's commit)
+    would otherwise go unseen by the script."""
+
+    def __init__(self, at: int) -> None:
+        self.at, self.sent, self.received = at, False, 0
+
+    def on_train_begin(self, ctx: nnx.CallbackContext) -> None:
+        inner = signal.getsignal(signal.SIGTERM)
+        if callable(inner):
+            def count(signum: int, frame: Any) -> None:
+                self.received += 1
+                inner(signum, frame)
+
+            signal.signal(signal.SIGTERM, count)
+
+    def on_optimizer_update(self, ctx: nnx.CallbackContext, event: Any) -> None:
+        if ctx.update_count == self.at and not self.sent:
+            self.sent = True
+            signal.raise_signal(signal.SIGTERM)
+
+
+def preemption(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+    """Preempted by its own SIGTERM at update ``PREEMPT_AT``, then the same configuration again with
+    ``resume="auto"`` (a rerun that starts past that update is simply not preempted)."""
+    model, signaller = mlp(), SelfPreempt(PREEMPT_AT)
+    try:
+        model.train(augmented_params(epochs, workers=2), callbacks=[first, signaller], root=root)
+        return model
+    except nnx.TrainingPreempted as exc:
+        if not (signaller.sent and signaller.received == 1 and exc.committed and exc.update == PREEMPT_AT):
+            raise  # not (only) our signal: a preempted job ends here, non-zero
+    before = committed_point(root)
+    if before[1] != PREEMPT_AT or not before[2]:
+        print(f"LOST_WORK: preempted at update {PREEMPT_AT}, but LAST holds {before}")
+        sys.exit(LOST_WORK)
+    model, again = mlp(), FirstUpdate()
+    model.train(augmented_params(epochs, workers=2), callbacks=[again, SelfPreempt(PREEMPT_AT)], root=root)
+    if (lost := lost_update(before, again, epochs)) is not None:
+        print(f"LOST_WORK after the preemption: {lost}")
+        sys.exit(LOST_WORK)
+    return model
+
+
+MID_EPOCH = ("mid-epoch", "preemption")  # LAST may be committed inside an epoch: the update check
 DRIVERS = {
     "digits-explicit": digits_explicit,
     "digits-auto": digits_auto,
@@ -228,6 +361,8 @@ DRIVERS = {
     "trainer-gan": trainer_gan,
     "journal": journal,
     "replace": replace,
+    "mid-epoch": mid_epoch,
+    "preemption": preemption,
 }
 
 
@@ -245,10 +380,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed_replaced(root, args.epochs)
     # read before training: what the crash left (replace: the replacement's epochs; -1 for the old run)
     committed = newest_committed(root) if args.driver != "replace" else _or_none(replaced_state(root))
-    first = FirstEpoch()
+    point = committed_point(root) if args.driver in MID_EPOCH else None
+    first = FirstUpdate() if point is not None else FirstEpoch()
     model = DRIVERS[args.driver](root, args.epochs, first, args.resume)
     resumed = args.epochs if first.epoch is None else first.epoch  # nothing left to train: the run was complete
-    if resumed != committed + 1:
+    if isinstance(first, FirstUpdate) and point is not None and (lost := lost_update(point, first, args.epochs)):
+        print(f"LOST_WORK rank {rank}: {lost}")
+        return LOST_WORK
+    if point is None and resumed != committed + 1:
         print(f"LOST_WORK rank {rank}: epoch {committed} was committed, training restarted at epoch {resumed}")
         return LOST_WORK
     if state_digest(model.net.state_dict()) != state_digest(final_checkpoint(root).weights()):

@@ -56,6 +56,8 @@ DRIVERS = {
     "trainer-gan": (1, 0, False),
     "journal": (1, 0, False),
     "replace": (1, 0, False),
+    "mid-epoch": (1, 0, False),
+    "preemption": (1, 0, False),
 }
 # --quick: (modes, max points) per driver, sized for 3 minutes of 2 idle cores (41 interpreter
 # starts). ckpt-chaos spreads a mode's points evenly from the first event on (2 points: the first

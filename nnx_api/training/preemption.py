@@ -20,7 +20,10 @@
                                returned or raised (``TrainingPreempted`` included). A handler
                                installed from C (``signal.getsignal`` gives None) cannot be put
                                back from Python: the signal is left at SIG_DFL
-                               (``signal.signal`` takes no None)
+                               (``signal.signal`` takes no None). A signal recorded but never
+                               obeyed (after the last update boundary: the final refresh) is
+                               raised again by the pipeline once the handlers are back
+                               (``nnx_api.launch``), so the process answers it as without NNx
 
 The flag outlives ``__exit__`` (the caller may read it after the call); ``__enter__`` clears it.
 A ``Preemption`` with no signals (``preempt_signals=()``, or a data-parallel run) changes no

@@ -232,3 +232,23 @@ def test_stop_at_update_commits_its_update_only_with_commit_every(
         assert run.partial is not None and run.partial.epoch == 1 and len(run.partial.records) == 2
         assert loaded.partial == run.partial
         same(train(tmp_path, every=every), straight)  # and the rerun continues from the stop's update
+
+
+class SignalAtEnd(nnx.Callback):
+    def on_train_end(self, ctx: Any) -> None:
+        signal.raise_signal(signal.SIGUSR1)
+
+
+def test_a_signal_after_the_last_commit_point_reaches_the_previous_handler(tmp_path: Path) -> None:
+    """A listed signal that arrives after the last update boundary (on_train_end, the final
+    refresh) is not lost: once train() has finished, the handler that was there answers it."""
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda sig, frame: seen.append(sig))
+    try:
+        model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams())
+        params = nnx.NNTrainParams(n_epochs=1, train_loader=DataLoader(Augmenting(), batch_size=BATCH), progress=False,
+                                   preempt_signals=(signal.SIGUSR1,))
+        run = model.train(params, root=tmp_path, callbacks=[SignalAtEnd()])
+        assert seen == [signal.SIGUSR1] and len(run.idps) == ROWS // BATCH
+    finally:
+        signal.signal(signal.SIGUSR1, previous)

@@ -3,16 +3,20 @@
 Everything that decides the final weights lives here, so an in-process run, a subprocess run and a
 run resumed after any crash are built the same way: seed, then model, then loaders whose shuffling
 generator is seeded too (``num_workers=0``). ``check_committed_state`` is the on-disk invariant
-every crash test applies to what survived.
+every crash test applies to what survived. ``augmenting_workers=N`` trains on ``Augmenting`` rows
+instead (randomness drawn in ``__getitem__``) through a ``DataLoader`` with N worker processes,
+8 rows a batch: the job of the mid-epoch crash tests.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from typing import Any
 
+import numpy as np
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.eager_history import parse_history
@@ -32,14 +36,36 @@ def data(n: int = 96, d: int = 6, classes: int = 3) -> tuple[torch.Tensor, torch
     return x, y
 
 
-def build(n_epochs: int = N_EPOCHS, **train_kw: Any) -> tuple[nnx.NNModel, nnx.NNTrainParams]:
+class Augmenting(Dataset):
+    """``data()``'s rows plus noise drawn in ``__getitem__`` from torch, ``random`` and NumPy."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        noise = 0.1 * torch.randn(self.x.shape[1]) + 0.01 * random.random() + 0.01 * float(np.random.rand())
+        return self.x[i] + noise, self.y[i]
+
+
+def build(
+    n_epochs: int = N_EPOCHS, *, augmenting_workers: int | None = None, **train_kw: Any
+) -> tuple[nnx.NNModel, nnx.NNTrainParams]:
     """The 'script': seed, model, shuffled loader with its own seeded generator, validation loader."""
     x, y = data()
     nnx.set_seed(0)
     model = nnx.NNModel(nnx.NNParams(input_dim=x.shape[1], output_dim=3, hidden_dims=(16,)), nnx.NNModelParams())
-    train_loader = DataLoader(
-        TensorDataset(x, y), batch_size=16, shuffle=True, num_workers=0, generator=torch.Generator().manual_seed(7)
-    )
+    if augmenting_workers is None:
+        train_loader = DataLoader(
+            TensorDataset(x, y), batch_size=16, shuffle=True, num_workers=0, generator=torch.Generator().manual_seed(7)
+        )
+    else:
+        train_loader = DataLoader(
+            Augmenting(x, y), batch_size=8, shuffle=True, num_workers=augmenting_workers,
+            generator=torch.Generator().manual_seed(7), timeout=120 if augmenting_workers else 0,
+        )
     val_loader = DataLoader(TensorDataset(x[:48], y[:48]), batch_size=24, num_workers=0)
     kw: dict[str, Any] = {"resume": "auto", **train_kw}
     params = nnx.NNTrainParams(

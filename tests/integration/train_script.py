@@ -12,7 +12,11 @@ keeping the lease; after ``HOLD_GUARD_S`` it gives up, so an orphan never linger
 than any test waits, so a loaded machine cannot make the hold end before the test releases it);
 ``--kill-at KIND:J`` (SIGKILL this process right before its J-th file-system call of KIND, one of
 ``FILE_OPS``: the crash lands at a chosen point of the commit protocol, on any machine, however
-loaded); ``--ops FILE`` (write how many calls of each kind the run made, as JSON).
+loaded); ``--ops FILE`` (write how many calls of each kind the run made, as JSON);
+``--commit-every N`` (``commit_every=N``); ``--workers N`` (train on ``tinyrun``'s augmenting
+``DataLoader`` with N worker processes); ``--announce`` (print ``update N`` after each committed
+update and, at ``on_train_end``, ``sigterm-seen N``: the run's update count when the SIGTERM
+handler ``train()`` installed first ran, if it did).
 
 ``python train_script.py --serve`` is a fork server for the SIGKILL test: importing torch costs
 seconds, so it imports once and, for each stdin line ``<script args...>``, forks a child that
@@ -45,6 +49,35 @@ from tinyrun import FILE_OPS  # noqa: E402
 import nnx_api as nnx  # noqa: E402
 
 HOLD_GUARD_S = 900.0
+
+
+class Announce(nnx.Callback):
+    """``--announce``: ``update N`` on stdout after each committed update; notes the update count at
+    which the SIGTERM handler that ``train()`` installs first runs (it wraps that handler, and calls
+    it), printed at ``on_train_end`` as ``sigterm-seen N``. A signal handler only records: a print
+    there could interrupt a print of the training loop."""
+
+    def __init__(self) -> None:
+        self.seen: int | None = None
+
+    def on_train_begin(self, ctx: nnx.CallbackContext) -> None:
+        inner = signal.getsignal(signal.SIGTERM)
+        if not callable(inner):  # train() installed no handler (preemption off)
+            return
+
+        def seen(signum, frame):
+            if self.seen is None:
+                self.seen = ctx.update_count
+            inner(signum, frame)
+
+        signal.signal(signal.SIGTERM, seen)
+
+    def on_optimizer_update(self, ctx: nnx.CallbackContext, event) -> None:
+        print(f"update {ctx.update_count}", flush=True)
+
+    def on_train_end(self, ctx: nnx.CallbackContext) -> None:
+        if self.seen is not None:
+            print(f"sigterm-seen {self.seen}", flush=True)
 
 
 class Hold(nnx.Callback):
@@ -92,6 +125,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--hold-epoch", type=int, default=0)
     parser.add_argument("--kill-at")
     parser.add_argument("--ops")
+    parser.add_argument("--commit-every", type=int)
+    parser.add_argument("--workers", type=int)
+    parser.add_argument("--announce", action="store_true")
     args = parser.parse_args(argv)
     print("ready", flush=True)
     kill_at = None
@@ -101,6 +137,12 @@ def main(argv: list[str]) -> int:
     counts = count_file_ops(kill_at) if kill_at or args.ops else {}
     kw = {"resume": None, "overwrite_existing": True} if args.overwrite else {}
     callbacks = [Hold(args.hold, args.hold_epoch)] if args.hold else None
+    if args.commit_every is not None:
+        kw["commit_every"] = args.commit_every
+    if args.workers is not None:
+        kw["augmenting_workers"] = args.workers
+    if args.announce:
+        callbacks = [*(callbacks or []), Announce()]
     try:
         model, run = tinyrun.train(args.root, args.epochs, callbacks=callbacks, **kw)
     except nnx.RunLeaseError as exc:
