@@ -345,13 +345,14 @@ def _check_commit_points(train: Any, group: Any, journal: Any) -> None:
     the eager history; anything else is refused before anything is written."""
     if train.commit_every is None:
         return
-    why = position_refusal(train.train_loader)
+    refusal = position_refusal(train.train_loader)
+    why = f"a train_loader NNx can position: {refusal}" if refusal is not None else None
     if why is None and group.collective.world_size > 1:
-        why = "under DDP() commits happen at epoch ends for now; leave commit_every unset there"
+        why = "one process: under DDP() commits happen at epoch ends for now; leave commit_every unset there"
     if why is None and journal is not None:
-        why = "with a HistoryJournal commits happen at epoch ends for now; leave commit_every unset or use the eager history"
+        why = "the eager history: with a HistoryJournal commits happen at epoch ends for now; leave commit_every unset"
     if why is not None:
-        raise ParamsError("NNTrainParams.commit_every", f"commits inside an epoch need a train_loader NNx can position: {why}")
+        raise ParamsError("NNTrainParams.commit_every", f"commits inside an epoch need {why}")
 
 
 def _data_seed(stateful: CheckpointPayload | None, seed: int | None) -> int:
