@@ -6,12 +6,14 @@ This module is the seed's "Lifecycle order" as code. Read ``run_lifecycle`` top 
     for each epoch:
         on_epoch_begin
         batches (steps, update windows, update-clock ticks)   ─ driver.train_epoch
+          commit points inside it (commit_every, a preemption signal): records → LAST, nothing
+          else; a preemption raises there (the failure rules below apply)
         validation → whole-epoch summary                      ─ driver.validate
         monitor decision (one object everybody obeys)         ─ driver.decide
         epoch-clock schedulers tick once                      ─ driver.tick_epoch_clocks
         on_epoch_end (callbacks may queue deferred writes)
         commit: history → LAST → phase/BEST → deferred        ─ driver.commit
-        stop?  (ctx.should_stop, update-boundary stop, n_epochs)
+        stop?  (ctx.should_stop, update-boundary stop, n_epochs; a preemption in the last window raises)
     on_train_end in reverse order, for every callback whose on_train_begin completed
     driver.finalize (refresh LAST from the final model; not after an update-boundary stop)
 
