@@ -36,7 +36,6 @@ from nnx_core.schedules import ClockComponent
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.metrics import metric_mode
 from nnx_adapters.pytorch.optim import TorchClock
-from nnx_adapters.pytorch.positioned import PositionedLoader, position_refusal
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.callbacks import Callback, normalize_callbacks
 from nnx_api.callbacks.progress import ProgressBar, message_stream, progress_enabled
@@ -214,7 +213,7 @@ def _train(
         problems = restore_problems(stateful, owned.optimizers, schedules, components)
         agreed(c, "restore", lambda: _raise(ComponentRestoreError(problems) if problems else None))
     attempt = adm.AttemptRecord(attempt_id=uuid.uuid4().hex, run_id=run.id, started_at=resume.now())
-    preemption = Preemption(train.preempt_signals if c.world_size == 1 else ())
+    preemption = Preemption(train.preempt_signals)
     compiled = ready.compiled  # with compile=: its record goes on the run and the attempt, now and at the end
     run = compilation.noted(run, attempt, compiled)
     bar = None
@@ -239,7 +238,7 @@ def _train(
             eval_step_fn=entry.eval_step_fn, history=opened, group=group,
             start_epoch=start, phase_offset=offset, trainer=entry.trainer, compiled=compiled,
             after_first_commit=(lambda: replacement.retire(files)) if plan.replace else None,
-            positioned=PositionedLoader.of(train.train_loader, seed=data_seed) if c.world_size == 1 else None,
+            positioned=group.positioned(train.train_loader, data_seed),
             preemption=preemption, data_seed=data_seed,
         ))
         agreed(c, "restore", lambda: _restore(session, payload, plan.stateful, train.seed, c.rank))
@@ -341,14 +340,12 @@ def _returned(run: NNRun, session: TrainingSession) -> NNRun:
 
 
 def _check_commit_points(train: Any, group: Any, journal: Any) -> None:
-    """``commit_every`` needs a train loader NNx can position inside an epoch, in one process with
-    the eager history; anything else is refused before anything is written."""
+    """``commit_every`` needs a train loader NNx can position inside an epoch (the group's:
+    ``position_refusal``) and the eager history; anything else is refused before anything is written."""
     if train.commit_every is None:
         return
-    refusal = position_refusal(train.train_loader)
+    refusal = group.position_refusal(train.train_loader)
     why = f"a train_loader NNx can position: {refusal}" if refusal is not None else None
-    if why is None and group.collective.world_size > 1:
-        why = "one process: under DDP() commits happen at epoch ends for now; leave commit_every unset there"
     if why is None and journal is not None:
         why = "the eager history: with a HistoryJournal commits happen at epoch ends for now; leave commit_every unset"
     if why is not None:

@@ -12,13 +12,21 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
 
 from nnx_adapters.collective import shm
 from nnx_adapters.collective.base import Traffic
+
+
+class Rider(Protocol):
+    """Numbers that ride along with every all-reduce of a ``TorchCollective`` (``rider``)."""
+
+    def local(self) -> list[float]: ...
+    def note(self, sums: Sequence[float]) -> None: ...
+
 
 POLL_SECONDS = 0.005  # how often a bounded NCCL barrier looks at its work when torch's wait() did not block
 
@@ -73,6 +81,9 @@ class TorchCollective:
             device = torch.device("cuda", torch.cuda.current_device()) if self.backend == "nccl" else torch.device("cpu")
         self.device = device
         self.traffic = Traffic()
+        # numbers that travel with every all-reduce (set alike on every rank): ``local()`` is added
+        # to each call's values, ``note(sums)`` gets their sums (nnx_api.training.partial.CommitPoints)
+        self.rider: Rider | None = None
         self.fast_path_calls = 0  # all-reduces that went through shared memory
         if shared_memory is None:
             shared_memory = shm.shm_requested()
@@ -113,8 +124,17 @@ class TorchCollective:
         At most ``SHM_CAPACITY`` values go through shared memory when ``fast_path`` is on (added
         in rank order); longer vectors, or every vector without the fast path, through the group.
         With the fast path, ranks giving vectors of different lengths raise ``RuntimeError`` at once.
+        A ``rider``'s numbers travel at the end of the same vector (its ``note`` gets their sums).
         """
-        values = list(values)
+        values, rider = list(values), self.rider
+        riding = rider.local() if rider is not None else []
+        out = self._sum(values + riding)
+        if rider is not None:
+            rider.note(out[len(values):])
+            del out[len(values):]
+        return out
+
+    def _sum(self, values: list[float]) -> list[float]:
         if self._shm is not None:
             if len(values) <= shm.SHM_CAPACITY:
                 out = self._shm.all_reduce_sum(values)

@@ -27,6 +27,7 @@ live in ``nnx_core.agreement``; traffic per step and per epoch: docs/distributed
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import inspect
 import math
@@ -47,12 +48,13 @@ from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.statistics import SufficientStatistics, UnmergeableMetricError, statistic_slots
 from nnx_api.distributed.callbacks import resolve_callbacks
-from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoader, partition_of
+from nnx_api.distributed.loaders import PositionedShards, ShardedTrainLoader, ShardedValidationLoader, partition_of
 from nnx_api.distributed.process_group import agree_given
 from nnx_api.distributed.steps import CustomSync, ObjectiveSync, joined_record
 from nnx_api.runs.payload import CheckpointPayload
 from nnx_api.training.batch_checks import batch_problem
 from nnx_api.training.builtin_step import batch_place
+from nnx_api.training.partial import load_tree, tree_state
 
 # no buffer broadcast before every forward ("forward_sync_buffers" in newer torch, "broadcast_buffers" before)
 _BUFFER_SYNC = (
@@ -122,11 +124,16 @@ class RankSync:
         group = dist.group.WORLD  # DDP's
         if not last:
             return group.allreduce([grads]).get_future().then(_first)  # type: ignore[union-attr]
-        numbers = torch.tensor([0.0, 0.0, self._count], dtype=grads.dtype, device=grads.device)  # agreement.WINDOW_SLOTS
+        numbers = torch.tensor([0.0, 0.0, self._count, *self._riding()], dtype=grads.dtype, device=grads.device)  # WINDOW_SLOTS
         if self._loss is not None:
             numbers[1] = (~torch.isfinite(self._loss)).to(grads.dtype)  # on the device: no host sync
         self._reduced = numbers  # summed in place by the time backward returns
         return group.allreduce_coalesced([grads, numbers]).get_future().then(_first)  # type: ignore[union-attr]
+
+    def _riding(self) -> list[float]:
+        """The numbers the collective's rider adds to every all-reduce (none without one)."""
+        rider = getattr(self.collective, "rider", None)
+        return rider.local() if rider is not None else []
 
     def overflow(self, found: bool) -> bool:
         """The fp16 scaler's overflow decision over the group (``AgreedGradScaler``, at the
@@ -159,7 +166,7 @@ class RankSync:
             for size, dtype, last in self.layout:  # the all-reduces the others are about to make
                 zeros = [torch.zeros(size, dtype=dtype, device=state.device)]
                 if last:
-                    failed = torch.tensor(agreement.FAILED_WINDOW, dtype=dtype, device=state.device)
+                    failed = torch.tensor([*agreement.FAILED_WINDOW, *self._riding()], dtype=dtype, device=state.device)
                     group.allreduce_coalesced([*zeros, failed]).wait()  # type: ignore[union-attr]
                 else:
                     group.allreduce(zeros).wait()  # type: ignore[union-attr]
@@ -175,7 +182,11 @@ class RankSync:
         count = window_weight  # agreed before backward: the window's sum of the group's counts
         if self.fused:
             assert self._reduced is not None
-            summed = agreement.agree_window(self.collective, self._reduced.tolist(), self._where)
+            reduced, slots = self._reduced.tolist(), len(agreement.WINDOW_SLOTS)
+            rider = getattr(self.collective, "rider", None)
+            if rider is not None:  # the window's commit-point answers (they ride here as on every all-reduce)
+                rider.note(reduced[slots:])
+            summed = agreement.agree_window(self.collective, reduced[:slots], self._where)
             count = None if window_weight is None else summed
         self._last, self.layout, self._buckets = self.layout, self._buckets, []
         self._open, self._count, self._loss, self._reduced = False, 0.0, None, None
@@ -301,7 +312,45 @@ class DataParallel:
         """A run of the entry's own single-process kind (its resume is refused on the partition)."""
         return (entry_kind,)
 
+    def positioned(self, loader: Any, seed: int) -> PositionedShards | None:
+        """The train loader NNx positions inside an epoch (``commit_every``, a preemption): a
+        ``train_loader``'s deal (``PositionedShards``); None for any other loader."""
+        return PositionedShards(loader) if isinstance(loader, ShardedTrainLoader) else None
+
+    def position_refusal(self, loader: Any) -> str | None:
+        """Why NNx cannot position ``loader`` inside an epoch of this group (None: it can)."""
+        if isinstance(loader, ShardedTrainLoader):
+            return None
+        return (f"{type(loader).__name__} under DDP() is not NNx's deal; use nnx.distributed.train_loader(dataset, ...), "
+                "whose epochs NNx skips into by index, or leave commit_every unset: commits at epoch ends still work")
+
+    def ride(self, points: Any) -> None:
+        """The commit points' answers (a signal on one rank, each rank's clock) ride on every
+        all-reduce of this group, so every rank commits at the same update (``CommitPoints``)."""
+        if points.rides:
+            points.ride()
+            self.collective.rider = points
+
     # ------------------------------------------------------------- during training
+    def partial_state(self, local: dict[str, Any]) -> dict[str, Any]:
+        """A mid-epoch commit's per-rank part (accumulators, samples): every rank's (one gather);
+        ``samples``: the group's."""
+        ranks = self.collective.all_gather(local)
+        return {**local, "samples": sum(int(r["samples"]) for r in ranks), "summary": None, "ranks": ranks}
+
+    def partial_view(self, saved: dict[str, Any], model: Any, fresh: Any) -> dict[str, Any]:
+        """This rank's part of a mid-epoch commit (``partial_state``). On another world size
+        (``resume_mode="reshard"``) rank 0 takes the sums of every old rank's training summary
+        into ``fresh`` (an empty accumulator of the run) and the others start empty: the epoch's
+        summary adds the same numbers, in another order."""
+        ranks, rank = saved["ranks"], self.collective.rank
+        if len(ranks) == self.collective.world_size:
+            return dict(ranks[rank])
+        if rank or fresh is None or not isinstance(fresh, EpochAccumulator):
+            return {**ranks[0], "summary": None, "samples": 0, "record_sizes": ranks[0]["record_sizes"]}
+        return {**ranks[0], "summary": summed_summary(fresh, [r["summary"] for r in ranks], model),
+                "samples": sum(int(r["samples"]) for r in ranks)}
+
     def begin_epoch(self, train_loader: Any, epoch: int) -> None:
         """Every rank must take the same number of steps this epoch (refused on every rank)."""
         agreement.agree_same(self.collective, len(train_loader), f"epoch {epoch}: the number of train batches")
@@ -340,13 +389,28 @@ class DataParallel:
         return payload.rank_view(self.collective.rank)
 
     def close(self) -> None:
-        """Put the net's own batch norms back (``restore_batch_norms``) and release the collective
-        (the shared-memory segment, when opted in)."""
+        """Put the net's own batch norms back (``restore_batch_norms``), take this call's commit
+        points off the collective and release it (the shared-memory segment, when opted in)."""
         norms, self.norms = self.norms, []
         restore_batch_norms(norms)
+        if getattr(self.collective, "rider", None) is not None:  # this call's commit points ride no more
+            self.collective.rider = None
         close = getattr(self.collective, "close", None)
         if close is not None:
             close()
+
+
+def summed_summary(fresh: EpochAccumulator, states: Sequence[Any], model: Any) -> Any:
+    """The state (``tree_state``) of ``fresh`` holding the sums of the training-summary states
+    ``states`` (one per rank of a mid-epoch commit)."""
+    total: list[float] | None = None
+    for state in states:
+        values = SufficientStatistics([load_tree(copy.deepcopy(fresh), state)], model.head.width, model.device).values()
+        total = values if total is None else [a + b for a, b in zip(total, values, strict=True)]
+    assert total is not None
+    load_tree(fresh, states[0])
+    SufficientStatistics([fresh], model.head.width, model.device).load(total)
+    return tree_state(fresh)
 
 
 def holding(storage: Any, run_id: str) -> agreement.Holding:

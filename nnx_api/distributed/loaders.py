@@ -14,7 +14,7 @@ may have none, and the validation loop runs no collective.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -116,6 +116,37 @@ class ShardedTrainLoader:
         return record
 
 
+class PositionedShards:
+    """A ``ShardedTrainLoader`` driven from a position inside an epoch (``commit_every`` under
+    ``DDP()``; the interface of ``nnx_adapters.pytorch.positioned.PositionedLoader``). A position is
+    a count of the group's batches: the deal draws nothing from any RNG stream, so skipping batches
+    is slicing this rank's rows, and with ``global_batch_size`` the group's batch *k* is the same
+    rows on any world size, so the epoch's remaining batches are dealt anew to the ranks of a
+    resharded run (``resume_mode="reshard"``)."""
+
+    def __init__(self, loader: ShardedTrainLoader) -> None:
+        self.loader = loader
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def epoch(self, epoch: int, skip: int = 0, at_position: Callable[[], None] | None = None) -> Iterator[tuple[Any, bool]]:
+        """``(batch, is_last)`` for this rank's batches ``skip..len-1`` of ``epoch``; nothing is
+        drawn or loaded before them; ``at_position`` is called once, before the first."""
+        if not 0 <= skip <= len(self):
+            raise ValueError(f"skip={skip} is outside the epoch's {len(self)} batches")
+        return self._pairs(epoch, skip, at_position)
+
+    def _pairs(self, epoch: int, skip: int, at_position: Callable[[], None] | None) -> Iterator[tuple[Any, bool]]:
+        loader, n = self.loader, len(self)
+        loader.set_epoch(epoch)
+        if at_position is not None:
+            at_position()
+        index, size = loader.indices(), loader.batch_size
+        for i in range(skip, n):
+            yield _collate(loader.dataset, index[i * size : (i + 1) * size]), i == n - 1
+
+
 class ShardedValidationLoader:
     """Rows ``rank::world`` in order, unpadded (``validation_loader``): every row scored once."""
 
@@ -205,4 +236,4 @@ def partition_of(loader: Any) -> dict[str, Any]:
     return {"kind": "custom", "loader": type(loader).__name__, "steps": len(loader)}
 
 
-__all__ = ["POLICIES", "ShardedTrainLoader", "ShardedValidationLoader", "partition_of", "train_loader", "validation_loader"]
+__all__ = ["POLICIES", "PositionedShards", "ShardedTrainLoader", "ShardedValidationLoader", "partition_of", "train_loader", "validation_loader"]

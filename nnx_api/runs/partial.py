@@ -42,11 +42,10 @@ class PartialEpoch:
         return self.position.updates
 
     def describe(self) -> str:
-        """One line: ``epoch 3 in progress: 80 of 128 updates committed`` (``80 updates
-        committed`` when the epoch's total is not known)."""
-        total = self.position.epoch_updates
-        done = f"{self.updates} updates" if total is None else f"{self.updates} of {total} updates"
-        return f"epoch {self.epoch} in progress: {done} committed"
+        """One line: ``epoch 3 in progress: 80 of 128 updates committed``; when the epoch's
+        updates are not known (a window whose targets are all masked is no update), its batches:
+        ``80 updates committed, 80 of 128 batches``."""
+        return f"epoch {self.epoch} in progress: {_done(self.position)}"
 
 
 def split_partial(
@@ -89,14 +88,21 @@ def epochs_done(last: TagManifest | None) -> int:
 
 def committed_text(last: TagManifest | None) -> str:
     """What ``last`` commits, in a few words: ``nothing committed``, ``LAST epoch 3``, or for a
-    mid-epoch LAST ``LAST epoch 3, mid-epoch: 80 of 128 updates``."""
+    mid-epoch LAST ``LAST epoch 3, mid-epoch: 80 of 128 updates committed``."""
     if last is None:
         return "nothing committed"
     position = position_of(last)
     if position is None:
         return f"LAST epoch {last.epoch}"
-    total = "" if position.epoch_updates is None else f" of {position.epoch_updates}"
-    return f"LAST epoch {last.epoch}, mid-epoch: {position.updates}{total} updates"
+    return f"LAST epoch {last.epoch}, mid-epoch: {_done(position)}"
+
+
+def _done(position: Position) -> str:
+    """``80 of 128 updates committed``, or ``80 updates committed, 80 of 128 batches``."""
+    if position.epoch_updates is not None:
+        return f"{position.updates} of {position.epoch_updates} updates committed"
+    batches = "" if position.epoch_batches is None else f", {position.batches} of {position.epoch_batches} batches"
+    return f"{position.updates} updates committed{batches}"
 
 
 def resume_text(last: TagManifest | None) -> str:

@@ -16,6 +16,7 @@ from nnx_core.errors import ParamsError
 from nnx_adapters.collective.local import LocalCollective
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
+from nnx_adapters.pytorch.positioned import PositionedLoader, position_refusal
 from nnx_api.runs.payload import CheckpointPayload
 from nnx_api.training.builtin_step import LocalSync
 
@@ -115,6 +116,26 @@ class SingleProcess:
 
     def setup(self, run_id: str, params: Any) -> None:
         """Nothing to compare with other ranks."""
+
+    def positioned(self, loader: Any, seed: int) -> PositionedLoader | None:
+        """The train loader NNx positions inside an epoch: a plain ``DataLoader`` over a map-style
+        dataset (``PositionedLoader``, each sample's worker randomness from ``seed``); None for any other."""
+        return PositionedLoader.of(loader, seed=seed)
+
+    def position_refusal(self, loader: Any) -> str | None:
+        """Why NNx cannot position ``loader`` inside an epoch (None: it can)."""
+        return position_refusal(loader)
+
+    def ride(self, points: Any) -> None:
+        """One process answers its commit points alone: nothing rides."""
+
+    def partial_state(self, local: dict[str, Any]) -> dict[str, Any]:
+        """A mid-epoch commit's own part (accumulators, samples), as it is."""
+        return local
+
+    def partial_view(self, saved: dict[str, Any], model: Any, fresh: Any) -> dict[str, Any]:
+        """The part of a mid-epoch commit this process restores: all of it."""
+        return saved
 
     def close(self) -> None:
         """Nothing to release."""

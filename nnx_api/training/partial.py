@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -38,25 +38,61 @@ PREEMPTED, EVERY = "preempted", "commit_every"
 
 class CommitPoints:
     """When a mid-epoch commit is due (module docstring): ``every`` committed updates (an ``int``)
-    or wall-clock time (a ``timedelta``), and whenever ``preemption`` asks (a signal arrived)."""
+    or wall-clock time (a ``timedelta``), and whenever ``preemption`` asks (a signal arrived).
+
+    In a data-parallel group the ranks must answer alike, but a signal reaches one rank and each
+    rank has its own clock. There ``ride()`` makes the two questions numbers that travel with
+    every all-reduce the group makes anyway (``local``: this rank's, ``note``: their sums, kept
+    until consumed; ``nnx_adapters.collective.torch.TorchCollective.rider``), and ``due`` answers
+    from the sums: every rank has made the same all-reduces by the same update boundary, so every
+    rank commits at the same update. A count of updates is the same on every rank: it never rides."""
 
     def __init__(self, every: int | timedelta | None, preemption: Any = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.every, self.preemption, self.clock = every, preemption, clock
+        self.agreed: list[float] | None = None  # riding: [ranks preempted, ranks whose clock is due], summed
         self.mark(0)
+
+    @property
+    def rides(self) -> bool:
+        """Whether a group must agree on these answers (a signal can arrive, or a clock decides)."""
+        signals = self.preemption is not None and bool(self.preemption.signals)
+        return signals or isinstance(self.every, timedelta)
+
+    def ride(self) -> None:
+        """Answer from what the group agreed (``note``) from now on."""
+        self.agreed = [0.0, 0.0]
+
+    def local(self) -> list[float]:
+        """This rank's answers, as numbers to sum over the ranks: [preempted, the clock is due]."""
+        every = self.every
+        clock_due = isinstance(every, timedelta) and self.clock() - self._since >= every.total_seconds()
+        return [1.0 if self._signalled else 0.0, 1.0 if clock_due else 0.0]
+
+    def note(self, sums: Sequence[float]) -> None:
+        """The sums of every rank's ``local`` at one all-reduce (kept: a later sum of 0 does not undo them)."""
+        if self.agreed is not None:
+            self.agreed = [max(a, float(b)) for a, b in zip(self.agreed, sums, strict=True)]
 
     def mark(self, updates: int) -> None:
         """A commit happened with ``updates`` committed updates in the run."""
         self._updates, self._since = updates, self.clock()
+        if self.agreed is not None:
+            self.agreed[1] = 0.0
+
+    @property
+    def _signalled(self) -> bool:
+        return self.preemption is not None and self.preemption.requested
 
     @property
     def preempted(self) -> bool:
-        """A preemption signal arrived."""
-        return self.preemption is not None and self.preemption.requested
+        """A preemption signal arrived (in a group: on any rank, as agreed so far)."""
+        return self._signalled if self.agreed is None else self.agreed[0] > 0
 
     def preempted_error(self, run_id: str, epoch: int | None, update: int | None) -> TrainingPreempted:
         """``TrainingPreempted`` naming the commit (``update`` None: nothing new was committed)."""
         assert self.preemption is not None
-        return TrainingPreempted(run_id, epoch, update, self.preemption.name, committed=update is not None)
+        name = self.preemption.name or "a signal on another rank"
+        return TrainingPreempted(run_id, epoch, update, name, committed=update is not None)
 
     def due(self, updates: int) -> str | None:
         """``PREEMPTED``, ``EVERY`` or None, at an update boundary with ``updates`` committed updates."""
@@ -66,7 +102,8 @@ class CommitPoints:
         if isinstance(every, int):
             return EVERY if updates - self._updates >= every else None
         if isinstance(every, timedelta) and updates > self._updates:
-            return EVERY if self.clock() - self._since >= every.total_seconds() else None
+            due = self.local()[1] > 0 if self.agreed is None else self.agreed[1] > 0
+            return EVERY if due else None
         return None
 
 
@@ -84,23 +121,31 @@ class Partial:
     summary: Any  # the training summary accumulator's state (tree_state), None without one
     this_epoch: Mapping[str, int]  # each optimizer's updates in the epoch
     record_sizes: tuple[int, ...]  # each committed record's batch sample count
+    ranks: tuple[Mapping[str, Any], ...] | None = None  # a group's: every rank's own part (``local``)
+
+    def local(self) -> dict[str, Any]:
+        """What each rank keeps of its own (``EpochGroup.partial_state``): the training summary's
+        state, the samples and the records' sample counts (a group's: ``ranks`` holds every rank's)."""
+        local = {"summary": self.summary, "samples": self.samples, "record_sizes": list(self.record_sizes)}
+        return local if self.ranks is None else {**local, "ranks": list(self.ranks)}
 
     def state(self) -> dict[str, Any]:
         """The payload's ``position`` record (tensors and plain types)."""
         return {
-            "epoch": self.epoch, "batches": self.batches, "samples": self.samples, "updates": self.updates,
-            "records": self.records, "epoch_batches": self.epoch_batches, "epoch_rng": self.epoch_rng,
-            "summary": self.summary, "this_epoch": dict(self.this_epoch), "record_sizes": list(self.record_sizes),
+            "epoch": self.epoch, "batches": self.batches, "updates": self.updates, "records": self.records,
+            "epoch_batches": self.epoch_batches, "epoch_rng": self.epoch_rng, "this_epoch": dict(self.this_epoch),
+            **self.local(),
         }
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> Partial:
-        """The position a payload holds."""
+        """The position a payload holds (``state``'s record, or a session's with its ``local`` part)."""
+        ranks = state.get("ranks")
         return cls(
             epoch=int(state["epoch"]), batches=int(state["batches"]), samples=int(state["samples"]),
             updates=int(state["updates"]), records=int(state["records"]), epoch_batches=state["epoch_batches"],
             epoch_rng=state["epoch_rng"], summary=state["summary"], this_epoch=dict(state["this_epoch"]),
-            record_sizes=tuple(int(n) for n in state["record_sizes"]),
+            record_sizes=tuple(int(n) for n in state["record_sizes"]), ranks=None if ranks is None else tuple(ranks),
         )
 
     def meta(self, epoch_updates: int | None = None) -> dict[str, Any]:

@@ -47,7 +47,6 @@ from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.batches import lookahead, restored_modes
 from nnx_adapters.pytorch.extras import ExtraMetrics, gathered_pass
 from nnx_adapters.pytorch.metrics import EpochAccumulator
-from nnx_adapters.pytorch.positioned import position_refusal
 from nnx_api.callbacks import Callback, CallbackContext
 from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, WeightsPayload
 from nnx_api.training.checkpoint import component_required, restore_checkpoint, training_state
@@ -121,6 +120,7 @@ class TrainingSession:
         self.positioned = setup.positioned  # the train loader NNx positions (None: iterated as it is)
         self.inside = self.positioned is not None and isinstance(self.history, EagerHistory)  # commits inside an epoch
         self.points = CommitPoints(self.params.commit_every, setup.preemption)
+        self.group.ride(self.points)  # a group agrees on its commit points (a signal reaches one rank)
         self._resumed: Partial | None = None  # a mid-epoch resume point's position
         self.last_partial: Partial | None = None  # this call's last commit, when it was inside an epoch
         self._epoch_rng: Any = None  # the RNG streams when this epoch's iterator was made
@@ -181,7 +181,7 @@ class TrainingSession:
         start, pairs = 0, None
         if resumed is not None and self.positioned is None:
             raise TrainingInputError(f"the run's LAST was committed inside epoch {epoch}; resume with the DataLoader it was "
-                                     f"trained with: {position_refusal(self.params.train_loader)}")
+                                     f"trained with: {self.group.position_refusal(self.params.train_loader)}")
         if self.positioned is not None:
             if resumed is not None:
                 start = self._resume_partial(resumed)
@@ -226,12 +226,14 @@ class TrainingSession:
         return self.points.preempted_error(self.run.id, epoch, self.updates.count if committed else None)
 
     def _resume_partial(self, resumed: Partial) -> int:
-        """A mid-epoch resume point's accumulators back in the epoch's state; the batches consumed."""
-        if resumed.summary is not None and self.state.summary is not None:
-            load_tree(self.state.summary, resumed.summary)
+        """A mid-epoch resume point's accumulators back in the epoch's state (this rank's part:
+        ``partial_view``); the batches consumed."""
+        local = self.group.partial_view(resumed.local(), self.model, self.state.summary)
+        if local["summary"] is not None and self.state.summary is not None:
+            load_tree(self.state.summary, local["summary"])
         self.updates.this_epoch = dict(resumed.this_epoch)
         self._epoch_records = [r for r in self.history.idps if r.epoch_idx == resumed.epoch]
-        self._record_sizes, self._samples = list(resumed.record_sizes), resumed.samples
+        self._record_sizes, self._samples = list(local["record_sizes"]), int(local["samples"])
         self._in_history = len(self._epoch_records)
         return resumed.batches
 
@@ -394,14 +396,12 @@ class TrainingSession:
         """A mid-epoch commit at an update boundary (``nnx_api.training.partial``): the records so
         far → LAST naming the position; no BEST, phase tag or deferred write."""
         self.history.extend(self._flush(epoch))
-        self._in_history = len(self._epoch_records)
-        summary = self.state.summary
-        position = Partial(
-            epoch=epoch, batches=batches, samples=self._samples, updates=sum(self.updates.this_epoch.values()),
-            records=len(self._epoch_records), epoch_batches=len(self.positioned) if self.positioned is not None else None,
-            epoch_rng=self._epoch_rng, summary=tree_state(summary) if summary is not None else None,
-            this_epoch=self.updates.this_epoch, record_sizes=tuple(self._record_sizes),
-        )
+        self._in_history, summary = len(self._epoch_records), self.state.summary
+        local = self.group.partial_state({"summary": tree_state(summary) if summary is not None else None,
+                                          "samples": self._samples, "record_sizes": self._record_sizes})
+        position = Partial.from_state({  # the group's: every rank's own part in ``ranks``
+            "epoch": epoch, "batches": batches, "updates": sum(self.updates.this_epoch.values()), "records": len(self._epoch_records),
+            "epoch_batches": len(self.positioned), "epoch_rng": self._epoch_rng, "this_epoch": self.updates.this_epoch, **local})
         self._agreed_write(f"commit of epoch {epoch} at update {self.updates.count}", lambda rng: self.writer.write(
             epoch, self.payload(epoch, rng, position), update_count=self.updates.count, position=position))
         self.points.mark(self.updates.count)
