@@ -299,22 +299,24 @@ def partition_problems(partitions: Sequence[Mapping[str, Any]]) -> list[str]:
 class Holding:
     """What one rank's own runs root holds of the run: LAST's epoch and the SHA-256 of LAST's
     manifest bytes (both None: no committed epoch there), ``unreadable`` when LAST is there but
-    cannot be read, and ``place`` (host and root) to name it."""
+    cannot be read, and ``place`` (host and root) to name it. ``updates``: the run's committed
+    updates LAST names, which orders two LASTs of one epoch (a commit inside it, its end)."""
 
     place: str
     epoch: int | None = None
     digest: str | None = None
     unreadable: bool = False
+    updates: int = 0
 
 
 def writer_for(holdings: Sequence[Holding], preferred: int) -> int:
     """The rank that writes this run: the newest committed state wins, wherever it lies.
 
-    No rank holds LAST: ``preferred`` (a fresh run). Otherwise the holders of the newest epoch
-    (a root whose LAST cannot be read counts as newest: its writer refuses or replaces it as one
-    process would, and nothing starts over beside it); ``preferred`` when it is one of them, else
-    the lowest such rank. Roots holding *different* LASTs of that epoch are refused
-    (``DivergedCopiesError``) naming the places. Shared storage (one root seen by every rank)
+    No rank holds LAST: ``preferred`` (a fresh run). Otherwise the holders of the newest commit,
+    the latest epoch and in it the most committed updates (a root whose LAST cannot be read counts
+    as newest: its writer refuses or replaces it as one process would, and nothing starts over
+    beside it); ``preferred`` when it is one of them, else the lowest such rank. Roots holding
+    *different* LASTs of that commit are refused (``DivergedCopiesError``) naming the places. Shared storage (one root seen by every rank)
     reports the same LAST everywhere, so the configured writer keeps writing.
     """
     if not any(h.unreadable or h.epoch is not None for h in holdings):
@@ -323,8 +325,8 @@ def writer_for(holdings: Sequence[Holding], preferred: int) -> int:
     if unreadable:
         newest = unreadable
     else:
-        top = max(h.epoch for h in holdings if h.epoch is not None)
-        newest = [r for r, h in enumerate(holdings) if h.epoch == top]
+        top, most = max((h.epoch, h.updates) for h in holdings if h.epoch is not None)
+        newest = [r for r, h in enumerate(holdings) if (h.epoch, h.updates) == (top, most)]
         copies: dict[str | None, list[int]] = {}
         for r in newest:
             copies.setdefault(holdings[r].digest, []).append(r)

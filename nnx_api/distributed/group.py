@@ -414,8 +414,8 @@ def summed_summary(fresh: EpochAccumulator, states: Sequence[Any], model: Any) -
 
 
 def holding(storage: Any, run_id: str) -> agreement.Holding:
-    """What this rank's runs root holds of the run: LAST's epoch and manifest digest (cheap: one
-    small file read, no blob hashed), or that LAST is there but unreadable."""
+    """What this rank's runs root holds of the run: LAST's epoch, committed updates and manifest
+    digest (cheap: one small file read, no blob hashed), or that LAST is there but unreadable."""
     place = f"{socket.gethostname()}:{getattr(storage, 'root', storage)}"
     files = RunFiles(storage, run_id)
     try:
@@ -423,10 +423,12 @@ def holding(storage: Any, run_id: str) -> agreement.Holding:
     except FileNotFoundError:
         return agreement.Holding(place)
     try:
-        epoch = TagManifest.from_bytes(data, tag=LAST, run_id=run_id).epoch
+        last = TagManifest.from_bytes(data, tag=LAST, run_id=run_id)
     except CorruptRunError:
         return agreement.Holding(place, unreadable=True)
-    return agreement.Holding(place, epoch, hashlib.sha256(data).hexdigest())
+    updates = last.meta.get("update_count")
+    return agreement.Holding(place, last.epoch, hashlib.sha256(data).hexdigest(),
+                             updates=updates if isinstance(updates, int) else 0)
 
 
 def placement_note(holdings: Sequence[agreement.Holding], configured: int, writer: int) -> str | None:

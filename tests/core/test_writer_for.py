@@ -3,7 +3,7 @@ how an attempt record counts restarts (``AttemptRecord.follow``).
 
 The oracle for ``writer_for`` is the rule as the multi-node issue states it, written out here
 independently: never start over while a root holds a committed LAST; the newest committed epoch
-wins; different copies of that epoch are refused; otherwise the configured writer keeps writing
+wins, and in it the most committed updates; different copies of that commit are refused; otherwise the configured writer keeps writing
 when it holds the newest copy.
 """
 
@@ -24,8 +24,8 @@ EXAMPLES = 500 if os.environ.get("NNX_DEEP") == "1" else 60
 EMPTY = Holding("node-a:/runs")
 
 
-def held(epoch: int, digest: str = "d1", place: str = "node-b:/runs") -> Holding:
-    return Holding(place, epoch, digest)
+def held(epoch: int, digest: str = "d1", place: str = "node-b:/runs", updates: int = 0) -> Holding:
+    return Holding(place, epoch, digest, updates=updates)
 
 
 def test_nobody_holds_the_run_the_configured_writer_starts_it():
@@ -47,6 +47,15 @@ def test_the_newest_committed_epoch_wins_over_an_older_copy():
     assert writer_for([held(4, "new", "a:/r"), held(2, "old", "b:/r")], preferred=1) == 0
 
 
+def test_inside_one_epoch_the_copy_with_more_committed_updates_wins():
+    """A commit inside an epoch (``commit_every``) and a later one, or the epoch's end, name the
+    same epoch: the one with more committed updates is the newer."""
+    inside, further, end = (Holding(p, 3, d, updates=u) for p, d, u in (("a:/r", "x", 40), ("b:/r", "y", 44), ("c:/r", "z", 48)))
+    assert writer_for([inside, further], preferred=0) == 1
+    assert writer_for([end, further, inside], preferred=2) == 0
+    assert writer_for([Holding("a:/r", 4, "w", updates=41), end], preferred=1) == 0  # a later epoch first
+
+
 def test_different_copies_of_one_epoch_are_refused_naming_both_places():
     with pytest.raises(DivergedCopiesError) as caught:
         writer_for([held(3, "x", "node-a:/runs"), EMPTY, held(3, "y", "node-b:/runs")], preferred=0)
@@ -64,7 +73,8 @@ def test_an_unreadable_last_is_never_passed_over():
 holdings_strategy = st.lists(
     st.one_of(
         st.just(EMPTY),
-        st.builds(held, st.integers(0, 4), st.sampled_from(["d1", "d2"]), st.sampled_from(["a:/r", "b:/r"])),
+        st.builds(held, st.integers(0, 4), st.sampled_from(["d1", "d2"]), st.sampled_from(["a:/r", "b:/r"]),
+                  st.integers(0, 2)),
     ),
     min_size=1, max_size=6,
 )
@@ -74,11 +84,11 @@ holdings_strategy = st.lists(
 @given(holdings_strategy, st.data())
 def test_the_writer_always_holds_the_newest_copy(holdings, data):
     preferred = data.draw(st.integers(0, len(holdings) - 1))
-    epochs = [h.epoch for h in holdings if h.epoch is not None]
-    if not epochs:
+    commits = [(h.epoch, h.updates) for h in holdings if h.epoch is not None]  # the latest epoch, then updates
+    if not commits:
         assert writer_for(holdings, preferred) == preferred
         return
-    newest = [r for r, h in enumerate(holdings) if h.epoch == max(epochs)]
+    newest = [r for r, h in enumerate(holdings) if h.epoch is not None and (h.epoch, h.updates) == max(commits)]
     if len({holdings[r].digest for r in newest}) > 1:
         with pytest.raises(DivergedCopiesError):
             writer_for(holdings, preferred)
