@@ -17,7 +17,10 @@ epoch 1, 11-16 epoch 2 —, SGD with momentum, a validation set, ``resume="auto"
   raise ``TrainingPreempted``; the rerun ends bit for bit equal to the uninterrupted run;
 * a mid-epoch LAST written by 2 ranks continues on 1 (``resume_mode="reshard"``): the epoch's
   remaining batches are dealt to the one rank, and the run ends within float32 summation-order
-  tolerance of the 2-rank run.
+  tolerance of the 2-rank run;
+* two nodes without shared storage (two torchrun agents, each its own runs root): rank 1 dies
+  mid-epoch, the relaunch swaps the node ranks, the writer moves to the root holding the
+  mid-epoch LAST, and the run ends bit for bit equal to one node's.
 """
 
 from __future__ import annotations
@@ -286,3 +289,35 @@ def test_a_mid_epoch_commit_on_two_ranks_continues_on_one_within_tolerance(tmp_p
     for name, value in straight["final"].items():
         torch.testing.assert_close(resharded["final"][name], value, rtol=1e-4, atol=1e-5)
     assert not common.same(resharded["final"], common.net().state_dict())  # it trained
+
+
+def two_nodes(base: Path, roots: tuple[Path, Path], node_ranks: tuple[int, int], *options: str,
+              succeed: bool = True) -> dict[str, Any] | None:
+    """Two torchrun agents on this machine, one rank each (static node ranks: agent i is node
+    ``node_ranks[i]``), each with its own runs root (nodes without shared storage)."""
+    port = common.free_port()
+    commands = [torchrun("--nnodes=2", "--nproc-per-node=1", f"--node-rank={n}", "--master-addr=127.0.0.1",
+                         f"--master-port={port}", str(WORKER), str(base / "out"), str(root), *options)
+                for n, root in zip(node_ranks, roots, strict=True)]
+    codes = run_agents(commands, base / "logs", agent_env())
+    if not succeed:
+        assert any(codes), "the launch was meant to lose a rank:\n" + log(base)
+        return None
+    assert codes == [0, 0], log(base)
+    return torch.load(base / "out" / "result.pt", weights_only=False)
+
+
+def test_two_nodes_without_shared_storage_continue_a_mid_epoch_commit_bit_identically(tmp_path, reference):
+    """Rank 1 dies mid-epoch; the relaunch swaps the node ranks, so rank 0 now stands on the empty
+    root: the writer moves to the root holding the mid-epoch LAST, and the run ends bit for bit
+    equal to one node's (2 nodes × 1 process sum as 1 node × 2)."""
+    roots = (tmp_path / "node-a", tmp_path / "node-b")
+    options = ("--commit-every", str(EVERY))
+    two_nodes(tmp_path / "first", roots, (0, 1), *options, "--crash-at", str(CRASH_AT), succeed=False)
+    check_mid_epoch(roots[0], log(tmp_path / "first"), lost_at_most=EVERY, at=CRASH_AT)
+    assert not roots[1].exists() or not any(p for p in roots[1].iterdir() if not p.name.startswith("."))
+    resumed = two_nodes(tmp_path / "second", roots, (1, 0), *options)
+    assert resumed is not None and resumed["resume"]["mode"] == "stateful", resumed["resume"]
+    check_exact(resumed, reference)
+    assert nnx.NNRun.load(reference["id"], roots[0]).idps == resumed["idps"]  # the writer stayed with the run
+    assert not roots[1].exists() or not any(p for p in roots[1].iterdir() if not p.name.startswith("."))
