@@ -10,9 +10,10 @@ the file write: the new rows appended, or the whole file when a column joined th
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from nnx_core.errors import CorruptRunError
@@ -53,28 +54,31 @@ def _is_record_kind(column: str) -> bool:
     return leaf in ("kind", "status") and bool(record)
 
 
-def _parse_cell(column: str, text: str) -> Any:
-    if text == "":
-        return None
+def _true(text: str) -> bool:
+    return text == "true"
+
+
+def _cell_reader(column: str) -> Callable[[str], Any]:
+    """How a column's non-empty cells read, decided once per header (an empty cell is None)."""
     if column in _INT_COLUMNS or column.endswith(".count"):
-        return int(text)
+        return int
     if column.endswith(_BOOL_SUFFIXES):
-        return text == "true"
+        return _true
     if column.endswith(_STR_SUFFIXES) or _is_record_kind(column):
-        return text
-    return float(text)
+        return str
+    return float
 
 
-def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+def _nested(columns: Sequence[tuple[Callable[[str], Any], tuple[str, ...], str]], row: Sequence[str]) -> dict[str, Any]:
+    """One row's record state: each non-empty cell read by its column's reader, at its dotted path."""
     out: dict[str, Any] = {}
-    for key, value in flat.items():
-        if value is None:
+    for (read, parents, leaf), text in zip(columns, row, strict=True):
+        if text == "":
             continue
         node = out
-        *parents, leaf = key.split(".")
         for part in parents:
             node = node.setdefault(part, {})
-        node[leaf] = value
+        node[leaf] = read(text)
     return out
 
 
@@ -130,8 +134,35 @@ class EagerHistory:
         return b"".join((header.getvalue().encode("utf-8"), self._body))  # one copy of the rows
 
 
+_PARSED: dict[bytes, list[IterationDataPoint]] | None = None  # inside ``parsed_once``: the bytes parsed, their records
+
+
+@contextlib.contextmanager
+def parsed_once() -> Iterator[None]:
+    """Within the block, ``parse_history`` of bytes it already parsed returns those records again
+    (records are frozen): a resume reads the history in admission and again in ``NNRun.load``, and
+    parsing is most of what a resume costs past the payload (docs/performance.md). Nothing is kept
+    after the block."""
+    global _PARSED
+    outer, _PARSED = _PARSED, _PARSED if _PARSED is not None else {}
+    try:
+        yield
+    finally:
+        _PARSED = outer
+
+
 def parse_history(data: bytes) -> list[IterationDataPoint]:
     """Parse ``idps.csv`` bytes back into records; an unreadable file raises CorruptRunError."""
+    cache = _PARSED
+    if cache is None:
+        return _parse(data)
+    if data not in cache:
+        cache.clear()  # one file at a time
+        cache[data] = _parse(data)
+    return list(cache[data])
+
+
+def _parse(data: bytes) -> list[IterationDataPoint]:
     try:
         reader = csv.reader(io.StringIO(data.decode("utf-8")))
         rows = list(reader)
@@ -140,13 +171,13 @@ def parse_history(data: bytes) -> list[IterationDataPoint]:
     if not rows:
         return []
     header, body = rows[0], rows[1:]
+    columns = [(_cell_reader(col), tuple(col.split(".")[:-1]), col.split(".")[-1]) for col in header]
     out: list[IterationDataPoint] = []
     for number, row in enumerate(body, start=2):
         if len(row) != len(header):
             raise CorruptRunError(f"idps.csv line {number} has {len(row)} cells, the header has {len(header)}")
         try:
-            flat = {col: _parse_cell(col, text) for col, text in zip(header, row, strict=True)}
-            out.append(IterationDataPoint.from_state(_nest(flat)))
+            out.append(IterationDataPoint.from_state(_nested(columns, row)))
         except (TypeError, ValueError) as exc:
             raise CorruptRunError(f"idps.csv line {number} is not a valid record: {exc}") from exc
     return out

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from nnx_core import admission as adm
-from nnx_core import replacement
+from nnx_core import eager_history, replacement
 from nnx_core.commit import LAST, RunFiles
 from nnx_core.errors import ComponentRestoreError, CorruptRunError, ResumeMismatchError, ResumePointError, TrainingPreempted
 from nnx_core.identity import validate_run_id, validate_tag
@@ -139,13 +139,14 @@ def admit(
         warnings.warn(f"run {files.run_id[:8]}: an interrupted replacement was settled ({settled})", RuntimeWarning, stacklevel=2)
     files.storage.clean_temporaries(files.run_id)  # a hard kill can leave temporaries behind (never visible)
     train = entry.train
-    decided = adm.admit(
-        files, resume=train.resume == "auto", overwrite=train.overwrite_existing, n_epochs=train.n_epochs,
-        where=str(getattr(files.storage, "root", "the runs root")),
-    )
-    if decided.action == adm.FRESH:
-        return attrs.evolve(source or Plan(action=adm.FRESH), replace=decided.replace)
-    loaded = NNRun.load(files.run_id, entry.root, storage=files.storage)
+    with eager_history.parsed_once():  # admission and NNRun.load read the same history: parsed once
+        decided = adm.admit(
+            files, resume=train.resume == "auto", overwrite=train.overwrite_existing, n_epochs=train.n_epochs,
+            where=str(getattr(files.storage, "root", "the runs root")),
+        )
+        if decided.action == adm.FRESH:
+            return attrs.evolve(source or Plan(action=adm.FRESH), replace=decided.replace)
+        loaded = NNRun.load(files.run_id, entry.root, storage=files.storage)
     refused = adm.data_refusal(files.run_id, loaded.data_fingerprint, current) or user_code.code_refusal(
         files.run_id, loaded.code_fingerprint, code or {})
     if refused is not None:

@@ -106,3 +106,24 @@ def test_a_records_kind_and_status_come_back_as_text_and_a_metric_of_that_name_a
     (back,) = parse_history(EagerHistory([idp]).render())
     assert back.train_edp.kind == "regression" and back.train_edp.status == "ok"
     assert back.train_edp.metrics["kind"] == 2.0 and back == idp
+
+
+def test_inside_parsed_once_the_same_bytes_are_parsed_once(monkeypatch):
+    """A resume reads the history in admission and again in NNRun.load: inside ``parsed_once``
+    the second read returns the same records without parsing; outside it, every call parses."""
+    from nnx_core import eager_history
+
+    calls: list[int] = []
+    real = eager_history._parse
+    monkeypatch.setattr(eager_history, "_parse", lambda data: calls.append(len(data)) or real(data))
+    data = EagerHistory(EPOCH0 + EPOCH1).render()
+    with eager_history.parsed_once():
+        first, second = parse_history(data), parse_history(bytes(data))  # equal bytes, another object
+        first.append(idp(9, 9, 9))  # each caller gets its own list
+        assert second == EPOCH0 + EPOCH1 and parse_history(data) == EPOCH0 + EPOCH1
+        assert len(calls) == 1
+        parse_history(EagerHistory(EPOCH0).render())  # other bytes: parsed
+        assert len(calls) == 2
+    parse_history(data)
+    parse_history(data)
+    assert len(calls) == 4  # nothing kept after the block
