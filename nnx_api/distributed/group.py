@@ -326,10 +326,16 @@ class DataParallel:
 
     def ride(self, points: Any) -> None:
         """The commit points' answers (a signal on one rank, each rank's clock) ride on every
-        all-reduce of this group, so every rank commits at the same update (``CommitPoints``)."""
-        if points.rides:
-            points.ride()
+        all-reduce of this group, so every rank commits at the same update (``CommitPoints``). A
+        collective without a ``rider`` (one of the user's) agrees them in an all-reduce of their
+        own at each update boundary instead."""
+        if not points.rides:
+            return
+        points.ride()
+        if hasattr(self.collective, "rider"):
             self.collective.rider = points
+        else:
+            points.vote = self.collective.all_reduce_sum
 
     # ------------------------------------------------------------- during training
     def partial_state(self, local: dict[str, Any]) -> dict[str, Any]:

@@ -50,6 +50,7 @@ class CommitPoints:
     def __init__(self, every: int | timedelta | None, preemption: Any = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.every, self.preemption, self.clock = every, preemption, clock
         self.agreed: list[float] | None = None  # riding: [ranks preempted, ranks whose clock is due], summed
+        self.vote: Callable[[list[float]], list[float]] | None = None  # riding on an all-reduce of its own
         self.mark(0)
 
     @property
@@ -96,6 +97,8 @@ class CommitPoints:
 
     def due(self, updates: int) -> str | None:
         """``PREEMPTED``, ``EVERY`` or None, at an update boundary with ``updates`` committed updates."""
+        if self.vote is not None:
+            self.note(self.vote(self.local()))
         if self.preempted:
             return PREEMPTED
         every = self.every

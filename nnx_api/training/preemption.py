@@ -28,9 +28,10 @@
 The flag outlives ``__exit__`` (the caller may read it after the call); ``__enter__`` clears it.
 A ``Preemption`` with no signals (``preempt_signals=()``) changes no handler at all. In a
 data-parallel group each rank has its own: the flag one rank records reaches the others through
-the group's all-reduces (``nnx_api.training.partial.CommitPoints``). While the handlers are ours, a listed signal no longer ends the process by
-itself: a run that never reaches an update boundary again (a hung collective, an endless
-validation) is ended by the scheduler's SIGKILL after its grace period, as any job is.
+the group's all-reduces (``nnx_api.training.partial.CommitPoints``). While the handlers are ours,
+a listed signal no longer ends the process by itself: a run that never reaches an update boundary
+again (a hung collective, an endless validation) is ended by the scheduler's SIGKILL after its
+grace period, as any job is.
 """
 
 from __future__ import annotations

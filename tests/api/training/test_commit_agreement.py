@@ -29,23 +29,12 @@ import nnx_api as nnx
 from nnx_api.distributed.group import DataParallel
 from nnx_api.distributed.loaders import PositionedShards, train_loader
 from nnx_api.training.partial import EVERY, PREEMPTED, CommitPoints, load_tree, tree_state
+from nnx_api.training.preemption import Preemption
 
 
-class Flag:
-    """A ``Preemption`` as ``CommitPoints`` reads it."""
-
-    signals = (signal.SIGTERM,)
-
-    def __init__(self) -> None:
-        self.signal: signal.Signals | None = None
-
-    @property
-    def requested(self) -> bool:
-        return self.signal is not None
-
-    @property
-    def name(self) -> str | None:
-        return None if self.signal is None else self.signal.name
+def flag_of_one_rank() -> Preemption:
+    """A rank's preemption flag, never entered: a signal "arrives" when a test sets ``.signal``."""
+    return Preemption((signal.SIGTERM,))
 
 
 def all_reduce(points: list[CommitPoints]) -> None:
@@ -55,8 +44,8 @@ def all_reduce(points: list[CommitPoints]) -> None:
         p.note(sums)
 
 
-def group(n: int, every=None, clocks=None) -> tuple[list[CommitPoints], list[Flag]]:
-    flags = [Flag() for _ in range(n)]
+def group(n: int, every=None, clocks=None) -> tuple[list[CommitPoints], list[Preemption]]:
+    flags = [flag_of_one_rank() for _ in range(n)]
     points = [CommitPoints(every, flags[r], **({"clock": clocks[r]} if clocks else {})) for r in range(n)]
     for p in points:
         assert p.rides
@@ -103,11 +92,11 @@ def test_each_ranks_clock_rides_and_a_commit_resets_it_on_every_rank():
 def test_a_count_of_updates_never_rides():
     points = CommitPoints(4, None)
     assert not points.rides
-    assert CommitPoints(4, Flag()).rides and CommitPoints(timedelta(seconds=1), None).rides
+    assert CommitPoints(4, flag_of_one_rank()).rides and CommitPoints(timedelta(seconds=1), None).rides
 
 
 def test_one_process_answers_alone():
-    flag = Flag()
+    flag = flag_of_one_rank()
     points = CommitPoints(None, flag)
     assert points.due(1) is None
     flag.signal = signal.SIGTERM
@@ -282,6 +271,24 @@ def test_the_commit_points_ride_for_one_call_only():
     assert collective.rider is None and quiet.agreed is None
 
 
-def group_of_one() -> tuple[CommitPoints, Flag]:
-    flag = Flag()
+def group_of_one() -> tuple[CommitPoints, Preemption]:
+    flag = flag_of_one_rank()
     return CommitPoints(None, flag), flag
+
+
+def test_a_collective_without_a_rider_agrees_at_each_boundary_in_an_all_reduce_of_its_own():
+    """``DDP(collective=...)`` with a collective of the user's: the answers are summed at the
+    update boundary itself (one more all-reduce there), so the ranks still commit alike."""
+    flags = [flag_of_one_rank(), flag_of_one_rank()]
+    points = [CommitPoints(None, f) for f in flags]
+
+    class Summing:  # both ranks' all-reduce at the boundary, in one process
+        rank, world_size = 0, 2
+
+        def all_reduce_sum(self, values):
+            return [a + b for a, b in zip(points[0].local(), points[1].local(), strict=True)]
+
+    for p in points:
+        DataParallel(Summing(), writer_rank=0).ride(p)
+    flags[1].signal = signal.SIGTERM
+    assert [p.due(2) for p in points] == [PREEMPTED, PREEMPTED]
