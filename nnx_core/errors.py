@@ -16,8 +16,12 @@ class ParamsError(NNxError, ValueError, TypeError):
     catches either for a bad configuration keeps working."""
 
     def __init__(self, path: str, message: str) -> None:
-        self.path = path
+        self.path, self.detail = path, message
         super().__init__(f"{path}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the default (cls, self.args) would call __init__ with the joined message alone
+        return type(self), (self.path, self.detail), self.__dict__
 
 
 class InvalidRunIdError(NNxError, ValueError):
@@ -74,6 +78,10 @@ class ComponentRestoreError(ResumeMismatchError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = list(problems)
         super().__init__("cannot restore components:\n  - " + "\n  - ".join(self.problems))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the default (cls, self.args) would read the joined message as the list of problems
+        return type(self), (self.problems,), self.__dict__
 
 
 class TrainingPreempted(NNxError, RuntimeError):
