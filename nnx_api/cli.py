@@ -275,6 +275,8 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
     for loader, fp in sorted((run.data_fingerprint or {}).items()):
         print(f"data: {loader} rows {fp.get('rows')} batches {fp.get('batches')} sample {fp.get('sample')} "
               f"(first batch {fp.get('batch')})", file=out)
+    if run.trained:
+        print(f"trained: net {run.trained.get('net')}; {run.trained.get('update')}; loss {run.trained.get('loss')}", file=out)
     print("config:", file=out)
     for line in dump_yaml(run.config).decode("utf-8").splitlines():
         print(f"  {line}", file=out)

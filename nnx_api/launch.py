@@ -103,7 +103,8 @@ def _launch(entry: TrainingEntry, group: Any, started: float) -> NNRun:
     group.agree_given(entry)  # 0. what each rank was given, agreed before any other collective
     train = entry.train
     storage = entry.storage if entry.storage is not None else FileStorage(runs_root(entry.root))
-    run = NNRun(config=entry.config, root=runs_root(entry.root), storage=storage, precision=entry.model.resolved_precision)
+    run = NNRun(config=entry.config, root=runs_root(entry.root), storage=storage, precision=entry.model.resolved_precision,
+                trained=user_code.trained(entry))
     # 0. where the run lives: each rank's own root may hold it; the newest committed state's holder writes
     note, writer = group.place_writer(run.id, storage), group.writer_rank
     if note is not None and c.rank == writer:

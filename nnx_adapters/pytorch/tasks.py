@@ -57,6 +57,14 @@ class TaskAdapter:
         when the task is only implied by the loss (NNx's records without a TaskSpec)."""
         return self.kind if self.explicit else None
 
+    @property
+    def loss_name(self) -> str:
+        """The loss this task computes, as a run's description names it (``loss_terms`` below):
+        the categorical loss NNModelParams names, else the one the task kind implies."""
+        if self.categorical:
+            return "negative_log_likelihood" if self.loss == "negative_log_likelihood" else "cross_entropy"
+        return "binary_cross_entropy" if self.kind == "multilabel" else "mean_squared_error"
+
     def with_loss(self, fn: Any) -> TaskAdapter:
         """This task with its loss computed by ``fn`` (a ``model.loss_fn`` the user assigned)."""
         return ModuleLossTask(self, fn)
@@ -252,6 +260,12 @@ class ModuleLossTask(TaskAdapter):
         self.fn = fn
         self.reduction = getattr(fn, "reduction", "mean")
         self.additive = self.reduction == "sum"
+
+    @property
+    def loss_name(self) -> str:
+        """``loss_fn <its class or function>`` (reduction sum: said)."""
+        fn = self.fn if hasattr(self.fn, "__qualname__") else type(self.fn)
+        return f"loss_fn {fn.__module__}.{fn.__qualname__}" + (" (reduction='sum')" if self.additive else "")
 
     def loss_terms(self, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, int]:
         """(the numerator: the sum, or the value × its mean denominator; the valid targets)."""

@@ -120,8 +120,7 @@ def _params_config(train: Any, model: Any, net: Any, trainer: Any, salt: str | N
                           "use NNModel(...).run_config(params, salt)")
     model_state = {"model": model.state(), **({"net": net.state()} if net is not None else {})}
     train_state = (trainer.representative() if trainer is not None else train).state()
-    config = run_config(model_state, train_state, salt, trainer=None if trainer is None else trainer.state())
-    return config
+    return run_config(model_state, train_state, salt, trainer=None if trainer is None else trainer.state())
 
 
 @attrs.frozen(kw_only=True, init=False)
@@ -137,6 +136,8 @@ class NNRun:
     ``data``; ``nnx_api.training.fingerprint``), None for a run that predates fingerprints.
     ``compile`` is the ``CompileRecord`` of its latest attempt when that attempt asked for
     ``train(compile=...)`` (metadata.yaml's ``compile``), else None; never part of the id.
+    ``trained`` says what trained it, outside the id: net, update owner, loss (run.yaml's
+    ``trained``; ``nnx_api.training.code.trained``), None for a run that predates it.
     """
 
     config: Mapping[str, Any]
@@ -149,6 +150,7 @@ class NNRun:
     data_fingerprint: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
     code_fingerprint: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
     compile: CompileRecord | None = attrs.field(default=None, converter=CompileRecord.coerce, eq=False)
+    trained: Mapping[str, str] | None = attrs.field(default=None, eq=False, repr=False)
     folder: str | None = attrs.field(default=None, eq=False, repr=False)  # read from here, not <id>/ (a run kept aside)
     id: str = attrs.field(init=False)
 
@@ -179,8 +181,8 @@ class NNRun:
         return self.root / (self.folder or self.id)
 
     def state(self) -> dict[str, Any]:
-        """``{"id": ..., **config}`` — what run.yaml holds."""
-        return {"id": self.id, **self.config}
+        """``{"id": ..., **config, "trained": ...}`` — run.yaml (``load`` hashes it without ``trained``)."""
+        return {"id": self.id, **self.config, **({"trained": dict(self.trained)} if self.trained else {})}
 
     def files(self) -> RunFiles:
         """This run's files over its store."""
@@ -229,8 +231,8 @@ class NNRun:
         except FileNotFoundError as exc:
             raise RunNotFoundError(f"no run {run_id} under {base}; list runs with `nnx runs list`") from exc
         doc = load_yaml(raw, where=f"run {run_id} run.yaml")
-        stored_id = doc.pop("id", None)
-        run = cls(config=doc, root=base, storage=storage, folder=None if folder == run_id else folder)
+        stored_id, trained = doc.pop("id", None), doc.pop("trained", None)
+        run = cls(config=doc, root=base, storage=storage, folder=None if folder == run_id else folder, trained=trained)
         if stored_id != run.id:
             raise CorruptRunError(f"run {run_id}: run.yaml's configuration hashes to {run.id}, not {stored_id}")
         if run.id != run_id:
@@ -245,14 +247,12 @@ class NNRun:
                 f"records to show (the checkpoints are intact). `nnx runs verify {run_id[:8]}` reports it; resume='auto' "
                 "refuses to continue the run until idps.csv is back", RuntimeWarning, stacklevel=2,
             )
-        meta = {}
-        if files.storage.exists(files.metadata_yaml):
-            meta = load_yaml(files.storage.read(files.metadata_yaml), where=f"run {run_id} metadata.yaml")
+        has_meta = files.storage.exists(files.metadata_yaml)
+        meta = load_yaml(files.storage.read(files.metadata_yaml), where=f"run {run_id} metadata.yaml") if has_meta else {}
         complete, partial = split_partial(iter_committed(history, last), last)
         return attrs.evolve(
             run, idps=complete, partial=partial, resume_status=meta.get("resume"), data_fingerprint=meta.get("data"),
-            code_fingerprint=meta.get("code"),
-            precision=meta.get("precision"), compile=meta.get("compile"),
+            code_fingerprint=meta.get("code"), precision=meta.get("precision"), compile=meta.get("compile"),
         )
 
     @classmethod

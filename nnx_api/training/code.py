@@ -21,6 +21,13 @@ NNx's own code (``nnx_api``, ``nnx_core``, ``nnx_adapters``: the built-in nets, 
 objectives) is left out: a new version of the library is not a change of your experiment. A
 built-in objective's configuration is recorded (``config``: True, the digest of its configuration
 only).
+
+``trained`` describes, in words, what turned the configuration into updates: the net that ran
+(NNx's built-in net, or your module's class), who owned the updates (the built-in step, a step
+function, an objective) and the loss the built-in step computed. run.yaml keeps it next to the
+configuration, outside the content address (``NNRun.trained``), so a ``module=`` run trained by an
+objective is not described by the defaults its ``model`` section carries (``net: feed_fwd``,
+``loss: cross_entropy``) and no run id moves.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from typing import Any
 import attrs
 
 from nnx_core.errors import CodeChangedError
+from nnx_api.config.identity import class_path
 
 OWN = ("nnx_api", "nnx_core", "nnx_adapters")
 
@@ -53,6 +61,23 @@ def code_fingerprint(entry: Any) -> dict[str, dict[str, Any]]:
     if objective is not None:
         code["objective"] = objective
     return code
+
+
+def trained(entry: Any) -> dict[str, str]:
+    """run.yaml's ``trained`` section for ``entry`` (module docstring): ``net``, ``update`` and
+    ``loss``, each a line of words."""
+    config, model = entry.config, entry.model
+    net = f"module {config['module']['class']}" if "module" in config else f"built-in {config['model'].get('net')}"
+    owner = entry.step_fn if entry.step_fn is not None else entry.objective
+    task_loss = model.task_adapter.loss_name
+    if owner is None:
+        return {"net": net, "update": "built-in step", "loss": task_loss}
+    role = "objective" if entry.objective is not None else entry.kind.step_name
+    named = owner if inspect.isfunction(owner) or inspect.ismethod(owner) or isinstance(owner, type) else type(owner)
+    loss = "the objective's loss terms" if role == "objective" else "computed by the step"
+    if _name(named) == "SupervisedObjective" and not _yours(named):
+        loss = task_loss
+    return {"net": net, "update": f"{role} {class_path(named)}", "loss": loss}
 
 
 def _objective(obj: Any) -> dict[str, Any] | None:
