@@ -167,7 +167,7 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
         eval_check(entry.train)
     journal = history_setup.check_history(entry.history, declared)
     train = entry.train
-    _check_commit_points(train, group, journal)
+    _check_commit_points(train, group)
     loaders = {"train_loader": train.train_loader, "val_loader": train.val_loader}
     firsts = {name: fingerprint.take_first_batch(ld) for name, ld in loaders.items() if ld is not None}
     builtin_step = entry.step_fn is None and entry.objective is None and not entry.kind.owner_required
@@ -340,17 +340,14 @@ def _returned(run: NNRun, session: TrainingSession) -> NNRun:
     return attrs.evolve(run, idps=tuple(r for r in records if r.epoch_idx != partial.epoch), partial=done)
 
 
-def _check_commit_points(train: Any, group: Any, journal: Any) -> None:
+def _check_commit_points(train: Any, group: Any) -> None:
     """``commit_every`` needs a train loader NNx can position inside an epoch (the group's:
-    ``position_refusal``) and the eager history; anything else is refused before anything is written."""
+    ``position_refusal``); anything else is refused before anything is written."""
     if train.commit_every is None:
         return
     refusal = group.position_refusal(train.train_loader)
-    why = f"a train_loader NNx can position: {refusal}" if refusal is not None else None
-    if why is None and journal is not None:
-        why = "the eager history: with a HistoryJournal commits happen at epoch ends for now; leave commit_every unset"
-    if why is not None:
-        raise ParamsError("NNTrainParams.commit_every", f"commits inside an epoch need {why}")
+    if refusal is not None:
+        raise ParamsError("NNTrainParams.commit_every", f"commits inside an epoch need a train_loader NNx can position: {refusal}")
 
 
 def _data_seed(stateful: CheckpointPayload | None, seed: int | None) -> int:

@@ -145,7 +145,7 @@ def _refuse_vanished(files: RunFiles) -> None:
     the first commit leaves (before its LAST), which is restarted."""
     epochs = sorted(set(_eager_epochs(files, None) or ()))
     journal = JournalReader.open(files.storage, files.run_id, None)
-    journal_epochs = journal.manifest.epochs if journal is not None else 0
+    journal_epochs = journal.manifest.epochs + bool(journal.manifest.open_records) if journal is not None else 0
     record = read_attempt(files) or {}
     committed = record.get("last_committed_epoch")
     committed = committed if committed is not None else record.get("last_committed_position")  # a mid-epoch one

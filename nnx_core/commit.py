@@ -220,6 +220,15 @@ def position_of(manifest: TagManifest) -> Position | None:
     return Position.from_state(manifest.meta[POSITION], f"run {manifest.run_id} tag {manifest.tag!r}")
 
 
+def history_cut(last: TagManifest | None) -> tuple[int | None, int | None]:
+    """What of a history ``last`` commits, as a journal reader and writer take it: ``(epoch,
+    records of it)``; records None: the epoch whole (an epoch-end LAST); (None, None): nothing."""
+    if last is None:
+        return None, None
+    position = position_of(last)
+    return last.epoch, None if position is None else position.records
+
+
 def complete_epoch(last: TagManifest | None) -> int | None:
     """The newest epoch ``last`` commits whole: its epoch, or for a mid-epoch LAST the epoch
     before it; None when nothing is committed whole (no LAST, or a mid-epoch LAST of epoch 0)."""

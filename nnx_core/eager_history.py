@@ -93,8 +93,9 @@ class EagerHistory:
         self._rendered = 0
         self.extend(idps)
 
-    def extend(self, idps: Iterable[IterationDataPoint]) -> None:
-        """Append records (normally one epoch's)."""
+    def extend(self, idps: Iterable[IterationDataPoint], *, closes: bool = True) -> None:
+        """Append records (an epoch's, or its records so far: ``closes=False``; one file holds
+        both alike)."""
         known = set(self._columns)
         for idp in idps:
             flat = flatten(idp.state())

@@ -14,13 +14,21 @@ One history step (``JournalWriter.commit``), before LAST is written:
     4. the manifest naming the new lengths and chain → published atomically
     (then LAST, the commit marker; if LAST fails, ``rollback`` republishes the previous manifest)
 
+A mid-epoch commit (``extend(records, closes=False)``: the epoch goes on) is the same step without
+the epoch's summary row: its records so far become chunks, and the manifest says how many records
+of its last epoch are committed while that epoch is open (``open_records``). The epoch's next
+commit adds chunks of the same epoch, and the commit that ends it writes its summary row, made
+from all of the epoch's records.
+
 A writer that opens an existing journal (a resumed run) discards an uncommitted tail first: it
-republishes the manifest cut at LAST's epoch, then cuts index.jsonl / epochs.jsonl to the lengths
-that manifest names (a crash in between leaves a manifest describing a prefix of both files), and
-removes chunk files no manifest names. Committed chunks are never rewritten.
+republishes the manifest cut at LAST (its epoch; for a mid-epoch LAST, the records of its epoch
+LAST names), then cuts index.jsonl / epochs.jsonl to the lengths that manifest names (a crash in
+between leaves a manifest describing a prefix of both files), and removes chunk files no manifest
+names. Committed chunks are never rewritten.
 
 Memory: the writer holds the window (``retention`` records), the current epoch's records until
-they commit, and a few counters. Callbacks see the window (``HistoryWindow``) or, when they ask
+the epoch ends (a mid-epoch commit writes them, and keeps them for the epoch's summary row), and
+a few counters. Callbacks see the window (``HistoryWindow``) or, when they ask
 for it, the lazy full history (``FullHistory``).
 """
 
@@ -46,7 +54,7 @@ from nnx_core.journal_format import (
     epoch_summary,
     read_chunk,
 )
-from nnx_core.journal_reader import JournalReader, count_upto
+from nnx_core.journal_reader import JournalReader, upto
 from nnx_core.ports import Storage
 from nnx_core.records import IterationDataPoint
 from nnx_core.validate import check_int
@@ -213,33 +221,48 @@ class FullHistory(Sequence[IterationDataPoint]):
 class JournalWriter:
     """The journal's writer: the window, the pending epoch, and the commit protocol's history step.
 
-    Open it under the run's lease with LAST's epoch (``None`` for a fresh run): an uncommitted
-    tail is discarded first (module docstring). ``extend`` adds an epoch's records; ``commit`` is
-    the "run history" step (all before LAST); ``rollback`` republishes the previous manifest when
-    LAST failed. ``idps`` is the live read-only window callbacks see as ``ctx.idps``.
+    Open it under the run's lease with LAST's epoch (``None`` for a fresh run; ``in_epoch``: a
+    mid-epoch LAST's records of it): an uncommitted tail is discarded first (module docstring).
+    ``extend`` adds records; ``commit`` is the "run history" step (all before LAST); ``rollback``
+    republishes the previous manifest when LAST failed. ``idps`` is the live read-only window
+    callbacks see as ``ctx.idps``; ``open`` the committed records of an epoch still in progress.
     """
 
-    def __init__(self, storage: Storage, run_id: str, spec: HistoryJournal, *, last_epoch: int | None) -> None:
+    def __init__(
+        self, storage: Storage, run_id: str, spec: HistoryJournal, *, last_epoch: int | None, in_epoch: int | None = None
+    ) -> None:
         self.storage = storage
         self.files = JournalFiles(run_id)
         self.spec = spec
         self.window: collections.deque[IterationDataPoint] = collections.deque(maxlen=spec.retention)
         self.pending: list[IterationDataPoint] = []
+        self.open: list[IterationDataPoint] = []  # committed records of the manifest's open epoch
+        self._goes_on = False  # the pending records' last epoch goes on after the next commit
         self.idps = HistoryWindow(self.window)
         self._full: FullHistory | None = None
         self._previous: bytes | None = None  # the manifest readers saw before the last commit
         self._on_disk: bytes | None = None  # the published manifest (None: no manifest file)
         self._clean = True  # index/epochs files are exactly the published manifest's prefixes
-        self.manifest = self._reconcile(last_epoch)
-        reader = JournalReader(storage, run_id, self.manifest.last_epoch, self.manifest)
-        self.window.extend(reader.tail(spec.retention))
+        self.manifest = self._reconcile(last_epoch, in_epoch)
+        self._read_back()
+
+    def _read_back(self) -> None:
+        """The window and the open epoch's records, as the manifest commits them."""
+        reader = JournalReader(self.storage, self.files.run_id, self.manifest.last_epoch, self.manifest)
+        self.window.clear()  # the same deque: ctx.idps stays live
+        self.window.extend(reader.tail(self.spec.retention))
+        m = self.manifest
+        chunks = [e for e in reader.entries() if e.first_epoch == m.last_epoch] if m.open_records else []
+        self.open = [r for entry in chunks for r in read_chunk(self.storage, self.files, entry)]
 
     # the window and the records -------------------------------------------------------------
-    def extend(self, records: Iterable[IterationDataPoint]) -> None:
-        """Add records (normally one epoch's); they commit with the next ``commit``."""
+    def extend(self, records: Iterable[IterationDataPoint], *, closes: bool = True) -> None:
+        """Add records (an epoch's, or its records so far: ``closes=False``, a mid-epoch commit's);
+        they commit with the next ``commit``."""
         for record in records:
             self.pending.append(record)
             self.window.append(record)
+        self._goes_on = not closes
 
     def full_view(self) -> FullHistory:
         """The lazy full history (committed chunks + window) for ``history_access = "full"``."""
@@ -260,17 +283,23 @@ class JournalWriter:
             return
         m = self.manifest
         epochs = [r.epoch_idx for r in self.pending]
-        if epochs != sorted(epochs) or (m.last_epoch is not None and epochs[0] <= m.last_epoch):
+        continues = bool(m.open_records) and epochs[0] == m.last_epoch  # the open epoch goes on
+        if epochs != sorted(epochs) or (m.last_epoch is not None and epochs[0] <= m.last_epoch and not continues) or (
+            m.open_records and not continues
+        ):
             raise ValueError(
                 f"run {self.files.run_id}: journal records must come in epoch order after epoch {m.last_epoch}"
+                + (f", continuing its open epoch {m.last_epoch}" if m.open_records else "")
             )
+        groups = list(_by_epoch(self.pending))
+        open_now = (len(self.open) if continues and len(groups) == 1 else 0) + len(groups[-1]) if self._goes_on else 0
         try:
             if not self._clean:  # an earlier step failed: republish this manifest, cut the files to it
                 self._publish(m.to_bytes())
                 self._cut_files(m)
                 self._clean = True
             chain, seq, new_entries, lines, rows = m.index_chain, m.chunks, [], [], []
-            for epoch_records in _by_epoch(self.pending):
+            for n, epoch_records in enumerate(groups):
                 for start in range(0, len(epoch_records), self.spec.chunk):
                     part = epoch_records[start : start + self.spec.chunk]
                     data = b"".join(encode_record(r) for r in part)
@@ -286,7 +315,9 @@ class JournalWriter:
                     lines.append(line + b"\n")
                     new_entries.append(entry)
                     seq += 1
-                rows.append(compact_json(epoch_summary(epoch_records)).encode("utf-8") + b"\n")
+                if n < len(groups) - 1 or not self._goes_on:  # the epoch ends: its row, from all its records
+                    whole = self.open + epoch_records if n == 0 and continues else epoch_records
+                    rows.append(compact_json(epoch_summary(whole)).encode("utf-8") + b"\n")
             index_data, rows_data = b"".join(lines), b"".join(rows)
             self._clean = False  # from here on the files may hold bytes no manifest names
             self.storage.append(self.files.index, index_data)
@@ -303,6 +334,7 @@ class JournalWriter:
                 epochs_bytes=m.epochs_bytes + len(rows_data),
                 last_epoch=self.pending[-1].epoch_idx,
                 last_iter=self.pending[-1].iter_idx,
+                open_records=open_now,
             )
             published = new.to_bytes()
             self.storage.write(self.files.manifest, published)
@@ -310,6 +342,7 @@ class JournalWriter:
             self._clean = False  # the manifest on disk is unknown too: republished before the next commit
             raise
         self._previous, self._on_disk, self.manifest, self._clean = self._on_disk, published, new, True
+        self.open = ((self.open if continues and len(groups) == 1 else []) + groups[-1]) if open_now else []
         self.pending.clear()
         if self._full is not None:
             self._full.observe(new_entries)
@@ -331,9 +364,7 @@ class JournalWriter:
             else JournalManifest.from_bytes(previous, run_id=self.files.run_id)
         )
         self._publish(previous)
-        reader = JournalReader(self.storage, self.files.run_id, self.manifest.last_epoch, self.manifest)
-        self.window.clear()  # as if opened at the previous manifest (the same deque: ctx.idps stays live)
-        self.window.extend(reader.tail(self.spec.retention))
+        self._read_back()  # as if opened at the previous manifest
 
     def _publish(self, manifest: bytes | None) -> None:
         if manifest is None:
@@ -343,8 +374,9 @@ class JournalWriter:
         self._on_disk = manifest
 
     # opening --------------------------------------------------------------------------------
-    def _reconcile(self, last_epoch: int | None) -> JournalManifest:
-        """Cut the journal back to LAST's epoch; return the manifest the writer continues from."""
+    def _reconcile(self, last_epoch: int | None, in_epoch: int | None) -> JournalManifest:
+        """Cut the journal back to LAST (``in_epoch``: a mid-epoch LAST's records of its epoch);
+        return the manifest the writer continues from."""
         files, storage = self.files, self.storage
         reader = JournalReader.open(storage, files.run_id, last_epoch)
         if reader is None:
@@ -352,15 +384,28 @@ class JournalWriter:
         else:
             manifest = reader.manifest
             self._on_disk = manifest.to_bytes()
-            if last_epoch is not None and (manifest.last_epoch is None or manifest.last_epoch < last_epoch):
+            entries = reader.all_entries()
+            kept = [] if last_epoch is None else upto(entries, last_epoch, in_epoch)
+            held = sum(e.records for e in kept if e.first_epoch == last_epoch)
+            if last_epoch is not None and in_epoch is None and (manifest.last_epoch is None or manifest.last_epoch < last_epoch):
                 raise HistoryCorruptionError(
                     f"run {files.run_id}: the history journal ends at epoch {manifest.last_epoch} but LAST is "
                     f"epoch {last_epoch}; the journal lost committed epochs"
                 )
-            entries = reader.all_entries()
-            keep = 0 if last_epoch is None else count_upto(entries, last_epoch)
-            if keep < len(entries):  # an uncommitted tail (a crash between the manifest and LAST)
-                manifest = _cut_manifest(manifest, entries[:keep], reader.epoch_lines(), last_epoch)
+            if last_epoch is not None and (
+                (in_epoch is not None and held != in_epoch)
+                or (in_epoch is None and manifest.last_epoch == last_epoch and manifest.open_records)
+            ):
+                what = f"its first {in_epoch} records" if in_epoch is not None else "all of it"
+                raise HistoryCorruptionError(
+                    f"run {files.run_id}: the history journal holds {held} records of epoch {last_epoch}"
+                    f"{' (the epoch not ended)' if manifest.open_records else ''} but LAST commits {what}; the journal "
+                    "lost committed records"
+                )
+            rows = None if last_epoch is None else last_epoch - (in_epoch is not None)
+            if len(kept) < len(entries) or manifest.open_records != (in_epoch or 0):  # an uncommitted tail (a
+                # crash between the manifest and LAST), or an epoch the journal ended that LAST commits in part
+                manifest = _cut_manifest(manifest, kept, reader.epoch_lines(), rows, in_epoch or 0)
                 self._publish(manifest.to_bytes())  # first: it names a prefix of both files
         self._cut_files(manifest)
         for name in storage.list(files.folder):
@@ -398,15 +443,17 @@ def _cut_manifest(
     manifest: JournalManifest,
     kept: list[ChunkEntry],
     epoch_lines: list[tuple[dict[str, Any], int]],
-    last_epoch: int | None,
+    rows_upto: int | None,
+    open_records: int,
 ) -> JournalManifest:
-    """The manifest of the journal cut after ``kept`` entries and the epoch rows ≤ ``last_epoch``."""
+    """The manifest of the journal cut after ``kept`` entries and the epoch rows ≤ ``rows_upto``
+    (``open_records``: the kept records of an epoch that goes on)."""
     chain, size = GENESIS, 0
     for entry in kept:
         line = entry.line()
         chain = chain_next(chain, line)
         size += len(line) + 1
-    rows = [(row, n) for row, n in epoch_lines if last_epoch is not None and row["epoch"] <= last_epoch]
+    rows = [(row, n) for row, n in epoch_lines if rows_upto is not None and row["epoch"] <= rows_upto]
     return attrs.evolve(
         manifest,
         chunks=len(kept),
@@ -417,6 +464,7 @@ def _cut_manifest(
         epochs_bytes=sum(n for _, n in rows),
         last_epoch=kept[-1].last_epoch if kept else None,
         last_iter=kept[-1].last_iter if kept else None,
+        open_records=open_records,
     )
 
 

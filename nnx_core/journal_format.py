@@ -4,13 +4,17 @@ A run with ``history=HistoryJournal(...)`` (``nnx_core.journal``) keeps its hist
 ``<run id>/history/``::
 
     chunk-%08d.jsonl  immutable; at most ``chunk`` records, one compact JSON ``idp.state()`` a line.
-                      Written once (atomically); an epoch never shares a chunk with another epoch.
+                      Written once (atomically); an epoch never shares a chunk with another epoch,
+                      and every commit starts a new chunk (a mid-epoch commit ends one).
     index.jsonl       one line per chunk, appended: sorted-key compact JSON
                       ``{seq, file, records, first_iter, last_iter, first_epoch, last_epoch, sha256}``.
                       Lines are hash-chained: ``chain = sha256(prev_chain + line)``, genesis 64 zeros.
-    epochs.jsonl      one summary row per epoch, appended (losses, errors, monitor value, improved).
+    epochs.jsonl      one summary row per epoch, appended when the epoch ends (losses, errors,
+                      monitor value, improved).
     journal.json      the manifest: how many chunks/records/epoch rows are committed, the byte
-                      lengths of index.jsonl and epochs.jsonl they occupy, and the index chain.
+                      lengths of index.jsonl and epochs.jsonl they occupy, the index chain, and
+                      ``open_records``: the records of ``last_epoch`` a mid-epoch commit committed
+                      while the epoch has no summary row yet (absent: every epoch is whole).
                       Replaced atomically; it is the only file a reader trusts for lengths.
 
 Here: the paths (``JournalFiles``), the manifest (``JournalManifest``) and index lines
@@ -79,10 +83,14 @@ class JournalManifest:
     epochs_bytes: int = 0
     last_epoch: int | None = None
     last_iter: int | None = None
+    open_records: int = 0  # records of last_epoch committed inside it (mid-epoch): no summary row for it yet
 
     def to_bytes(self) -> bytes:
-        """Canonical JSON (sorted keys, indent 1)."""
+        """Canonical JSON (sorted keys, indent 1); ``open_records`` only when there are (so a
+        manifest of whole epochs has the bytes it always had)."""
         doc = {"format": JOURNAL_FORMAT, "version": JOURNAL_VERSION, **attrs.asdict(self)}
+        if not self.open_records:
+            del doc["open_records"]
         return json.dumps(doc, sort_keys=True, indent=1).encode("utf-8")
 
     @classmethod
@@ -100,7 +108,7 @@ class JournalManifest:
             fields = {f.name for f in attrs.fields(cls)}
             manifest = cls(**{k: v for k, v in doc.items() if k in fields})
             ints = (manifest.retention, manifest.chunk_size, manifest.chunks, manifest.records,
-                    manifest.index_bytes, manifest.epochs, manifest.epochs_bytes)
+                    manifest.index_bytes, manifest.epochs, manifest.epochs_bytes, manifest.open_records)
             if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
                 raise ValueError("counts and lengths must be non-negative integers")
         except (ValueError, TypeError, UnicodeDecodeError) as exc:

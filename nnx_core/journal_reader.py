@@ -2,7 +2,9 @@
 
 Read rules (``JournalReader``): only the manifest's byte prefix of index.jsonl / epochs.jsonl
 exists (bytes appended but never published are ignored); records of epochs after LAST's epoch are
-invisible (a crash between the manifest and LAST leaves such a tail); a missing chunk, a chunk whose
+invisible (a crash between the manifest and LAST leaves such a tail), and so are, for a mid-epoch
+LAST (``in_epoch``: the records of its epoch it commits), the records of its epoch past those and
+its epoch's summary row; a missing chunk, a chunk whose
 SHA-256 or record count disagrees with its index line, a broken chain or a manifest that does not
 match its files raises ``HistoryCorruptionError``. A reader streams chunks one at a time.
 
@@ -30,21 +32,27 @@ def has_journal(storage: Storage, run_id: str, root: str | None = None) -> bool:
 class JournalReader:
     """The committed history of one run's journal as readers see it: epochs ≤ ``last_epoch``.
 
-    ``last_epoch`` is LAST's epoch; ``None`` (nothing committed) shows nothing. Index entries are
-    parsed and chain-verified once; chunks are read (and SHA-256-verified) on demand.
+    ``last_epoch`` is LAST's epoch; ``None`` (nothing committed) shows nothing. ``in_epoch``: a
+    mid-epoch LAST's records of ``last_epoch`` (only those are visible, and no summary row of
+    it); None: the epoch is whole. Index entries are parsed and chain-verified once; chunks are
+    read (and SHA-256-verified) on demand.
     """
 
     def __init__(
-        self, storage: Storage, run_id: str, last_epoch: int | None, manifest: JournalManifest, root: str | None = None
+        self, storage: Storage, run_id: str, last_epoch: int | None, manifest: JournalManifest, root: str | None = None,
+        *, in_epoch: int | None = None,
     ) -> None:
         self.storage = storage
         self.files = JournalFiles(run_id, root)
         self.last_epoch = last_epoch
+        self.in_epoch = in_epoch
         self.manifest = manifest
         self._entries: list[ChunkEntry] | None = None
 
     @classmethod
-    def open(cls, storage: Storage, run_id: str, last_epoch: int | None, root: str | None = None) -> JournalReader | None:
+    def open(
+        cls, storage: Storage, run_id: str, last_epoch: int | None, root: str | None = None, *, in_epoch: int | None = None
+    ) -> JournalReader | None:
         """The run's journal reader, or None when the run has no journal (an eager history);
         ``root``: the run's folder when it is not the one its id names."""
         files = JournalFiles(run_id, root)
@@ -52,7 +60,7 @@ class JournalReader:
             data = storage.read(files.manifest)
         except FileNotFoundError:
             return None
-        return cls(storage, run_id, last_epoch, JournalManifest.from_bytes(data, run_id=run_id), root)
+        return cls(storage, run_id, last_epoch, JournalManifest.from_bytes(data, run_id=run_id), root, in_epoch=in_epoch)
 
     def all_entries(self) -> list[ChunkEntry]:
         """Every entry the manifest commits (also those after ``last_epoch``)."""
@@ -68,8 +76,7 @@ class JournalReader:
         """Entries of the visible epochs (≤ ``last_epoch``)."""
         if self.last_epoch is None:
             return []
-        entries = self.all_entries()
-        return entries[: count_upto(entries, self.last_epoch)]
+        return upto(self.all_entries(), self.last_epoch, self.in_epoch)
 
     def __len__(self) -> int:
         return sum(e.records for e in self.entries())
@@ -125,7 +132,8 @@ class JournalReader:
         """Summary rows of the visible epochs."""
         if self.last_epoch is None:
             return []
-        return [row for row, _ in self.epoch_lines() if row["epoch"] <= self.last_epoch]
+        whole = self.last_epoch if self.in_epoch is None else self.last_epoch - 1
+        return [row for row, _ in self.epoch_lines() if row["epoch"] <= whole]
 
 
 def count_upto(entries: Sequence[ChunkEntry], epoch: int) -> int:
@@ -139,3 +147,19 @@ def count_upto(entries: Sequence[ChunkEntry], epoch: int) -> int:
             hi = mid
     return lo
 
+
+
+def upto(entries: Sequence[ChunkEntry], epoch: int, in_epoch: int | None) -> list[ChunkEntry]:
+    """The leading entries a LAST of ``epoch`` commits: every epoch ≤ ``epoch``; for a mid-epoch
+    LAST (``in_epoch``: its records of ``epoch``), the epochs before and the chunks of ``epoch``
+    that hold its first ``in_epoch`` records (a commit always ends a chunk)."""
+    if in_epoch is None:
+        return list(entries[: count_upto(entries, epoch)])
+    kept = list(entries[: count_upto(entries, epoch - 1)])
+    held = 0
+    for entry in entries[len(kept):]:
+        if entry.first_epoch != epoch or held + entry.records > in_epoch:
+            break
+        kept.append(entry)
+        held += entry.records
+    return kept

@@ -15,6 +15,9 @@ under ``OUT`` and runs the resume command on what the kill left:
 * ``mid-epoch``: digits MLP, ``resume="auto"``, ``commit_every=2`` over a ``DataLoader`` whose
   dataset adds noise from torch, ``random`` and NumPy in ``__getitem__`` (12 batches an epoch, so
   5 commits inside each epoch for 1 at its end);
+* ``mid-epoch-journal``: ``mid-epoch`` with ``history=nnx.HistoryJournal(retention=8, chunk_size=4)``:
+  every commit inside an epoch adds chunks, index lines and a manifest naming the epoch's open
+  records; the epoch's end adds its summary row;
 * ``preemption``: the same job with 2 loader workers and no ``commit_every``: a callback sends the
   process SIGTERM at update ``PREEMPT_AT`` (inside epoch 1); ``train()`` commits that update and
   raises ``TrainingPreempted``, and the script, as a requeued job would, trains the same
@@ -296,11 +299,16 @@ def replaced_state(root: Path) -> int | None:
     return last.epoch
 
 
-def mid_epoch(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+def mid_epoch(root: Path, epochs: int, first: FirstEpoch, resume: bool, history: Any = None) -> nnx.NNModel:
     """``commit_every=2``: most of the run's commits (and file events) are inside an epoch."""
     model = mlp()
-    model.train(augmented_params(epochs, workers=0, commit_every=2), callbacks=[first], root=root)
+    model.train(augmented_params(epochs, workers=0, commit_every=2), callbacks=[first], root=root, history=history)
     return model
+
+
+def mid_epoch_journal(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+    """``mid_epoch`` with a history journal whose window (8 records) is smaller than an epoch (12)."""
+    return mid_epoch(root, epochs, first, resume, history=nnx.HistoryJournal(retention=8, chunk_size=4))
 
 
 PREEMPT_AT = 17  # epoch 1's fifth update (12 an epoch)
@@ -352,7 +360,7 @@ def preemption(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.
     return model
 
 
-MID_EPOCH = ("mid-epoch", "preemption")  # LAST may be committed inside an epoch: the update check
+MID_EPOCH = ("mid-epoch", "mid-epoch-journal", "preemption")  # LAST may be committed inside an epoch: the update check
 DRIVERS = {
     "digits-explicit": digits_explicit,
     "digits-auto": digits_auto,
@@ -362,6 +370,7 @@ DRIVERS = {
     "journal": journal,
     "replace": replace,
     "mid-epoch": mid_epoch,
+    "mid-epoch-journal": mid_epoch_journal,
     "preemption": preemption,
 }
 

@@ -57,6 +57,7 @@ DRIVERS = {
     "journal": (1, 0, False),
     "replace": (1, 0, False),
     "mid-epoch": (1, 0, False),
+    "mid-epoch-journal": (1, 0, False),
     "preemption": (1, 0, False),
 }
 # --quick: (modes, max points) per driver, sized for 3 minutes of 2 idle cores (41 interpreter

@@ -58,7 +58,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from nnx_core import replacement
-from nnx_core.commit import BEST, LAST, EpochCommit, RunFiles, TagManifest, commit_epoch, phase_tags, read_history
+from nnx_core.commit import BEST, LAST, EpochCommit, RunFiles, TagManifest, commit_epoch, history_cut, phase_tags, read_history
 from nnx_core.eager_history import EagerHistory
 from nnx_core.journal import HistoryJournal, JournalWriter
 from nnx_core.journal_format import JournalFiles, encode_record, epoch_summary
@@ -98,14 +98,16 @@ def observe(storage: Storage, *, journal: bool) -> View:
     last = files.read_tag(LAST)  # an empty, torn or mixed LAST raises CorruptRunError
     last_epoch = None if last is None else last.epoch
     if journal:
-        reader = JournalReader.open(storage, RUN_ID, last_epoch, files.root)
+        in_epoch = history_cut(last)[1]  # a mid-epoch LAST: its first records of its epoch, no summary row for it
+        reader = JournalReader.open(storage, RUN_ID, last_epoch, files.root, in_epoch=in_epoch)
         assert reader is not None or last is None, "LAST committed without a journal manifest"
         rows = tuple(reader) if reader is not None else ()  # every chunk verified, the chain checked
         if reader is not None:
             by_epoch: dict[int, list[IterationDataPoint]] = {}
             for r in rows:
                 by_epoch.setdefault(r.epoch_idx, []).append(r)
-            assert reader.epoch_rows() == [epoch_summary(by_epoch[e]) for e in sorted(by_epoch)], "epoch rows"
+            whole = sorted(e for e in by_epoch if in_epoch is None or e != last_epoch)
+            assert reader.epoch_rows() == [epoch_summary(by_epoch[e]) for e in whole], "epoch rows"
     else:
         rows = tuple(read_history(files, last))  # a torn append past LAST's history_bytes is cut off
     tags = {}
@@ -352,7 +354,8 @@ class _CommitMachine(RuleBasedStateMachine):
         if not self.journal:
             assert observe(store, journal=False) == view, f"{where}: cleaning changed what readers see"
             return None
-        writer = JournalWriter(store, RUN_ID, self.spec, last_epoch=view.last)
+        in_epoch = history_cut(RunFiles(store, RUN_ID).read_tag(LAST))[1]  # a mid-epoch LAST's epoch goes on
+        writer = JournalWriter(store, RUN_ID, self.spec, last_epoch=view.last, in_epoch=in_epoch)
         assert observe(store, journal=True) == view, f"{where}: reopening changed what readers see"
         files, m = JournalFiles(RUN_ID), writer.manifest
         assert m.last_epoch == view.last and m.records == len(view.rows), f"{where}: manifest not cut at LAST"

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from nnx_core.commit import LAST, RunFiles, TagManifest, committed_coverage, history_tail, position_of, read_history
+from nnx_core.commit import LAST, RunFiles, TagManifest, committed_coverage, history_cut, history_tail, position_of, read_history
 from nnx_core.eager_history import flatten
 from nnx_core.errors import HistoryCorruptionError, ParamsError, RunNotFoundError
 from nnx_core.identity import validate_run_id
@@ -29,7 +29,7 @@ from nnx_core.journal_format import read_chunk
 from nnx_core.journal_reader import JournalReader, has_journal
 from nnx_core.records import IterationDataPoint
 from nnx_adapters.storage.fs import FileStorage
-from nnx_api.runs.partial import partial_of
+from nnx_api.runs.partial import committed_journal
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
 
@@ -169,14 +169,9 @@ def migrate_history(
     with storage.lease(run_id):
         last = files.read_tag(LAST)
         if has_journal(storage, run_id):  # already migrated (maybe interrupted before the delete)
-            count = len(JournalReader.open(storage, run_id, None if last is None else last.epoch) or ())
+            count = len(committed_journal(storage, run_id, last) or ())
             storage.delete(files.history)
             return count
-        if (partial := partial_of(last)) is not None:
-            raise ParamsError(
-                "run_id", f"run {run_id}'s LAST is mid-epoch ({partial}): a history journal cannot go on with an "
-                "epoch committed in part. Finish the epoch (train again with resume='auto'), then migrate",
-            )
         committed = read_history(files, last)
         if (tail := history_tail(files, last)) and not discard_uncommitted:
             raise ParamsError(
@@ -185,7 +180,7 @@ def migrate_history(
                 "interrupted commit); pass discard_uncommitted=True to leave them out",
             )
         writer = JournalWriter(storage, run_id, spec or HistoryJournal(), last_epoch=None)
-        writer.extend(committed)
+        writer.extend(committed, closes=not history_cut(last)[1])  # a mid-epoch LAST's epoch goes on
         writer.commit()
         writer.ensure_published()
         storage.delete(files.history)
@@ -199,11 +194,8 @@ def epoch_summaries(storage: Any, run_id: str, last: Any, root: str | None = Non
     """A journal run's per-epoch rows of the complete epochs up to LAST (a mid-epoch LAST's epoch
     is not one; None for an eager run); ``root``: the run's folder when it is not the one its id
     names (``RunFiles.root``)."""
-    reader = JournalReader.open(storage, run_id, None if last is None else last.epoch, root)
-    if reader is None:
-        return None
-    partial = last.epoch if last is not None and position_of(last) is not None else None
-    return [row for row in reader.epoch_rows() if row["epoch"] != partial]
+    reader = committed_journal(storage, run_id, last, root)
+    return None if reader is None else reader.epoch_rows()
 
 
 def check_journal(
@@ -230,10 +222,11 @@ def check_journal(
         if entries:
             notes.append(f"{sum(e.records for e in entries)} journal record(s) without a committed LAST (ignored)")
         return
-    epochs = sorted({e.last_epoch for e in entries if e.last_epoch <= last.epoch})
+    whole = last.epoch - (position_of(last) is not None)  # the newest epoch LAST commits whole
+    epochs = sorted({e.last_epoch for e in entries if e.last_epoch <= whole})
     tail = sum(e.records for e in entries if e.last_epoch > last.epoch) + _past_position(entries, last)
     problems.extend(committed_coverage(_record_epochs(entries, last), last, "the history journal"))
-    if sorted(r["epoch"] for r, _ in rows if r["epoch"] <= last.epoch) != epochs:
+    if sorted(r["epoch"] for r, _ in rows if r["epoch"] <= whole) != epochs:
         problems.append("history/epochs.jsonl does not have one row per committed epoch")
     if tail:
         notes.append(f"{tail} journal record(s) newer than LAST (an interrupted commit; readers ignore them)")

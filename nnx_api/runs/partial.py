@@ -12,7 +12,8 @@ whole, so nothing that counts or summarizes epochs takes e for a finished one::
 After the epoch-end commit of e, LAST has no position: ``partial`` is None and e's records are in
 ``idps`` like any other epoch's. The lines ``nnx runs list / show / verify`` print about LAST are
 here too (``epochs_done``, ``committed_text``, ``resume_text``), and ``position_problems``: a
-mid-epoch LAST's blob must hold the position its manifest names.
+mid-epoch LAST's blob must hold the position its manifest names. A journal run's history as LAST
+commits it is ``committed_journal``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from typing import Any
 
 import attrs
 
-from nnx_core.commit import Position, TagManifest, complete_epoch, position_of
+from nnx_core.commit import Position, TagManifest, complete_epoch, history_cut, position_of
+from nnx_core.journal_reader import JournalReader
+from nnx_core.ports import Storage
 from nnx_core.records import IterationDataPoint
 
 
@@ -61,6 +64,14 @@ def split_partial(
     for r in records:
         (partial if r.epoch_idx == last.epoch else complete).append(r)
     return complete, PartialEpoch(epoch=last.epoch, records=tuple(partial), position=position)
+
+
+def committed_journal(storage: Storage, run_id: str, last: TagManifest | None, root: str | None = None) -> JournalReader | None:
+    """The run's history journal as ``last`` commits it (a mid-epoch LAST: the first records of its
+    epoch, no summary row for it); None for a run without a journal. ``root``: the run's folder
+    when it is not the one its id names."""
+    epoch, in_epoch = history_cut(last)
+    return JournalReader.open(storage, run_id, epoch, root, in_epoch=in_epoch)
 
 
 def complete_records(records: Iterable[IterationDataPoint], last: TagManifest | None) -> Iterator[IterationDataPoint]:

@@ -53,7 +53,7 @@ from nnx_adapters.storage.fs import FileStorage
 from nnx_api.config.identity import run_config
 from nnx_api.runs.checkpoint import NNCheckpointTransform
 from nnx_api.runs.html import run_html
-from nnx_api.runs.partial import PartialEpoch, complete_records, split_partial
+from nnx_api.runs.partial import PartialEpoch, committed_journal, complete_records, split_partial
 from nnx_api.runs.payload import CheckpointPayload, Payload, read_payload
 from nnx_api.runs.plots import plot_run
 from nnx_api.runs.standalone import read_checkpoint_file, write_checkpoint_file
@@ -238,7 +238,7 @@ class NNRun:
         if run.id != run_id:
             raise CorruptRunError(f"run folder {run_id} holds run {run.id}")
         last = files.read_tag(LAST)
-        journal = JournalReader.open(files.storage, run_id, None if last is None else last.epoch, files.root)
+        journal = committed_journal(files.storage, run_id, last, files.root)
         # a journal run loads its last `retention` committed records; nnx.iter_history streams all
         history = journal.tail() if journal is not None else read_history(files, last)
         if journal is None and last is not None and not history and not files.storage.exists(files.history):
@@ -324,7 +324,7 @@ class NNRun:
         ``partial=True`` adds a mid-epoch LAST's committed records of its epoch (``self.partial``)."""
         files = self.files()
         last = files.read_tag(LAST)
-        reader = JournalReader.open(files.storage, self.id, None if last is None else last.epoch, files.root)
+        reader = committed_journal(files.storage, self.id, last, files.root)
         records = iter_committed(reader if reader is not None else read_history(files, last), last)
         return records if partial else complete_records(records, last)
 

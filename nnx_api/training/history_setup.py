@@ -14,7 +14,7 @@ import collections
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from nnx_core.commit import LAST, RunFiles
+from nnx_core.commit import LAST, RunFiles, history_cut
 from nnx_core.eager_history import EagerHistory
 from nnx_core.errors import ParamsError
 from nnx_core.journal import FullHistory, HistoryJournal, HistoryWindow, JournalWriter
@@ -69,24 +69,26 @@ def open_history(files: RunFiles, spec: HistoryJournal | None, *, fresh: bool, i
     the run's journal writer — empty for a fresh run, else cut back to LAST (under the lease)."""
     if spec is None:
         return EagerHistory(() if fresh else idps)
-    last = None if fresh else files.read_tag(LAST)
-    return JournalWriter(files.storage, files.run_id, spec, last_epoch=None if last is None else last.epoch)
+    epoch, in_epoch = history_cut(None if fresh else files.read_tag(LAST))  # a mid-epoch LAST: its epoch goes on
+    return JournalWriter(files.storage, files.run_id, spec, last_epoch=epoch, in_epoch=in_epoch)
 
 
 class JournalWindow:
     """A rank that does not write, under ``DDP()``: the journal's window only. The writer holds the
     journal's files and writes its chunks and manifest; every other rank keeps the same last
     ``retention`` records (the writer's window at the start, then every epoch's records, which
-    are global), so ``ctx.idps`` is the same on every rank."""
+    are global), so ``ctx.idps`` is the same on every rank; ``open``, the writer's committed
+    records of an epoch still in progress (a mid-epoch resume point's)."""
 
-    def __init__(self, spec: HistoryJournal, window: Iterable[Any], committed_records: int) -> None:
+    def __init__(self, spec: HistoryJournal, window: Iterable[Any], committed_records: int, open_records: Iterable[Any]) -> None:
         self.spec = spec
         self.window: collections.deque[Any] = collections.deque(window, maxlen=spec.retention)
         self.idps = HistoryWindow(self.window)
         self.committed_records = committed_records
+        self.open = list(open_records)
 
-    def extend(self, records: Iterable[Any]) -> None:
-        """Add an epoch's records to the window."""
+    def extend(self, records: Iterable[Any], *, closes: bool = True) -> None:
+        """Add records to the window (``closes``: the writer's concern)."""
         self.window.extend(records)
 
 
@@ -96,8 +98,8 @@ def shared_history(history: Any, spec: HistoryJournal | None, share: Any) -> Any
     write keeps them as a ``JournalWindow``. ``history`` is None on those ranks."""
     if spec is None:
         return history
-    window, committed = share(lambda: (list(history.window), history.committed_records))
-    return history if isinstance(history, JournalWriter) else JournalWindow(spec, window, committed)
+    window, committed, open_records = share(lambda: (list(history.window), history.committed_records, list(history.open)))
+    return history if isinstance(history, JournalWriter) else JournalWindow(spec, window, committed, open_records)
 
 
 class _FullHistoryAccess(Callback):

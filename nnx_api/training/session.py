@@ -115,10 +115,9 @@ class TrainingSession:
         self._record_sizes: list[int] = []  # this epoch's batch sample counts, one per step-function record
         self._iter_idx = len(self.history.idps) if isinstance(self.history, EagerHistory) else self.history.committed_records
         self._epoch_records: list[IterationDataPoint] = []  # this epoch's, built so far
-        self._in_history = 0  # how many of them the history holds (a mid-epoch commit's)
-        self._samples = 0  # this epoch's samples so far
+        self._in_history, self._samples = 0, 0  # how many of them the history holds (a mid-epoch commit's); samples so far
         self.positioned = setup.positioned  # the train loader NNx positions (None: iterated as it is)
-        self.inside = self.positioned is not None and isinstance(self.history, EagerHistory)  # commits inside an epoch
+        self.inside = self.positioned is not None  # commits inside an epoch
         self.points = CommitPoints(self.params.commit_every, setup.preemption)
         self.group.ride(self.points)  # a group agrees on its commit points (a signal reaches one rank)
         self._resumed: Partial | None = None  # a mid-epoch resume point's position
@@ -232,7 +231,8 @@ class TrainingSession:
         if local["summary"] is not None and self.state.summary is not None:
             load_tree(self.state.summary, local["summary"])
         self.updates.this_epoch = dict(resumed.this_epoch)
-        self._epoch_records = [r for r in self.history.idps if r.epoch_idx == resumed.epoch]
+        eager = isinstance(self.history, EagerHistory)  # a journal keeps its open epoch's records (its window may not)
+        self._epoch_records = [r for r in self.history.idps if r.epoch_idx == resumed.epoch] if eager else list(self.history.open)
         self._record_sizes, self._samples = list(local["record_sizes"]), int(local["samples"])
         self._in_history = len(self._epoch_records)
         return resumed.batches
@@ -395,7 +395,7 @@ class TrainingSession:
     def commit_partial(self, epoch: int, batches: int) -> None:
         """A mid-epoch commit at an update boundary (``nnx_api.training.partial``): the records so
         far → LAST naming the position; no BEST, phase tag or deferred write."""
-        self.history.extend(self._flush(epoch))
+        self.history.extend(self._flush(epoch), closes=False)
         self._in_history, summary = len(self._epoch_records), self.state.summary
         local = self.group.partial_state({"summary": tree_state(summary) if summary is not None else None,
                                           "samples": self._samples, "record_sizes": self._record_sizes})

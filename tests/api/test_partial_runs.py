@@ -18,7 +18,6 @@ import pytest
 
 from nnx_core.commit import LAST, POSITION, EpochCommit, RunFiles, commit_epoch, read_history
 from nnx_core.eager_history import EagerHistory
-from nnx_core.errors import ParamsError
 from nnx_core.journal import JournalWriter
 from nnx_adapters.storage.fs import FileStorage
 import nnx_api as nnx
@@ -202,12 +201,16 @@ def test_an_interrupted_mid_epoch_run_is_continued_inside_its_epoch(run, capsys)
     assert "resume='auto' continues it inside epoch 2, after its update 3" in out
 
 
-def test_migrating_a_mid_epoch_run_to_a_journal_is_refused(run):
+def test_migrating_a_mid_epoch_run_to_a_journal_keeps_its_epoch_in_progress(run):
     root, rid, files = run
     commit_partial(files, 3)
-    with pytest.raises(ParamsError, match="LAST is mid-epoch .*epoch 2 in progress"):
-        migrate_history(rid, root)
-    assert files.storage.exists(files.history)
+    before = nnx.NNRun.load(rid, root)
+    assert migrate_history(rid, root) == len(before.idps) + 3
+    assert not files.storage.exists(files.history)
+    after = nnx.NNRun.load(rid, root)
+    assert after.idps == before.idps and after.partial == before.partial
+    writer = JournalWriter(files.storage, rid, nnx.HistoryJournal(), last_epoch=2, in_epoch=3)
+    assert writer.manifest.open_records == 3 and writer.open == list(before.partial.records)  # the epoch goes on
 
 
 def test_a_journal_run_with_a_mid_epoch_last_reads_the_same(tmp_path, capsys):
@@ -217,7 +220,7 @@ def test_a_journal_run_with_a_mid_epoch_last_reads_the_same(tmp_path, capsys):
     writer = JournalWriter(files.storage, rid, nnx.HistoryJournal(retention=100, chunk_size=4), last_epoch=1)
     before = nnx.NNRun.load(rid, root)
     new = [attrs.evolve(r, epoch_idx=2, iter_idx=r.iter_idx + BATCHES) for r in before.idps if r.epoch_idx == 1][:3]
-    writer.extend(new)
+    writer.extend(new, closes=False)
     commit_partial(files, 3, step=writer)
     loaded = nnx.NNRun.load(rid, root)
     assert loaded.idps == before.idps and loaded.partial.records == tuple(new)

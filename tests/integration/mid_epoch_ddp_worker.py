@@ -11,13 +11,14 @@ inside an epoch); ``--reshard`` (``resume_mode="reshard"``: may continue on anot
 ``--crash-at U`` (rank 1 ends itself with ``os._exit(17)`` right after committed update U is
 announced, before any commit of it); ``--hold-at U --gate PATH`` (rank 1 waits after committed
 update U until the file PATH exists, at most 60 s: an outside signal then lands at a known update,
-the other rank waiting for it in the next collective). A training summary with a metric is on:
+the other rank waiting for it in the next collective); ``--journal`` (``history=HistoryJournal``
+with a window of 3 records, smaller than an epoch). A training summary with a metric is on:
 a mid-epoch commit carries every rank's partial sums.
 
 Output (stdout, flushed): ``pid rank R <pid>`` at start; on rank 0 ``update N epoch E batch B``
 after each committed update; ``preempted rank R update U epoch E committed C`` when ``train()``
 raised ``TrainingPreempted`` (then exit code 3, after the teardown barrier); ``done rank R`` at
-the end. Rank 0 saves the final parameters, the records, the run id, ``partial`` and how the call
+the end. Rank 0 saves the final parameters, the records (a journal run's: all it committed), the run id, ``partial`` and how the call
 resumed to ``OUT/result.pt``.
 """
 
@@ -99,6 +100,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--crash-at", type=int)
     parser.add_argument("--hold-at", type=int)
     parser.add_argument("--gate", type=Path)
+    parser.add_argument("--journal", action="store_true")
     args = parser.parse_args(argv)
 
     info = distributed.init_process_group(timeout_seconds=60)
@@ -106,7 +108,8 @@ def main(argv: list[str]) -> int:
     model = common.model(dropout=args.dropout)
     callbacks = [Announce(info.rank, args.crash_at, args.hold_at, args.gate)]
     try:
-        run = model.train(params(args), callbacks=callbacks, root=args.root, distributed=distributed.DDP())
+        history = nnx.HistoryJournal(retention=3, chunk_size=2) if args.journal else None
+        run = model.train(params(args), callbacks=callbacks, root=args.root, distributed=distributed.DDP(), history=history)
     except nnx.TrainingPreempted as exc:
         say(f"preempted rank {info.rank} update {exc.update} epoch {exc.epoch} committed {exc.committed}")
         distributed.shutdown(timeout_seconds=60)
@@ -115,7 +118,7 @@ def main(argv: list[str]) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         torch.save({
             "final": {k: v.detach().clone() for k, v in model.net.state_dict().items()},
-            "idps": run.idps, "id": run.id, "partial": run.partial,
+            "idps": list(run.committed_records()) if args.journal else run.idps, "id": run.id, "partial": run.partial,
             "resume": None if run.resume_status is None else dict(run.resume_status),
         }, args.out / "result.pt")
     say(f"done rank {info.rank}")

@@ -12,6 +12,7 @@ the dataset counts what it loads).
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 from datetime import timedelta
@@ -25,6 +26,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from nnx_core.commit import RunFiles
+from nnx_core.journal_format import epoch_summary
 from nnx_adapters.storage.fs import FileStorage
 import nnx_api as nnx
 from nnx_api.runs.run import NNRun
@@ -63,7 +65,7 @@ class CrashAt(nnx.Callback):
 
 
 def train(root: Path, *, workers: int = 0, persistent: bool = False, every: Any = 1, crash: int | None = None,
-          epochs: int = EPOCHS) -> dict[str, Any]:
+          epochs: int = EPOCHS, journal: bool = False) -> dict[str, Any]:
     torch.manual_seed(1)
     module = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 3))
     model = nnx.NNModel(module=module, params=nnx.NNModelParams())
@@ -72,10 +74,11 @@ def train(root: Path, *, workers: int = 0, persistent: bool = False, every: Any 
     params = nnx.NNTrainParams(n_epochs=epochs, seed=3, resume="auto", train_loader=loader, progress=False,
                                commit_every=every, metrics=(nnx.MetricSpec("accuracy"),),
                                optim=nnx.NNOptimParams(name="adam", max_lr=0.01))
-    run = model.train(params, root=root, callbacks=[CrashAt(crash)] if crash is not None else [])
+    history = nnx.HistoryJournal(retention=3, chunk_size=2) if journal else None  # a window smaller than an epoch
+    run = model.train(params, root=root, callbacks=[CrashAt(crash)] if crash is not None else [], history=history)
     return {
         "weights": {k: v.clone() for k, v in model.net.state_dict().items()},
-        "records": [r.state() for r in run.idps],
+        "records": [r.state() for r in run.committed_records()],
         "rng": torch.get_rng_state(),
         "python": random.getstate(),
         "numpy": np.random.get_state()[1].copy(),
@@ -110,6 +113,31 @@ def test_commits_inside_the_epoch_change_nothing_of_the_run(straight: dict[str, 
 @pytest.mark.parametrize("at", range(1, EPOCHS * ROWS // BATCH))
 def test_every_commit_point_resumes_bit_identically(straight: dict[str, Any], tmp_path: Path, at: int) -> None:
     same(interrupted(tmp_path, at), straight)
+
+
+@pytest.fixture(scope="module")
+def straight_journal(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return train(tmp_path_factory.mktemp("straight_journal"), journal=True)
+
+
+def _journal_files(run: NNRun) -> dict[str, bytes]:
+    folder = run.path / "history"
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("at", [1, 3, 4, 6, 8, 9])
+def test_a_journal_run_resumes_from_commit_points_bit_identically(
+    straight: dict[str, Any], straight_journal: dict[str, Any], tmp_path: Path, at: int
+) -> None:
+    """With a HistoryJournal whose window (3 records) is smaller than an epoch (5): the same
+    records as the eager history's, and the journal's files byte for byte the uninterrupted run's."""
+    resumed = interrupted(tmp_path, at, journal=True)
+    same(resumed, straight_journal)
+    assert straight_journal["records"] == straight["records"]
+    assert _journal_files(resumed["run"]) == _journal_files(straight_journal["run"])
+    eager = list(straight["run"].committed_records())  # each epoch's summary row: from all of its records
+    rows = [json.loads(line) for line in _journal_files(resumed["run"])["epochs.jsonl"].splitlines()]
+    assert rows == [json.loads(json.dumps(epoch_summary([r for r in eager if r.epoch_idx == e]))) for e in range(EPOCHS)]
 
 
 def test_a_crash_redoes_at_most_commit_every_updates(tmp_path: Path) -> None:

@@ -123,7 +123,7 @@ def check_mid_epoch(root: Path, result_lines: str, *, lost_at_most: int | None, 
     if lost_at_most is not None:
         assert at - done <= lost_at_most, f"{at - done} updates lost: LAST at {done}, the crash at {at}"
     run = nnx.NNRun.load(run_id(root), root)
-    assert {r.epoch_idx for r in run.idps} == {0}  # epoch 0 whole, epoch 1 in part
+    assert {r.epoch_idx for r in run.committed_records()} == {0}  # epoch 0 whole, epoch 1 in part
     assert run.partial is not None and run.partial.epoch == 1 and run.partial.position.batches == position.batches
     assert len(run.partial.records) == position.records
     return last, position
@@ -151,9 +151,10 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return result
 
 
-def test_a_two_rank_run_killed_mid_epoch_resumes_bit_identically(tmp_path, reference):
+@pytest.mark.parametrize("journal", [False, True], ids=["eager", "journal"])
+def test_a_two_rank_run_killed_mid_epoch_resumes_bit_identically(tmp_path, reference, journal):
     root = tmp_path / "runs"
-    options = ("--commit-every", str(EVERY))
+    options = ("--commit-every", str(EVERY), *(("--journal",) if journal else ()))
     launch(tmp_path / "first", 2, root, *options, "--crash-at", str(CRASH_AT), succeed=False)
     text = log(tmp_path / "first", tail=0)
     assert f"crash rank 1 update {CRASH_AT}" in text and f"update {CRASH_AT} epoch 1 batch 4" in text, text[-4000:]
