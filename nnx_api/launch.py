@@ -324,7 +324,7 @@ def _restore(session: TrainingSession, payload: Payload | None, stateful: bool, 
     if payload is not None:
         session.restore(payload, stateful=stateful)
         if stateful:
-            _warn_persistent_workers(session.params, positioned=session.positioned is not None)
+            _warn_workers(session.params, session.positioned, inside=payload.position is not None)
     if seed is not None and not stateful:
         torch_state.set_seed(seed + rank)  # each rank draws its own stream (e.g. dropout); rank 0 = the seed
 
@@ -359,14 +359,16 @@ def _data_seed(stateful: CheckpointPayload | None, seed: int | None) -> int:
     return seed if seed is not None else secrets.randbits(63)
 
 
-def _warn_persistent_workers(train: Any, *, positioned: bool) -> None:
+def _warn_workers(train: Any, positioned: Any, *, inside: bool) -> None:
     """A stateful resume is exact with worker processes: torch reseeds a loader's workers each
     epoch from the loader's generator (or torch's global stream), and both are in the checkpoint;
-    a train loader NNx positions seeds each sample in its workers (``positioned``). Persistent
-    workers of any other loader are seeded once, when the first epoch starts, and keep their
-    streams from epoch to epoch: a resumed run starts new ones, and its first iterator draws their
-    seed from the restored stream before the shuffle does. Said once, naming the loaders."""
-    names = ("val_loader",) if positioned else ("train_loader", "val_loader")
+    a train loader NNx positions by index seeds each sample in its workers (``exact_workers``).
+    Persistent workers of any other loader are seeded once, when the first epoch starts, and keep
+    their streams from epoch to epoch: a resumed run starts new ones, and its first iterator draws
+    their seed from the restored stream before the shuffle does. A loader positioned by its own
+    state (``inside`` an epoch) restarts its workers at the position, their streams at the epoch's
+    start. Said once, naming the loaders."""
+    names = ("val_loader",) if positioned is not None and positioned.exact_workers else ("train_loader", "val_loader")
     persistent = [name for name in names
                   if getattr(getattr(train, name), "persistent_workers", False) and getattr(getattr(train, name), "num_workers", 0)]
     if persistent:
@@ -376,6 +378,14 @@ def _warn_persistent_workers(train: Any, *, positioned: bool) -> None:
             "starts new ones, so the shuffle order and the randomness drawn in Dataset.__getitem__ (augmentations) "
             "differ from an uninterrupted run's from here on. For a bit-identical resume pass persistent_workers=False "
             "(workers are then reseeded exactly each epoch)", RuntimeWarning, stacklevel=3,
+        )
+    elif inside and positioned is not None and not positioned.exact_workers and getattr(train.train_loader, "num_workers", 0):
+        warnings.warn(
+            f"train_loader ({type(train.train_loader).__name__}) resumes inside an epoch from its own state_dict() with "
+            "new worker processes, whose random streams start where the epoch's started: randomness drawn in "
+            "Dataset.__getitem__ (augmentations) differs from an uninterrupted run's until the epoch ends. For a "
+            "bit-identical resume pass num_workers=0, or a plain torch DataLoader (NNx then seeds each sample)",
+            RuntimeWarning, stacklevel=3,
         )
 
 

@@ -29,6 +29,13 @@ sample's torch, ``random`` and numpy streams are seeded from (seed, epoch, index
 ``dataset[index]``, so neither the worker count, nor worker persistence, nor the resume position
 changes what a sample draws. The main process seeds nothing: there the global streams are the run's
 own, made exact across a resume by the session's RNG restore in ``at_position``.
+
+A loader with ``state_dict()`` / ``load_state_dict()`` and a ``len()`` (torchdata's
+``StatefulDataLoader`` protocol) is driven by ``StatefulLoader`` instead: its position is its own
+state, asked at each commit inside an epoch (after batch k, before batch k+1 is drawn) and handed
+back before the resumed epoch's iterator is made; the loader skips as it does (a
+``StatefulDataLoader`` over a map-style dataset without loading the skipped samples). NNx seeds
+nothing in its workers.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_in
 
 from nnx_core.errors import TrainingInputError
 
-__all__ = ["PositionedLoader", "SeededSamples", "position_refusal"]
+__all__ = ["PositionedLoader", "SeededSamples", "StatefulLoader", "position_refusal", "positioned"]
 
 STATEFUL = (
     "pass a torch.utils.data.DataLoader over a map-style Dataset (NNx skips into its epochs by index), or leave "
@@ -60,11 +67,16 @@ def position_refusal(loader: Any) -> str | None:
     the loader type and what to do."""
     name = type(loader).__name__
     if type(loader) is not DataLoader:
-        if callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None)):
-            return (f"{name} is not a plain torch DataLoader; it has state_dict()/load_state_dict() (torchdata's "
-                    f"StatefulDataLoader protocol), which NNx does not drive yet; {STATEFUL}")
-        return (f"{name} is not a plain torch.utils.data.DataLoader (a subclass may iterate differently), so NNx cannot "
-                f"skip into its epochs; {STATEFUL}")
+        if _has_state(loader):
+            try:
+                len(loader)
+            except TypeError:
+                return (f"{name} has state_dict()/load_state_dict() but no len(), so an epoch's last batch is unknown; "
+                        f"give it a length, or {STATEFUL}")
+            return None
+        return (f"{name} is not a plain torch.utils.data.DataLoader (a subclass may iterate differently) and has no "
+                f"state_dict()/load_state_dict() (torchdata's StatefulDataLoader protocol), so NNx cannot skip into its "
+                f"epochs; {STATEFUL}")
     if isinstance(loader.dataset, IterableDataset):
         return f"DataLoader over the IterableDataset {type(loader.dataset).__name__} has no index to skip to; {STATEFUL}"
     if loader.batch_sampler is None:
@@ -76,6 +88,19 @@ def position_refusal(loader: Any) -> str | None:
         return (f"DataLoader's batch sampler {type(loader.batch_sampler).__name__} has no len(), so an epoch's last batch is "
                 f"unknown; give it __len__, or {STATEFUL}")
     return None
+
+
+def positioned(loader: Any, seed: int) -> PositionedLoader | StatefulLoader | None:
+    """How NNx drives ``loader`` from a position inside an epoch: a plain ``DataLoader`` by index
+    (``PositionedLoader``), a loader with the state protocol by its state (``StatefulLoader``);
+    None when it cannot (``position_refusal``)."""
+    if position_refusal(loader) is not None:
+        return None
+    return PositionedLoader(loader, seed) if type(loader) is DataLoader else StatefulLoader(loader)
+
+
+def _has_state(loader: Any) -> bool:
+    return callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None))
 
 
 def sample_seed(seed: int, epoch: int, index: Any) -> int:
@@ -142,6 +167,8 @@ class PositionedLoader:
     ``(epoch, index)`` keys, every other option copied. The user's loader and dataset are never
     changed."""
 
+    exact_workers = True  # each sample's worker randomness is NNx's (module docstring)
+
     def __init__(self, user: DataLoader[Any], seed: int) -> None:
         self.user, self._keys, self._started = user, _Keys(user.batch_sampler), False
         accepted = inspect.signature(DataLoader.__init__).parameters  # in_order: recent torch only
@@ -150,18 +177,20 @@ class PositionedLoader:
         self.loader = DataLoader(SeededSamples(user.dataset, seed), batch_sampler=self._keys, **options)
         self._reuses = self.loader.persistent_workers and self.loader.num_workers > 0
 
-    @classmethod
-    def of(cls, loader: Any, *, seed: int) -> PositionedLoader | None:
-        """The positioned view of ``loader``; None when NNx cannot position it (``position_refusal``)."""
-        return None if position_refusal(loader) is not None else cls(loader, seed)
-
     def __len__(self) -> int:
         """Batches per epoch: ``len(user_loader.batch_sampler)``."""
         return len(self._keys)
 
-    def epoch(self, epoch: int, skip: int = 0, at_position: Callable[[], None] | None = None) -> Iterator[tuple[Any, bool]]:
+    def state(self) -> None:
+        """Nothing beyond the batch count: the epoch's order is drawn again from the RNG streams."""
+        return None
+
+    def epoch(
+        self, epoch: int, skip: int = 0, at_position: Callable[[], None] | None = None, state: Any = None
+    ) -> Iterator[tuple[Any, bool]]:
         """``(batch, is_last)`` for the epoch's batches ``skip..len-1``; the first ``skip`` are
-        drawn, not loaded; ``at_position`` is called once, at the position (module docstring)."""
+        drawn, not loaded; ``at_position`` is called once, at the position (module docstring).
+        ``state`` (what ``state()`` returned at the position) is unused."""
         if not 0 <= skip <= len(self):
             raise ValueError(f"skip={skip} is outside the epoch's {len(self)} batches")
         return self._pairs(epoch, skip, at_position)
@@ -182,8 +211,63 @@ class PositionedLoader:
             self._mismatch(epoch, str(self._keys.drawn))
 
     def _mismatch(self, epoch: int, drawn: str) -> None:
-        sampler = type(self.user.batch_sampler).__name__
-        raise TrainingInputError(
-            f"the batch sampler {sampler}'s len() is {len(self)} but it yielded {drawn} batches in epoch {epoch}; "
-            "make its __len__ agree with what it yields"
-        )
+        _mismatch(f"the batch sampler {type(self.user.batch_sampler).__name__}", len(self), drawn, epoch)
+
+
+class StatefulLoader:
+    """A loader with ``state_dict()`` / ``load_state_dict()`` and a ``len()`` driven from the state
+    it had at a commit (module docstring). The user's loader itself is iterated:
+
+        [skip == 0] at_position()     as for ``PositionedLoader``
+        [skip > 0] load_state_dict    the loader's state at the commit (``state()`` then)
+        iterator made                 the loader resumes where its state says
+        [skip > 0] at_position()      the commit point's streams back
+        batches skip..n-1             ``(batch, is_last)``, is_last from ``len(loader)``
+        end                           ``len(loader)`` batches in all, or ``TrainingInputError``
+    """
+
+    exact_workers = False  # its workers' randomness is the loader's own: a resume starts new streams
+
+    def __init__(self, user: Any) -> None:
+        self.user = user
+
+    def __len__(self) -> int:
+        """Batches per epoch: ``len(loader)``."""
+        return len(self.user)
+
+    def state(self) -> Any:
+        """The loader's ``state_dict()``: asked at a commit, after the epoch's last batch taken."""
+        return self.user.state_dict()
+
+    def epoch(
+        self, epoch: int, skip: int = 0, at_position: Callable[[], None] | None = None, state: Any = None
+    ) -> Iterator[tuple[Any, bool]]:
+        """``(batch, is_last)`` for the epoch's batches ``skip..len-1``; a position (``skip > 0``)
+        needs ``state``, what ``state()`` returned there."""
+        if not 0 <= skip <= len(self):
+            raise ValueError(f"skip={skip} is outside the epoch's {len(self)} batches")
+        if skip and state is None:
+            raise ValueError(f"a position inside the epoch (skip={skip}) needs the loader's state_dict() from there")
+        return self._pairs(epoch, skip, at_position, state)
+
+    def _pairs(self, epoch: int, skip: int, at_position: Callable[[], None] | None, state: Any) -> Iterator[tuple[Any, bool]]:
+        n, i = len(self), skip - 1
+        if skip == 0 and at_position is not None:
+            at_position()
+        if skip:
+            self.user.load_state_dict(state)
+        batches = iter(self.user)
+        if skip and at_position is not None:
+            at_position()
+        for i, batch in enumerate(batches, start=skip):
+            if i >= n:
+                _mismatch(type(self.user).__name__, n, f"more than {n}", epoch)
+            yield batch, i == n - 1
+        if i != n - 1:
+            _mismatch(type(self.user).__name__, n, str(i + 1), epoch)
+
+
+def _mismatch(what: str, n: int, drawn: str, epoch: int) -> None:
+    raise TrainingInputError(
+        f"{what}'s len() is {n} but it yielded {drawn} batches in epoch {epoch}; make its __len__ agree with what it yields"
+    )

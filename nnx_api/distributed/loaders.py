@@ -124,15 +124,24 @@ class PositionedShards:
     rows on any world size, so the epoch's remaining batches are dealt anew to the ranks of a
     resharded run (``resume_mode="reshard"``)."""
 
+    exact_workers = True  # no worker processes: the deal is collated in the process
+
     def __init__(self, loader: ShardedTrainLoader) -> None:
         self.loader = loader
 
     def __len__(self) -> int:
         return len(self.loader)
 
-    def epoch(self, epoch: int, skip: int = 0, at_position: Callable[[], None] | None = None) -> Iterator[tuple[Any, bool]]:
+    def state(self) -> None:
+        """Nothing beyond the batch count: the deal is a function of the epoch."""
+        return None
+
+    def epoch(
+        self, epoch: int, skip: int = 0, at_position: Callable[[], None] | None = None, state: Any = None
+    ) -> Iterator[tuple[Any, bool]]:
         """``(batch, is_last)`` for this rank's batches ``skip..len-1`` of ``epoch``; nothing is
-        drawn or loaded before them; ``at_position`` is called once, before the first."""
+        drawn or loaded before them; ``at_position`` is called once, before the first; ``state``
+        is unused."""
         if not 0 <= skip <= len(self):
             raise ValueError(f"skip={skip} is outside the epoch's {len(self)} batches")
         return self._pairs(epoch, skip, at_position)

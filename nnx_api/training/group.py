@@ -16,7 +16,7 @@ from nnx_core.errors import ParamsError
 from nnx_adapters.collective.local import LocalCollective
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
-from nnx_adapters.pytorch.positioned import PositionedLoader, position_refusal
+from nnx_adapters.pytorch.positioned import PositionedLoader, StatefulLoader, position_refusal, positioned
 from nnx_api.runs.payload import CheckpointPayload
 from nnx_api.training.builtin_step import LocalSync
 
@@ -117,10 +117,11 @@ class SingleProcess:
     def setup(self, run_id: str, params: Any) -> None:
         """Nothing to compare with other ranks."""
 
-    def positioned(self, loader: Any, seed: int) -> PositionedLoader | None:
+    def positioned(self, loader: Any, seed: int) -> PositionedLoader | StatefulLoader | None:
         """The train loader NNx positions inside an epoch: a plain ``DataLoader`` over a map-style
-        dataset (``PositionedLoader``, each sample's worker randomness from ``seed``); None for any other."""
-        return PositionedLoader.of(loader, seed=seed)
+        dataset (``PositionedLoader``, each sample's worker randomness from ``seed``), a loader with
+        the state protocol (``StatefulLoader``); None for any other."""
+        return positioned(loader, seed)
 
     def position_refusal(self, loader: Any) -> str | None:
         """Why NNx cannot position ``loader`` inside an epoch (None: it can)."""

@@ -16,8 +16,9 @@ What LAST's payload adds at such a commit (``Partial``, the payload's ``position
 samples and updates of the epoch so far, the records already committed, the RNG streams as they
 were when the epoch's iterator was made (so the same order is drawn again and the consumed batches
 are skipped by index, never loaded) and the partial epoch's accumulators (the training summary,
-each optimizer's updates this epoch, each record's sample count). The RNG streams of the commit
-point itself are the payload's ``rng``, as at an epoch end.
+each optimizer's updates this epoch, each record's sample count) and, for a loader positioned by
+its own state (``StatefulDataLoader``), that loader's ``state_dict()``. The RNG streams of the
+commit point itself are the payload's ``rng``, as at an epoch end.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ class Partial:
     this_epoch: Mapping[str, int]  # each optimizer's updates in the epoch
     record_sizes: tuple[int, ...]  # each committed record's batch sample count
     ranks: tuple[Mapping[str, Any], ...] | None = None  # a group's: every rank's own part (``local``)
+    loader: Any = None  # a loader positioned by its state: its state_dict() here (None: by index)
 
     def local(self) -> dict[str, Any]:
         """What each rank keeps of its own (``EpochGroup.partial_state``): the training summary's
@@ -137,7 +139,7 @@ class Partial:
         return {
             "epoch": self.epoch, "batches": self.batches, "updates": self.updates, "records": self.records,
             "epoch_batches": self.epoch_batches, "epoch_rng": self.epoch_rng, "this_epoch": dict(self.this_epoch),
-            **self.local(),
+            **self.local(), **({} if self.loader is None else {"loader": self.loader}),
         }
 
     @classmethod
@@ -149,6 +151,7 @@ class Partial:
             updates=int(state["updates"]), records=int(state["records"]), epoch_batches=state["epoch_batches"],
             epoch_rng=state["epoch_rng"], summary=state["summary"], this_epoch=dict(state["this_epoch"]),
             record_sizes=tuple(int(n) for n in state["record_sizes"]), ranks=None if ranks is None else tuple(ranks),
+            loader=state.get("loader"),
         )
 
     def meta(self, epoch_updates: int | None = None) -> dict[str, Any]:

@@ -86,7 +86,7 @@ class SessionSetup:
     trainer: Any = None
     compiled: Any = None  # the compiled forward of the default step and validation (train(compile=...))
     after_first_commit: Callable[[], None] | None = None  # the writer's step once the first epoch is durable
-    positioned: Any = None  # the PositionedLoader of the train loader (None: iterated as it is)
+    positioned: Any = None  # how the train loader is positioned (nnx_adapters.pytorch.positioned; None: iterated as it is)
     preemption: Any = None  # the Preemption flag of this call (None: signals keep their handlers)
     data_seed: int | None = None  # every sample's randomness in loader workers (nnx_adapters.pytorch.positioned)
 
@@ -134,8 +134,7 @@ class TrainingSession:
         if self.kind.named_optimizers:
             self.ctx.optimizers = types.MappingProxyType({n: o.optimizer for n, o in self.optimizers.items()})
             self.ctx.trainer = setup.trainer
-        if not isinstance(self.history, EagerHistory):  # a journal (its window on a rank that does not write)
-            self.ctx.retention = self.history.spec.retention
+        self.ctx.retention = None if isinstance(self.history, EagerHistory) else self.history.spec.retention  # a journal's
         self.updates = Updates(
             ctx=self.ctx, hooks=self.table["on_optimizer_update"], optimizers=self.optimizers, schedules=self.schedules,
             primary=self.primary, auto_step=setup.auto_step,
@@ -187,7 +186,7 @@ class TrainingSession:
                 torch_state.restore_rng(resumed.epoch_rng, self.loaders)  # the epoch's order is drawn again
             self._epoch_rng = torch_state.capture_rng(self.loaders)
             back = (lambda: torch_state.restore_rng({**self._commit_rng, "loaders": []})) if resumed is not None else None  # loader generators: the replay's
-            pairs = self.positioned.epoch(epoch, skip=start, at_position=back)
+            pairs = self.positioned.epoch(epoch, skip=start, at_position=back, state=None if resumed is None else resumed.loader)
         batch_idx = start - 1
         for batch_idx, (batch, is_last) in enumerate(pairs if pairs is not None else lookahead(loader), start=start):
             state.begin_batch()
@@ -401,7 +400,8 @@ class TrainingSession:
                                           "samples": self._samples, "record_sizes": self._record_sizes})
         position = Partial.from_state({  # the group's: every rank's own part in ``ranks``
             "epoch": epoch, "batches": batches, "updates": sum(self.updates.this_epoch.values()), "records": len(self._epoch_records),
-            "epoch_batches": len(self.positioned), "epoch_rng": self._epoch_rng, "this_epoch": self.updates.this_epoch, **local})
+            "epoch_batches": len(self.positioned), "epoch_rng": self._epoch_rng, "this_epoch": self.updates.this_epoch,
+            "loader": self.positioned.state(), **local})
         self._agreed_write(f"commit of epoch {epoch} at update {self.updates.count}", lambda rng: self.writer.write(
             epoch, self.payload(epoch, rng, position), update_count=self.updates.count, position=position))
         self.points.mark(self.updates.count)

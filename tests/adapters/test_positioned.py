@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, RandomSampler, Sampler
 
 from nnx_core.errors import TrainingInputError
-from nnx_adapters.pytorch.positioned import PositionedLoader, SeededSamples, position_refusal
+from nnx_adapters.pytorch.positioned import PositionedLoader, SeededSamples, StatefulLoader, position_refusal, positioned
 
 WAIT = 60  # seconds: every worker loader's DataLoader timeout
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
@@ -110,8 +110,8 @@ def test_plain_map_style_batched_loaders_are_positionable():
     for loader in (DataLoader(ds, batch_size=4), DataLoader(ds, batch_size=5, shuffle=True, drop_last=True),
                    DataLoader(ds, batch_sampler=BatchSampler(RandomSampler(ds), 3, False))):
         assert position_refusal(loader) is None
-        pl = PositionedLoader.of(loader, seed=1)
-        assert pl is not None and len(pl) == len(loader.batch_sampler)
+        pl = positioned(loader, seed=1)
+        assert isinstance(pl, PositionedLoader) and len(pl) == len(loader.batch_sampler)
 
 
 class Sub(DataLoader):
@@ -132,11 +132,58 @@ class Sub(DataLoader):
 def test_other_loaders_are_refused_with_a_reason(make, named, stateful_hint):
     loader = make()
     why = position_refusal(loader)
-    assert PositionedLoader.of(loader, seed=1) is None
+    assert positioned(loader, seed=1) is None
     assert why is not None and named in why and why.count(". ") == 0
     assert ("commits at epoch ends still work with any loader" in why) is stateful_hint
     if isinstance(loader, Stateful):
-        assert "state_dict()/load_state_dict()" in why
+        assert "state_dict()/load_state_dict() but no len()" in why
+
+
+# -- rule 1b: a loader with the state protocol and a len() is driven by its state -------------------
+
+
+class SizedStateful(Stateful):
+    """Yields ``yields`` batches [i]; len() says 3; its state is how many it yielded."""
+
+    def __init__(self, yields: int = 3) -> None:
+        self.yields, self.at, self.loaded = yields, 0, []
+
+    def __len__(self) -> int:
+        return 3
+
+    def __iter__(self):
+        start, self.at = self.at, 0
+        for i in range(start, self.yields):
+            self.at = i + 1
+            yield [i]
+        self.at = 0
+
+    def state_dict(self):
+        return {"at": self.at}
+
+    def load_state_dict(self, state):
+        self.loaded.append(state)
+        self.at = state["at"]
+
+
+def test_a_loader_with_the_state_protocol_resumes_from_its_state():
+    loader = SizedStateful()
+    pl = positioned(loader, seed=1)
+    assert position_refusal(loader) is None and isinstance(pl, StatefulLoader) and not pl.exact_workers
+    pairs = pl.epoch(0)
+    assert next(pairs) == ([0], False) and pl.state() == {"at": 1}
+    calls = []
+    rest = list(pl.epoch(0, skip=1, at_position=lambda: calls.append(loader.at), state={"at": 1}))
+    assert rest == [([1], False), ([2], True)] and loader.loaded == [{"at": 1}]
+    assert calls == [1]  # once, after the iterator was made at the position
+    with pytest.raises(ValueError, match="needs the loader's state_dict"):
+        pl.epoch(0, skip=1)
+
+
+@pytest.mark.parametrize("yields", [2, 4])
+def test_a_stateful_loader_whose_len_lies_is_refused_at_the_epoch_end(yields):
+    with pytest.raises(TrainingInputError, match=f"SizedStateful's len\\(\\) is 3 but it yielded {'more than 3' if yields > 3 else 2}"):
+        list(positioned(SizedStateful(yields), seed=1).epoch(0))
 
 
 # -- rule 2: one inner DataLoader, options copied, the user's loader untouched ---------------------
@@ -155,7 +202,7 @@ def test_one_inner_loader_copies_every_option_and_leaves_the_user_loader_alone()
                       worker_init_fn=init, multiprocessing_context="fork", generator=gen, prefetch_factor=3,
                       persistent_workers=True, in_order=False)
     before = dict(vars(user))
-    pl = PositionedLoader.of(user, seed=1)
+    pl = positioned(user, seed=1)
     inner = pl.loader
     assert isinstance(inner.dataset, SeededSamples) and inner.dataset.dataset is ds
     for name in ("num_workers", "collate_fn", "pin_memory", "timeout", "worker_init_fn", "multiprocessing_context",
@@ -167,7 +214,7 @@ def test_one_inner_loader_copies_every_option_and_leaves_the_user_loader_alone()
 
 
 def test_without_workers_no_prefetch_factor_is_passed():
-    inner = PositionedLoader.of(DataLoader(Augmenting(), batch_size=4), seed=1).loader
+    inner = positioned(DataLoader(Augmenting(), batch_size=4), seed=1).loader
     assert inner.prefetch_factor is None and inner.num_workers == 0
 
 
@@ -180,7 +227,7 @@ class Pids(Dataset):
 
 
 def test_persistent_workers_are_kept_across_epochs():
-    pl = PositionedLoader.of(DataLoader(Pids(), batch_size=2, num_workers=2, persistent_workers=True, timeout=WAIT), seed=1)
+    pl = positioned(DataLoader(Pids(), batch_size=2, num_workers=2, persistent_workers=True, timeout=WAIT), seed=1)
     pids = [{int(p) for batch, _ in pl.epoch(e) for p in batch} for e in range(2)]
     assert pids[0] == pids[1] and len(pids[0]) == 2 and os.getpid() not in pids[0]
 
@@ -201,7 +248,7 @@ def test_an_epoch_draws_and_yields_what_the_plain_loop_does(kind):
     seeded()
     expected = [list(plain_loader) for _ in range(2)]
     after = streams(), plain_loader.generator and plain_loader.generator.get_state()
-    pl = PositionedLoader.of(loader, seed=1)
+    pl = positioned(loader, seed=1)
     seeded()
     got = [list(pl.epoch(e)) for e in range(2)]
     assert all(same(b, e) for g, x in zip(got, expected, strict=True) for (b, _), e in zip(g, x, strict=True))
@@ -217,7 +264,7 @@ def test_an_epoch_draws_and_yields_what_the_plain_loop_does(kind):
 
 def test_a_batch_is_loaded_only_when_asked_for():
     ds = Augmenting(12)
-    pl = PositionedLoader.of(DataLoader(ds, batch_size=3, shuffle=True), seed=1)
+    pl = positioned(DataLoader(ds, batch_size=3, shuffle=True), seed=1)
     pairs = pl.epoch(0)
     for k in range(1, 5):
         batch, last = next(pairs)
@@ -227,7 +274,7 @@ def test_a_batch_is_loaded_only_when_asked_for():
 
 @pytest.mark.parametrize("yields", [2, 4])
 def test_a_batch_sampler_whose_len_disagrees_raises(yields):
-    pl = PositionedLoader.of(DataLoader(Augmenting(), batch_sampler=Lying(yields)), seed=1)
+    pl = positioned(DataLoader(Augmenting(), batch_sampler=Lying(yields)), seed=1)
     with pytest.raises(TrainingInputError, match=r"len\(\) is 3 but it yielded"):
         list(pl.epoch(0))
 
@@ -238,7 +285,7 @@ def test_a_batch_sampler_whose_len_disagrees_raises(yields):
 @pytest.mark.parametrize("skip", [0, 1, 3, 5])
 def test_skipped_batches_are_drawn_not_loaded(skip):
     ds = Augmenting(15)
-    pl = PositionedLoader.of(DataLoader(ds, batch_size=3, shuffle=True), seed=1)
+    pl = positioned(DataLoader(ds, batch_size=3, shuffle=True), seed=1)
     calls = []
     pairs = list(pl.epoch(0, skip=skip, at_position=lambda: calls.append(len(ds.loaded))))
     assert calls == [0]
@@ -261,7 +308,7 @@ def test_a_resumed_epoch_is_the_tail_of_the_uninterrupted_one(skip, generator):
         at[i] = streams()
     seeded()
     scramble()
-    pl = PositionedLoader.of(user(), seed=1)
+    pl = positioned(user(), seed=1)
     tail = list(pl.epoch(0, skip=skip, at_position=lambda: put_back(at[skip - 1])))
     assert len(tail) == len(batches) - skip
     assert all(same(b, e) for (b, _), e in zip(tail, batches[skip:], strict=True))
@@ -272,14 +319,14 @@ def test_at_position_at_skip_0_comes_before_the_epoch_draws_anything():
     before = streams()
     expected = list(DataLoader(Augmenting(13), batch_size=3, shuffle=True))
     seeded(123)
-    pl = PositionedLoader.of(DataLoader(Augmenting(13), batch_size=3, shuffle=True), seed=1)
+    pl = positioned(DataLoader(Augmenting(13), batch_size=3, shuffle=True), seed=1)
     got = list(pl.epoch(0, at_position=lambda: put_back(before)))
     assert all(same(b, e) for (b, _), e in zip(got, expected, strict=True))
 
 
 def test_skipping_the_whole_epoch_yields_nothing_and_beyond_it_is_refused():
     ds = Augmenting(12)
-    pl = PositionedLoader.of(DataLoader(ds, batch_size=4), seed=1)
+    pl = positioned(DataLoader(ds, batch_size=4), seed=1)
     calls = []
     assert list(pl.epoch(0, skip=3, at_position=lambda: calls.append(1))) == [] and calls == [1] and ds.loaded == []
     with pytest.raises(ValueError, match="skip=4"):
@@ -316,18 +363,18 @@ def test_worker_count_and_persistence_do_not_change_a_sample():
     runs = []
     for n, persistent in ((2, False), (3, False), (2, True)):
         seeded()
-        runs.append(list(PositionedLoader.of(workers(n, persistent), seed=1).epoch(4)))
+        runs.append(list(positioned(workers(n, persistent), seed=1).epoch(4)))
     assert all(same(a, b) for run in runs[1:] for a, b in zip(runs[0], run, strict=True))
 
 
 def test_a_resumed_epoch_with_persistent_workers_is_the_uninterrupted_one():
     seeded()
-    pl = PositionedLoader.of(workers(2, persistent=True), seed=1)
+    pl = positioned(workers(2, persistent=True), seed=1)
     list(pl.epoch(0))
     start = streams()
     epoch1 = list(pl.epoch(1))
     put_back(start)
-    fresh = list(PositionedLoader.of(workers(2, persistent=True), seed=1).epoch(1))
+    fresh = list(positioned(workers(2, persistent=True), seed=1).epoch(1))
     assert all(same(a, b) for a, b in zip(epoch1, fresh, strict=True))
     # why: the plain loader keeps its workers' streams running across epochs (and draws a base
     # seed only on its first epoch), so its epoch 1 depends on whether it ran epoch 0
@@ -343,20 +390,20 @@ def test_a_resumed_epoch_with_persistent_workers_is_the_uninterrupted_one():
 
 def test_a_skipped_start_with_workers_gives_the_tail():
     seeded()
-    whole = list(PositionedLoader.of(workers(2), seed=1).epoch(2))
+    whole = list(positioned(workers(2), seed=1).epoch(2))
     seeded()
-    tail = list(PositionedLoader.of(workers(2), seed=1).epoch(2, skip=3))
+    tail = list(positioned(workers(2), seed=1).epoch(2, skip=3))
     assert all(same(a, b) for a, b in zip(whole[3:], tail, strict=True)) and len(tail) == 1
 
 
 def test_epochs_and_indices_draw_differently():
-    pl = PositionedLoader.of(workers(2, shuffle=False, batch_size=4), seed=1)
+    pl = positioned(workers(2, shuffle=False, batch_size=4), seed=1)
     e0, e1 = by_index(pl.epoch(0)), by_index(pl.epoch(1))
     assert all(not torch.equal(e0[i], e1[i]) for i in e0)
     for draws in (e0, e1):
         for d in range(3):  # torch, random, numpy: distinct across the samples of an epoch
             assert len({float(v[d]) for v in draws.values()}) == len(draws)
-    other = by_index(PositionedLoader.of(workers(2, shuffle=False, batch_size=4), seed=2).epoch(0))
+    other = by_index(positioned(workers(2, shuffle=False, batch_size=4), seed=2).epoch(0))
     assert all(not torch.equal(e0[i], other[i]) for i in e0)
 
 
@@ -373,12 +420,12 @@ def test_a_datasets_getitems_is_used_in_the_main_process_and_bypassed_in_workers
     seeded()
     expected = list(DataLoader(Batched(), batch_size=4, shuffle=True))
     seeded()
-    got = list(PositionedLoader.of(DataLoader(Batched(), batch_size=4, shuffle=True), seed=1).epoch(0))
+    got = list(positioned(DataLoader(Batched(), batch_size=4, shuffle=True), seed=1).epoch(0))
     assert all(same(b, e) for (b, _), e in zip(got, expected, strict=True))
     runs = []
     for n in (2, 3):
         seeded()
         loader = DataLoader(Batched(), batch_size=4, shuffle=True, num_workers=n, timeout=WAIT)
-        runs.append(list(PositionedLoader.of(loader, seed=1).epoch(0)))
+        runs.append(list(positioned(loader, seed=1).epoch(0)))
     assert all(same(a, b) for a, b in zip(*runs, strict=True))
     assert len({float(d[0]) for d in by_index(runs[0]).values()}) == 12  # a draw per sample, not per batch

@@ -24,6 +24,7 @@ import pytest
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+from torchdata.stateful_dataloader import StatefulDataLoader
 
 from nnx_core.commit import RunFiles
 from nnx_core.journal_format import epoch_summary
@@ -65,12 +66,13 @@ class CrashAt(nnx.Callback):
 
 
 def train(root: Path, *, workers: int = 0, persistent: bool = False, every: Any = 1, crash: int | None = None,
-          epochs: int = EPOCHS, journal: bool = False) -> dict[str, Any]:
+          epochs: int = EPOCHS, journal: bool = False, stateful: bool = False) -> dict[str, Any]:
     torch.manual_seed(1)
     module = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 3))
     model = nnx.NNModel(module=module, params=nnx.NNModelParams())
-    loader = DataLoader(Augmenting(), batch_size=BATCH, shuffle=True, num_workers=workers, persistent_workers=persistent,
-                        timeout=60 if workers else 0)
+    loader = (StatefulDataLoader if stateful else DataLoader)(  # torchdata's: positioned by its own state_dict()
+        Augmenting(), batch_size=BATCH, shuffle=True, num_workers=workers, persistent_workers=persistent,
+        timeout=60 if workers else 0)
     params = nnx.NNTrainParams(n_epochs=epochs, seed=3, resume="auto", train_loader=loader, progress=False,
                                commit_every=every, metrics=(nnx.MetricSpec("accuracy"),),
                                optim=nnx.NNOptimParams(name="adam", max_lr=0.01))
@@ -140,6 +142,21 @@ def test_a_journal_run_resumes_from_commit_points_bit_identically(
     assert rows == [json.loads(json.dumps(epoch_summary([r for r in eager if r.epoch_idx == e]))) for e in range(EPOCHS)]
 
 
+@pytest.fixture(scope="module")
+def straight_stateful(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return train(tmp_path_factory.mktemp("straight_stateful"), stateful=True)
+
+
+@pytest.mark.parametrize("at", range(1, EPOCHS * ROWS // BATCH))
+def test_a_stateful_dataloader_resumes_from_every_commit_point_bit_identically(
+    straight_stateful: dict[str, Any], tmp_path: Path, at: int
+) -> None:
+    """torchdata's StatefulDataLoader: its state_dict() at each commit, handed back at the resume."""
+    resumed = interrupted(tmp_path, at, stateful=True)
+    same(resumed, straight_stateful)
+    assert resumed["run"].id == straight_stateful["run"].id
+
+
 def test_a_crash_redoes_at_most_commit_every_updates(tmp_path: Path) -> None:
     """commit_every=3 counts from the last commit (epoch 0 ends at update 5): update 8 commits in
     epoch 1 after 3 batches; crashed at update 10, LAST holds update 8 (2 updates to redo)."""
@@ -155,18 +172,19 @@ def _only_run(root: Path) -> str:
     return runs[0]
 
 
-def loads_of_resume(root: Path, crash: int, every: Any) -> int:
+def loads_of_resume(root: Path, crash: int, every: Any, stateful: bool) -> int:
     with pytest.raises(RuntimeError, match="crashed"):
-        train(root, crash=crash, every=every)
+        train(root, crash=crash, every=every, stateful=stateful)
     Augmenting.loads = 0
-    train(root, every=every)
+    train(root, every=every, stateful=stateful)
     return Augmenting.loads
 
 
-def test_skipped_batches_are_never_loaded(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stateful", [False, True])
+def test_skipped_batches_are_never_loaded(tmp_path: Path, stateful: bool) -> None:
     """A resume after 3 batches of epoch 1 loads 3 batches fewer than a resume at its start."""
-    at_start = loads_of_resume(tmp_path / "start", crash=7, every=None)  # LAST: epoch 0's end
-    mid_epoch = loads_of_resume(tmp_path / "mid", crash=9, every=1)  # LAST: update 8, epoch 1 batch 3
+    at_start = loads_of_resume(tmp_path / "start", crash=7, every=None, stateful=stateful)  # LAST: epoch 0's end
+    mid_epoch = loads_of_resume(tmp_path / "mid", crash=9, every=1, stateful=stateful)  # LAST: update 8, epoch 1 batch 3
     assert at_start - mid_epoch == 3 * BATCH
 
 
@@ -175,6 +193,14 @@ def test_workers_resume_mid_epoch_bit_identically(tmp_path: Path, persistent: bo
     kw = {"workers": 2, "persistent": persistent, "every": 2}
     straight = train(tmp_path / "straight", **kw)
     same(interrupted(tmp_path / "resumed", 7, **kw), straight)
+
+
+def test_a_stateful_dataloader_with_workers_is_warned_of_at_a_resume_inside_an_epoch(tmp_path: Path) -> None:
+    """Its workers restart at the position with the epoch's first streams: said, naming the loader."""
+    with pytest.raises(RuntimeError, match="crashed"):
+        train(tmp_path, crash=7, every=1, workers=2, stateful=True)
+    with pytest.warns(RuntimeWarning, match=r"StatefulDataLoader\) resumes inside an epoch .* num_workers=0"):
+        train(tmp_path, every=1, workers=2, stateful=True)
 
 
 def test_a_time_budget_commits_at_update_boundaries(tmp_path: Path) -> None:
