@@ -174,7 +174,7 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
     batch_checks.check_first_batches(entry.model, firsts, train_step=builtin_step, eval_step=entry.eval_step_fn is None)
     writes = group.collective.rank == group.writer_rank
     data = fingerprint.data_fingerprint(loaders, firsts) if writes else None
-    code = user_code.code_fingerprint(entry) if writes else None
+    code = user_code.code_fingerprint(entry, declared) if writes else None
     compiled = compilation.prepare(entry, declared)
     opts = optimizers.build_optimizers(entry.model.net, entry.optims, strict=entry.strict_groups)
     schedules = optimizers.build_schedules(opts, entry.schedulers, entry.optims, n_epochs=train.n_epochs, train_loader=train.train_loader)

@@ -26,6 +26,7 @@ from nnx_api.runs.curves import committed_records, epoch_scalars, flatten_config
 from nnx_api.runs.plots import image_formats
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
+from nnx_api.training.code import SETTINGS
 
 
 def register(commands: Any, root_help: str) -> None:
@@ -131,7 +132,7 @@ def render_comparison(runs: list[NNRun]) -> str:
     for key in differing:
         rows.append([f"  {key}", *(_cell(c.get(key, "-")) for c in configs)])
     codes = [run.code_fingerprint or {} for run in runs]
-    changed = [r for r in sorted(set().union(*codes)) if len({repr(c.get(r)) for c in codes}) > 1]
+    changed = [r for r in sorted(set().union(*codes) - {SETTINGS}) if len({repr(c.get(r)) for c in codes}) > 1]
     if changed:
         rows.append(["code (user code that differs)", *[""] * len(runs)])
         for role in changed:

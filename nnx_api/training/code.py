@@ -22,6 +22,22 @@ objectives) is left out: a new version of the library is not a change of your ex
 built-in objective's configuration is recorded (``config``: True, the digest of its configuration
 only).
 
+What else decides a training is recorded beside the code, as roles of the same record, each
+compared by ``resume="auto"`` like a piece of code:
+
+* ``module.structure``: a module of your own, by its layers' classes and settings
+  (``Dropout(p=0.25)`` against ``Dropout(p=0.1)``, ``Tanh`` against ``Hardtanh``), not only the
+  parameter shapes the run id holds;
+* ``<role> constant <name>``: each constant a step function or your module's ``forward`` reads (a
+  global or closure variable holding plain data: ``real_label = 0.9``);
+* ``callback <name>``: a callback whose state the run keeps (a component, such as
+  ``EarlyStopping``), by its class and configuration (``patience=3`` against ``patience=5``);
+  one given only then or only now is not compared (NNx's optional components may come and go).
+
+They are recorded since the ``settings`` marker was: a run recorded without it compares code only.
+The initial weights are not recorded: an unseeded script builds other weights on every rerun, so
+they cannot tell a changed experiment from a rerun (docs/concepts.md, "What a run id covers").
+
 ``trained`` describes, in words, what turned the configuration into updates: the net that ran
 (NNx's built-in net, or your module's class), who owned the updates (the built-in step, a step
 function, an objective) and the loss the built-in step computed. run.yaml keeps it next to the
@@ -38,6 +54,7 @@ import hashlib
 import inspect
 import json
 import textwrap
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,11 +64,13 @@ from nnx_core.errors import CodeChangedError
 from nnx_api.config.identity import class_path
 
 OWN = ("nnx_api", "nnx_core", "nnx_adapters")
+SETTINGS = "settings"  # the marker: the structure, constant and callback roles are recorded (module docstring)
 
 
-def code_fingerprint(entry: Any) -> dict[str, dict[str, Any]]:
+def code_fingerprint(entry: Any, callbacks: Any = ()) -> dict[str, dict[str, Any]]:
     """``{role: {"name", "sha256"}}`` of the user code ``entry`` trains with (``sha256`` None:
-    the source cannot be read)."""
+    the source cannot be read) and what else decides its training (``callbacks``: the declared
+    ones; module docstring)."""
     found: dict[str, Any] = {
         entry.kind.step_name: entry.step_fn, "eval_step_fn": entry.eval_step_fn,
         "module.forward": type(entry.model.net).forward,
@@ -60,7 +79,55 @@ def code_fingerprint(entry: Any) -> dict[str, dict[str, Any]]:
     objective = _objective(entry.objective) if entry.objective is not None else None
     if objective is not None:
         code["objective"] = objective
+    code[SETTINGS] = {"name": "module structure, constants, kept callbacks"}
+    if "module" in entry.config:
+        net = entry.model.net
+        code["module.structure"] = {"name": class_path(type(net)), "sha256": _hash(_structure(net))}
+    functions = {**found, "objective": entry.objective if inspect.isfunction(entry.objective) or inspect.ismethod(entry.objective) else None}
+    for role, fn in functions.items():
+        for name, value in _constants(fn).items() if fn is not None and _yours(fn) else ():
+            code[f"{role} constant {name}"] = {"name": name, "sha256": _hash(json.dumps(value))}
+    for callback in callbacks:
+        if hasattr(callback, "component_spec"):
+            config = json.dumps([_digest(type(callback)) if _yours(type(callback)) else None, _config(callback)], sort_keys=True)
+            code[f"callback {callback.component_spec()[0]}"] = {"name": class_path(type(callback)), "sha256": _hash(config)}
     return code
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _structure(net: Any) -> str:
+    """Every submodule's class and settings (its ``extra_repr`` and its plain public attributes)."""
+    lines = []
+    for name, module in net.named_modules():
+        settings = {k: _plain(v) for k, v in vars(module).items() if not k.startswith("_") and k != "training" and _is_plain(v)}
+        lines.append(f"{name}:{class_path(type(module))}:{module.extra_repr()}:{json.dumps(settings, sort_keys=True)}")
+    return "\n".join(lines)
+
+
+def _constants(fn: Any) -> dict[str, Any]:
+    """The plain-data globals and closure variables a function (and the functions it defines) reads."""
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return {}
+    names, stack = set(), [code]
+    while stack:
+        c = stack.pop()
+        names |= set(c.co_names)
+        stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    scope = getattr(fn, "__globals__", {})
+    found = {n: _plain(scope[n]) for n in names if n in scope and not n.startswith("__") and _is_plain(scope[n])}
+    for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if _is_plain(value):
+            found[name] = _plain(value)
+    return found
 
 
 def trained(entry: Any) -> dict[str, str]:
@@ -136,10 +203,15 @@ def _plain(value: Any) -> Any:
     return [_plain(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
-def _comparable(role: str, before: Mapping[str, Any] | None, now: Mapping[str, Any] | None) -> bool:
-    """Whether a recorded entry can be compared with this call's: an objective recorded before
-    objectives were fingerprinted (``Class.__call__`` or ``function.__call__``) cannot; nor can
-    an NNx objective's configuration against a run that predates its record (silently: as then)."""
+def _comparable(role: str, before: Mapping[str, Any] | None, now: Mapping[str, Any] | None, marked: bool) -> bool:
+    """Whether a recorded entry can be compared with this call's: the marker never is, nor are
+    the settings roles against a record without the marker (``marked``); an objective recorded
+    before objectives were fingerprinted (``Class.__call__`` or ``function.__call__``) cannot; nor
+    can an NNx objective's configuration against a run that predates its record (silently: as then)."""
+    if role == SETTINGS or (not marked and (role == "module.structure" or " constant " in role or role.startswith("callback "))):
+        return False
+    if role.startswith("callback ") and (before is None or now is None):  # a kept callback may come and go (NNx's
+        return False  # optional components): only a changed one is another training
     if role != "objective":
         return True
     if before is not None and str(before.get("name", "")).endswith(".__call__"):
@@ -155,7 +227,7 @@ def code_refusal(run_id: str, recorded: Mapping[str, Any] | None, current: Mappi
     changes = []
     for role in sorted(set(recorded) | set(current)):
         before, now = recorded.get(role), current.get(role)
-        if not _comparable(role, before, now):
+        if not _comparable(role, before, now, SETTINGS in recorded):
             continue
         if before is None or now is None:
             changes.append(f"{role} {'is given now, not then' if before is None else 'was given then, not now'}")
@@ -165,7 +237,7 @@ def code_refusal(run_id: str, recorded: Mapping[str, Any] | None, current: Mappi
     if not changes:
         return None
     return CodeChangedError(
-        f"run {run_id[:8]} was trained with other code ({'; '.join(changes)}), so resume='auto' will not continue or "
+        f"run {run_id[:8]} was trained with other code or settings ({'; '.join(changes)}), so resume='auto' will not continue or "
         "return it. Put the code back; or keep the old run and start this code as a distinct run with salt='...'; or "
         f"continue from the old run's weights in a new run: resume_from_run_id='{run_id[:8]}'; or replace it: drop "
         "resume='auto' and pass overwrite_existing=True"
@@ -177,8 +249,8 @@ def unreadable(recorded: Mapping[str, Any] | None, current: Mapping[str, Any]) -
     if recorded is None:
         return []
     return sorted(
-        r for r in set(recorded) & set(current)
-        if not (recorded[r].get("sha256") and current[r].get("sha256") and _comparable(r, recorded[r], current[r]))
+        r for r in set(recorded) & set(current) if r != SETTINGS
+        if not (recorded[r].get("sha256") and current[r].get("sha256") and _comparable(r, recorded[r], current[r], True))
     )
 
 
