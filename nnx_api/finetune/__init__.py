@@ -79,6 +79,12 @@ def read_state_dict(source: str | os.PathLike[str] | Mapping[str, Any] | nn.Modu
     if isinstance(source, Mapping):
         return dict(source)
     if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if path.is_dir():
+            run = (f"; it is the folder of run {path.name}, whose weights NNModel.from_checkpoint({path.name!r}, "
+                   f"root={str(path.parent)!r}) loads") if (path / "run.yaml").is_file() else ""
+            raise ParamsError("load_pretrained.source", f"{str(source)!r} is a folder; load_pretrained reads one file (a "
+                              f"state dict saved with torch.save, or a .safetensors file){run}")
         loaded = safe_load(Path(source).read_bytes(), where=str(source))
         if not isinstance(loaded, Mapping):
             raise ParamsError("load_pretrained.source", f"{source} holds a {type(loaded).__name__}, not a state dict")

@@ -31,7 +31,7 @@ from nnx_core.records import IterationDataPoint
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.runs.partial import committed_journal
 from nnx_api.runs.run import NNRun
-from nnx_api.runs.store import runs_root
+from nnx_api.runs.store import run_not_found, runs_root
 
 # -- readers over both formats --------------------------------------------------------------------
 
@@ -165,7 +165,7 @@ def migrate_history(
     storage = FileStorage(base)
     files = RunFiles(storage, run_id)
     if not files.exists():
-        raise RunNotFoundError(f"no run {run_id} under {base}; list runs with `nnx runs list`")
+        raise run_not_found(run_id, base)
     with storage.lease(run_id):
         last = files.read_tag(LAST)
         if has_journal(storage, run_id):  # already migrated (maybe interrupted before the delete)

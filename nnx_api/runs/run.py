@@ -57,7 +57,7 @@ from nnx_api.runs.partial import PartialEpoch, committed_journal, complete_recor
 from nnx_api.runs.payload import CheckpointPayload, Payload, read_payload
 from nnx_api.runs.plots import plot_run
 from nnx_api.runs.standalone import read_checkpoint_file, write_checkpoint_file
-from nnx_api.runs.store import dump_yaml, environment, load_yaml, resolve_run_id, run_folders, runs_root
+from nnx_api.runs.store import dump_yaml, environment, load_yaml, resolve_run_id, run_folders, run_not_found, runs_root
 from nnx_api.runs.summary import run_summary
 
 if TYPE_CHECKING:
@@ -229,7 +229,7 @@ class NNRun:
         try:
             raw = files.storage.read(files.run_yaml)
         except FileNotFoundError as exc:
-            raise RunNotFoundError(f"no run {run_id} under {base}; list runs with `nnx runs list`") from exc
+            raise run_not_found(run_id, base, look=storage is None) from exc
         doc = load_yaml(raw, where=f"run {run_id} run.yaml")
         stored_id, trained = doc.pop("id", None), doc.pop("trained", None)
         run = cls(config=doc, root=base, storage=storage, folder=None if folder == run_id else folder, trained=trained)

@@ -15,7 +15,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from nnx_core import replacement
-from nnx_core.errors import CorruptRunError, InvalidRunIdError, ParamsError
+from nnx_core.errors import CorruptRunError, InvalidRunIdError, ParamsError, RunNotFoundError
 from nnx_core.identity import ID_HEX_DIGITS, validate_run_id
 
 ENV_ROOT = "NNX_RUNS"
@@ -85,6 +85,9 @@ def resolve_run_id(run_id: str, storage: Any, *, where: str = "the runs root") -
     """The full run id ``run_id`` names: itself when such a run exists (or it is a whole id),
     else the one run whose id starts with it. An ambiguous prefix is ``InvalidRunIdError``,
     listing the candidates; no match is returned as is (the caller reports it missing)."""
+    named = run_folder(Path(run_id)) if isinstance(run_id, str) and ("/" in run_id or os.sep in run_id) else None
+    if named is not None:
+        raise InvalidRunIdError(f"{run_id!r} is a path, not a run id: {named}")
     run_id = validate_run_id(run_id)
     if len(run_id) >= ID_HEX_DIGITS or storage.exists(f"{run_id}/run.yaml"):
         return run_id
@@ -93,6 +96,31 @@ def resolve_run_id(run_id: str, storage: Any, *, where: str = "the runs root") -
         shown = ", ".join(m[:12] for m in matches[:5]) + (", ..." if len(matches) > 5 else "")
         raise InvalidRunIdError(f"run id prefix {run_id!r} matches {len(matches)} runs under {where} ({shown}); give more characters")
     return matches[0] if matches else run_id
+
+
+def run_folder(path: Path) -> str | None:
+    """When ``path`` is a run's own folder: how to name that run instead (None: it is not one)."""
+    if not (path / "run.yaml").is_file():
+        return None
+    return f"{path} is the folder of run {path.name}; name the run by its id and its root: NNRun.load({path.name!r}, root={str(path.parent)!r})"
+
+
+def run_not_found(run_id: str, base: Path, *, look: bool = True) -> RunNotFoundError:
+    """No run ``run_id`` under the runs root ``base`` (a folder): the error says where it is when it
+    lies next to ``base`` (``base`` is the run's own folder, or a folder beside or below it holds
+    it), or that ``base`` does not exist. Never a guess: nothing is read but the names. ``look``
+    False (the runs are in a store of the caller's): no looking around."""
+    message = f"no run {run_id} under {base}"
+    named = run_folder(base) if look else None
+    if named is not None:
+        return RunNotFoundError(f"{message}: {named}")
+    below = [p for p in sorted(base.iterdir()) if p.is_dir() and not p.name.startswith(".")][:100] if base.is_dir() else []
+    for near in [base.parent, *below] if look else []:
+        if any(p.is_dir() and (p / "run.yaml").is_file() for p in near.glob(f"{run_id}*")):
+            return RunNotFoundError(f"{message}, but {near} holds it: pass root={str(near)!r}")
+    if look and not base.is_dir():
+        return RunNotFoundError(f"{message}: that folder does not exist; pass the root the run was trained with (root=, $NNX_RUNS)")
+    return RunNotFoundError(f"{message}; list runs with `nnx runs list`")
 
 
 def run_folders(storage: Any) -> list[str]:
