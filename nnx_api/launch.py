@@ -29,6 +29,7 @@ from nnx_core import replacement
 from nnx_core.agreement import agreed, share
 from nnx_core.commit import LAST, Position, RunFiles
 from nnx_core.errors import ComponentRestoreError, ParamsError
+from nnx_core.identity import canonical_json, text_id
 from nnx_core.identity import run_id as content_address
 from nnx_core.lifecycle import run_lifecycle
 from nnx_core.monitor import Monitor
@@ -43,7 +44,7 @@ from nnx_api.config import identity
 from nnx_api.runs.partial import PartialEpoch
 from nnx_api.runs.payload import CheckpointPayload, Payload, decode_payload
 from nnx_api.runs.run import NNRun
-from nnx_api.runs.store import runs_root
+from nnx_api.runs.store import run_folders, runs_root
 from nnx_api.training import batch_checks, checks, compilation, fingerprint, history_setup, optimizers, resume
 from nnx_api.training import code as user_code
 from nnx_api.training.checkpoint import collect_components, restore_problems
@@ -299,8 +300,18 @@ def _note_interrupt(exc: KeyboardInterrupt, run_id: str, files: RunFiles | None)
 
 
 def _note_earlier_identity(entry: TrainingEntry, storage: Any, new_id: str) -> None:
-    """A fresh run whose module class was named ``__main__.<class>`` by earlier versions: say
-    where the run of the same configuration under that name is, when there is one."""
+    """A fresh run whose module class was named ``__main__.<class>`` by earlier versions, or whose
+    configuration differs from a run in the root only in ``n_epochs``: say where that run is and
+    how to go on from it."""
+    other = _other_epochs(entry.config, set(run_folders(storage)))
+    if other is not None:
+        old_id, epochs = other
+        warnings.warn(
+            f"run {new_id[:8]} starts fresh: run {old_id} in this root has the same configuration with n_epochs={epochs} "
+            f"(n_epochs is part of a run's id). To train that run on instead, pass resume_from_run_id='{old_id}' (without "
+            "resume='auto'): a new run that continues its epochs, weights, optimizer and schedules for n_epochs more epochs",
+            UserWarning, stacklevel=4,
+        )
     earlier = identity.earlier_config(entry.config, type(entry.model.net))
     if earlier is None:
         return
@@ -313,6 +324,24 @@ def _note_earlier_identity(entry: TrainingEntry, storage: Any, new_id: str) -> N
             f"(NNRun.load('{old_id}')); to start from its last checkpoint pass resume_from_run_id='{old_id}'",
             UserWarning, stacklevel=4,
         )
+
+
+def _other_epochs(config: Mapping[str, Any], ids: set[str], most: int = 5_000) -> tuple[str, int] | None:
+    """The run among ``ids`` whose configuration is ``config`` with another ``n_epochs`` (1 to
+    ``most``), and its n_epochs: each candidate's id is hashed, nothing is read."""
+    train = config.get("train")
+    if not isinstance(train, Mapping) or not isinstance(train.get("n_epochs"), int) or not ids:
+        return None
+    mark = 7_919_000_001  # an n_epochs no configuration holds: its canonical text, then each candidate's
+    text = canonical_json({**config, "train": {**train, "n_epochs": mark}})
+    if text.count(f'"n_epochs":{mark}') != 1:
+        return None
+    for epochs in range(1, most + 1):
+        if epochs != train["n_epochs"]:
+            candidate = text_id(text.replace(f'"n_epochs":{mark}', f'"n_epochs":{epochs}'))
+            if candidate in ids:
+                return candidate, epochs
+    return None
 
 
 def _raise(error: BaseException | None) -> None:

@@ -31,7 +31,12 @@ def canonical_json(state: Mapping[str, Any]) -> str:
 
 def run_id(state: Mapping[str, Any]) -> str:
     """Content address of a configuration: 32 hex digits of SHA-256 over its canonical JSON."""
-    return hashlib.sha256(canonical_json(state).encode("utf-8")).hexdigest()[:ID_HEX_DIGITS]
+    return text_id(canonical_json(state))
+
+
+def text_id(canonical: str) -> str:
+    """The run id of a configuration's canonical JSON text (``run_id`` without the dump)."""
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:ID_HEX_DIGITS]
 
 
 def validate_run_id(value: object) -> str:

@@ -45,7 +45,7 @@ def _train(root, step=None, module=None, **train):
     x, y = tiny_data()
     torch.manual_seed(0)
     model = nnx.NNModel(module=module) if module is not None else nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3))
-    params = nnx.NNTrainParams(n_epochs=2, train_loader=batches(x, y, 16), progress=False, resume="auto", **train)
+    params = nnx.NNTrainParams(**{"n_epochs": 2, "train_loader": batches(x, y, 16), "progress": False, "resume": "auto", **train})
     return model.train(params, train_step_fn=step, root=root)
 
 
@@ -196,3 +196,24 @@ def test_a_run_recorded_before_the_settings_compares_code_only():
     assert code.code_refusal("r" * 32, old, now) is None and code.unreadable(old, now) == []
     marked = {**now, "module.structure": {"name": "Net", "sha256": "4" * 16}}
     assert "module.structure Net changed" in str(code.code_refusal("r" * 32, marked, now))
+
+
+def test_a_fresh_run_that_differs_only_in_n_epochs_says_how_to_train_the_other_on(tmp_path):
+    """n_epochs is part of the id: 3 → 5 epochs is a fresh run, and the call says which run it
+    could have continued and how; the suggested call then continues its epochs."""
+    root = tmp_path / "runs"
+    three = _train(root, n_epochs=3)
+    with pytest.warns(UserWarning, match=rf"starts fresh: run {three.id} .* n_epochs=3 .* resume_from_run_id='{three.id}'"):
+        _train(root, n_epochs=5)
+    x, y = tiny_data()
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3))
+    on = model.train(nnx.NNTrainParams(n_epochs=2, train_loader=batches(x, y, 16), progress=False, resume_from_run_id=three.id),
+                     root=root)
+    assert sorted({r.epoch_idx for r in on.idps}) == [3, 4] and on.resume_status.mode == "stateful"
+
+
+def test_a_fresh_run_with_no_such_neighbour_says_nothing(tmp_path, recwarn):
+    root = tmp_path / "runs"
+    _train(root, n_epochs=3, seed=1)
+    _train(root, n_epochs=5, seed=2)  # another seed: another configuration, not another length
+    assert not [w for w in recwarn if "starts fresh" in str(w.message)]
