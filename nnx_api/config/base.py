@@ -89,11 +89,23 @@ def positional_params_class(cls: type) -> Any:
     return typed_init(dataclasses.dataclass(frozen=True, slots=True)(cls))
 
 
+# The names PyTorch users bring (torch.optim, torch.optim.lr_scheduler, Lightning/HF loops) → NNx's field.
+TORCH_NAMES = {
+    "lr": "max_lr", "learning_rate": "max_lr", "betas": "momentum", "gamma": "factor", "eta_min": "min_lr",
+    "epochs": "n_epochs", "max_epochs": "n_epochs", "num_epochs": "n_epochs", "num_train_epochs": "n_epochs",
+    "max_norm": "grad_clip_norm", "gradient_clip_val": "grad_clip_norm", "max_grad_norm": "grad_clip_norm",
+    "accumulate_grad": "accumulate_grad_batches", "gradient_accumulation_steps": "accumulate_grad_batches",
+    "warmup": "warmup_steps", "num_warmup_steps": "warmup_steps", "num_training_steps": "total_steps",
+}
+
+
 def _binding_problem(name: str, signature: inspect.Signature, fields: list[str], args: tuple, kwargs: dict) -> str:
     unknown = [k for k in kwargs if k not in fields]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], fields, n=1)
-        hint = f" (did you mean {close[0]}=?)" if close else ""
+        ours = TORCH_NAMES.get(unknown[0])
+        close = [ours] if ours in fields else difflib.get_close_matches(unknown[0], fields, n=1)
+        hint = (f" (PyTorch's {unknown[0]!r} is {close[0]}= here)" if ours in fields
+                else f" (did you mean {close[0]}=?)" if close else "")
         return f"has no field {unknown[0]!r}{hint}; its fields are {', '.join(fields)}"
     required = [p.name for p in list(signature.parameters.values())[1:] if p.default is inspect.Parameter.empty]
     missing = [f for f in required[len(args):] if f not in kwargs]

@@ -190,6 +190,17 @@ converter.register_structure_hook(AnyOptimParams, _structure_optim)
 CLOCKS = ("epoch", "optimizer_update")
 
 
+OWN_FIELDS = ("step_size", "T_max", "max_lr", "total_steps", "warmup_steps")  # each read by some kinds only
+READS = {  # the kind-specific fields each kind reads (nnx_adapters.pytorch.optim.build_scheduler)
+    Schedulers.REDUCE_LR_ON_PLATEAU: set(), Schedulers.STEP: {"step_size"}, Schedulers.COSINE_ANNEALING: {"T_max"},
+    Schedulers.ONE_CYCLE: {"max_lr", "total_steps"}, Schedulers.LINEAR_WARMUP_DECAY: {"warmup_steps", "total_steps"},
+}
+PLATEAU_READS = {  # and which of the five plateau fields (every kind takes them, as NNx requires)
+    Schedulers.REDUCE_LR_ON_PLATEAU: {"min_lr", "factor", "patience", "cooldown", "threshold"}, Schedulers.STEP: {"factor"},
+    Schedulers.COSINE_ANNEALING: {"min_lr"}, Schedulers.ONE_CYCLE: set(), Schedulers.LINEAR_WARMUP_DECAY: set(),
+}
+
+
 @params_class
 class NNSchedulerParams(Params):
     """Learning-rate schedule. ``kind=None`` is reduce-on-plateau with the five plateau fields;
@@ -217,6 +228,16 @@ class NNSchedulerParams(Params):
         return self.kind or Schedulers.REDUCE_LR_ON_PLATEAU
 
     def _check(self) -> None:
+        kind = self.resolved_kind
+        ignored = [f for f in OWN_FIELDS if getattr(self, f) is not None and f not in READS[kind]]
+        if ignored:
+            readers = sorted({k.value for k, fields in READS.items() if ignored[0] in fields})
+            raise ParamsError(
+                f"NNSchedulerParams.{ignored[0]}",
+                f"kind {kind.value!r} does not read {' or '.join(ignored)} (it reads "
+                f"{', '.join(sorted(READS[kind] | PLATEAU_READS[kind]))}); {ignored[0]} is read by {' and '.join(readers)}. "
+                "Drop it, or choose the kind that reads it",
+            )
         if self.resolved_kind is Schedulers.REDUCE_LR_ON_PLATEAU and self.clock == "optimizer_update":
             raise ParamsError(
                 "NNSchedulerParams.clock",
