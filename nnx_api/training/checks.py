@@ -13,6 +13,9 @@ The first batches' checks are ``nnx_api.training.batch_checks``.
 from __future__ import annotations
 
 import contextlib
+import difflib
+import inspect
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,8 +106,70 @@ def check_callbacks(callbacks: Any) -> Sequence[Any]:
                 f"callbacks[{i}]", f"is the class {cb.__name__}, not an instance; write {cb.__name__}(...) (with its arguments)"
             )
         if not isinstance(cb, Callback) and not callable(cb):
-            raise ParamsError(f"callbacks[{i}]", f"{cb!r} is neither a Callback instance nor a function fn(idps)")
+            hooks = [h for h in HOOKS if hasattr(cb, h)]
+            fix = f"; it has {', '.join(hooks)}: derive its class from nnx.Callback" if hooks else ""
+            raise ParamsError(f"callbacks[{i}]", f"{cb!r} is neither a Callback instance nor a function fn(idps){fix}")
+        if isinstance(cb, Callback):
+            check_hooks(cb, f"callbacks[{i}]")
     return callbacks
+
+
+HOOKS = {"on_train_begin": ("ctx",), "on_epoch_begin": ("ctx",), "on_optimizer_update": ("ctx", "event"),
+         "on_epoch_end": ("ctx",), "on_train_end": ("ctx",)}  # what NNx calls, with what
+OTHERS = {  # other frameworks' hook names (Lightning, Keras, skorch, HF) → NNx's
+    "on_train_epoch_end": "on_epoch_end", "on_validation_epoch_end": "on_epoch_end", "on_train_epoch_start": "on_epoch_begin",
+    "on_epoch_start": "on_epoch_begin", "on_fit_start": "on_train_begin", "on_train_start": "on_train_begin",
+    "on_fit_end": "on_train_end", "on_batch_end": "on_optimizer_update", "on_train_batch_end": "on_optimizer_update",
+    "on_step_end": "on_optimizer_update", "on_before_optimizer_step": "on_optimizer_update",
+    "on_after_optimizer_step": "on_optimizer_update", "on_batch_begin": "on_optimizer_update",
+    "on_train_batch_start": "on_optimizer_update", "on_validation_end": "on_epoch_end",
+}
+FOREIGN_FIRST = {"epoch": "Keras's", "logs": "Keras's", "net": "skorch's", "trainer": "Lightning's", "args": "HF's"}
+
+
+def check_hooks(callback: Any, where: str) -> None:
+    """A callback's hooks as NNx calls them: a hook NNx calls with arguments it cannot take (or
+    with another framework's signature) is refused; a method named like a hook that NNx never
+    calls (a typo, another framework's name) is warned of, naming NNx's hook."""
+    for klass in type(callback).__mro__:
+        if klass is object or klass.__module__.split(".")[0] in ("nnx_api", "nnx_core", "nnx_adapters"):
+            continue
+        for name, member in vars(klass).items():
+            if not name.startswith("on_") or not callable(member):
+                continue
+            if name in HOOKS:
+                _check_signature(getattr(callback, name), name, f"{where}.{name}")
+                continue
+            close = OTHERS.get(name) or next(iter(difflib.get_close_matches(name, HOOKS, n=1)), None)
+            warnings.warn(
+                f"{where}: {type(callback).__name__}.{name} is not an NNx hook and is never called"
+                + (f"; did you mean {close}({_args(close)})?" if close else "")
+                + f" NNx's hooks: {'; '.join(f'{h}({_args(h)})' for h in HOOKS)}",
+                UserWarning, stacklevel=5,
+            )
+
+
+def _args(hook: str) -> str:
+    return ", ".join(HOOKS[hook])
+
+
+def _check_signature(method: Any, name: str, where: str) -> None:
+    expected = HOOKS[name]
+    try:
+        signature = inspect.signature(method)
+    except (TypeError, ValueError):
+        return
+    written = f"def {name}(self, {', '.join(expected)}): ..."
+    try:
+        signature.bind(*expected)
+    except TypeError:
+        raise ParamsError(where, f"takes ({', '.join(['self', *signature.parameters])}) but NNx calls it as {name}"
+                                 f"({', '.join(expected)}); write {written}") from None
+    first = next(iter(signature.parameters), None)
+    if first in FOREIGN_FIRST:
+        raise ParamsError(where, f"has {FOREIGN_FIRST[first]} signature ({', '.join(signature.parameters)}), but NNx "
+                                 f"calls it as {name}({', '.join(expected)}): the epoch, the model and the records are "
+                                 f"ctx.epoch, ctx.model and ctx.idps; write {written}")
 
 
 def _kind(value: Any) -> str:

@@ -88,6 +88,26 @@ class _Surgery(nnx.Callback):
         return ({"name": "prune", "version": 1},)
 
 
+class _NoCtx(nnx.Callback):
+    def on_epoch_end(self):
+        pass
+
+
+class _KerasStyle(nnx.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        pass
+
+
+class _NoEvent(nnx.Callback):
+    def on_optimizer_update(self, ctx):
+        pass
+
+
+class _Plain:
+    def on_epoch_end(self, ctx):
+        pass
+
+
 SPEC = nnx.CompileSpec(backend="eager")
 
 
@@ -247,6 +267,13 @@ CASES: list[Case] = [
     ("callbacks", "one callback, no list", lambda r: fit(r, call={"callbacks": nnx.LRMonitor()}), E, "\\[LRMonitor\\(\\.\\.\\.\\)\\]"),
     ("callbacks", "callback a string", lambda r: fit(r, call={"callbacks": ["early_stopping"]}), E, "callbacks\\[0\\]"),
     ("callbacks", "callbacks a dict", lambda r: fit(r, call={"callbacks": {"es": nnx.EarlyStopping()}}), E, "list"),
+    ("callbacks", "a hook without ctx", lambda r: fit(r, call={"callbacks": [_NoCtx()]}), E,
+     r"on_epoch_end: takes \(self\) but NNx calls it as on_epoch_end\(ctx\)"),
+    ("callbacks", "Keras's on_epoch_end(epoch, logs)", lambda r: fit(r, call={"callbacks": [_KerasStyle()]}), E,
+     "has Keras's signature .* ctx.epoch"),
+    ("callbacks", "an update hook without the event", lambda r: fit(r, call={"callbacks": [_NoEvent()]}), E,
+     r"on_optimizer_update\(ctx, event\)"),
+    ("callbacks", "hooks on a plain object", lambda r: fit(r, call={"callbacks": [_Plain()]}), E, "derive its class from nnx.Callback"),
     ("callbacks", "lr monitor bounded text", lambda r: nnx.LRMonitor(bounded="yes"), E, "LRMonitor.bounded"),
     ("callbacks", "checkpoint tag unsafe", lambda r: nnx.ModelCheckpoint(tag="../x"), nnx.InvalidRunIdError, "x"),
     ("callbacks", "checkpoint epochs negative", lambda r: nnx.ModelCheckpoint(epochs=[-1]), E, "ModelCheckpoint.epochs"),
