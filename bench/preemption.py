@@ -11,7 +11,7 @@ notes when ``train()`` raised ``TrainingPreempted`` (the update in progress fini
 durable: LAST renamed and its folder fsynced before the raise), and the parent when the child
 exited. Both are ``time.monotonic()`` (CLOCK_MONOTONIC, one clock for the machine on Linux). A
 step's time is printed beside them: the signal waits for the update in progress. Medians of
-several signals per size. Timings are printed, never asserted; the script always exits 0.
+several signals per size; then what a bare process (torch and nnx_api imported) takes to exit. Timings are printed, never asserted; the script always exits 0.
 """
 
 from __future__ import annotations
@@ -80,6 +80,17 @@ def one_signal(width: int) -> tuple[float, float, float]:
         return float(line[1]) - sent, exited - sent, float(line[3])
 
 
+def bare_exit() -> float:
+    """Seconds from a process's last line to its exit when it only imported torch and nnx_api:
+    what an exit costs whatever training did."""
+    code = "import time, torch, nnx_api; print(time.monotonic(), flush=True)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    printed = float(proc.stdout.readline())
+    proc.wait(timeout=120)
+    return time.monotonic() - printed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -100,6 +111,9 @@ def main() -> None:
         committed, exited, steps = ([r[i] * 1e3 for r in runs] for i in range(3))
         print(f"| {state_mb:.2f} MB | {statistics.median(steps):.1f} | {statistics.median(committed):.0f} "
               f"({min(committed):.0f}–{max(committed):.0f}) | {statistics.median(exited):.0f} | {reps} |")
+    exits = [bare_exit() * 1e3 for _ in range(reps)]
+    print(f"\nA process that only imports torch and nnx_api exits {statistics.median(exits):.0f} ms after its last line "
+          "(median): the interpreter's and torch's own teardown, part of every signal → exit above.")
 
 
 if __name__ == "__main__":
