@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from nnx_core.errors import ParamsError
+from nnx_core.errors import ParamsError, UpdateOwnerError
 from nnx_core.ports import ClockKind
 
 OPTIMIZERS = {
@@ -159,7 +159,10 @@ def _warmup_decay(warmup: int, total: int):
 
 
 class TorchClock:
-    """The ``Clock`` port over a torch LR scheduler."""
+    """The ``Clock`` port over a torch LR scheduler. NNx owns the schedules it steps: a scheduler
+    stepped by someone else since the clock's last tick (a step function calling
+    ``ctx.scheduler.step()``, so the schedule would run twice as fast) is refused at the next tick
+    (``UpdateOwnerError``): torch counts every ``step()`` in ``last_epoch``, one int compared."""
 
     def __init__(
         self, scheduler: Any, clock: ClockKind, kind: str, budget: int | None = None, *, implicit_budget: bool = False
@@ -170,6 +173,7 @@ class TorchClock:
         self.budget = budget
         self.ticks = 0
         self._warn_past_budget = implicit_budget and kind == "cosine_annealing"
+        self._seen = getattr(scheduler, "last_epoch", None)  # torch's step count after NNx's last tick
 
     @property
     def clock(self) -> ClockKind:
@@ -178,6 +182,15 @@ class TorchClock:
 
     def tick(self, value: float | None = None) -> None:
         """One step; plateau schedules step on ``value`` and skip when it is None."""
+        stepped = getattr(self.scheduler, "last_epoch", None)
+        if self._seen is not None and stepped != self._seen:
+            when = "after each committed update" if self._clock == "optimizer_update" else "once at each epoch's end"
+            raise UpdateOwnerError(
+                f"the {self.kind} schedule was stepped {stepped - self._seen} time(s) outside NNx since NNx last stepped it "
+                f"(its scheduler.step() counts {stepped}, NNx's {self._seen}); NNx steps the schedules it builds {when}, so "
+                "remove scheduler.step() from your step function, or step it yourself alone under "
+                "Trainer(auto_step_schedulers=False)"
+            )
         if self.kind == "reduce_lr_on_plateau":
             if value is None:
                 return
@@ -185,6 +198,7 @@ class TorchClock:
         else:
             self.scheduler.step()
         self.ticks += 1
+        self._seen = getattr(self.scheduler, "last_epoch", None)
         if self._warn_past_budget and self.budget is not None and self.ticks > self.budget:
             self._warn_past_budget = False  # once
             warnings.warn(
@@ -207,6 +221,7 @@ class TorchClock:
             sd["lr_lambdas"] = [None] * len(self.scheduler.lr_lambdas)
         self.scheduler.load_state_dict(sd)
         self.ticks = int(state["ticks"])
+        self._seen = getattr(self.scheduler, "last_epoch", None)
 
 
 def build_scheduler(

@@ -21,7 +21,7 @@ import attrs
 import torch
 
 from nnx_core import update
-from nnx_core.errors import ParamsError, ScheduleBudgetError
+from nnx_core.errors import ParamsError, ScheduleBudgetError, UpdateOwnerError
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_adapters.pytorch.extras import gathered_batches
 from nnx_adapters.pytorch.metrics import BatchScores
@@ -103,7 +103,11 @@ class Updates:
                 f"update {self.counts[event.optimizer]} of optimizer {event.optimizer!r} is past its schedule's "
                 f"horizon of {clock.budget} updates; raise total_steps (or T_max) to cover the whole run"
             )
-        clock.tick()
+        try:
+            clock.tick()
+        except UpdateOwnerError as exc:
+            exc.add_note(f"found at update {self.counts[event.optimizer]} of optimizer {event.optimizer!r}")
+            raise
         if event.optimizer == self.primary:
             self.ctx.update_lrs.append((self.count, self.optimizers[self.primary].optimizer.param_groups[0]["lr"]))
 

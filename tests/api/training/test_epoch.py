@@ -348,3 +348,49 @@ def test_a_step_that_never_reports_on_the_update_clock_is_warned(runs):
             nnx.NNTrainParams(n_epochs=1, scheduler=sched, train_loader=batches(x, y, 16)), train_step_fn=silent, root=runs
         )
     assert run.checkpoint("last").payload()["update_count"] == 0
+
+
+# -- NNx owns the schedules it steps --------------------------------------------------------------
+
+
+def _stepping(root, clock: str):
+    """A step function that also steps ``ctx.scheduler`` (a plain-loop habit)."""
+    x, y = tiny_data()
+
+    def step(ctx):
+        xb, yb = ctx.batch
+        ctx.optimizer.zero_grad()
+        loss = F.cross_entropy(ctx.model.net(xb), yb)
+        loss.backward()
+        ctx.optimizer.step()
+        ctx.report_update()
+        ctx.scheduler.step()
+        return nnx.EvaluationDataPoint(loss=loss.item())
+
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3))
+    params = nnx.NNTrainParams(n_epochs=2, train_loader=batches(x, y, 16), progress=False,
+                               scheduler=nnx.NNSchedulerParams(kind="cosine_annealing", clock=clock))
+    return model.train(params, train_step_fn=step, root=root)
+
+
+@pytest.mark.parametrize(("clock", "where"), [("optimizer_update", "after each committed update"),
+                                              ("epoch", "once at each epoch's end")])
+def test_a_step_that_also_steps_a_schedule_nnx_steps_is_refused(tmp_path, clock, where):
+    with pytest.raises(nnx.UpdateOwnerError, match=rf"stepped \d+ time\(s\) outside NNx .* {where}, so remove scheduler.step"):
+        _stepping(tmp_path, clock)
+
+
+def test_a_clock_restored_from_a_checkpoint_counts_from_its_restored_state():
+    """load_state puts the scheduler's own count back: the next tick is NNx's, not a stranger's."""
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    clock = TorchClock(torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5), "optimizer_update", "step")
+    for _ in range(3):
+        clock.tick()
+    saved = clock.state()
+    fresh_opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    restored = TorchClock(torch.optim.lr_scheduler.StepLR(fresh_opt, step_size=1, gamma=0.5), "optimizer_update", "step")
+    restored.load_state(saved)
+    restored.tick()  # not refused
+    restored.scheduler.step()  # someone else's step
+    with pytest.raises(nnx.UpdateOwnerError, match="stepped 1 time"):
+        restored.tick()
