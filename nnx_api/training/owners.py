@@ -55,7 +55,7 @@ class CustomStep:
         self._state: Any = None
         self.accumulation = GradientAccumulationState()
         self._steps = self._reports = 0  # this batch's optimizer.step() calls and report_update() calls
-        self._warned_nonfinite = False
+        self._warned_nonfinite = self._warned_left = False
 
     def bind(self, state: Any) -> None:
         """Count the primary optimizer's real steps (a report needs one)."""
@@ -123,8 +123,23 @@ class CustomStep:
                 "recorded as it is (a custom step owns its NaN guard: check torch.isfinite(loss) before "
                 "optimizer.step())", RuntimeWarning, stacklevel=2,
             )
+        if is_last and not self._steps and not self._warned_left:
+            self._left_in_grad(ctx.optimizer, epoch, batch_idx)
         state.stats.records.append(record)
         state.mark_batch()
+
+    def _left_in_grad(self, optimizer: Any, epoch: int, batch_idx: int) -> None:
+        """An epoch that ends inside an accumulation window nobody stepped: said once a run when
+        gradients are left in ``.grad`` (the next epoch would drop them, or add to them, silently)."""
+        params = (p for group in optimizer.param_groups for p in group["params"])
+        if any(p.grad is not None and bool(p.grad.any()) for p in params):
+            self._warned_left = True
+            warnings.warn(
+                f"epoch {epoch} ended (batch {batch_idx}) without optimizer.step() after gradients were accumulated: they "
+                "are left in .grad, where the next epoch's zero_grad() drops them (or its first backward adds to them). "
+                "Step the trailing window on ctx.is_last_batch, as the built-in step does, or call "
+                "optimizer.zero_grad() there to drop it on purpose", RuntimeWarning, stacklevel=2,
+            )
 
 
 class TrainerStep:

@@ -276,3 +276,39 @@ def test_a_kd_teacher_keeps_its_own_precision_under_the_students_autocast(runs):
     model_for(precision=nnx.PrecisionPolicy("bf16")).train(params, objective=nnx.kd_objective(module_teacher), root=runs / "a")
     model_for(precision=nnx.PrecisionPolicy("bf16")).train(params, objective=nnx.kd_objective(model_teacher), root=runs / "b")
     assert seen == {"module": torch.float32, "model": torch.bfloat16}
+
+
+# -- an accumulation window nobody stepped at an epoch's end --------------------------------------
+
+
+def _accumulating(tmp_path, *, trailing: str):
+    """Steps every 3 batches of 4 (16 rows, batch 4); ``trailing``: what the last batch does."""
+    x, y = tiny_data()
+
+    def step(ctx):
+        xb, yb = ctx.batch
+        loss = torch.nn.functional.cross_entropy(ctx.model.net(xb), yb)
+        loss.backward()
+        if (ctx.batch_idx + 1) % 3 == 0 or (ctx.is_last_batch and trailing == "step"):
+            ctx.optimizer.step()
+            ctx.optimizer.zero_grad()
+            ctx.report_update()
+        elif ctx.is_last_batch and trailing == "drop":
+            ctx.optimizer.zero_grad()
+        return nnx.EvaluationDataPoint(loss=loss.item())
+
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3))
+    params = nnx.NNTrainParams(n_epochs=2, train_loader=batches(x[:16], y[:16], 4), progress=False)
+    return model.train(params, train_step_fn=step, root=tmp_path)
+
+
+def test_gradients_left_by_a_window_nobody_stepped_are_said_once(tmp_path):
+    with pytest.warns(RuntimeWarning, match=r"epoch 0 ended \(batch 3\) without optimizer.step\(\) .* left in .grad") as caught:
+        _accumulating(tmp_path, trailing="forgotten")
+    assert len([w for w in caught if "left in .grad" in str(w.message)]) == 1
+
+
+@pytest.mark.parametrize("trailing", ["step", "drop"])
+def test_a_trailing_window_stepped_or_dropped_on_purpose_is_not_warned_of(tmp_path, recwarn, trailing):
+    _accumulating(tmp_path, trailing=trailing)
+    assert not [w for w in recwarn if "left in .grad" in str(w.message)]
