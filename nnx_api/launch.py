@@ -163,6 +163,8 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
         needs_owner=entry.kind.owner_required,
     )
     group.check(entry)
+    checks.check_not_a_class(entry.eval_step_fn, "eval_step_fn")
+    checks.check_components(entry.components)
     eval_check = getattr(entry.eval_step_fn, "check_run", None)  # a built-in eval step's own refusals
     if eval_check is not None:
         eval_check(entry.train)

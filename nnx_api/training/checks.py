@@ -190,6 +190,27 @@ def check_task(model: Any) -> None:
         raise ParamsError("NNModelParams.task.labels", f"has {len(task.labels)} labels for {width} outputs; give one per output")
 
 
+def check_not_a_class(value: Any, where: str) -> None:
+    """A class given where NNx calls a function or an instance (a step, an objective, an evaluation
+    step): NNx would call the class itself, building an object instead of running a step."""
+    if isinstance(value, type):
+        raise ParamsError(where, f"is the class {value.__name__}, not an instance or a function; write "
+                                 f"{where}={value.__name__}(...) (with its arguments), or pass a function fn(ctx)")
+
+
+def check_components(components: Any) -> None:
+    """``components=[...]``: checkpointed objects, each with ``component_spec()``; a class or an
+    object without the protocol (it would be silently never saved) is refused."""
+    for i, component in enumerate(components or ()):
+        if isinstance(component, type):
+            raise ParamsError(f"components[{i}]", f"is the class {component.__name__}, not an instance; write "
+                                                  f"{component.__name__}(...)")
+        if not hasattr(component, "component_spec"):
+            raise ParamsError(f"components[{i}]", f"{component!r} has no component_spec(), so nothing of it would be "
+                                                  "saved or restored; give it the component protocol (component_spec, "
+                                                  "component_state, load_component_state), or pass it as a callback")
+
+
 def _is_step_function(fn: Any) -> bool:
     return fn is default_train_step or fn is finalize_step
 
@@ -198,6 +219,8 @@ def check_update_owner(train_step_fn: Any, objective: Any, *, step_name: str = "
     """Exactly one update owner, of the right kind: refused before anything is written."""
     if train_step_fn is not None and objective is not None:
         raise UpdateOwnerError(f"give either {step_name} or objective (one update owner per run), not both")
+    for where, given in ((step_name, train_step_fn), ("objective", objective)):
+        check_not_a_class(given, where)
     if isinstance(train_step_fn, Objective):
         raise UpdateOwnerError(f"{type(train_step_fn).__name__} is an objective: pass it as objective=, not {step_name}=")
     if objective is not None:

@@ -88,6 +88,11 @@ class _Surgery(nnx.Callback):
         return ({"name": "prune", "version": 1},)
 
 
+class _StepClass:
+    def __call__(self, ctx):
+        return nnx.default_train_step(ctx)
+
+
 class _NoCtx(nnx.Callback):
     def on_epoch_end(self):
         pass
@@ -278,6 +283,13 @@ CASES: list[Case] = [
     ("callbacks", "checkpoint tag unsafe", lambda r: nnx.ModelCheckpoint(tag="../x"), nnx.InvalidRunIdError, "x"),
     ("callbacks", "checkpoint epochs negative", lambda r: nnx.ModelCheckpoint(epochs=[-1]), E, "ModelCheckpoint.epochs"),
     ("owner", "train_step_fn not callable", lambda r: fit(r, call={"train_step_fn": "step"}), nnx.UpdateOwnerError, "train_step_fn"),
+    ("owner", "train_step_fn a class", lambda r: fit(r, call={"train_step_fn": _StepClass}), E,
+     r"train_step_fn: is the class _StepClass, not an instance or a function; write train_step_fn=_StepClass\(\.\.\.\)"),
+    ("owner", "objective a class", lambda r: fit(r, call={"objective": _StepClass}), E, "objective: is the class _StepClass"),
+    ("owner", "eval_step_fn a class", lambda r: fit(r, val=loader(), call={"eval_step_fn": _StepClass}), E,
+     "eval_step_fn: is the class _StepClass"),
+    ("owner", "a component without the protocol", lambda r: fit(r, call={"components": [lambda: None]}), E,
+     r"components\[0\]: .* has no component_spec\(\)"),
     ("owner", "step and objective", lambda r: fit(r, call={"train_step_fn": lambda c: None,
                                                           "objective": nnx.supervised_objective()}), nnx.UpdateOwnerError, "objective"),
     ("owner", "distributed not DDP", lambda r: fit(r, call={"distributed": True}), E, "DDP"),
