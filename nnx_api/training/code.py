@@ -31,8 +31,9 @@ compared by ``resume="auto"`` like a piece of code:
 * ``<role> constant <name>``: each constant a step function or your module's ``forward`` reads (a
   global or closure variable holding plain data: ``real_label = 0.9``);
 * ``callback <name>``: a callback whose state the run keeps (a component, such as
-  ``EarlyStopping``), by its class and configuration (``patience=3`` against ``patience=5``);
-  one given only then or only now is not compared (NNx's optional components may come and go).
+  ``EarlyStopping``), by its class and configuration (``patience=3`` against ``patience=5``:
+  ``ComponentRestoreError``); one given only then or only now is not compared (NNx's optional
+  components may come and go).
 
 They are recorded since the ``settings`` marker was: a run recorded without it compares code only.
 The initial weights are not recorded: an unseeded script builds other weights on every rerun, so
@@ -60,7 +61,7 @@ from typing import Any
 
 import attrs
 
-from nnx_core.errors import CodeChangedError
+from nnx_core.errors import CodeChangedError, ComponentRestoreError
 from nnx_api.config.identity import class_path
 
 OWN = ("nnx_api", "nnx_core", "nnx_adapters")
@@ -219,9 +220,13 @@ def _comparable(role: str, before: Mapping[str, Any] | None, now: Mapping[str, A
     return not (before is None and now is not None and now.get("config"))
 
 
-def code_refusal(run_id: str, recorded: Mapping[str, Any] | None, current: Mapping[str, Any]) -> CodeChangedError | None:
+def code_refusal(
+    run_id: str, recorded: Mapping[str, Any] | None, current: Mapping[str, Any]
+) -> CodeChangedError | ComponentRestoreError | None:
     """Why this call's code does not fit the code ``run_id`` recorded (None: it fits, or the run
-    predates the record, or only unreadable code differs — ``unreadable`` says which)."""
+    predates the record, or only unreadable code differs — ``unreadable`` says which). Only kept
+    callbacks configured otherwise: ``ComponentRestoreError``, as for a component whose saved
+    state does not fit."""
     if recorded is None:
         return None
     changes = []
@@ -236,6 +241,10 @@ def code_refusal(run_id: str, recorded: Mapping[str, Any] | None, current: Mappi
             changes.append(f"{role} {now.get('name')}{renamed} changed")
     if not changes:
         return None
+    if all(change.startswith("callback ") for change in changes):
+        return ComponentRestoreError([
+            f"{change.removeprefix('callback ')} since run {run_id[:8]} was trained with it: configure it as then to "
+            "continue the run, or start the new configuration as a distinct run with salt='...'" for change in changes])
     return CodeChangedError(
         f"run {run_id[:8]} was trained with other code or settings ({'; '.join(changes)}), so resume='auto' will not continue or "
         "return it. Put the code back; or keep the old run and start this code as a distinct run with salt='...'; or "
