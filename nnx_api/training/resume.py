@@ -77,10 +77,33 @@ def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
         )
     check_weights_fit(entry.model.net, payload.weights, f"run {source_id[:8]} tag {tag!r}")
     refuse(entry, group, payload, stateful)
+    changed = optimizer_changes(source.config, entry.config) if stateful else []
+    if changed:
+        raise ResumeMismatchError(
+            f"resume_from_run_id='{source_id[:8]}' restores its optimizer's state, whose hyperparameters would replace "
+            f"this call's ({'; '.join(changed)}). Give the source's values to continue its optimizer as it was, or pass "
+            "resume_mode='weights_only' to start a fresh optimizer with yours from its weights"
+        )
     status = {"mode": "stateful" if stateful else "weights_only", "source_run_id": source_id, "source_checkpoint": tag,
               "source_epoch": checkpoint.epoch}
     schedules = payload.named_state()[1] if stateful and isinstance(payload, CheckpointPayload) else None
     return Plan(action=adm.FRESH, data=data, stateful=stateful, status=status, schedules=schedules)
+
+
+OPTIMIZER_STATE = ("max_lr", "momentum", "weight_decay", "eps")  # what a restored optimizer's param_groups carry
+
+
+def optimizer_changes(source: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """The optimizer hyperparameters a stateful continuation would silently replace: each one
+    ``config`` gives otherwise than the source run's configuration (``optim``, or a Trainer's
+    ``optims``), as ``"optim.max_lr 0.1 → 0.01"``. Another optimizer kind is not compared: its
+    state does not fit at all, which the restore refuses (``ComponentRestoreError``)."""
+    before, now = source.get("train") or {}, config.get("train") or {}
+    pairs = [("optim", before.get("optim"), now.get("optim"))]
+    pairs += [(f"optims.{name}", (before.get("optims") or {}).get(name), o) for name, o in (now.get("optims") or {}).items()]
+    return [f"{where}.{key} {b.get(key)!r} → {n.get(key)!r}" for where, b, n in pairs
+            if isinstance(b, Mapping) and isinstance(n, Mapping) and b.get("name") == n.get("name")
+            for key in OPTIMIZER_STATE if b.get(key) != n.get(key)]
 
 
 def check_weights_fit(net: Any, weights: Mapping[str, Any], where: str) -> None:

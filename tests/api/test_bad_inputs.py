@@ -468,6 +468,9 @@ OVER_A_RUN: list[Case] = [
     ("run", "lease held by another writer", lambda r: _held(r, RID[0]), nnx.RunLeaseError, "wait for it to finish"),
     ("run", "resume from a missing tag", lambda r: fit(r, resume_from_run_id=RID[0], resume_from_checkpoint="q9"),
      nnx.RunNotFoundError, "tags"),
+    ("run", "continue another run with another learning rate", lambda r: fit(
+        r, resume_from_run_id=RID[0], optim=nnx.NNOptimParams(max_lr=0.5)), nnx.ResumeMismatchError,
+     r"optim.max_lr 0.01 → 0.5.* resume_mode='weights_only'"),
     ("run", "load with the run's folder as the id", lambda r: nnx.NNRun.load(str(r / RID[0])), nnx.InvalidRunIdError,
      "is a path, not a run id: .* NNRun.load"),
     ("run", "load with the run's folder as the root", lambda r: nnx.NNRun.load(RID[0], r / RID[0]), nnx.RunNotFoundError,
