@@ -44,7 +44,10 @@ class Callback:
 
 @attrs.frozen(kw_only=True)
 class UpdateEvent:
-    """One committed optimizer update."""
+    """One committed optimizer update. ``loss``: the update's loss — under the built-in step the
+    window's mean loss over its valid targets (this rank's), read only when a callback of yours
+    hears updates; an objective's combined loss; None from a step function — and ``losses`` an
+    objective's terms."""
 
     optimizer: str
     update_idx: int

@@ -65,6 +65,7 @@ class DefaultStep:
         self.sync = sync if sync is not None else LocalSync()
         self.net: Any = None
         self._window_loss: torch.Tensor | None = None
+        self._window_count: Any = None  # the window's valid targets (its loss numerator's denominator)
         self._seed: torch.Tensor | None = None  # the last backward seed 1/W (batches repeat their count)
         self._seed_value = 0.0
 
@@ -115,6 +116,7 @@ class DefaultStep:
                 window.add(denominator)
         if not sync.agrees_finite:
             self._window_loss = part.loss if self._window_loss is None else self._window_loss + part.loss
+            self._window_count = part.count if self._window_count is None else self._window_count + part.count
         if extras is not None:
             extras.add(output, target)
         if state.summary is not None:
@@ -122,13 +124,14 @@ class DefaultStep:
             state.summary.update(output, target)
         if window.ends(is_last):
             weight, microbatches = window.close()
-            window_loss, self._window_loss = self._window_loss, None
+            (window_loss, self._window_loss), (window_count, self._window_count) = (self._window_loss, None), (self._window_count, None)
             name = state.primary
             status = commit_window(
                 {name: state.optimizers[name]}, sync.weight(weight), max_norms={name: self.max_norm},
                 finite=sync.finite(window_loss),
             )
-            state.updates.after_window(status, [state.updates.event(name, epoch, batch_idx, microbatches)])
+            loss = float(window_loss / window_count) if state.updates.wants_loss and window_loss is not None and window_count else None
+            state.updates.after_window(status, [state.updates.event(name, epoch, batch_idx, microbatches, loss=loss)])
         return part
 
     def _seed_of(self, loss_sum: torch.Tensor, value: float) -> torch.Tensor:

@@ -39,6 +39,8 @@ class Updates:
     ) -> None:
         self.ctx = ctx
         self.hooks = list(hooks)  # the callbacks' on_optimizer_update, in callback order
+        # a callback of the user's hears updates: the built-in step reads each window's loss for it (one host read)
+        self.wants_loss = any(type(getattr(h, "__self__", h)).__module__.split(".")[0] != "nnx_api" for h in self.hooks)
         self.optimizers, self.schedules, self.primary, self.auto_step = optimizers, schedules, primary, auto_step
         self.count = 0  # every optimizer's committed updates, together
         self.counts = dict.fromkeys(optimizers, 0)  # by optimizer

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from nnx_core.update import UpdateWindow
 import nnx_api as nnx
+from nnx_api.training.epoch import Updates
 from nnx_api.training.steps import GradientAccumulationState
 
 from tests.api.tiny import batches, tiny_data
@@ -139,3 +140,48 @@ def test_default_train_step_on_hand_built_contexts_accumulates_like_the_default_
         torch.testing.assert_close(a, b)
     with pytest.raises(nnx.ParamsError, match="accumulation_state"):
         nnx.default_train_step(nnx.TrainStepContext(model, parts[0], opt, None, None, None, 2, 0, 0))
+
+
+# -- each update's loss for a callback of yours --------------------------------------------------
+
+
+class LossLog(nnx.Callback):
+    def __init__(self) -> None:
+        self.losses: list[float | None] = []
+
+    def on_optimizer_update(self, ctx, event) -> None:
+        self.losses.append(event.loss)
+
+
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_a_callback_of_yours_hears_each_updates_loss_as_a_plain_loop_computes_it(tmp_path, accumulate):
+    """Oracle: a plain torch loop on the same rows and initial weights; the update's loss is the
+    window's mean over its targets (with accumulation: the two batches' rows together)."""
+    x, y = tiny_data()
+    torch.manual_seed(0)
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3), nnx.NNModelParams())
+    net = copy.deepcopy(model.net)
+    log = LossLog()
+    model.train(nnx.NNTrainParams(n_epochs=1, seed=0, train_loader=batches(x, y, 8), progress=False,
+                                  optim=nnx.NNOptimParams(name="sgd", max_lr=0.1, momentum=0.0,
+                                                          accumulate_grad_batches=accumulate)),
+                root=tmp_path, callbacks=[log])
+    opt, plain = torch.optim.SGD(net.parameters(), lr=0.1), []
+    window = list(zip(*[iter(batches(x, y, 8))] * accumulate, strict=True))
+    for parts in window:
+        opt.zero_grad()
+        total = sum(F.cross_entropy(net(xb), yb, reduction="sum") for xb, yb in parts)
+        rows = sum(len(yb) for _, yb in parts)
+        (total / rows).backward()
+        opt.step()
+        plain.append((total / rows).item())
+    assert len(log.losses) == len(plain)
+    assert log.losses == pytest.approx(plain, rel=1e-6)
+
+
+def test_nnx_own_callbacks_do_not_make_the_step_read_the_loss():
+    quiet = Updates(ctx=nnx.callbacks.CallbackContext(model=None, run=None, optimizer=None, save_weights=None, epoch=0),
+                    hooks=[nnx.LRMonitor().on_optimizer_update], optimizers={}, schedules={}, primary="default", auto_step=True)
+    heard = Updates(ctx=quiet.ctx, hooks=[LossLog().on_optimizer_update], optimizers={}, schedules={}, primary="default",
+                    auto_step=True)
+    assert (quiet.wants_loss, heard.wants_loss) == (False, True)
