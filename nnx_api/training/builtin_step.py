@@ -126,11 +126,12 @@ class DefaultStep:
             weight, microbatches = window.close()
             (window_loss, self._window_loss), (window_count, self._window_count) = (self._window_loss, None), (self._window_count, None)
             name = state.primary
+            read = _read_loss(window_loss, window_count) if state.updates.wants_loss else None  # the finiteness read, too
             status = commit_window(
                 {name: state.optimizers[name]}, sync.weight(weight), max_norms={name: self.max_norm},
-                finite=sync.finite(window_loss),
+                finite=sync.finite(window_loss) if read is None else (lambda: math.isfinite(read[0])),
             )
-            loss = float(window_loss / window_count) if state.updates.wants_loss and window_loss is not None and window_count else None
+            loss = read[0] / read[1] if read is not None and read[1] else None
             state.updates.after_window(status, [state.updates.event(name, epoch, batch_idx, microbatches, loss=loss)])
         return part
 
@@ -217,15 +218,25 @@ class HandBuiltSync(LocalSync):
         return (lambda: True) if self.scaled else None
 
 
+def _read_loss(window_loss: torch.Tensor | None, window_count: Any) -> list[float] | None:
+    """The window's summed loss and valid targets in one host read (None: not summed here: a
+    group agrees finiteness its own way)."""
+    if window_loss is None or window_count is None:
+        return None
+    count = torch.as_tensor(window_count, dtype=torch.float32, device=window_loss.device)  # float64: not on MPS
+    return torch.stack([window_loss.detach().float(), count]).tolist()
+
+
 class _Reporter:
     """A hand-built context's side of committed updates: ``ctx.report_update()`` after each."""
 
     count = 0
+    wants_loss = False  # no callback hears a hand-built context's updates
 
     def __init__(self, report: Callable[[], None]) -> None:
         self.report = report
 
-    def event(self, *_: Any) -> None:
+    def event(self, *_: Any, **__: Any) -> None:
         """No run counts the update: nothing to describe."""
 
     def after_window(self, status: str, events: Any) -> None:

@@ -30,10 +30,12 @@ def test_a_continuation_that_never_improves_names_the_source_best_and_its_own_la
     source = model().train(nnx.NNTrainParams(n_epochs=3, train_loader=good, val_loader=good, progress=False,
                                              optim=nnx.NNOptimParams(name="sgd", max_lr=0.5)), root=tmp_path)
     assert "best" in source.tags()
-    # the continuation's learning rate is 0: its validation loss never improves on the source's best
-    frozen = nnx.NNOptimParams(name="sgd", max_lr=0.0)
-    continued = model().train(nnx.NNTrainParams(n_epochs=2, train_loader=good, val_loader=good, progress=False,
-                                                optim=frozen, resume_from_run_id=source.id), root=tmp_path)
+    # the continuation trains on wrong labels (its optimizer is the source's, restored with its learning rate):
+    # its validation loss never improves on the source's best
+    wrong = batches(x, (y + 1) % 3, 8)
+    continued = model().train(nnx.NNTrainParams(n_epochs=2, train_loader=wrong, val_loader=good, progress=False,
+                                                optim=nnx.NNOptimParams(name="sgd", max_lr=0.5), resume_from_run_id=source.id),
+                              root=tmp_path)
     assert "best" not in continued.tags() and "last" in continued.tags()
     with pytest.raises(RunNotFoundError) as refused:
         nnx.NNModel.from_checkpoint(continued.id, "best", root=tmp_path)
