@@ -116,7 +116,8 @@ class DefaultStep:
                 window.add(denominator)
         if not sync.agrees_finite:
             self._window_loss = part.loss if self._window_loss is None else self._window_loss + part.loss
-            self._window_count = part.count if self._window_count is None else self._window_count + part.count
+            if state.updates.wants_loss:  # counted only for a callback that hears the update's loss
+                self._window_count = part.count if self._window_count is None else self._window_count + part.count
         if extras is not None:
             extras.add(output, target)
         if state.summary is not None:

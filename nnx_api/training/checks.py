@@ -24,6 +24,7 @@ from nnx_adapters.pytorch.metrics import resolve
 from nnx_api.callbacks import Callback, EarlyStopping
 from nnx_api.config.metrics import monitor_problems
 from nnx_api.training.builtin_step import default_train_step
+from nnx_api.training.code import OWN
 from nnx_api.training.objectives import Objective
 from nnx_api.training.steps import finalize_step
 
@@ -132,7 +133,7 @@ def check_hooks(callback: Any, where: str) -> None:
     with another framework's signature) is refused; a method named like a hook that NNx never
     calls (a typo, another framework's name) is warned of, naming NNx's hook."""
     for klass in type(callback).__mro__:
-        if klass is object or klass.__module__.split(".")[0] in ("nnx_api", "nnx_core", "nnx_adapters"):
+        if klass is object or klass.__module__.split(".")[0] in OWN:
             continue
         for name, member in vars(klass).items():
             if not name.startswith("on_") or not callable(member):
