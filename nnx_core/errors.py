@@ -205,5 +205,5 @@ class BatchKeyError(TrainingInputError, KeyError):
 
 class NetOutputError(NNxError, TypeError):
     """The net returned something other than a tensor (a dict, a tuple...) where logits were
-    expected; a ``BatchAdapter`` whose ``output()`` picks the tensor out fixes it. A
+    expected; a batch adapter naming the prediction (``prediction=``) fixes it. A
     ``TypeError`` as NNx raises it."""

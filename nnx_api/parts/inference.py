@@ -44,6 +44,7 @@ import torch
 from nnx_core.errors import BatchTypeError, NetOutputError, NNxError, ParamsError, PredictionInputError, TrainingInputError
 from nnx_adapters.pytorch.batches import net_output, restored_modes, to_device
 from nnx_api.config.params import NNParams
+from nnx_api.parts.models import output_items, prediction_hint
 
 KINDS = ("categorical", "bernoulli")
 
@@ -417,10 +418,7 @@ def model_outputs(model: Any, data: Any) -> Iterator[torch.Tensor]:
             model.net.eval()
             out = net_output(model, model.net, *to_device((args, kwargs), model.device))
         if not isinstance(out, torch.Tensor):
-            raise NetOutputError(
-                f"the net returned {type(out).__name__}, not a tensor of logits; give NNModel a batch_adapter "
-                "whose output() picks the tensor out (a BatchAdapter subclass)"
-            )
+            raise NetOutputError(f"the net returned {output_items(out)}, not a tensor of logits; {prediction_hint(out)}")
         yield out
 
 

@@ -22,6 +22,7 @@ import torch
 from nnx_core.errors import TrainingInputError
 from nnx_adapters.pytorch.batches import forward, net_output, restored_modes, split_batch, to_device
 from nnx_api.config.nets import NNConvParams
+from nnx_api.parts.models import output_items, prediction_hint
 from nnx_api.training.fingerprint import structure, untouched_rng
 
 
@@ -102,10 +103,21 @@ def _check_batch(model: Any, batch: Any, where: str, at: str | None = None) -> N
 
 
 def _split(batch: Any, at: str) -> tuple[Any, Any]:
+    if isinstance(batch, Mapping):
+        keys = [k for k in batch if isinstance(k, str)]
+        target = next((k for k in keys if k in TARGET_KEYS), "labels")
+        inputs = [k for k in keys if k != target] or ["input"]
+        raise TrainingInputError(
+            f"{at} is a {type(batch).__name__} with keys {list(batch)}; say which keys are the inputs and which "
+            f"is the target: NNModel(..., batch_adapter=KeywordInputs({inputs!r}, target={target!r}))"
+        )
     try:
         return split_batch(batch)
     except TrainingInputError as exc:
         raise TrainingInputError(f"{at} ({structure(batch)}): {exc}") from None
+
+
+TARGET_KEYS = ("labels", "label", "target", "targets", "y")  # the keys a target is usually under
 
 
 def _holds(value: Any, kind: type) -> bool:
@@ -130,6 +142,8 @@ def _probe(model: Any, call: Any, inputs: Any, at: str) -> torch.Tensor:
         with untouched_rng(()), restored_modes(net), torch.no_grad(), model.autocast_context()():
             net.eval()
             output = call(net)
+    except TrainingInputError as exc:
+        raise TrainingInputError(f"{at}: {exc}") from None
     except (RuntimeError, TypeError, ValueError, IndexError) as exc:
         raise TrainingInputError(
             f"the model's forward failed on {at} (inputs {structure(inputs)}): "
@@ -137,8 +151,8 @@ def _probe(model: Any, call: Any, inputs: Any, at: str) -> torch.Tensor:
         ) from exc
     if not isinstance(output, torch.Tensor):
         raise TrainingInputError(
-            f"the model returned {type(output).__name__} on {at}; the built-in step needs one tensor "
-            "of outputs (use a custom train_step_fn for other outputs)"
+            f"the model returned {output_items(output)} on {at}; the built-in step and validation need one "
+            f"tensor of predictions: {prediction_hint(output)}"
         )
     return output
 
