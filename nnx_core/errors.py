@@ -148,7 +148,8 @@ class HistoryCorruptionError(CorruptRunError):
 
 
 class MonitorUnavailableError(NNxError, ValueError, RuntimeError):
-    """The monitored value was missing or non-finite and its policy is ``"error"``. A
+    """The monitored value was missing or non-finite and its policy is ``"error"``, or an epoch's
+    records lack a declared or monitored value that no step put there. A
     ``ValueError`` as NNx raises it (and still a ``RuntimeError``, as it was here before)."""
 
 

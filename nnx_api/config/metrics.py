@@ -3,6 +3,12 @@
 A ``MetricSpec`` holds no code: ``MetricSpec("f1", config={"average": "micro"}, name="f1_micro")``
 is ``(id, version, config, name)``. The registry maps ``(id, version)`` to an accumulator factory;
 an unknown pair is refused before any run folder is created.
+
+A declared or monitored value must arrive: ``unarrived`` names each one that the first epoch's
+records lack (a custom train or eval step that never puts it in its record), and the session
+refuses that epoch before it is committed. ``MetricSpec(..., optional=True)`` excepts a metric
+that a step gives only sometimes; later epochs without the monitored value follow the monitor's
+``on_missing``.
 """
 
 from __future__ import annotations
@@ -12,11 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from nnx_core.convert import OMIT, Stateful
-from nnx_core.errors import ParamsError
+from nnx_core.errors import MonitorUnavailableError, ParamsError
 from nnx_core.monitor_spec import MonitorSpec
 from nnx_core.validate import check_int, check_str
 
-__all__ = ["MetricSpec", "MonitorSpec", "computed_names", "monitor_problems"]
+__all__ = ["MetricSpec", "MonitorSpec", "computed_names", "monitor_problems", "refuse_unarrived", "unarrived"]
 
 RESERVED = ("loss", "error")
 
@@ -24,12 +30,15 @@ RESERVED = ("loss", "error")
 @dataclasses.dataclass(frozen=True, slots=True)
 class MetricSpec(Stateful):
     """A declared metric. ``label`` (``name`` or ``id``) is how records and monitors name it;
-    ``config`` and ``name`` are in ``state()`` only when set."""
+    ``config``, ``name`` and ``optional`` are in ``state()`` only when set. A declared metric
+    must be in the first epoch's records of a ``train()`` call (under a custom train or eval
+    step, the step puts it there); ``optional=True`` lets a record lack it."""
 
     id: str
     version: int = 1
     config: Mapping[str, Any] = dataclasses.field(default_factory=dict, metadata=OMIT)
     name: str | None = dataclasses.field(default=None, metadata=OMIT)
+    optional: bool = dataclasses.field(default=False, metadata=OMIT)
 
     def __post_init__(self) -> None:
         check_str("MetricSpec.id", self.id)
@@ -40,6 +49,8 @@ class MetricSpec(Stateful):
         object.__setattr__(self, "config", dict(sorted(config.items())))
         if self.name is not None:
             check_str("MetricSpec.name", self.name)
+        if not isinstance(self.optional, bool):
+            raise ParamsError("MetricSpec.optional", f"must be True or False, got {self.optional!r}")
         if self.label in RESERVED:
             raise ParamsError("MetricSpec.name", f"{self.label!r} is reserved for the built-in loss/error fields")
 
@@ -79,3 +90,34 @@ def monitor_problems(monitor: MonitorSpec | None, specs: tuple[MetricSpec, ...],
     if monitor.split == "val" and not has_val:
         problems.append("the monitor reads split 'val' but no val_loader was given; pass one or use split='train'")
     return problems
+
+
+def unarrived(specs: tuple[MetricSpec, ...], monitor: MonitorSpec | None, last: Any) -> list[str]:
+    """The declared metrics (``specs``, optional ones excepted) and the user's ``monitor`` that
+    the records of an epoch (``last``: its last record, with ``train_summary`` and ``val_edp``)
+    lack, as ``split.name``; a split without a record is not looked at."""
+    optional = {s.label for s in specs if s.optional}
+    records = {"train": last.train_summary, "val": last.val_edp}
+    wanted = [(split, s.label) for s in specs if not s.optional for split in records]
+    if monitor is not None and monitor.metric not in optional:
+        wanted.append((monitor.split, monitor.metric))
+    missing = []
+    for split, name in dict.fromkeys(wanted):
+        edp = records[split] if split == "val" else records[split] or last.train_edp
+        if edp is not None and name not in edp.metrics and edp.get(name) is None:  # a declared one wins over a field
+            missing.append(f"{split}.{name}")
+    return missing
+
+
+def refuse_unarrived(specs: tuple[MetricSpec, ...], monitor: MonitorSpec | None, last: Any, epoch: int) -> None:
+    """``MonitorUnavailableError`` naming what ``unarrived`` finds in epoch ``epoch``'s records
+    (the session calls it on a call's first epoch, before it is committed); nothing when every
+    value arrived."""
+    missing = unarrived(specs, monitor, last)
+    if missing:
+        raise MonitorUnavailableError(
+            f"epoch {epoch}'s records lack {', '.join(missing)}, which this run declares (metrics=) or monitors "
+            "(monitor=); nothing of the epoch is committed. A custom train or eval step must put each in the "
+            "record it returns (EvaluationDataPoint(..., metrics={name: value}); ctx.metrics lists the declared "
+            "ones), or declare one a step gives only sometimes as MetricSpec(..., optional=True)"
+        )

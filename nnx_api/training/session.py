@@ -48,6 +48,7 @@ from nnx_adapters.pytorch.batches import lookahead, restored_modes
 from nnx_adapters.pytorch.extras import ExtraMetrics, gathered_pass
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_api.callbacks import Callback, CallbackContext
+from nnx_api.config.metrics import refuse_unarrived
 from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, WeightsPayload
 from nnx_api.training.checkpoint import component_required, restore_checkpoint, training_state
 from nnx_api.training.epoch import EpochState, Updates, flush_records, records_summary, sample_count
@@ -101,8 +102,6 @@ class TrainingSession:
         self.owner, self.task, self.monitor, self.history = setup.owner, setup.task, setup.monitor, setup.history
         self.callbacks, self.components, self.group = list(setup.callbacks), dict(setup.components), setup.group
         self.collective = setup.group.collective
-        # a named monitor nothing ever feeds (a custom step or evaluator without the metric) is said once
-        self.monitor.warn_missing = self.params.monitor is not None and self.collective.is_writer
         self.device = self.model.device
         self.autocast = self.model.autocast_context()
         self.specs = tuple(self.params.metrics)
@@ -110,8 +109,7 @@ class TrainingSession:
         self.summary_wanted = bool(self.specs) or self.params.monitor is not None
         self.decision: MonitorDecision | None = None
         self.committed_epoch = self.history.idps[-1].epoch_idx if self.history.idps else None
-        self._after_first_commit = setup.after_first_commit
-        self._val_warned = False
+        self._after_first_commit, self._val_warned = setup.after_first_commit, False
         self._record_sizes: list[int] = []  # this epoch's batch sample counts, one per step-function record
         self._iter_idx = len(self.history.idps) if isinstance(self.history, EagerHistory) else self.history.committed_records
         self._epoch_records: list[IterationDataPoint] = []  # this epoch's, built so far
@@ -320,6 +318,8 @@ class TrainingSession:
     def decide(self, epoch: int) -> None:
         """The epoch's one monitor decision, stored on its last record."""
         last = self._epoch_records[-1]
+        if epoch == self.setup.start_epoch:  # what no step produces is refused before the first epoch commits
+            refuse_unarrived(self.specs, self.params.monitor, last, epoch)
         decision = self.monitor.decide(epoch, last)
         self.decision = decision
         self._epoch_records[-1] = attrs.evolve(last, selection=self.monitor.record(decision))
