@@ -14,7 +14,9 @@ takes ``--root DIR``: the runs root is ``--root``, else ``$NNX_RUNS``, else ``./
 read through ``NNRun.load`` / ``NNRun.all`` over the root's ``Storage`` (``FileStorage(root)``), never by
 walking its folders. Exit codes: 0 fine; 1 problems found
 (``verify``), or the run is missing or unreadable; 2 usage errors, including a run id that is not
-allowed (``../x``, ``a/b``: ids never leave the runs root) or a prefix that names several runs.
+allowed (``../x``, ``a/b``: ids never leave the runs root) or a prefix that names several runs,
+and an option nnx does not take (other tools' names, such as ``--logdir``, are answered with
+nnx's: ``--root``). Each usage error is two lines: what was given and wanted, and what to do.
 A run whose attempt record says "running" while nobody holds its lease is shown ``interrupted``
 (killed, or stopped with Ctrl-C): ``resume="auto"`` continues it.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -36,12 +39,12 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from nnx_core import replacement
-from nnx_core.admission import INTERRUPTED, RUNNING, attempt_now
+from nnx_core.admission import COMPLETED, FAILED, INTERRUPTED, RUNNING, STOPPED, attempt_now
 from nnx_core.commit import LAST, RunFiles, committed_coverage, history_tail, read_history
 from nnx_core.eager_history import continuity_problems, parse_history
 from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunNotFoundError
 from nnx_core.identity import ID_HEX_DIGITS
-from nnx_api.commands.runs_extra import register, store
+from nnx_api.commands.runs_extra import UsageError, load_run, register, root_problem, store
 from nnx_api.runs.curves import flatten_config, monitor_name
 from nnx_api.runs.journal import check_journal, epoch_summaries, has_journal
 from nnx_api.runs.partial import committed_text, epochs_done, partial_of, position_problems, resume_text
@@ -50,7 +53,34 @@ from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import dump_yaml, resolve_run_id
 
 COMMANDS = ("list", "show ID", "verify ID", "plot ID", "compare ID ID...", "export ID OUT")
+COMMAND_NAMES = tuple(c.split()[0] for c in COMMANDS)
 SORT_KEYS = ("started", "duration", "epochs", "monitor", "status", "id")
+STATUSES = (RUNNING, COMPLETED, STOPPED, FAILED, INTERRUPTED, "unreadable")
+ROOT = "--root (the runs root)"
+OTHER_NAMES = {  # other tools' names of nnx's options: answered with nnx's, never "unrecognized"
+    **dict.fromkeys(("--logdir", "--log-dir", "--log_dir", "--run-dir", "--run_dir", "--runs-dir", "--runs_dir",
+                     "--runs", "--dir", "--root-dir", "--root_dir", "--save-dir", "--save_dir", "--output-dir",
+                     "--output_dir", "--experiment-dir", "--checkpoint-dir", "--path"), ROOT),
+    **dict.fromkeys(("--checkpoint", "--ckpt", "--checkpoint-tag", "--epoch"), "--tag (a checkpoint tag: best, last...)"),
+    **dict.fromkeys(("--run", "--run-id", "--run_id", "--id"), "ID, the first argument (a run id or a unique prefix)"),
+    **dict.fromkeys(("--opset-version", "--opset_version"), "--opset"),
+    **dict.fromkeys(("--sort-by", "--sort_by", "--order-by"), "--sort"),
+    **dict.fromkeys(("--filter", "--query"), "--where KEY=VALUE"),
+    **dict.fromkeys(("--fix", "--recover"), "--repair (verify)"),
+    **dict.fromkeys(("--overwrite", "--yes", "-f"), "--force (plot, export)"),
+    **dict.fromkeys(("--format", "--type"), "OUT's suffix (.safetensors or .onnx; .png for plot)"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with two-line errors: what was wrong, and where the options are described."""
+
+    def error(self, message: str) -> Any:  # noqa: D102 - argparse's hook
+        hint = f"`{self.prog} --help` describes its arguments"
+        choice = re.search(r"invalid choice: '([^']*)'", message)
+        if self.prog == "nnx" and choice and choice.group(1) in COMMAND_NAMES:  # `nnx list`: the group left out
+            hint = f"did you mean `nnx runs {choice.group(1)}`? {hint}"
+        self.exit(2, f"{self.prog}: error: {message}\n{hint}\n")
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -59,14 +89,18 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     err = err or sys.stderr
     parser = _parser()
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
+        args, extras = parser.parse_known_args(list(argv) if argv is not None else None)
     except SystemExit as exc:  # argparse already printed the usage error
         return int(exc.code or 0)
+    if extras:
+        print(_unknown(parser, args, extras), file=err)
+        return 2
     if getattr(args, "action", None) is None:
         commands = "\n".join(f"  nnx runs {c}" for c in COMMANDS)
         print(f"{parser.format_usage().rstrip()}\ncommands (each takes --root DIR; ID: a run id or a unique prefix):\n"
               f"{commands}\n  nnx --version\nnnx runs COMMAND --help describes one", file=err)
         return 2
+    args.err = err
     try:
         with warnings.catch_warnings():  # what a load warns of, `verify` reports as a problem
             warnings.filterwarnings("ignore", message=r"run \w+: its history \(idps.csv\) is missing")
@@ -74,7 +108,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except BrokenPipeError:  # `nnx runs show ID | head`: the reader left; stop quietly, as cat does
         _silence_stdout()
         return 141  # 128 + SIGPIPE, what a shell reports for a command its pipe closed
-    except InvalidRunIdError as exc:
+    except (InvalidRunIdError, UsageError) as exc:
         print(f"nnx: {exc}", file=err)
         return 2
     except RunNotFoundError as exc:
@@ -88,8 +122,29 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         return 1
 
 
+def _unknown(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> str:
+    """The two lines an argument no command takes gets: nnx's name for another tool's option, the
+    nearest option of the command, or the argument that is one too many."""
+    command = getattr(args, "command", None)
+    sub = parser._nnx_commands.get(command) if command else None  # type: ignore[attr-defined]
+    prog = sub.prog if sub is not None else "nnx"
+    options = [o for o in extras if o.startswith("-")]
+    if not options:
+        return f"{prog}: error: unexpected argument {extras[0]!r}\n`{prog} --help` describes its arguments"
+    given = options[0].split("=", 1)[0]
+    ours = OTHER_NAMES.get(given)
+    if command == "export" and given in ("-o", "--output", "--out"):
+        ours = "OUT, the second argument: nnx runs export ID OUT"
+    if ours is not None:
+        return f"{prog}: error: {given} is not an nnx option; nnx's is {ours}\n`{prog} --help` describes its arguments"
+    known = [o for action in (sub or parser)._actions for o in action.option_strings]
+    near = difflib.get_close_matches(given, known, n=1)
+    hint = f"did you mean {near[0]}? " if near else ""
+    return f"{prog}: error: {given} is not an option of {prog}\n{hint}`{prog} --help` describes its arguments"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nnx", description="Inspect and verify NNx runs.")
+    parser = _Parser(prog="nnx", description="Inspect and verify NNx runs.")
     parser.add_argument("--version", action="version", version=f"nnx {_version()}")
     groups = parser.add_subparsers(dest="group")
     runs = groups.add_parser("runs", help="list, show, verify, plot, compare and export runs")
@@ -115,6 +170,7 @@ def _parser() -> argparse.ArgumentParser:
                         "attempt is gone: keep the new run if it committed an epoch, else restore the previous run")
     verify.set_defaults(action=_verify)
     register(commands, root_help)  # plot / compare / export
+    parser._nnx_commands = dict(commands.choices)  # type: ignore[attr-defined]
     return parser
 
 
@@ -129,10 +185,19 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
     def unreadable(name: str, exc: Exception) -> None:
         rows.append({"id": name, "status": "unreadable", "note": str(exc).splitlines()[0][:60]})
 
+    wanted = {s.strip().lower() for group in args.status or () for s in group.split(",")}
+    for status in sorted(wanted - set(STATUSES)):
+        near = difflib.get_close_matches(status, STATUSES, n=1)
+        raise UsageError(f"--status {status}: no run has this status" + (f"; did you mean {near[0]}?" if near else "")
+                         + f" (statuses: {', '.join(STATUSES)})")
     runs = NNRun.all(root, storage=storage, on_unreadable=unreadable)
+    if not runs and not rows and (problem := root_problem(root)) is not None:
+        raise RunNotFoundError(f"no runs under {root}: {problem}")
+    if not root.exists():
+        print(f"nnx: note: {root} does not exist; pass the root the runs were trained in (--root DIR or $NNX_RUNS)",
+              file=getattr(args, "err", None) or sys.stderr)
     _check_keys(runs, [key for key, _ in where])
     rows.extend(_summary(run) for run in runs if all(_matches(run, key, value) for key, value in where))
-    wanted = {s.lower() for group in args.status or () for s in group.split(",")}
     found = len(rows)
     rows = [r for r in rows if not wanted or r["status"] in wanted]
     if not rows:
@@ -257,7 +322,7 @@ def _version() -> str:
 
 def _show(args: argparse.Namespace, out: TextIO) -> int:
     root, storage = store(args)
-    run = NNRun.load(args.id, root, storage=storage)
+    run = load_run(args.id, root, storage)
     files = run.files()
     last = files.read_tag(LAST)
     print(f"run {run.id}", file=out)
@@ -339,7 +404,7 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     if args.repair:
         _repair(run_id, root, storage, out)
     try:
-        run = NNRun.load(run_id, root, storage=storage)
+        run = load_run(run_id, root, storage)
     except CorruptRunError as exc:
         print(f"PROBLEM: {exc}", file=out)
         print(f"run {run_id}: 1 problem", file=out)

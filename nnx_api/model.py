@@ -404,17 +404,12 @@ class NNModel:
         model.net.load_state_dict(checkpoint.net_state)
         return model
 
-    def to_onnx(
-        self, path: str | os.PathLike[str], example_input: Any, *, opset_version: int | None = None, **options: Any
-    ) -> Any:
+    def to_onnx(self, path: str | os.PathLike[str] | None = None, example_input: Any = None, **options: Any) -> Any:
         """Export ``net`` to ONNX, traced on ``example_input`` with a dynamic batch axis
-        (``nnx_api.runs.export.to_onnx``: ``input_names``, ``output_names``, ``dynamic_batch``,
-        ``dynamo``; needs the ``export`` extra). ``opset_version`` is NNx's name of ``opset``.
-        Returns the file's path."""
-        if opset_version is not None:
-            if "opset" in options:
-                raise ParamsError("NNModel.to_onnx", "give opset or opset_version, not both")
-            options["opset"] = opset_version
+        (``nnx_api.runs.export.to_onnx``: ``opset`` or torch's ``opset_version``, ``input_names``,
+        ``output_names``, ``dynamic_batch``, ``check``, ``dynamo``, and the ``torch.onnx.export``
+        keywords docs/export.md lists; a keyword NNx does not take is a ``ParamsError`` naming it,
+        raised before anything is written; needs the ``export`` extra). Returns the file's path."""
         return to_onnx(self, path, example_input, **options)
 
     # ------------------------------------------------------------------ training

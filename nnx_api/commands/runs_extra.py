@@ -1,31 +1,35 @@
 """``nnx runs plot | compare | export``: look at, compare and export finished runs.
 
-    nnx runs plot    ID [-o FILE.png] [--root DIR]     loss/metric/LR curves per epoch, BEST marked
+    nnx runs plot    ID [-o FILE.png] [--force] [--root DIR]  loss/metric/LR curves per epoch, BEST marked
     nnx runs compare ID ID ... [--root DIR]            configuration values that differ, and each
                                                        run's BEST (epoch, monitored value, val scores)
-    nnx runs export  ID [--tag best] OUT [--root DIR]  OUT.safetensors (weights + provenance) or
+    nnx runs export  ID [--tag best] OUT [--force] [--root DIR]  OUT.safetensors (weights + provenance) or
                                                        OUT.onnx (built-in nets; dynamic batch axis)
 
 ``register`` adds them to ``nnx runs``; they share its exit codes. None of them prints a
 traceback: a missing optional extra (``plots``, ``export``) is reported with the pip command that
 installs it, a file that cannot be written with the reason (exit 1); an output suffix no writer
-knows, or an ONNX opset outside what the exporter and onnxruntime take, is a usage error (exit 2).
+knows, an output that exists (without ``--force``) or is a folder, or an ONNX opset outside what
+the exporter and onnxruntime take, is a usage error (exit 2). ``load_run`` and ``root_problem``
+say where a run is when the root is one level off, and the nearest id when an id has a typo.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import errno
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from nnx_core.errors import NNxError
+from nnx_core.errors import NNxError, RunNotFoundError
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.runs.curves import committed_records, epoch_scalars, flatten_config, iter_epochs, monitor_name
 from nnx_api.runs.plots import image_formats
 from nnx_api.runs.run import NNRun
-from nnx_api.runs.store import runs_root
+from nnx_api.runs.store import run_folders, run_not_found, runs_root
 from nnx_api.training.code import SETTINGS
 
 
@@ -35,6 +39,7 @@ def register(commands: Any, root_help: str) -> None:
     plot.add_argument("id")
     plot.add_argument("-o", "--output", help="image file to write (default: <id>.png)")
     plot.add_argument("--root", help=root_help)
+    plot.add_argument("--force", action="store_true", help="replace the image file if it exists")
     plot.set_defaults(action=_guard(_plot))
     compare = commands.add_parser("compare", help="configuration differences and BEST values of runs")
     compare.add_argument("ids", nargs="+", metavar="id")
@@ -47,21 +52,78 @@ def register(commands: Any, root_help: str) -> None:
     export.add_argument("--opset", type=int, default=17, help="ONNX opset (default: 17)")
     export.add_argument("--dynamo", action="store_true", help="ONNX: torch.export-based exporter (needs onnxscript)")
     export.add_argument("--root", help=root_help)
+    export.add_argument("--force", action="store_true", help="replace OUT if it exists")
     export.set_defaults(action=_guard(_export))
 
 
 def store(args: argparse.Namespace) -> tuple[Path, FileStorage]:
     """The runs root ``--root`` names (else ``$NNX_RUNS``, else ``./runs``) and its ``Storage``:
     every command reads runs through it (``NNRun.load`` / ``NNRun.all``), never the folders."""
+    if args.root is not None and not args.root.strip():
+        raise UsageError("--root is empty: give the runs root folder, or leave --root out for $NNX_RUNS, else ./runs")
     root = runs_root(args.root)
     return root, FileStorage(root)
 
 
 MIN_OPSET = 9  # the oldest opset both torch.onnx writes for NNx's nets and onnxruntime loads
+GENERIC = "; list runs with `nnx runs list`"  # run_not_found's ending when it found nothing better to say
 
 
 class UsageError(Exception):
     """A command-line value no writer accepts (exit 2)."""
+
+
+def load_run(run_id: str, root: Path, storage: Any) -> NNRun:
+    """``NNRun.load`` through the root's storage; a run it does not find is said with where the
+    run is (a root one level off, a run's own folder), that the root does not exist, or the
+    nearest run id (a typo)."""
+    try:
+        return NNRun.load(run_id, root, storage=storage)
+    except RunNotFoundError as exc:
+        if not str(exc).endswith(GENERIC):
+            raise
+        message = str(run_not_found(run_id, root))
+        if message.endswith(GENERIC) and (problem := root_problem(root)) is not None:
+            message = f"no run {run_id} under {root}: {problem}"
+        elif message.endswith(GENERIC):
+            ids = run_folders(storage)
+            near = difflib.get_close_matches(run_id, [i[: len(run_id)] for i in ids], n=1, cutoff=0.6)
+            if near:
+                whole = next(i for i in ids if i.startswith(near[0]))
+                message = f"no run {run_id} under {root}; did you mean {whole[: max(len(run_id), 8)]}? (`nnx runs list`)"
+        raise RunNotFoundError(message) from exc
+
+
+def root_problem(root: Path) -> str | None:
+    """What is wrong with a runs root that holds no run: it is (inside) a run's own folder, or a
+    folder inside it holds the runs. None: nothing to say."""
+    try:
+        for folder in (root, *list(root.parents)[:3]):
+            if (folder / "run.yaml").is_file():
+                inside = "" if folder == root else "inside "
+                return (f"--root {root} is {inside}the folder of run {folder.name}; the runs root is the folder "
+                        f"that holds it: --root {folder.parent}")
+        children = [p for p in sorted(root.iterdir())[:100] if p.is_dir()] if root.is_dir() else []
+        for child in children:
+            if any((q / "run.yaml").is_file() for q in sorted(child.iterdir())[:100] if q.is_dir()):
+                return f"{child} holds runs: pass --root {child}"
+    except OSError:
+        return None
+    return None
+
+
+def check_output(target: Path, force: bool) -> None:
+    """Refuse, before anything is written, an output that is a folder, lies under a file, or
+    exists (unless ``--force``)."""
+    if target.is_dir():
+        raise UsageError(f"{target} is a folder: name the file to write in it, e.g. {target / ('model' + target.suffix)}")
+    for parent in target.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OSError(errno.ENOTDIR, f"{parent} is a file, not a folder", str(target))
+            break
+    if target.exists() and not force:
+        raise UsageError(f"{target} exists; pass --force to replace it, or name another file")
 
 
 def _guard(action: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[argparse.Namespace, TextIO], int]:
@@ -90,12 +152,13 @@ def _guard(action: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[arg
 
 def _plot(args: argparse.Namespace, out: TextIO) -> int:
     root, storage = store(args)
-    run = NNRun.load(args.id, root, storage=storage)
+    run = load_run(args.id, root, storage)
     if not run.idps:
         print(f"nnx: run {run.id} has no committed epoch to plot", file=sys.stderr)
         return 1
     output = args.output or f"{run.id}.png"
     _check_image_suffix(output)
+    check_output(Path(output), args.force)
     target = run.plot(output)
     print(f"wrote {target}", file=out)
     return 0
@@ -114,7 +177,7 @@ def _check_image_suffix(output: str) -> None:
 
 def _compare(args: argparse.Namespace, out: TextIO) -> int:
     root, storage = store(args)
-    runs = [NNRun.load(run_id, root, storage=storage) for run_id in args.ids]
+    runs = [load_run(run_id, root, storage) for run_id in args.ids]
     print(render_comparison(runs), file=out)
     return 0
 
@@ -188,15 +251,19 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
     from nnx_api.runs.export import default_example_input, export_safetensors
 
     root, storage = store(args)
-    run = NNRun.load(args.id, root, storage=storage)
     target = Path(args.output)
     suffix = target.suffix.lower()
+    if Path(args.id).suffix.lower() in (".safetensors", ".onnx") and suffix not in (".safetensors", ".onnx"):
+        raise UsageError(f"{args.id!r} looks like the file to write and {args.output!r} like the run: the run id comes "
+                         f"first: nnx runs export {args.output} {args.id}")
+    if suffix in (".safetensors", ".onnx") or target.is_dir():
+        check_output(target, args.force)
+    if suffix == ".onnx":
+        _check_opset(args.opset, args.dynamo)
+    run = load_run(args.id, root, storage)
     if suffix == ".safetensors":
         export_safetensors(run, target, tag=args.tag)
     elif suffix == ".onnx":
-        if args.opset < MIN_OPSET:
-            raise UsageError(f"--opset {args.opset} is older than onnxruntime and the exporter support; use --opset {MIN_OPSET} "
-                             "or newer (default 17)")
         model = NNModel.from_checkpoint(run.id, args.tag, root=root, storage=storage)
         model.to_onnx(target, default_example_input(run), opset=args.opset, dynamo=args.dynamo)
     else:
@@ -208,4 +275,18 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-__all__ = ["register", "render_comparison", "store"]
+def _check_opset(opset: int, dynamo: bool) -> None:
+    """Refuse an opset the chosen exporter does not write, before anything is loaded or written."""
+    from torch.onnx import _constants  # torch's own bounds: 20 for the TorchScript exporter, 23 for dynamo
+
+    newest = getattr(_constants, "ONNX_MAX_OPSET" if dynamo else "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", 20)
+    if opset < MIN_OPSET:
+        raise UsageError(f"--opset {opset} is older than onnxruntime and the exporter support; use --opset {MIN_OPSET} "
+                         "or newer (default 17)")
+    if opset > newest:
+        other = "" if dynamo else f", or --dynamo (up to {getattr(_constants, 'ONNX_MAX_OPSET', newest)})"
+        raise UsageError(f"--opset {opset} is newer than the {'dynamo' if dynamo else 'TorchScript'} exporter writes "
+                         f"(at most {newest}); use --opset {newest} or older{other}")
+
+
+__all__ = ["check_output", "load_run", "register", "render_comparison", "root_problem", "store"]
