@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         CorruptRunError,
         DataChangedError,
         DivergedCopiesError,
+        ExtraMetricError,
         HistoryCorruptionError,
         InvalidRunIdError,
         MonitorUnavailableError,
@@ -165,7 +166,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "nnx_core.compilation": ("CompileRecord",),
     "nnx_core.errors": (
         "CodeChangedError", "CompileError", "ComponentRestoreError", "CorruptRunError", "DataChangedError",
-        "DivergedCopiesError", "HistoryCorruptionError", "InvalidRunIdError", "MonitorUnavailableError", "NNxError", "NonFiniteLossError",
+        "DivergedCopiesError", "ExtraMetricError", "HistoryCorruptionError", "InvalidRunIdError", "MonitorUnavailableError", "NNxError", "NonFiniteLossError",
         "OutOfScopeError", "ParamsError", "PrecisionUnsupportedError", "PredictionInputError", "ResumeMismatchError",
         "ResumePointError", "RunExistsError", "RunLeaseError", "RunNotFoundError", "ScheduleBudgetError",
         "TaskValidationError", "TrainingInputError", "TrainingPreempted", "UpdateOwnerError",

@@ -174,7 +174,8 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
     loaders = {"train_loader": train.train_loader, "val_loader": train.val_loader}
     firsts = {name: fingerprint.take_first_batch(ld) for name, ld in loaders.items() if ld is not None}
     builtin_step = entry.step_fn is None and entry.objective is None and not entry.kind.owner_required
-    batch_checks.check_first_batches(entry.model, firsts, train_step=builtin_step, eval_step=entry.eval_step_fn is None)
+    batch_checks.check_first_batches(entry.model, firsts, train_step=builtin_step, eval_step=entry.eval_step_fn is None,
+                                     extra_metrics=train.extra_metrics)
     writes = group.collective.rank == group.writer_rank
     data = fingerprint.data_fingerprint(loaders, firsts) if writes else None
     code = user_code.code_fingerprint(entry, declared) if writes else None

@@ -208,3 +208,10 @@ class NetOutputError(NNxError, TypeError):
     """The net returned something other than a tensor (a dict, a tuple...) where logits were
     expected; a batch adapter naming the prediction (``prediction=``) fixes it. A
     ``TypeError`` as NNx raises it."""
+
+
+class ExtraMetricError(NNxError, ValueError):
+    """An ``extra_metrics`` function raised when NNx called it as ``fn(y_true, y_pred)`` (NumPy
+    arrays): on the first batch before anything is written, or on a whole pass. The message names
+    the metric; the function's own error is the cause (``__cause__``). A ``ValueError`` as NNx
+    raises it."""

@@ -21,6 +21,8 @@ import attrs
 import numpy as np
 import torch
 
+from nnx_core.errors import ExtraMetricError
+
 ExtraFn = Callable[[Any, Any], float]
 
 
@@ -64,7 +66,8 @@ def placed(parts: Sequence[tuple[Sequence[int], Rows]]) -> Rows:
 
 def values(fns: Mapping[str, ExtraFn], rows: Rows) -> dict[str, float]:
     """Each function on the valid targets and predictions of ``rows``; ``{}`` when none is valid
-    (there is nothing to score). A failing function's error names it and is raised as it is."""
+    (there is nothing to score). A failing function is an ``ExtraMetricError`` naming it, its own
+    error the cause."""
     y_true, y_pred = rows.valid()
     if y_true.size == 0:
         return {}
@@ -73,8 +76,13 @@ def values(fns: Mapping[str, ExtraFn], rows: Rows) -> dict[str, float]:
         try:
             out[name] = float(fn(y_true, y_pred))
         except Exception as exc:
-            exc.add_note(f"raised by extra_metrics[{name!r}] (called as fn(y_true, y_pred) with NumPy arrays)")
-            raise
+            said = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise ExtraMetricError(
+                f"extra_metrics[{name!r}] raised {type(exc).__name__}: {said} "
+                f"(called as fn(y_true, y_pred) with NumPy arrays: y_true {y_true.dtype} of shape {list(y_true.shape)}, "
+                f"y_pred {y_pred.dtype} of shape {list(y_pred.shape)}, decoded predictions as NNModel.predict gives "
+                "them); fix the function or leave it out of extra_metrics"
+            ) from exc
     return out
 
 

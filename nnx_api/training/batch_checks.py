@@ -7,8 +7,8 @@ batch of each loader, before admission (no run folder, no lease file): batches t
 a forward that fails, an output width other than the head's, targets of the wrong dtype or shape,
 class labels ≥ the output width or negative without ``ignore_index``. The probe forward runs under
 ``torch.no_grad()`` in eval mode (no BatchNorm statistics move) with every RNG stream put back, so
-training is bit-for-bit what it is without it. ``batch_problem`` runs the same checks on a later
-batch, only after the step failed on it.
+training is bit-for-bit what it is without it; ``extra_metrics`` functions are called once on its
+outputs. ``batch_problem`` runs the same checks on a later batch, only after the step failed on it.
 """
 
 from __future__ import annotations
@@ -19,23 +19,46 @@ from typing import Any
 import numpy as np
 import torch
 
-from nnx_core.errors import TrainingInputError
+from nnx_core.errors import ExtraMetricError, TrainingInputError
 from nnx_adapters.pytorch.batches import forward, net_output, restored_modes, split_batch, to_device
+from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_api.config.nets import NNConvParams
 from nnx_api.parts.models import output_items, prediction_hint
 from nnx_api.training.fingerprint import structure, untouched_rng
 
 
-def check_first_batches(model: Any, firsts: Mapping[str, Any], *, train_step: bool, eval_step: bool) -> None:
+def check_first_batches(
+    model: Any, firsts: Mapping[str, Any], *, train_step: bool, eval_step: bool, extra_metrics: Any = None
+) -> None:
     """The first-forward checks (module docstring) on each loader's first batch that the built-in
     training step (``train_loader``) or validation (``val_loader``) will consume; a loader that
-    yields nothing is refused whatever consumes it."""
+    yields nothing is refused whatever consumes it. ``extra_metrics`` are tried on the outputs of
+    the first batch they will see (validation's, else training's): ``try_extra_metrics``."""
     wanted = {"train_loader": train_step, "val_loader": eval_step}
+    probed = {}
     for where, batch in firsts.items():
         if batch is None:
             raise TrainingInputError(f"{where} yielded no batches; give it at least one batch")
         if wanted.get(where):
-            _check_batch(model, batch, where)
+            probed[where] = _check_batch(model, batch, where)
+    tried = probed.get("val_loader") or probed.get("train_loader")
+    if extra_metrics and tried is not None:
+        try_extra_metrics(model, extra_metrics, *tried)
+
+
+def try_extra_metrics(model: Any, fns: Mapping[str, Any], output: torch.Tensor, target: Any) -> None:
+    """Call each ``extra_metrics`` function once on a first batch's decoded outputs and targets,
+    as the epoch's pass will; one that raises is an ``ExtraMetricError`` naming it before anything
+    is written. A ``ValueError`` on a batch of one class only (ROC AUC's "only one class present")
+    may be the batch's, not the function's: the whole pass decides then."""
+    extras = ExtraMetrics(model.task_adapter, fns)
+    extras.add(output, target)
+    try:
+        extras.values(extras.whole())
+    except ExtraMetricError as exc:
+        one_class = isinstance(target, torch.Tensor) and target.numel() and target.unique().numel() < 2
+        if not (isinstance(exc.__cause__, ValueError) and one_class):
+            raise ExtraMetricError(f"{exc} (tried on the first batch, before training)") from exc.__cause__
 
 
 def batch_problem(model: Any, batch: Any, at: str) -> TrainingInputError | None:
@@ -49,7 +72,7 @@ def batch_problem(model: Any, batch: Any, at: str) -> TrainingInputError | None:
     return None
 
 
-def _check_batch(model: Any, batch: Any, where: str, at: str | None = None) -> None:
+def _check_batch(model: Any, batch: Any, where: str, at: str | None = None) -> tuple[torch.Tensor, Any]:
     at = at or f"{where}'s first batch"
     adapter = getattr(model, "batch_adapter", None)
     if adapter is not None:  # the adapter says what the net takes
@@ -100,6 +123,7 @@ def _check_batch(model: Any, batch: Any, where: str, at: str | None = None) -> N
         raise type(exc)(f"{at}: {exc}") from None
     if head.kind == "categorical":
         _check_labels(model, target, head.width, at)
+    return output, target
 
 
 def _split(batch: Any, at: str) -> tuple[Any, Any]:
