@@ -26,6 +26,7 @@ import attrs
 
 from nnx_core import admission as adm
 from nnx_core import replacement
+from nnx_core.admission import attempt_now
 from nnx_core.agreement import agreed, share
 from nnx_core.commit import LAST, Position, RunFiles
 from nnx_core.errors import ComponentRestoreError, ParamsError
@@ -41,10 +42,11 @@ from nnx_adapters.storage.fs import FileStorage
 from nnx_api.callbacks import Callback, normalize_callbacks
 from nnx_api.callbacks.progress import ProgressBar, message_stream, progress_enabled
 from nnx_api.config import identity
+from nnx_api.runs.curves import flatten_config
 from nnx_api.runs.partial import PartialEpoch
 from nnx_api.runs.payload import CheckpointPayload, Payload, decode_payload
 from nnx_api.runs.run import NNRun
-from nnx_api.runs.store import run_folders, runs_root
+from nnx_api.runs.store import load_yaml, run_folders, runs_root
 from nnx_api.training import batch_checks, checks, compilation, fingerprint, history_setup, optimizers, resume
 from nnx_api.training import code as user_code
 from nnx_api.training.checkpoint import collect_components, restore_problems
@@ -303,9 +305,9 @@ def _note_interrupt(exc: KeyboardInterrupt, run_id: str, files: RunFiles | None)
 
 
 def _note_earlier_identity(entry: TrainingEntry, storage: Any, new_id: str) -> None:
-    """A fresh run whose module class was named ``__main__.<class>`` by earlier versions, or whose
-    configuration differs from a run in the root only in ``n_epochs``: say where that run is and
-    how to go on from it."""
+    """A fresh run whose module class was named ``__main__.<class>`` by earlier versions, whose
+    configuration differs from a run in the root only in ``n_epochs``, or from an interrupted run
+    in a few fields: say where that run is and how to go on from it."""
     other = _other_epochs(entry.config, set(run_folders(storage)))
     if other is not None:
         old_id, epochs = other
@@ -313,6 +315,15 @@ def _note_earlier_identity(entry: TrainingEntry, storage: Any, new_id: str) -> N
             f"run {new_id[:8]} starts fresh: run {old_id} in this root has the same configuration with n_epochs={epochs} "
             f"(n_epochs is part of a run's id). To train that run on instead, pass resume_from_run_id='{old_id}' (without "
             "resume='auto'): a new run that continues its epochs, weights, optimizer and schedules for n_epochs more epochs",
+            UserWarning, stacklevel=4,
+        )
+    near = _interrupted_neighbour(entry.config, storage, set(run_folders(storage)))
+    if near is not None and (other is None or other[0] != near[0]):
+        old_id, changed, epoch = near
+        warnings.warn(
+            f"run {new_id[:8]} starts fresh: run {old_id} in this root is interrupted ({epoch}) and its configuration "
+            f"differs only in {changed}. resume='auto' continues a run of the same configuration only: to continue "
+            f"it, give its settings; to start from its last checkpoint with these, pass resume_from_run_id='{old_id}'",
             UserWarning, stacklevel=4,
         )
     earlier = identity.earlier_config(entry.config, type(entry.model.net))
@@ -327,6 +338,31 @@ def _note_earlier_identity(entry: TrainingEntry, storage: Any, new_id: str) -> N
             f"(NNRun.load('{old_id}')); to start from its last checkpoint pass resume_from_run_id='{old_id}'",
             UserWarning, stacklevel=4,
         )
+
+
+def _interrupted_neighbour(config: Mapping[str, Any], storage: Any, ids: set[str], most: int = 3) -> tuple[str, str, str] | None:
+    """The interrupted run among ``ids`` whose configuration differs least from ``config`` (in
+    ``most`` fields at most): its id, the fields as ``name old → new``, and its committed epoch.
+    Reads each run's attempt record, and the configuration of the interrupted ones only."""
+    mine, best = flatten_config(config), None
+    for run_id in sorted(ids):
+        files = RunFiles(storage, run_id)
+        try:
+            record = attempt_now(files)
+            if not record or record.get("status") != "interrupted":
+                continue
+            doc = load_yaml(storage.read(files.run_yaml), where=f"run {run_id} run.yaml")
+        except Exception:  # an unreadable neighbour is not this run's concern (nnx runs verify reports it)
+            continue
+        theirs = flatten_config({k: v for k, v in doc.items() if k not in ("id", "trained")})
+        diff = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+        if diff and len(diff) <= most and (best is None or len(diff) < len(best[1])):
+            epoch = record.get("last_committed_epoch")
+            best = (run_id, diff, "no epoch committed" if epoch is None else f"epoch {epoch} committed", theirs)
+    if best is None:
+        return None
+    run_id, diff, epoch, theirs = best
+    return run_id, ", ".join(f"{k} {theirs.get(k)!r} → {mine.get(k)!r}" for k in diff), epoch
 
 
 def _other_epochs(config: Mapping[str, Any], ids: set[str], most: int = 5_000) -> tuple[str, int] | None:
