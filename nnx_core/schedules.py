@@ -26,7 +26,7 @@ import attrs
 
 from nnx_core.errors import ScheduleBudgetError, ScheduleResumeError
 
-BUDGETED = ("one_cycle", "linear_warmup_decay")
+BUDGETED = ("one_cycle", "linear_warmup_decay", "warmup_cosine")
 
 
 _LR_EPS = 1e-8

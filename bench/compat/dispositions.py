@@ -322,6 +322,11 @@ _kept(
 )
 
 _kept(
+    "ours adds Schedulers.WARMUP_COSINE (an extension: linear warm-up, then cosine decay; docs/metrics.md)",
+    "s18_enums/Schedulers.values",
+)
+
+_kept(
     "ours adds Devices.AUTO (sorted first)",
     "s18_enums/Devices.str_first",
     "s18_enums/Devices.values",

@@ -270,6 +270,26 @@ def build_scheduler(
         budget = total_steps or horizon
         warm = warmup_steps or max(1, horizon // 10)
         sched = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_decay(warm, budget))
+    elif kind == "warmup_cosine":
+        # Linear warm-up as linear_warmup_decay's, (s + 1) / warmup of the group's LR for s < warmup;
+        # then a cosine from the group's LR down to min_lr (absolute, as cosine_annealing's eta_min)
+        # at s = total, held there after. A LambdaLR: the position is last_epoch, so a stateful
+        # resume continues it exactly.
+        budget = total_steps or horizon
+        warm = warmup_steps or max(1, horizon // 10)
+
+        def warmup_cosine(floor: float):  # floor: min_lr as a fraction of the group's own LR
+            def factor(step: int) -> float:
+                if step < warm:
+                    return (step + 1) / warm
+                done = min(1.0, (step - warm) / max(1, budget - warm))
+                return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * done))
+
+            return factor
+
+        bases = [g.get("initial_lr", g["lr"]) for g in optimizer.param_groups]  # what LambdaLR multiplies
+        floors = [min_lr / base if base > 0 else 0.0 for base in bases]
+        sched = torch.optim.lr_scheduler.LambdaLR(optimizer, [warmup_cosine(f) for f in floors])
     else:  # pragma: no cover - params validate kinds
         raise ValueError(kind)
     return TorchClock(sched, clock, kind, budget, implicit_budget=kind == "cosine_annealing" and T_max is None)

@@ -271,6 +271,7 @@ class Schedulers(ValueEnum):
     COSINE_ANNEALING = "cosine_annealing"
     ONE_CYCLE = "one_cycle"
     LINEAR_WARMUP_DECAY = "linear_warmup_decay"
+    WARMUP_COSINE = "warmup_cosine"  # an NNx extension: not in REFERENCE §7.1 (docs/metrics.md §4)
 
     def __call__(self, optimizer: torch.optim.Optimizer, params: Any, n_epochs: int) -> Any:
         """The torch LR scheduler of this kind over ``optimizer``, from ``NNSchedulerParams``,

@@ -194,10 +194,12 @@ OWN_FIELDS = ("step_size", "T_max", "max_lr", "total_steps", "warmup_steps")  # 
 READS = {  # the kind-specific fields each kind reads (nnx_adapters.pytorch.optim.build_scheduler)
     Schedulers.REDUCE_LR_ON_PLATEAU: set(), Schedulers.STEP: {"step_size"}, Schedulers.COSINE_ANNEALING: {"T_max"},
     Schedulers.ONE_CYCLE: {"max_lr", "total_steps"}, Schedulers.LINEAR_WARMUP_DECAY: {"warmup_steps", "total_steps"},
+    Schedulers.WARMUP_COSINE: {"warmup_steps", "total_steps"},
 }
 PLATEAU_READS = {  # and which of the five plateau fields (every kind takes them, as NNx requires)
     Schedulers.REDUCE_LR_ON_PLATEAU: {"min_lr", "factor", "patience", "cooldown", "threshold"}, Schedulers.STEP: {"factor"},
     Schedulers.COSINE_ANNEALING: {"min_lr"}, Schedulers.ONE_CYCLE: set(), Schedulers.LINEAR_WARMUP_DECAY: set(),
+    Schedulers.WARMUP_COSINE: {"min_lr"},
 }
 
 
@@ -206,7 +208,8 @@ class NNSchedulerParams(Params):
     """Learning-rate schedule. ``kind=None`` is reduce-on-plateau with the five plateau fields;
     other kinds use their own fields (defaults derived from the run length n in clock ticks:
     ``step_size`` ``max(1, n // 3)``, ``T_max`` and ``total_steps`` n, ``warmup_steps``
-    ``max(1, n // 10)``; docs/metrics.md §4). ``clock`` is
+    ``max(1, n // 10)``; docs/metrics.md §4). ``warmup_cosine`` (an NNx extension) warms up
+    linearly over ``warmup_steps``, then decays along a cosine to ``min_lr`` at ``total_steps``. ``clock`` is
     ``"epoch"`` (one tick per epoch) or ``"optimizer_update"`` (one per committed update)."""
 
     min_lr: float = param(1e-7, check=real(minimum=0.0))
@@ -237,6 +240,13 @@ class NNSchedulerParams(Params):
                 f"kind {kind.value!r} does not read {' or '.join(ignored)} (it reads "
                 f"{', '.join(sorted(READS[kind] | PLATEAU_READS[kind]))}); {ignored[0]} is read by {' and '.join(readers)}. "
                 "Drop it, or choose the kind that reads it",
+            )
+        if (kind is Schedulers.WARMUP_COSINE and self.warmup_steps is not None and self.total_steps is not None
+                and self.warmup_steps > self.total_steps):
+            raise ParamsError(
+                "NNSchedulerParams.warmup_steps",
+                f"warmup_steps={self.warmup_steps} exceeds total_steps={self.total_steps}: the warm-up would not end "
+                "before the schedule does; give total_steps at least warmup_steps",
             )
         if self.resolved_kind is Schedulers.REDUCE_LR_ON_PLATEAU and self.clock == "optimizer_update":
             raise ParamsError(
