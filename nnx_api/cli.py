@@ -17,6 +17,8 @@ walking its folders. Exit codes: 0 fine; 1 problems found
 allowed (``../x``, ``a/b``: ids never leave the runs root) or a prefix that names several runs,
 and an option nnx does not take (other tools' names, such as ``--logdir``, are answered with
 nnx's: ``--root``). Each usage error is two lines: what was given and wanted, and what to do.
+An error that says where a run is (its ``Where``: ``nnx_api.runs.hints``) is printed as the
+command to type, ``nnx runs <command> ID --root DIR``, never as the readers' Python (``root=``).
 A run whose attempt record says "running" while nobody holds its lease is shown ``interrupted``
 (killed, or stopped with Ctrl-C): ``resume="auto"`` continues it.
 
@@ -45,7 +47,9 @@ from nnx_core.eager_history import continuity_problems, parse_history
 from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunNotFoundError
 from nnx_core.identity import ID_HEX_DIGITS
 from nnx_api.commands.runs_extra import UsageError, load_run, register, root_problem, store
+from nnx_api.config.base import TORCH_NAMES
 from nnx_api.runs.curves import flatten_config, monitor_name
+from nnx_api.runs.hints import cli_text
 from nnx_api.runs.journal import check_journal, epoch_summaries, has_journal
 from nnx_api.runs.partial import committed_text, epochs_done, partial_of, position_problems, resume_text
 from nnx_api.runs.payload import decode_payload
@@ -80,6 +84,9 @@ class _Parser(argparse.ArgumentParser):
         choice = re.search(r"invalid choice: '([^']*)'", message)
         if self.prog == "nnx" and choice and choice.group(1) in COMMAND_NAMES:  # `nnx list`: the group left out
             hint = f"did you mean `nnx runs {choice.group(1)}`? {hint}"
+        if choice and "--sort" in message and (ours := TORCH_NAMES.get(choice.group(1))) is not None:
+            hint = (f"--sort orders rows by a column, not a configuration value (PyTorch's {choice.group(1)!r} is {ours} "
+                    f"here): pick runs with --where {ours}=VALUE; {hint}")
         self.exit(2, f"{self.prog}: error: {message}\n{hint}\n")
 
 
@@ -109,17 +116,25 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         _silence_stdout()
         return 141  # 128 + SIGPIPE, what a shell reports for a command its pipe closed
     except (InvalidRunIdError, UsageError) as exc:
-        print(f"nnx: {exc}", file=err)
+        print(f"nnx: {_said(exc, args)}", file=err)
         return 2
     except RunNotFoundError as exc:
-        print(f"nnx: {exc}", file=err)
+        print(f"nnx: {_said(exc, args)}", file=err)
         return 1
     except CorruptRunError as exc:
         print(f"nnx: run is unreadable: {exc}", file=err)
         return 1
     except NNxError as exc:
-        print(f"nnx: {exc}", file=err)
+        print(f"nnx: {_said(exc, args)}", file=err)
         return 1
+
+
+def _said(exc: Exception, args: argparse.Namespace) -> str:
+    """An error in the command line's words: where it says where a run is (its ``Where``), the
+    command to type with ``--root``, never Python's ``root=`` (``nnx_api.runs.hints.cli_text``)."""
+    ids = list(getattr(args, "ids", None) or ([args.id] if getattr(args, "id", None) else []))
+    output = getattr(args, "output", None) if args.command == "export" else None
+    return cli_text(exc, args.command, ids, output)
 
 
 def _unknown(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> str:
@@ -130,7 +145,10 @@ def _unknown(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: 
     prog = sub.prog if sub is not None else "nnx"
     options = [o for o in extras if o.startswith("-")]
     if not options:
-        return f"{prog}: error: unexpected argument {extras[0]!r}\n`{prog} --help` describes its arguments"
+        hint = ""
+        if sub is not None and "--root" in sub._option_string_actions and os.path.isdir(extras[0]):
+            hint = f"did you mean --root {extras[0]}? (the runs root is an option) "  # `nnx runs list runs/`
+        return f"{prog}: error: unexpected argument {extras[0]!r}\n{hint}`{prog} --help` describes its arguments"
     given = options[0].split("=", 1)[0]
     ours = OTHER_NAMES.get(given)
     if command == "export" and given in ("-o", "--output", "--out"):
@@ -278,8 +296,10 @@ def _check_keys(runs: Sequence[NNRun], keys: Sequence[str]) -> None:
     known = {k for run in runs for k in flatten_config(run.config)}
     for key in keys:
         if runs and not any(k == key or k.endswith("." + key) for k in known):
+            ours = TORCH_NAMES.get(key.rsplit(".", 1)[-1])  # PyTorch's name of a field: lr is max_lr here
             near = difflib.get_close_matches(key, sorted(known | {k.rsplit(".", 1)[-1] for k in known}), n=3)
-            hint = f"; did you mean {', '.join(near)}?" if near else " (`nnx runs show ID` lists a run's keys)"
+            hint = (f"; PyTorch's {key.rsplit('.', 1)[-1]!r} is {ours} here: --where {ours}=..." if ours else
+                    f"; did you mean {', '.join(near)}?" if near else " (`nnx runs show ID` lists a run's keys)")
             raise InvalidRunIdError(f"--where {key}: no run has this configuration key{hint}")
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import errno
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Any, TextIO
 from nnx_core.errors import NNxError, RunNotFoundError
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.runs.curves import committed_records, epoch_scalars, flatten_config, iter_epochs, monitor_name
+from nnx_api.runs.hints import enclosing_run
 from nnx_api.runs.plots import image_formats
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import run_folders, run_not_found, runs_root
@@ -82,10 +84,13 @@ def load_run(run_id: str, root: Path, storage: Any) -> NNRun:
     except RunNotFoundError as exc:
         if not str(exc).endswith(GENERIC):
             raise
-        message = str(run_not_found(run_id, root))
-        if message.endswith(GENERIC) and (problem := root_problem(root)) is not None:
+        found = run_not_found(run_id, root)
+        message = str(found)
+        if not message.endswith(GENERIC):
+            raise found from exc  # it says where the run is (its Where: the CLI renders it as --root)
+        if (problem := root_problem(root)) is not None:
             message = f"no run {run_id} under {root}: {problem}"
-        elif message.endswith(GENERIC):
+        else:
             ids = run_folders(storage)
             near = difflib.get_close_matches(run_id, [i[: len(run_id)] for i in ids], n=1, cutoff=0.6)
             if near:
@@ -97,12 +102,12 @@ def load_run(run_id: str, root: Path, storage: Any) -> NNRun:
 def root_problem(root: Path) -> str | None:
     """What is wrong with a runs root that holds no run: it is (inside) a run's own folder, or a
     folder inside it holds the runs. None: nothing to say."""
+    folder = enclosing_run(root)  # at any depth: <run>/checkpoints/... is inside run <run>
+    if folder is not None:
+        inside = "" if Path(os.path.abspath(root)) == folder else "inside "
+        return (f"--root {root} is {inside}the folder of run {folder.name}; the runs root is the folder "
+                f"that holds it: --root {folder.parent}")
     try:
-        for folder in (root, *list(root.parents)[:3]):
-            if (folder / "run.yaml").is_file():
-                inside = "" if folder == root else "inside "
-                return (f"--root {root} is {inside}the folder of run {folder.name}; the runs root is the folder "
-                        f"that holds it: --root {folder.parent}")
         children = [p for p in sorted(root.iterdir())[:100] if p.is_dir()] if root.is_dir() else []
         for child in children:
             if any((q / "run.yaml").is_file() for q in sorted(child.iterdir())[:100] if q.is_dir()):
@@ -112,11 +117,15 @@ def root_problem(root: Path) -> str | None:
     return None
 
 
-def check_output(target: Path, force: bool) -> None:
-    """Refuse, before anything is written, an output that is a folder, lies under a file, or
-    exists (unless ``--force``)."""
+EXPORT_NAMES = ("model.safetensors", "model.onnx")  # what a folder given as `export`'s OUT is told to hold
+
+
+def check_output(target: Path, force: bool, names: tuple[str, ...] = EXPORT_NAMES) -> None:
+    """Refuse, before anything is written, an output that is a folder (the files to name in it,
+    each with a suffix its writer takes: ``names``), lies under a file, or exists (unless ``--force``)."""
     if target.is_dir():
-        raise UsageError(f"{target} is a folder: name the file to write in it, e.g. {target / ('model' + target.suffix)}")
+        files = " or ".join(str(target / name) for name in names)
+        raise UsageError(f"{target} is a folder: name the file to write in it, e.g. {files}")
     for parent in target.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -157,8 +166,8 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
         print(f"nnx: run {run.id} has no committed epoch to plot", file=sys.stderr)
         return 1
     output = args.output or f"{run.id}.png"
+    check_output(Path(output), args.force, (f"{run.id[:8]}.png",))
     _check_image_suffix(output)
-    check_output(Path(output), args.force)
     target = run.plot(output)
     print(f"wrote {target}", file=out)
     return 0

@@ -496,3 +496,22 @@ def iter_predict(model: Any, X: Any, spec: ProbabilitySpec | None = None, *, ric
                 yield PredictionBatch(host_array(logits), host_array(task.decode(logits)), ids)
 
     return PredictionStream(batches())
+
+
+def checked_example(model: Any, example_input: Any, where: str) -> tuple[Any, ...]:
+    """The positional inputs of an example (``to_onnx``'s ``example_input``: a tensor, an
+    ndarray, or a tuple of them), checked as ``predict`` checks its inputs (``checked_rows``: the
+    dtype of the parameters, a built-in net's ``input_dim``; rows typed as a Python list are
+    refused) before anything is traced; a problem is a ``ParamsError`` at ``where``."""
+    if _python_rows(example_input):
+        raise ParamsError(where, f"is a Python {type(example_input).__name__} of numbers; pass a tensor, e.g. "
+                                 "torch.tensor(rows, dtype=torch.float32)")
+    args = tuple(example_input) if isinstance(example_input, (tuple, list)) else (example_input,)
+    args = tuple(torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in args)
+    if len(args) == 1 and isinstance(args[0], torch.Tensor) and hasattr(model, "net_params") \
+            and getattr(model, "batch_adapter", None) is None:
+        try:
+            args = (checked_rows(model, args[0]),)
+        except PredictionInputError as exc:
+            raise ParamsError(where, str(exc).replace("inputs are", "it is", 1).replace("inputs have", "it has", 1)) from exc
+    return args

@@ -44,4 +44,9 @@ class NNCheckpointTransform(Mapping[str, Any]):
         return cls(str(state["name"]), int(state.get("version", 1)), dict(state.get("options") or {}))
 
 
-__all__ = ["NNCheckpointTransform"]
+def transforms_of(states: Any) -> tuple[NNCheckpointTransform, ...]:
+    """The recorded transforms of a checkpoint payload (their states), as ``NNCheckpointTransform``s."""
+    return tuple(NNCheckpointTransform.from_state(t) for t in states or ())
+
+
+__all__ = ["NNCheckpointTransform", "transforms_of"]

@@ -118,6 +118,8 @@ def to_onnx(
     for name, value in (("path", path), ("example_input", example_input)):
         if value is None:
             raise ParamsError(f"to_onnx({name}=...)", f"missing: to_onnx(path, example_input) needs {name}")
+    if Path(path).is_dir():
+        raise ParamsError("to_onnx(path=...)", f"{path} is a folder: name a file, e.g. {Path(path) / 'model.onnx'}")
     opset = opset if opset is not None else opset_version if opset_version is not None else DEFAULT_OPSET
     require("onnx", "export", "to_onnx")
     import onnx
@@ -143,6 +145,7 @@ def to_onnx(
     names = {"opset_version": opset, "input_names": inputs, "output_names": outputs, **options}
     with restored_modes(net), warnings.catch_warnings():
         net.eval()
+        _forward_once(net, args)
         if dynamo:
             _export_dynamo(net, args, target, names, batch)
         else:
@@ -154,6 +157,24 @@ def to_onnx(
     if check:
         onnx.checker.check_model(str(target))
     return target
+
+
+def _forward_once(net: torch.nn.Module, args: tuple[Any, ...]) -> None:
+    """One forward of ``net`` on the example before it is traced: a forward that fails is a
+    ``ParamsError`` naming the inputs' shapes and dtypes, not the tracer's error."""
+    try:
+        with torch.no_grad():
+            net(*args)
+    except Exception as exc:  # noqa: BLE001 - any failure of the user's forward is said the same way
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise ParamsError("to_onnx(example_input=...)", f"the net's forward fails on example_input {described(args)} "
+                          f"({type(exc).__name__}: {first}); pass inputs of the shape and dtype the net takes "
+                          "(as predict takes them)") from exc
+
+
+def described(args: tuple[Any, ...]) -> str:
+    """Inputs in words: each tensor's shape and dtype (``[1, 5] torch.float64``), else its type."""
+    return ", ".join(f"{list(a.shape)} {a.dtype}" if isinstance(a, torch.Tensor) else type(a).__name__ for a in args)
 
 
 def _export_dynamo(

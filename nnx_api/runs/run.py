@@ -51,7 +51,8 @@ from nnx_core.records import IterationDataPoint
 from nnx_core.resume import ResumeStatus
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.config.identity import run_config
-from nnx_api.runs.checkpoint import NNCheckpointTransform
+from nnx_api.runs.checkpoint import NNCheckpointTransform, transforms_of
+from nnx_api.runs.hints import checked_tag, load_arguments, refuse_run_folder, tag_argument
 from nnx_api.runs.html import run_html
 from nnx_api.runs.partial import PartialEpoch, committed_journal, complete_records, split_partial
 from nnx_api.runs.payload import CheckpointPayload, Payload, read_payload
@@ -220,7 +221,8 @@ class NNRun:
 
         ``id``: the full id or a unique prefix of it (``nnx runs list`` shows 8 characters).
         ``storage``: the store to read (default: the file system under ``root``, ``$NNX_RUNS``
-        or ``./runs``)."""
+        or ``./runs``). An ``NNRun`` stands for its id (and its root); a hex id matches in any case."""
+        id, root = load_arguments(id, root, storage, NNRun)  # noqa: A001 - NNx's name of the argument
         base = runs_root(root)
         store = storage if storage is not None else FileStorage(base)
         run_id = resolve_run_id(id, store, where=str(base))
@@ -262,7 +264,7 @@ class NNRun:
     ) -> list[NNRun]:
         """Every loadable run in the store, by id. An unreadable one is skipped, after
         ``on_unreadable(name, error)`` when given (``nnx runs list`` shows it as a row)."""
-        base = runs_root(root)
+        base = refuse_run_folder(runs_root(root), storage)  # a run's folder is no runs root: say which is
         store = storage if storage is not None else FileStorage(base)
         runs = []
         for name in run_folders(store):
@@ -276,7 +278,7 @@ class NNRun:
 
     def checkpoint(self, tag: str = LAST) -> Checkpoint | None:
         """A committed tag (``last``, ``best``, ``first``, ``q1``..``q3``, custom); None if absent."""
-        manifest = self.files().read_tag(validate_tag(str(tag)))
+        manifest = self.files().read_tag(validate_tag(str(tag_argument(tag, call=None))))
         return None if manifest is None else Checkpoint(run=self, manifest=manifest)
 
     def require_checkpoint(self, tag: str = LAST) -> Checkpoint:
@@ -463,7 +465,7 @@ class NNCheckpoint:
             net_state=payload.weights,
             model_params=run.model,
             idp=run.epoch_record(checkpoint.epoch),
-            transforms=_transforms(payload.transforms if isinstance(payload, CheckpointPayload) else ()),
+            transforms=transforms_of(payload.transforms if isinstance(payload, CheckpointPayload) else ()),
             training_state_id=checkpoint.manifest.blobs["state"].sha256 if stateful else None,
             training_state_present=stateful,
             run_id=run.id,
@@ -577,19 +579,14 @@ expose_dataclass_fields(
 
 def _committed(run: str | NNRun, type: Any, root: Any, storage: Any) -> Checkpoint | None:
     """The committed checkpoint, or None when the run or the tag does not exist."""
-    tag = validate_tag(str(getattr(type, "value", type)))
+    tag = checked_tag(run, type, root, call="NNCheckpoint.load")  # (root, id) and (id, root) said
     if isinstance(run, NNRun):
         return run.checkpoint(tag)
-    run_id = validate_run_id(run)
     try:
-        loaded = NNRun.load(run_id, root, storage=storage)
+        loaded = NNRun.load(run, root, storage=storage)
     except RunNotFoundError:
         return None
     return loaded.checkpoint(tag)
-
-
-def _transforms(states: Any) -> tuple[NNCheckpointTransform, ...]:
-    return tuple(NNCheckpointTransform.from_state(t) for t in states or ())
 
 
 def _training_state(payload: Payload) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ from ruamel.yaml import YAML
 from nnx_core import replacement
 from nnx_core.errors import CorruptRunError, InvalidRunIdError, ParamsError, RunNotFoundError
 from nnx_core.identity import ID_HEX_DIGITS, validate_run_id
+from nnx_api.runs.hints import enclosing_run, id_argument, located, resolve_case
 
 ENV_ROOT = "NNX_RUNS"
 
@@ -81,14 +82,19 @@ def environment() -> dict[str, Any]:
     }
 
 
-def resolve_run_id(run_id: str, storage: Any, *, where: str = "the runs root") -> str:
+def resolve_run_id(run_id: Any, storage: Any, *, where: str = "the runs root") -> str:
     """The full run id ``run_id`` names: itself when such a run exists (or it is a whole id),
-    else the one run whose id starts with it. An ambiguous prefix is ``InvalidRunIdError``,
-    listing the candidates; no match is returned as is (the caller reports it missing)."""
-    named = run_folder(Path(run_id)) if isinstance(run_id, str) and ("/" in run_id or os.sep in run_id) else None
-    if named is not None:
-        raise InvalidRunIdError(f"{run_id!r} is a path, not a run id: {named}")
-    run_id = validate_run_id(run_id)
+    else the one run whose id starts with it. An ``NNRun`` names its id; a hex id is matched
+    case-insensitively; a run's folder given as the id is said with the id and root to give
+    (``nnx_api.runs.hints``). An ambiguous prefix is ``InvalidRunIdError``, listing the
+    candidates; no match is returned as is (the caller reports it missing)."""
+    run_id = id_argument(run_id)
+    if "/" in run_id or os.sep in run_id:
+        folder = enclosing_run(run_id)
+        if folder is not None:
+            what = f"{run_id!r} is a path, not a run id: {_inside(Path(run_id), folder)}"
+            raise located(InvalidRunIdError(f"{what}; {_load_hint(folder)}"), what, folder.name, folder.parent)
+    run_id = resolve_case(validate_run_id(run_id), lambda name: storage.exists(f"{name}/run.yaml"))
     if len(run_id) >= ID_HEX_DIGITS or storage.exists(f"{run_id}/run.yaml"):
         return run_id
     matches = [n for n in run_folders(storage) if n.startswith(run_id)]
@@ -98,29 +104,55 @@ def resolve_run_id(run_id: str, storage: Any, *, where: str = "the runs root") -
     return matches[0] if matches else run_id
 
 
+def _inside(path: Path, folder: Path) -> str:
+    """``path`` is (inside) the run folder ``folder``, in words."""
+    inside = "" if Path(os.path.abspath(path)) == folder else "inside "
+    return f"{path} is {inside}the folder of run {folder.name}"
+
+
+def _load_hint(folder: Path) -> str:
+    return f"name the run by its id and its root: NNRun.load({folder.name!r}, root={str(folder.parent)!r})"
+
+
 def run_folder(path: Path) -> str | None:
-    """When ``path`` is a run's own folder: how to name that run instead (None: it is not one)."""
-    if not (path / "run.yaml").is_file():
-        return None
-    return f"{path} is the folder of run {path.name}; name the run by its id and its root: NNRun.load({path.name!r}, root={str(path.parent)!r})"
+    """When ``path`` is a run's own folder, or lies inside one: how to name that run instead (None:
+    it is not in one)."""
+    folder = enclosing_run(path)
+    return None if folder is None else f"{_inside(path, folder)}; {_load_hint(folder)}"
 
 
 def run_not_found(run_id: str, base: Path, *, look: bool = True) -> RunNotFoundError:
     """No run ``run_id`` under the runs root ``base`` (a folder): the error says where it is when it
-    lies next to ``base`` (``base`` is the run's own folder, or a folder beside or below it holds
-    it), or that ``base`` does not exist. Never a guess: nothing is read but the names. ``look``
-    False (the runs are in a store of the caller's): no looking around."""
+    lies next to ``base`` (``base`` is, or lies inside, a run's folder at any depth; ``base``'s
+    parent, a folder beside it or one below it holds it), or that ``base`` does not exist. Never a
+    guess: nothing is read but the names. ``look`` False (the runs are in a store of the caller's):
+    no looking around. The error carries a ``Where`` (``nnx_api.runs.hints``): the CLI says the
+    same as ``--root``."""
     message = f"no run {run_id} under {base}"
-    named = run_folder(base) if look else None
-    if named is not None:
-        return RunNotFoundError(f"{message}: {named}")
-    below = [p for p in sorted(base.iterdir()) if p.is_dir() and not p.name.startswith(".")][:100] if base.is_dir() else []
-    for near in [base.parent, *below] if look else []:
+    folder = enclosing_run(base) if look else None
+    if folder is not None:
+        what = f"{message}: {_inside(base, folder)}"
+        return located(RunNotFoundError(f"{what}; {_load_hint(folder)}"), what, folder.name, folder.parent)
+    for near in _around(base) if look else []:
         if any(p.is_dir() and (p / "run.yaml").is_file() for p in near.glob(f"{run_id}*")):
-            return RunNotFoundError(f"{message}, but {near} holds it: pass root={str(near)!r}")
+            what = f"{message}, but {near} holds it"
+            return located(RunNotFoundError(f"{what}: pass root={str(near)!r}"), what, run_id, near)
     if look and not base.is_dir():
-        return RunNotFoundError(f"{message}: that folder does not exist; pass the root the run was trained with (root=, $NNX_RUNS)")
+        what = f"{message}: that folder does not exist"
+        return located(RunNotFoundError(f"{what}; pass the root the run was trained with (root=, $NNX_RUNS)"), what, run_id)
     return RunNotFoundError(f"{message}; list runs with `nnx runs list`")
+
+
+def _around(base: Path) -> list[Path]:
+    """The folders one level off ``base``: its parent, the folders below it, the folders beside it
+    (at most 100 of each; dot-names left out)."""
+    def folders(parent: Path) -> list[Path]:
+        try:
+            return [p for p in sorted(parent.iterdir()) if p.is_dir() and not p.name.startswith(".")][:100]
+        except OSError:
+            return []
+    beside = [p for p in folders(base.parent) if p != base] if base.parent != base else []
+    return [base.parent, *folders(base), *beside]
 
 
 def run_folders(storage: Any) -> list[str]:
