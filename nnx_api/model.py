@@ -40,13 +40,14 @@ from nnx_api import finetune
 from nnx_api.config.enums import Nets
 from nnx_api.config.identity import class_path, run_config
 from nnx_api.config.params import ModelSpec, NNModelParams, NNParams, RuntimeModule
-from nnx_api.config.train_params import NNTrainParams, check_extra_metrics
+from nnx_api.config.train_params import NNTrainParams, check_extra_metrics, refuse_train_keywords
 from nnx_api.distributed import DDP, refuse_process_group
 from nnx_api.launch import TrainingEntry, launch
 from nnx_api.parts import inference
 from nnx_api.parts.inference import PredictionResult, PredictionStream, PredictResult, ProbabilitySpec
 from nnx_api.parts.models import BatchAdapter, MissingModelFactoryError, build_module
 from nnx_api.runs.export import to_onnx
+from nnx_api.runs.hints import pretrained_source, swapped, tag_argument
 from nnx_api.runs.run import NNCheckpoint, NNRun
 from nnx_api.scope import EXTRAS, HUB, refuse, refusing_method
 from nnx_api.training.roles import NNMODEL
@@ -132,6 +133,11 @@ class NNModel:
         params = params or NNModelParams()
         if not isinstance(params, NNModelParams):
             raise ParamsError("NNModel.params", f"must be NNModelParams, got {type(params).__name__}")
+        if isinstance(batch_adapter, type) and issubclass(batch_adapter, BatchAdapter):
+            raise ParamsError(
+                "NNModel.batch_adapter", f"is the class {batch_adapter.__name__}, not an instance; write "
+                f"{batch_adapter.__name__}(...), e.g. KeywordInputs(['x'], target='y') or PositionalInputs(2)"
+            )
         if batch_adapter is not None and not isinstance(batch_adapter, BatchAdapter):
             raise ParamsError(
                 "NNModel.batch_adapter", f"must be PositionalInputs, KeywordInputs or a BatchAdapter, got {batch_adapter!r}"
@@ -277,7 +283,7 @@ class NNModel:
     def load_pretrained(self, source: Any, **options: Any) -> finetune.LoadPretrainedResult:
         """Load the keys a state dict (path, mapping or module) shares with ``net``
         (``nnx_api.finetune.load_pretrained``: ``key_map``, ``strict``, ``prefix``)."""
-        return finetune.load_pretrained(self.net, source, **options)
+        return finetune.load_pretrained(self.net, pretrained_source(source), **options)
 
     def export_state_dict(self, path: str | os.PathLike[str]) -> str:
         """Save ``net.state_dict()`` alone (``torch.save``; tensors only, so it loads with
@@ -362,6 +368,8 @@ class NNModel:
                     raise ParamsError("NNModel.from_checkpoint", "an NNCheckpoint names its own tag; give the device once")
                 device = tag
         else:
+            swapped(checkpoint, tag, call="NNModel.from_checkpoint")  # (root, id)
+            tag_argument(tag, checkpoint)  # (id, root): the root given where the tag belongs
             run = NNRun.load(checkpoint, root, storage=storage)
             checkpoint = NNCheckpoint.of(run.require_checkpoint(tag))
         params = checkpoint.model_params
@@ -409,7 +417,11 @@ class NNModel:
         (``nnx_api.runs.export.to_onnx``: ``opset`` or torch's ``opset_version``, ``input_names``,
         ``output_names``, ``dynamic_batch``, ``check``, ``dynamo``, and the ``torch.onnx.export``
         keywords docs/export.md lists; a keyword NNx does not take is a ``ParamsError`` naming it,
-        raised before anything is written; needs the ``export`` extra). Returns the file's path."""
+        raised before anything is written; needs the ``export`` extra). Returns the file's path.
+        ``example_input`` is checked as ``predict`` checks its inputs (dtype, a built-in net's
+        ``input_dim``; ``ParamsError``), and a folder given as ``path`` is refused."""
+        if example_input is not None:
+            example_input = inference.checked_example(self, example_input, "to_onnx(example_input=...)")
         return to_onnx(self, path, example_input, **options)
 
     # ------------------------------------------------------------------ training
@@ -432,6 +444,7 @@ class NNModel:
         storage: Any = None,
         provenance: Any = None,
         compile: Any = None,  # noqa: A002 - NNx's keyword
+        **misplaced: Any,
     ) -> NNRun:
         """Train into ``<root>/<run id>/`` and return the committed :class:`NNRun`.
 
@@ -446,6 +459,7 @@ class NNModel:
         built-in validation's forward of a built-in net (``nnx_api.training.compilation``; what
         happened is ``run.compile``, a ``CompileRecord``); never part of the run id.
         """
+        refuse_train_keywords("NNModel.train", NNTrainParams, NNModel.train, misplaced)
         if provenance is not None:
             refuse("NNModel.train(provenance=...)", EXTRAS)
         if distributed is None:
@@ -454,15 +468,25 @@ class NNModel:
             raise ParamsError("params", f"must be NNTrainParams, got {type(params).__name__}")
         if distributed is not None and not isinstance(distributed, DDP):
             raise ParamsError("distributed", f"must be nnx.distributed.DDP(...), got {type(distributed).__name__}")
-        return launch(
+        config = self.run_config(params, salt)
+        trained = self.__dict__.setdefault("_trained_runs", [])  # (config, id) of each run this object trained
+        if trained and params.resume_from_run_id is None and all(config != c for c, _ in trained):
+            warnings.warn(
+                f"this NNModel object already trained run {trained[-1][1]} in this process, so the new run starts from "
+                "those trained weights while its id (which holds no weights) claims a fresh initialization; build a new "
+                f"NNModel per run, or continue with resume_from_run_id='{trained[-1][1]}'", UserWarning, stacklevel=2,
+            )
+        run = launch(
             TrainingEntry(
                 kind=NNMODEL, model=self, params=params, train=params,
-                config=self.run_config(params, salt), optims={"default": params.optim},
+                config=config, optims={"default": params.optim},
                 schedulers={"default": params.scheduler}, primary="default", step_fn=train_step_fn,
                 objective=objective, eval_step_fn=eval_step_fn, callbacks=callbacks or (), components=components or (),
                 history=history, root=root, storage=storage, distributed=distributed, compile=compile,
             )
         )
+        trained.append((config, run.id))
+        return run
 
 
 def _check_same_shapes(net: nn.Module, state: Mapping[str, Any]) -> None:

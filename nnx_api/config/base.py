@@ -99,8 +99,22 @@ TORCH_NAMES = {
 }
 
 
+# PyTorch's flags that NNx spells elsewhere (a kind's name, the run's monitor) → what to write instead, per class.
+TORCH_FLAGS = {
+    ("NNOptimParams", "nesterov"): "NNx names Nesterov momentum as a kind: write NNOptimParams(name='sgd_nesterov', "
+                                   "momentum=0.9)",
+    ("NNOptimParams", "amsgrad"): "NNx names AMSGrad as a kind: write NNOptimParams(name='adam_amsgrad')",
+    ("NNSchedulerParams", "mode"): "ReduceLROnPlateau's mode is the direction of the run's monitor: write "
+                                   "NNTrainParams(monitor=MonitorSpec('accuracy', mode='max')); the schedule follows it",
+    ("NNSchedulerParams", "threshold_mode"): "NNx's plateau threshold is relative (threshold=...), in the direction of "
+                                             "the run's monitor: set NNTrainParams(monitor=MonitorSpec(..., mode=...))",
+}
+
+
 def _binding_problem(name: str, signature: inspect.Signature, fields: list[str], args: tuple, kwargs: dict) -> str:
     unknown = [k for k in kwargs if k not in fields]
+    if unknown and (name, unknown[0]) in TORCH_FLAGS:
+        return f"has no field {unknown[0]!r} (PyTorch's flag): {TORCH_FLAGS[name, unknown[0]]}"
     if unknown:
         ours = TORCH_NAMES.get(unknown[0])
         close = [ours] if ours in fields else difflib.get_close_matches(unknown[0], fields, n=1)

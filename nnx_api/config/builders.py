@@ -81,7 +81,8 @@ class NNSchedulerParamsBuilder(ParamsBuilder):
     """Builds ``NNSchedulerParams``: one of ``reduce_on_plateau``, ``step``, ``cosine_annealing``,
     ``one_cycle``, ``linear_warmup_decay``, and optionally ``clock(...)`` (before or after). The
     five plateau fields (``min_lr``, ``factor``, ``patience``, ``cooldown``, ``threshold``) may be
-    given to every variant; those left out keep their defaults."""
+    given to every variant; those left out keep their defaults. One that the variant's kind does
+    not read, given alone with a value other than its default, is refused (``NNSchedulerParams``)."""
 
     VARIANTS = ("reduce_on_plateau", "step", "cosine_annealing", "one_cycle", "linear_warmup_decay")
     VARIANT_FIELDS = _PLATEAU | {"kind", "step_size", "T_max", "max_lr", "total_steps", "warmup_steps"}

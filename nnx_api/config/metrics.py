@@ -4,7 +4,7 @@ A ``MetricSpec`` holds no code: ``MetricSpec("f1", config={"average": "micro"}, 
 is ``(id, version, config, name)``. The registry maps ``(id, version)`` to an accumulator factory;
 an unknown pair is refused before any run folder is created.
 
-A declared or monitored value must arrive: ``unarrived`` names each one that the first epoch's
+A declared or monitored value must arrive: ``unarrived`` names each one that a run's first epoch's
 records lack (a custom train or eval step that never puts it in its record), and the session
 refuses that epoch before it is committed. ``MetricSpec(..., optional=True)`` excepts a metric
 that a step gives only sometimes; later epochs without the monitored value follow the monitor's
@@ -19,10 +19,11 @@ from typing import Any
 
 from nnx_core.convert import OMIT, Stateful
 from nnx_core.errors import MonitorUnavailableError, ParamsError
-from nnx_core.monitor_spec import MonitorSpec
+from nnx_core.monitor_spec import BUILTIN_MODES, MonitorSpec
 from nnx_core.validate import check_int, check_str
 
-__all__ = ["MetricSpec", "MonitorSpec", "computed_names", "monitor_problems", "refuse_unarrived", "unarrived"]
+__all__ = ["MetricSpec", "MonitorSpec", "computed_names", "monitor_problems", "refuse_unarrived", "unarrived",
+           "undeclared_monitor"]
 
 RESERVED = ("loss", "error")
 
@@ -31,8 +32,8 @@ RESERVED = ("loss", "error")
 class MetricSpec(Stateful):
     """A declared metric. ``label`` (``name`` or ``id``) is how records and monitors name it;
     ``config``, ``name`` and ``optional`` are in ``state()`` only when set. A declared metric
-    must be in the first epoch's records of a ``train()`` call (under a custom train or eval
-    step, the step puts it there); ``optional=True`` lets a record lack it."""
+    must be in the records of a run's first epoch (under a custom train or eval step, the step
+    puts it there); ``optional=True`` lets a record lack it."""
 
     id: str
     version: int = 1
@@ -81,7 +82,14 @@ def monitor_problems(monitor: MonitorSpec | None, specs: tuple[MetricSpec, ...],
         return []
     problems = []
     names = computed_names(task_kind, monitor.split, specs)
-    if monitor.metric not in names:
+    if monitor.metric in BUILTIN_MODES and monitor.metric not in names and task_kind not in ("categorical", "multilabel"):
+        problems.append(  # a classifier's score in a run of another task: no MetricSpec makes it computed
+            f"monitor {monitor.split}.{monitor.metric} names a value this run does not compute: {monitor.metric} is "
+            f"computed for a classification run only, and this {task_kind} run computes {', '.join(names)} on "
+            f"{monitor.split}; monitor one of those (MonitorSpec('loss', split={monitor.split!r})) or declare a metric "
+            "of its task (metrics=(MetricSpec('mae'),))"
+        )
+    elif monitor.metric not in names:
         problems.append(
             f"monitor {monitor.split}.{monitor.metric} names a value this run does not compute "
             f"(a {task_kind} run computes {', '.join(names)} on {monitor.split}); declare it in "
@@ -92,13 +100,44 @@ def monitor_problems(monitor: MonitorSpec | None, specs: tuple[MetricSpec, ...],
     return problems
 
 
+def undeclared_monitor(monitor: MonitorSpec, specs: tuple[MetricSpec, ...], extra_names: Any, registered: Any) -> str | None:
+    """Why ``monitor`` names no value a run could compute, when the reason is one of the usual
+    mix-ups (None otherwise; a registered metric left undeclared is ``check_names``'s message):
+    the split in the name (Keras's ``val_loss``), an ``extra_metrics`` function, or a name that
+    is neither built in, declared nor registered."""
+    labels = {s.label for s in specs}
+    name = monitor.metric
+    if name in BUILTIN_MODES or name in labels:
+        return None
+    mode = f", mode={monitor.mode!r}" if monitor.mode is not None else ""
+    for split in ("val", "train"):
+        for sep in ("_", "."):
+            rest = name[len(split) + 1:] if name.startswith(split + sep) else ""
+            if rest and (rest in BUILTIN_MODES or rest in labels or rest in registered):
+                return (f"monitor {name!r} puts the split in the metric's name (Keras's spelling); NNx names the split "
+                        f"apart: MonitorSpec({rest!r}, split={split!r}{mode})")
+    if name in (extra_names or ()):
+        return (f"{name!r} is an extra_metrics function: extra metrics are reported in each record's extra but cannot be "
+                "monitored (the monitor chooses BEST and is part of the run id; a function is not). To select by it, "
+                f"register it as a metric (nnx.register_metric({name!r}, 1, factory, input='labels', mode='max')) and "
+                f"declare metrics=(MetricSpec({name!r}),); or monitor a built-in value (loss, error, accuracy, f1)")
+    if name in registered:
+        return None
+    return (f"monitor {monitor.key!r} names {name!r}, which is neither a built-in value ({', '.join(BUILTIN_MODES)}) "
+            f"nor declared in metrics= ({', '.join(sorted(labels)) or 'none'}) nor a registered metric; register it "
+            f"with nnx.register_metric({name!r}, 1, factory, input=..., mode=...) and declare "
+            f"metrics=(MetricSpec({name!r}),), or monitor one of those")
+
+
 def unarrived(specs: tuple[MetricSpec, ...], monitor: MonitorSpec | None, last: Any) -> list[str]:
-    """The declared metrics (``specs``, optional ones excepted) and the user's ``monitor`` that
-    the records of an epoch (``last``: its last record, with ``train_summary`` and ``val_edp``)
-    lack, as ``split.name``; a split without a record is not looked at."""
+    """The declared metrics (``specs``, optional ones excepted) that an epoch's validation record
+    lacks, and the user's ``monitor`` that its split's record lacks (``last``: the epoch's last
+    record, with ``train_summary`` and ``val_edp``), as ``split.name``; a split without a record is
+    not looked at. Declared metrics are validation's: an objective's or a step's training summary
+    may leave them out."""
     optional = {s.label for s in specs if s.optional}
     records = {"train": last.train_summary, "val": last.val_edp}
-    wanted = [(split, s.label) for s in specs if not s.optional for split in records]
+    wanted = [("val", s.label) for s in specs if not s.optional]
     if monitor is not None and monitor.metric not in optional:
         wanted.append((monitor.split, monitor.metric))
     missing = []
@@ -111,7 +150,7 @@ def unarrived(specs: tuple[MetricSpec, ...], monitor: MonitorSpec | None, last: 
 
 def refuse_unarrived(specs: tuple[MetricSpec, ...], monitor: MonitorSpec | None, last: Any, epoch: int) -> None:
     """``MonitorUnavailableError`` naming what ``unarrived`` finds in epoch ``epoch``'s records
-    (the session calls it on a call's first epoch, before it is committed); nothing when every
+    (the session calls it on a run's first epoch, before it is committed); nothing when every
     value arrived."""
     missing = unarrived(specs, monitor, last)
     if missing:

@@ -8,6 +8,8 @@ conventions (state, ``OMIT``, checks at construction) are those of ``nnx_api.con
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,12 +99,33 @@ def _param_groups(path: str, value: Any) -> ParamGroups | None:
     return ParamGroups(value)
 
 
+def _optim_name(path: str, value: Any) -> Optims:
+    """A built-in optimizer's name; any other ``torch.optim`` optimizer (by class or lowercase
+    name) is refused with how to name it: a registered factory."""
+    try:
+        return Optims.parse(path, value)
+    except ParamsError:
+        import torch
+
+        given = value.__name__ if isinstance(value, type) else str(value)
+        found = {n.lower(): n for n in dir(torch.optim)
+                 if isinstance(getattr(torch.optim, n), type) and issubclass(getattr(torch.optim, n), torch.optim.Optimizer)}
+        if given.lower() not in found:
+            raise
+        cls = found[given.lower()]
+        raise ParamsError(path, (
+            f"torch.optim.{cls} ({given!r}) is not built in (built in: {', '.join(m.value for m in Optims)}); name it "
+            f"with a registered factory: nnx.register_optimizer_factory('{cls.lower()}', 1, lambda groups, config: "
+            f"torch.optim.{cls}(groups, **config)); optim=nnx.NNOptimFactoryParams(factory=nnx.OptimizerFactorySpec("
+            f"'{cls.lower()}', 1, {{}}), max_lr=1e-3)")) from None
+
+
 @params_class
 class NNOptimParams(Params):
     """Optimizer: kind, learning rate, momentum (float for SGD, (b1, b2) for Adam; default
     (0.9, 0.999) or 0.0), decay, clipping, gradient accumulation and optional parameter groups."""
 
-    name: Optims = param(Optims.ADAM, check=member(Optims))
+    name: Optims = param(Optims.ADAM, check=_optim_name)
     max_lr: float = param(1e-2, check=real(minimum=0.0))  # 0 allowed, as NNx allows it (a frozen or probe run)
     momentum: Momentum | None = param(None, check=_momentum)
     weight_decay: float = param(0.0, check=real(minimum=0.0))
@@ -259,3 +282,35 @@ class NNSchedulerParams(Params):
     def builder(cls) -> NNSchedulerParamsBuilder:
         """A fluent builder: ``NNSchedulerParams.builder().cosine_annealing(T_max=10).build()``."""
         return NNSchedulerParamsBuilder(cls)
+
+
+PLATEAU = ("min_lr", "factor", "patience", "cooldown", "threshold")
+
+
+def _refuse_unread_plateau(init: Any) -> Any:
+    """``NNSchedulerParams``'s constructor, refusing a plateau field given with a value other than
+    its default to a kind that does not read it (``patience=5`` on ``cosine_annealing``). All five
+    given together is NNx's form (it required them on every kind; a saved state has them all) and
+    stays accepted. Nothing enters ``state()``: no configuration's id changes."""
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if set(PLATEAU) <= set(kwargs):
+            return
+        kind = self.resolved_kind
+        defaults = {f.name: f.default for f in dataclasses.fields(self) if f.name in PLATEAU}
+        ignored = [f for f in PLATEAU if f in kwargs and f not in PLATEAU_READS[kind] and kwargs[f] != defaults[f]]
+        if ignored:
+            readers = sorted(k.value for k, fields in PLATEAU_READS.items() if ignored[0] in fields)
+            raise ParamsError(
+                f"NNSchedulerParams.{ignored[0]}",
+                f"kind {kind.value!r} does not read {' or '.join(ignored)} (it reads "
+                f"{', '.join(sorted(READS[kind] | PLATEAU_READS[kind])) or 'none of the plateau fields'}); "
+                f"{ignored[0]} is read by {' and '.join(readers)}. Drop it, or choose the kind that reads it",
+            )
+
+    return checked
+
+
+NNSchedulerParams.__init__ = _refuse_unread_plateau(NNSchedulerParams.__init__)  # type: ignore[method-assign]

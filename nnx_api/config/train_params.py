@@ -13,19 +13,37 @@ trained). The params conventions (state, ``OMIT``, checks at construction) are t
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import numbers
+import os
 import signal
+import warnings
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from pathlib import PurePath
 from typing import Any
 
 from nnx_core.convert import OMIT, RUNTIME
 from nnx_core.errors import InvalidRunIdError, ParamsError
 from nnx_core.identity import validate_tag
-from nnx_core.monitor_spec import MonitorSpec
-from nnx_api.config.base import FrozenDict, Params, count, flag, instance, items, one_of, optional, param, params_class, text
+from nnx_core.monitor_spec import BUILTIN_MODES, MonitorSpec
+from nnx_adapters.pytorch.metrics import REGISTRY as METRIC_REGISTRY
+from nnx_api.config.base import (
+    TORCH_NAMES,
+    FrozenDict,
+    Params,
+    count,
+    flag,
+    instance,
+    items,
+    one_of,
+    optional,
+    param,
+    params_class,
+    text,
+)
 from nnx_api.config.builders import NNTrainerParamsBuilder
-from nnx_api.config.metrics import MetricSpec
+from nnx_api.config.metrics import MetricSpec, undeclared_monitor
 from nnx_api.config.optim_params import AnyOptimParams, NNOptimFactoryParams, NNOptimParams, NNSchedulerParams
 
 RESUME_MODES = ("auto", "stateful", "weights_only", "reshard")  # reshard: a DDP run on another world size
@@ -36,6 +54,14 @@ def _loader(path: str, value: Any) -> Any:
         return None
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise ParamsError(path, f"must be a re-iterable of batches, got {type(value).__name__}")
+    arrays = isinstance(value, tuple) and 2 <= len(value) <= 3 and all(hasattr(v, "shape") and len(v.shape) for v in value)
+    if arrays and len({v.shape[0] for v in value}) == 1:  # Keras's fit(x, y): whole arrays, not batches
+        names = ", ".join("XYW"[:len(value)])
+        raise ParamsError(path, (
+            f"is a tuple of {len(value)} whole arrays ({', '.join(type(v).__name__ for v in value)} of "
+            f"{value[0].shape[0]} rows), not batches; wrap it: DataLoader(TensorDataset({names}), batch_size=32) "
+            "(from torch.utils.data)"))
+    _no_batch(path, value)
     # only an iterator (it has __next__) can be one-shot: iter() on a DataLoader would start an epoch and draw
     # its base seed from the global torch stream (or its generator), moving the first epoch's shuffle
     if hasattr(value, "__next__") and iter(value) is value:
@@ -43,6 +69,69 @@ def _loader(path: str, value: Any) -> Any:
             path, "is a one-shot iterator; pass something that can be iterated every epoch (a DataLoader or a list)"
         )
     return value
+
+
+def _no_batch(path: str, loader: Any) -> None:
+    """Refuse a DataLoader that can yield no batch: an empty dataset, or ``drop_last=True`` with a
+    ``batch_size`` larger than the dataset (the one partial batch is dropped)."""
+    dataset, size = getattr(loader, "dataset", None), getattr(loader, "batch_size", None)
+    if not isinstance(getattr(loader, "drop_last", None), bool):
+        return
+    try:
+        rows = len(dataset)  # type: ignore[arg-type]
+    except TypeError:  # an IterableDataset
+        return
+    if rows == 0:
+        raise ParamsError(path, "yields no batch: its dataset is empty (0 rows); check how the dataset was built")
+    if loader.drop_last and isinstance(size, int) and size > rows:
+        raise ParamsError(path, (
+            f"yields no batch: drop_last=True drops the only, partial batch (batch_size={size} > {rows} rows in the "
+            f"dataset); set drop_last=False or batch_size at most {rows}"))
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a run or a loader prints pages)."""
+    text_ = repr(value)
+    return text_ if len(text_) <= limit else f"{text_[:limit - 3]}..."
+
+
+def _handle(path: str, value: Any, want: str) -> None:
+    """Refuse NNx's own handles where an id or tag string is expected, with the attribute to pass."""
+    run, tag = getattr(value, "run", None), getattr(value, "tag", None)
+    if isinstance(tag, str) and isinstance(getattr(run, "id", None), str):  # a checkpoint handle
+        fix = (f"resume_from_checkpoint=checkpoint.tag ({tag!r})" if want == "tag" else
+               f"resume_from_run_id=checkpoint.run.id ({run.id!r}) and resume_from_checkpoint=checkpoint.tag ({tag!r})")
+        raise ParamsError(path, f"takes {'a tag name' if want == 'tag' else 'a run id'} (a string), got the checkpoint "
+                                f"handle {type(value).__name__} {tag!r} of run {run.id[:8]}; pass the tag: {fix}")
+    rid = getattr(value, "id", None)
+    if isinstance(rid, str) and hasattr(value, "config"):  # a run handle
+        fix = f"resume_from_run_id=run.id ({rid!r})" if want == "id" else "a tag such as 'last' or 'best'"
+        raise ParamsError(path, f"takes a string, got the run handle {type(value).__name__} of run {rid[:8]}; pass {fix}")
+
+
+def _run_id(path: str, value: Any) -> str | None:
+    """``resume_from_run_id``: a run id; a run or checkpoint handle, or a run's folder, is refused
+    with the id to pass."""
+    if value is None:
+        return None
+    _handle(path, value, "id")
+    folder = PurePath(os.fspath(value)) if isinstance(value, (str, os.PathLike)) else None
+    if folder is not None and len(folder.parts) > 1 and ".." not in folder.parts:  # "../x" is an unsafe id, said later
+        raise ParamsError(path, (
+            f"takes a run id, not a path ({_short(str(value))}); if that is run {folder.name[:8]}'s folder, pass "
+            f"resume_from_run_id={folder.name!r} (and root={_short(str(folder.parent), 60)!r}, the folder that "
+            "holds the runs, if it is not this call's root)"))
+    if not isinstance(value, str):
+        raise ParamsError(path, f"must be a run id (a string, run.id), got {type(value).__name__} {_short(value)}")
+    return text()(path, value)
+
+
+def _checkpoint_tag(path: str, value: Any) -> str:
+    """``resume_from_checkpoint``: a tag name; a checkpoint handle is refused with its ``.tag``."""
+    _handle(path, value, "tag")
+    if not isinstance(value, str):
+        raise ParamsError(path, f"must be a tag name such as 'last' or 'best', got {type(value).__name__} {_short(value)}")
+    return text()(path, value)
 
 
 def check_extra_metrics(path: str, value: Any) -> Mapping[str, Callable[[Any, Any], float]] | None:
@@ -53,6 +142,18 @@ def check_extra_metrics(path: str, value: Any) -> Mapping[str, Callable[[Any, An
         raise ParamsError(path, f"must be a mapping {{name: fn(y_true, y_pred) -> float}}, got {type(value).__name__}")
     for name, fn in value.items():
         text()(f"{path} key", name)
+        if isinstance(fn, (MetricSpec, MonitorSpec)):
+            right = (f"metrics=(MetricSpec({fn.id!r}),)" if isinstance(fn, MetricSpec) else f"monitor={fn}")
+            raise ParamsError(f"{path}[{name!r}]", (
+                f"is a {type(fn).__name__}, which goes in {right}, not in extra_metrics (which maps a name to a "
+                "function fn(y_true, y_pred) -> float)"))
+        if name in BUILTIN_MODES:  # warned, not refused: the two stay apart (record.accuracy, record.extra['accuracy'])
+            warnings.warn(
+                f"{path}[{name!r}] has a built-in value's name ({', '.join(BUILTIN_MODES)}): a classification run's "
+                f"records hold both the built-in {name} and extra[{name!r}], easily read for each other (a monitor or "
+                f"a table naming {name!r} reads the built-in); give the extra metric another name, e.g. 'my_{name}'",
+                UserWarning, stacklevel=2,
+            )
         if not callable(fn):
             raise ParamsError(f"{path}[{name!r}]", f"must be a function fn(y_true, y_pred) -> float, got {fn!r}")
     return FrozenDict(value)
@@ -186,8 +287,8 @@ class _Training(Params):
     extra_metrics: Mapping[str, Callable[[Any, Any], float]] | None = param(
         None, check=check_extra_metrics, state=RUNTIME, compare=False
     )
-    resume_from_run_id: str | None = param(None, check=optional(text()), state=RUNTIME)
-    resume_from_checkpoint: str = param("last", check=text(), state=RUNTIME)
+    resume_from_run_id: str | None = param(None, check=_run_id, state=RUNTIME)
+    resume_from_checkpoint: str = param("last", check=_checkpoint_tag, state=RUNTIME)
     resume_mode: str = param("auto", check=one_of(*RESUME_MODES), state=RUNTIME)
     resume: str | None = param(None, check=optional(one_of("auto")), state=RUNTIME)
     overwrite_existing: bool = param(False, check=flag(), state=RUNTIME)
@@ -200,8 +301,17 @@ class _Training(Params):
             # lineage is part of the configuration, so a resumed run always gets a new id
             object.__setattr__(self, "parent_run_id", self.resume_from_run_id)
             object.__setattr__(self, "parent_checkpoint", self.resume_from_checkpoint)
+        owner = type(self).__name__
+        clash = sorted(set(self.extra_metrics or ()) & {s.label for s in self.metrics})
+        if clash:
+            raise ParamsError(f"{owner}.extra_metrics", (
+                f"{clash[0]!r} is already a declared metric (metrics=): each record would hold two {clash[0]!r} values, "
+                "read for each other; give the extra metric another name, or drop one of the two"))
         if self.monitor is not None:  # a name no run computes is refused here, before any loader is read
-            self.monitor.check_names(self.metrics, f"{type(self).__name__}.monitor")
+            problem = undeclared_monitor(self.monitor, self.metrics, self.extra_metrics, {k for k, _ in METRIC_REGISTRY})
+            if problem:
+                raise ParamsError(f"{owner}.monitor", problem)
+            self.monitor.check_names(self.metrics, f"{owner}.monitor")
         if self.resume is not None and self.resume_from_run_id is not None:
             raise ParamsError(
                 f"{type(self).__name__}.resume", "give either resume='auto' or resume_from_run_id, not both"
@@ -269,6 +379,32 @@ class NNTrainParams(_Training):
 
     optim: AnyOptimParams = param(factory=NNOptimParams, check=_optim)
     scheduler: NNSchedulerParams = param(factory=NNSchedulerParams, check=instance(NNSchedulerParams, _scheduler_hint))
+
+
+LOOP_NAMES = {  # the data and length arguments of Lightning's fit() / Keras's fit() → NNTrainParams' field
+    **TORCH_NAMES, "train_dataloaders": "train_loader", "train_dataloader": "train_loader", "dataloaders": "train_loader",
+    "val_dataloaders": "val_loader", "val_dataloader": "val_loader", "validation_data": "val_loader",
+}
+
+
+def refuse_train_keywords(owner: str, params_type: type, method: Any, given: Mapping[str, Any]) -> None:
+    """``train(**given)``'s keywords that ``train()`` does not take: a field of the params (or
+    Lightning's / Keras's name for one) is refused with where it goes; anything else with the
+    arguments ``train()`` takes (a ``ParamsError``, a ``TypeError``)."""
+    if not given:
+        return
+    name = next(iter(given))
+    fields = [f.name for f in dataclasses.fields(params_type) if f.init]
+    field = name if name in fields else LOOP_NAMES.get(name)
+    kind = params_type.__name__
+    if field in fields:
+        alias = "" if field == name else f" ({name} is {field} in NNx)"
+        raise ParamsError(f"{owner}({name}=...)", (
+            f"train() takes no {name}{alias}: {field} is a field of {kind}; put {field}= in {kind}(...): "
+            f"{'model' if owner.startswith('NNModel') else 'trainer'}.train({kind}("
+            f"{'n_epochs=...' if field == 'n_epochs' else f'n_epochs=..., {field}=...'}))"))
+    takes = [p for p in inspect.signature(method).parameters if p not in ("self", "misplaced")]
+    raise ParamsError(f"{owner}({name}=...)", f"train() has no argument {name!r}; it takes {', '.join(takes)}")
 
 
 def _optimizer_name(path: str, name: Any) -> str:

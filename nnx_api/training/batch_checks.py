@@ -13,13 +13,14 @@ outputs. ``batch_problem`` runs the same checks on a later batch, only after the
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from nnx_core.errors import ExtraMetricError, TrainingInputError
+from nnx_core.errors import BatchKeyError, ExtraMetricError, TaskValidationError, TrainingInputError
 from nnx_adapters.pytorch.batches import forward, net_output, restored_modes, split_batch, to_device
 from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_api.config.nets import NNConvParams
@@ -78,8 +79,9 @@ def _check_batch(model: Any, batch: Any, where: str, at: str | None = None) -> t
     if adapter is not None:  # the adapter says what the net takes
         args, kwargs, target = adapter.split(batch)
         inputs: Any = [*args, *kwargs.values()]
+        _check_adapter(model, adapter, batch, target, at)
     else:
-        inputs, target = _split(batch, at)
+        inputs, target = _split(batch, at, model)
     for name, value in (("inputs", inputs), ("targets", target)):
         if _holds(value, np.ndarray):
             raise TrainingInputError(
@@ -117,6 +119,13 @@ def _check_batch(model: Any, batch: Any, where: str, at: str | None = None) -> t
             f"{head.width} values per row (NNModelParams.task n={head.width}); make the module's last layer that wide "
             "or set TaskSpec(n=...) to match it"
         )
+    if head.kind == "categorical" and _looks_continuous(target, output, inputs):
+        raise TaskValidationError(
+            f"{at} holds float targets of shape {list(target.shape)}, shaped like the model's "
+            f"{'outputs' if target.shape == output.shape else 'inputs'}, but the task is categorical (the default "
+            "loss, cross-entropy over class labels); for regression or reconstruction set "
+            "NNModelParams(loss=nnx.Losses.MEAN_SQUARED_ERROR); for class labels convert them with targets.long()"
+        )
     try:
         model.task_adapter.check(output, target)
     except TrainingInputError as exc:
@@ -126,7 +135,50 @@ def _check_batch(model: Any, batch: Any, where: str, at: str | None = None) -> t
     return output, target
 
 
-def _split(batch: Any, at: str) -> tuple[Any, Any]:
+def _looks_continuous(target: Any, output: torch.Tensor, inputs: Any) -> bool:
+    """Float targets shaped like the outputs or the inputs (a regression's or an autoencoder's),
+    with more than one value per row (one float per row may be labels stored as floats)."""
+    if not isinstance(target, torch.Tensor) or not target.dtype.is_floating_point or target.dim() < 2:
+        return False
+    return target.shape == output.shape or any(target.shape == t.shape for t in _tensors(inputs))
+
+
+def _positional_arity(net: Any) -> tuple[int, int] | None:
+    """How many positional inputs ``net.forward`` takes: (required, at most); None when unknown
+    (no signature, or ``*args``)."""
+    try:
+        params = list(inspect.signature(net.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return sum(p.default is p.empty for p in positional), len(positional)
+
+
+def _check_adapter(model: Any, adapter: Any, batch: Any, target: Any, at: str) -> None:
+    """The adapter's reading of the batch against the batch and ``forward``: a mapping batch
+    without the ``KeywordInputs`` target key, or ``PositionalInputs(n)`` taking every item as an
+    input (no target left) where ``forward`` takes fewer."""
+    if target is not None:
+        return
+    keyed = getattr(adapter, "target", None)
+    if isinstance(batch, Mapping) and isinstance(keyed, str):
+        raise BatchKeyError(
+            f"{at} has no target key {keyed!r} ({adapter!r}); its keys are {sorted(map(str, batch))}: name the "
+            f"target's key with KeywordInputs({list(adapter.inputs)!r}, target=<key>) (and the inputs with inputs=)"
+        )
+    n = getattr(adapter, "n_inputs", None)
+    arity = _positional_arity(model.net)
+    if isinstance(n, int) and isinstance(batch, (tuple, list)) and len(batch) == n:
+        takes = f"; the module's forward takes {arity[1]} input(s)" if arity is not None and arity[1] < n else ""
+        raise TrainingInputError(
+            f"{adapter!r} reads all {n} items of {at} as inputs, so no item is left as the target{takes}; with "
+            f"batches (inputs..., target) write PositionalInputs({max(1, n - 1)})"
+        )
+
+
+def _split(batch: Any, at: str, model: Any = None) -> tuple[Any, Any]:
     if isinstance(batch, Mapping):
         keys = [k for k in batch if isinstance(k, str)]
         target = next((k for k in keys if k in TARGET_KEYS), "labels")
@@ -138,7 +190,15 @@ def _split(batch: Any, at: str) -> tuple[Any, Any]:
     try:
         return split_batch(batch)
     except TrainingInputError as exc:
-        raise TrainingInputError(f"{at} ({structure(batch)}): {exc}") from None
+        hint = ""
+        arity = _positional_arity(model.net) if model is not None else None
+        if isinstance(batch, (tuple, list)) and len(batch) >= 3:
+            n = len(batch) - 1
+            fits = arity is not None and arity[0] <= n <= arity[1]
+            takes = f"the module's forward takes {n} inputs: " if fits else ""
+            hint = (f"; {takes}if the first {n} items are the module's inputs and the last the target, write "
+                    f"NNModel(..., batch_adapter=PositionalInputs({n}))")
+        raise TrainingInputError(f"{at} ({structure(batch)}): {exc}{hint}") from None
 
 
 TARGET_KEYS = ("labels", "label", "target", "targets", "y")  # the keys a target is usually under
@@ -169,9 +229,12 @@ def _probe(model: Any, call: Any, inputs: Any, at: str) -> torch.Tensor:
     except TrainingInputError as exc:
         raise TrainingInputError(f"{at}: {exc}") from None
     except (RuntimeError, TypeError, ValueError, IndexError) as exc:
+        way = ("NNx's validation calls it: give eval_step_fn=fn(ctx) (your own validation) or leave val_loader out"
+               if at.startswith("val_loader") else
+               "NNx's training step calls it: give train_step_fn=fn(ctx) if the net is trained otherwise")
         raise TrainingInputError(
             f"the model's forward failed on {at} (inputs {structure(inputs)}): "
-            f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}; {way}"
         ) from exc
     if not isinstance(output, torch.Tensor):
         raise TrainingInputError(

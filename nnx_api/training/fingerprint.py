@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -172,7 +173,15 @@ def loader_fingerprint(loader: Any, first: Any) -> dict[str, Any]:
 
 
 def data_fingerprint(loaders: Mapping[str, Any], firsts: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"train_loader": ..., "val_loader": ...}`` for the loaders given (None ones left out)."""
+    """``{"train_loader": ..., "val_loader": ...}`` for the loaders given (None ones left out).
+    The same loader object as both is warned about: validation would score the training data."""
+    train = loaders.get("train_loader")
+    if train is not None and train is loaders.get("val_loader"):
+        warnings.warn(
+            "val_loader is the same loader as train_loader: validation scores the training data, so BEST (and any "
+            "monitor, early stopping or plateau schedule) is chosen on training data; pass a held-out val_loader, "
+            "or leave val_loader out", UserWarning, stacklevel=3,
+        )
     return {name: loader_fingerprint(loader, firsts.get(name)) for name, loader in loaders.items() if loader is not None}
 
 

@@ -157,7 +157,8 @@ optims = st.builds(
 )
 schedulers = st.builds(
     lambda kind, patience, clock: nnx.NNSchedulerParams(
-        kind=kind, patience=patience, T_max=5 if kind is nnx.Schedulers.COSINE_ANNEALING else None,
+        kind=kind, patience=patience if kind in (None, nnx.Schedulers.REDUCE_LR_ON_PLATEAU) else 8,  # the kinds that read it
+        T_max=5 if kind is nnx.Schedulers.COSINE_ANNEALING else None,
         clock=clock if kind not in (None, nnx.Schedulers.REDUCE_LR_ON_PLATEAU) else "epoch"),
     st.none() | st.sampled_from(list(nnx.Schedulers)), st.integers(0, 10),
     st.sampled_from(["epoch", "optimizer_update"]),
