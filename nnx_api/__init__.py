@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         CodeChangedError,
         CompileError,
         ComponentRestoreError,
+        ContextAttributeError,
         CorruptRunError,
         DataChangedError,
         DivergedCopiesError,
@@ -165,7 +166,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "nnx_core.compilation": ("CompileRecord",),
     "nnx_core.errors": (
-        "CodeChangedError", "CompileError", "ComponentRestoreError", "CorruptRunError", "DataChangedError",
+        "CodeChangedError", "CompileError", "ComponentRestoreError", "ContextAttributeError", "CorruptRunError", "DataChangedError",
         "DivergedCopiesError", "ExtraMetricError", "HistoryCorruptionError", "InvalidRunIdError", "MonitorUnavailableError", "NNxError", "NonFiniteLossError",
         "OutOfScopeError", "ParamsError", "PrecisionUnsupportedError", "PredictionInputError", "ResumeMismatchError",
         "ResumePointError", "RunExistsError", "RunLeaseError", "RunNotFoundError", "ScheduleBudgetError",

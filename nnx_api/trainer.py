@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nnx_core.errors import ParamsError
+from nnx_core.errors import ContextAttributeError, ParamsError
 from nnx_api.config.identity import run_config
-from nnx_api.config.train_params import NNTrainerParams
+from nnx_api.config.train_params import NNTrainerParams, refuse_train_keywords
 from nnx_api.distributed import DDP, refuse_process_group
 from nnx_api.launch import TrainingEntry, launch
 from nnx_api.model import NNModel
@@ -31,6 +31,9 @@ from nnx_api.runs.run import NNRun
 from nnx_api.scope import EXTRAS, refuse
 from nnx_api.training.roles import TRAINER
 from nnx_api.training.steps import TrainerStepContext
+
+_NOT_HERE = ("Trainer.should_stop is Lightning's name, and setting it would stop nothing: in a callback set "
+             "ctx.should_stop = True (training stops after the epoch commits) or ctx.stop_at_update = True")
 
 
 class Trainer:
@@ -40,6 +43,16 @@ class Trainer:
         if not isinstance(model, NNModel):
             raise ParamsError("Trainer.model", f"must be an NNModel, got {type(model).__name__}")
         self.model = model
+
+    @property
+    def should_stop(self) -> bool:
+        """Not NNx's: Lightning's ``trainer.should_stop``. A callback stops a run with
+        ``ctx.should_stop = True``; reading or setting it here raises ``ContextAttributeError``."""
+        raise ContextAttributeError(_NOT_HERE)
+
+    @should_stop.setter
+    def should_stop(self, value: bool) -> None:
+        raise ContextAttributeError(_NOT_HERE)
 
     def run_config(self, params: NNTrainerParams, salt: str | None) -> dict[str, Any]:
         """The configuration whose content address is the run id (model, ``train``, ``trainer``)."""
@@ -61,6 +74,7 @@ class Trainer:
         provenance: Any = None,
         compile: Any = None,  # noqa: A002 - NNx's keyword
         distributed: Any = None,
+        **misplaced: Any,
     ) -> NNRun:
         """Train into ``<root>/<run id>/`` and return the committed :class:`NNRun` (as NNModel.train;
         ``storage=`` a ``Storage`` adapter, default the file system under ``root``; NNx's
@@ -68,6 +82,7 @@ class Trainer:
         trains on every rank of a torchrun group, docs/distributed.md). ``compile=`` is refused before
         anything is written: it compiles NNModel's built-in default step, and a Trainer run's
         forwards are in its ``trainer_step_fn`` or objective."""
+        refuse_train_keywords("Trainer.train", NNTrainerParams, Trainer.train, misplaced)
         if provenance is not None:
             refuse("Trainer.train(provenance=...)", EXTRAS)
         if distributed is None:

@@ -215,3 +215,10 @@ class ExtraMetricError(NNxError, ValueError):
     arrays): on the first batch before anything is written, or on a whole pass. The message names
     the metric; the function's own error is the cause (``__cause__``). A ``ValueError`` as NNx
     raises it."""
+
+
+class ContextAttributeError(NNxError, AttributeError):
+    """An attribute a context (a callback's, a step function's or an objective's ``ctx``) does not
+    have was read or set: the message names the nearest attribute, the context's attributes, and
+    NNx's name for another framework's (``stop_training`` → ``should_stop``). An
+    ``AttributeError``, so ``hasattr`` and ``getattr(ctx, name, default)`` keep working."""

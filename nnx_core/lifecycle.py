@@ -75,8 +75,44 @@ def overrides(callback: object, hook: str, base: type | None) -> bool:
 
 
 def dispatch_table(callbacks: Sequence[object], base: type | None) -> dict[str, list[Callable[..., Any]]]:
-    """For each hook, the bound methods of the callbacks that override it, in callback order."""
-    return {hook: [getattr(cb, hook) for cb in callbacks if overrides(cb, hook, base)] for hook in HOOKS}
+    """For each hook, the bound methods of the callbacks that override it, in callback order.
+
+    A hook defined outside ``base``'s package (the user's own) is wrapped in ``ReturnChecked``: the
+    lifecycle ignores what a hook returns, so a value other than None (``return True`` to stop,
+    another framework's protocol) is warned of once. The library's own hooks are dispatched bare."""
+    own = base.__module__.split(".")[0] if base is not None else None
+    table: dict[str, list[Callable[..., Any]]] = {}
+    for hook in HOOKS:
+        bound = [getattr(cb, hook) for cb in callbacks if overrides(cb, hook, base)]
+        table[hook] = [
+            method if (getattr(getattr(type(method.__self__), hook, None), "__module__", None) or "").split(".")[0] == own
+            else ReturnChecked(method, hook)
+            for method in bound
+        ]
+    return table
+
+
+class ReturnChecked:
+    """A user's hook as dispatched: called as it is; its first return value other than None is
+    warned of (``UserWarning``), naming ``ctx.should_stop``. ``__self__`` is the callback."""
+
+    __slots__ = ("__self__", "hook", "method", "warned")
+
+    def __init__(self, method: Any, hook: str) -> None:
+        self.method, self.hook, self.warned = method, hook, False
+        self.__self__ = getattr(method, "__self__", method)
+
+    def __call__(self, *args: Any) -> Any:
+        result = self.method(*args)
+        if result is not None and not self.warned:
+            self.warned = True
+            warnings.warn(
+                f"{type(self.__self__).__name__}.{self.hook} returned {result!r}, and NNx ignores a hook's return value: "
+                "to stop training set ctx.should_stop = True (training stops after the epoch commits; "
+                "ctx.stop_at_update = True stops at the next update), and return nothing",
+                UserWarning, stacklevel=2,
+            )
+        return result
 
 
 class CallbackFinalizer:

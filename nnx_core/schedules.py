@@ -8,7 +8,8 @@
   torch's ``ReduceLROnPlateau`` semantics, fed by the shared decision. Because the decision
   already applies the monitor's direction and absolute ``min_delta``,
   ``NNSchedulerParams.threshold`` is not used by NNx (it stays in the params, and so in the run
-  id, for compatibility).
+  id, for compatibility). A step function sees it as ``PlateauView`` (``ctx.scheduler``): the
+  rule's state to read; its ``step()`` is refused (NNx steps the rule on each epoch's decision).
 * ``budget_problems`` / ``check_budgets`` — whether a budgeted schedule (one-cycle, linear
   warmup-decay) covers the ticks a run will make, over plain numbers (``Budget``); checked before
   any run folder is created. ``horizon`` is a schedule's length in ticks.
@@ -24,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from nnx_core.errors import ScheduleBudgetError, ScheduleResumeError
+from nnx_core.errors import ScheduleBudgetError, ScheduleResumeError, UpdateOwnerError
 
 BUDGETED = ("one_cycle", "linear_warmup_decay", "warmup_cosine")
 
@@ -74,6 +75,33 @@ class PlateauRule:
         self.bad_epochs = int(state["bad_epochs"])
         self.cooldown_left = int(state["cooldown_left"])
         self.reductions = [int(e) for e in state["reductions"]]
+
+
+class PlateauView:
+    """What a step function sees as a reduce-on-plateau schedule (``ctx.scheduler``): the rule's
+    state and settings to read (``bad_epochs``, ``reductions``, ``factor``...); ``step()`` is
+    refused with ``UpdateOwnerError``, as a torch schedule NNx steps is (NNx steps the rule once at
+    each epoch's end on the monitor's decision)."""
+
+    __slots__ = ("rule",)
+
+    def __init__(self, rule: PlateauRule) -> None:
+        self.rule = rule
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.rule, name)
+
+    def step(self, *args: Any, **kwargs: Any) -> None:
+        """Refused: NNx steps the plateau rule (see the class docstring)."""
+        raise UpdateOwnerError(
+            "ctx.scheduler.step() was called on the reduce_lr_on_plateau schedule, which NNx steps once at each epoch's "
+            "end on the monitor's decision (it takes no step from a step function); remove scheduler.step() from your "
+            "step function. To step a schedule yourself, train with nnx.Trainer and auto_step_schedulers=False, with "
+            "a torch schedule kind (step, cosine_annealing, ...)"
+        )
+
+    def __repr__(self) -> str:
+        return f"PlateauView({self.rule!r})"
 
 
 def ticks_per_epoch(clock: str, batches: int | None, accumulate: int, nnx_owns_windows: bool) -> int | None:

@@ -14,6 +14,7 @@ import attrs
 
 from nnx_core.monitor import MonitorDecision
 from nnx_core.records import IterationDataPoint
+from nnx_api.callbacks.names import context_getattr, unknown_attribute
 
 
 class Callback:
@@ -71,6 +72,9 @@ class CallbackContext:
     ``update_listeners`` are ``fn(ctx)`` called after each committed update and its scheduler step;
     ``stop_at_update`` stops right after the current committed update. ``retention`` is the
     history journal's retention (records kept in memory), None with the eager history.
+
+    An attribute it does not have, read or set (Keras's ``ctx.stop_training = True``), raises
+    ``ContextAttributeError`` naming NNx's (``should_stop``).
     """
 
     model: Any
@@ -90,6 +94,16 @@ class CallbackContext:
     update_listeners: list[Callable[[CallbackContext], None]] = attrs.field(factory=list)
     save_weights: Callable[[str], Callable[[], None]] | None = None
     retention: int | None = None
+
+    __getattr__ = context_getattr
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in _CONTEXT_FIELDS:
+            raise unknown_attribute(self, name, setting=True)
+        object.__setattr__(self, name, value)
+
+
+_CONTEXT_FIELDS = frozenset(f.name for f in attrs.fields(CallbackContext))
 
 
 class LegacyCallback(Callback):

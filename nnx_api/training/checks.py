@@ -4,8 +4,12 @@ Every refusal here is a typed ``NNxError`` naming the field or the fix: the data
 empty), the update owner (exactly one: a step function or an objective, each of the right kind),
 the precision a step supports, trainable parameters, metrics and monitor (a monitor must name a
 value the run computes), ``EarlyStopping`` (one comparator per run), an objective's own ``check_run``, and the callbacks
-as given (``check_callbacks``: a list of instances, never a class). ``NNModel.train``,
-``Trainer.train`` and ``DDP()`` runs make the same checks.
+as given (``check_callbacks``: a list of instances, never a class, never one object twice, hooks
+defined on a class). Every step and objective is checked against the call NNx makes,
+``fn(ctx)`` (``check_callable``; ``extra_metrics`` functions are tried on the first batch,
+``nnx_api.training.batch_checks``), NNx's own step functions and factories are refused in a slot
+that is not theirs (``check_role``), and an ``eval_step_fn`` needs a ``val_loader``
+(``check_eval_step``). ``NNModel.train``, ``Trainer.train`` and ``DDP()`` runs make the same checks.
 
 The first batches' checks are ``nnx_api.training.batch_checks``.
 """
@@ -20,13 +24,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from nnx_core.errors import ParamsError, PrecisionUnsupportedError, TrainingInputError, UpdateOwnerError
+from nnx_core.monitor_spec import MonitorSpec
 from nnx_adapters.pytorch.metrics import resolve
 from nnx_api.callbacks import Callback, EarlyStopping
 from nnx_api.config.metrics import monitor_problems
 from nnx_api.training.builtin_step import default_train_step
 from nnx_api.training.code import OWN
-from nnx_api.training.objectives import Objective
-from nnx_api.training.steps import finalize_step
+from nnx_api.training.objectives import Objective, kd_objective, supervised_objective
+from nnx_api.training.paradigms import kd_train_step_factory
+from nnx_api.training.steps import finalize_step, streaming_eval_step
 
 
 def check_run(
@@ -68,7 +74,7 @@ def check_run(
     if not any(p.requires_grad for p in model.net.parameters()):
         raise ParamsError("model", "no parameter requires grad; did you freeze('*')? Unfreeze the layers to train")
     kind = model.params.resolved_task.kind
-    problems = resolve(params.metrics, kind, model.head.width)
+    problems = resolve(params.metrics, kind, model.head.width) if params.metrics else []  # no width asked of a net nobody scores
     if problems:
         raise ParamsError(f"{name}.metrics", "; ".join(problems))
     problems = monitor_problems(params.monitor, params.metrics, kind, params.val_loader is not None)
@@ -79,6 +85,10 @@ def check_run(
         raise ParamsError(f"{name}.monitor", "; ".join(problems))
     for cb in callbacks:
         if isinstance(cb, EarlyStopping):
+            if isinstance(cb.monitor, MonitorSpec):  # what the run can compute first, then one decision per run
+                problems = monitor_problems(cb.monitor, params.metrics, kind, params.val_loader is not None)
+                if problems:
+                    raise ParamsError("EarlyStopping.monitor", "; ".join(problems))
             cb.check_run(params.monitor)
     if objective is not None:
         accumulate = {n: o.accumulate_grad_batches for n, o in getattr(params, "optims", {}).items()}
@@ -101,6 +111,7 @@ def check_callbacks(callbacks: Any) -> Sequence[Any]:
         one = callbacks if not isinstance(callbacks, type) else None
         hint = f"[{type(one).__name__}(...)]" if isinstance(one, Callback) else "[EarlyStopping(...), ...]"
         raise ParamsError("callbacks", f"must be a list of callbacks, e.g. callbacks={hint}; got {_kind(callbacks)}")
+    _refuse_twice(callbacks, "callbacks", "its hooks would run twice for every event")
     for i, cb in enumerate(callbacks):
         if isinstance(cb, type):
             raise ParamsError(
@@ -131,7 +142,15 @@ FOREIGN_FIRST = {"epoch": "Keras's", "logs": "Keras's", "net": "skorch's", "trai
 def check_hooks(callback: Any, where: str) -> None:
     """A callback's hooks as NNx calls them: a hook NNx calls with arguments it cannot take (or
     with another framework's signature) is refused; a method named like a hook that NNx never
-    calls (a typo, another framework's name) is warned of, naming NNx's hook."""
+    calls (a typo, another framework's name) is warned of, naming NNx's hook. A hook assigned on
+    the instance (``cb.on_epoch_end = fn``) is refused: NNx calls the hooks a class defines."""
+    for name, member in getattr(callback, "__dict__", {}).items():
+        if callable(member) and (name in HOOKS or name in OTHERS):
+            hook = OTHERS.get(name, name)
+            raise ParamsError(
+                f"{where}.{name}", f"is set on the instance, and NNx calls only the hooks a class defines, so it would "
+                f"never run; define it on a subclass: class MyCallback(nnx.Callback): def {hook}(self, {_args(hook)}): ..."
+            )
     for klass in type(callback).__mro__:
         if klass is object or klass.__module__.split(".")[0] in OWN:
             continue
@@ -199,9 +218,21 @@ def check_not_a_class(value: Any, where: str) -> None:
                                  f"{where}={value.__name__}(...) (with its arguments), or pass a function fn(ctx)")
 
 
+def _refuse_twice(objects: Sequence[Any], where: str, why: str) -> None:
+    """The same object twice in one list (by identity) is refused, naming both places."""
+    first: dict[int, int] = {}
+    for i, obj in enumerate(objects):
+        j = first.setdefault(id(obj), i)
+        if j != i:
+            raise ParamsError(f"{where}[{i}]", f"is the same object as {where}[{j}] ({_kind(obj)}), given more than "
+                                               f"once: {why}; give each one once")
+
+
 def check_components(components: Any) -> None:
-    """``components=[...]``: checkpointed objects, each with ``component_spec()``; a class or an
-    object without the protocol (it would be silently never saved) is refused."""
+    """``components=[...]``: checkpointed objects, each with ``component_spec()``; a class, one
+    object given twice or an object without the protocol (it would be silently never saved) is
+    refused."""
+    _refuse_twice(list(components or ()), "components", "it is saved and restored once")
     for i, component in enumerate(components or ()):
         if isinstance(component, type):
             raise ParamsError(f"components[{i}]", f"is the class {component.__name__}, not an instance; write "
@@ -212,20 +243,92 @@ def check_components(components: Any) -> None:
                                                   "component_state, load_component_state), or pass it as a callback")
 
 
-def _is_step_function(fn: Any) -> bool:
-    return fn is default_train_step or fn is finalize_step
+ROLES: dict[Any, tuple[str, str]] = {  # NNx's own functions → (the slot they fill, or "factory": the call)
+    default_train_step: ("train_step_fn", "NNModel's built-in training step function"),
+    finalize_step: ("", "the step function tail your own step calls: finalize_step(loss, ctx, paradigm=...)"),
+    streaming_eval_step: ("eval_step_fn", "a validation step function"),
+    supervised_objective: ("factory", "objective=supervised_objective()"),
+    kd_objective: ("factory", "objective=kd_objective(teacher, ...)"),
+    kd_train_step_factory: ("factory", "train_step_fn=kd_train_step_factory(teacher, ...)"),
+}
+SLOTS = {"train_step_fn": "a training step fn(ctx)", "trainer_step_fn": "a Trainer step fn(ctx) over named optimizers",
+         "eval_step_fn": "a validation step fn(ctx) over the whole val_loader", "objective": "an objective fn(ctx) -> ObjectiveResult"}
+
+
+CONTEXT_FIELDS = ("model", "batch", "optimizer", "optimizers", "val_loader", "extra_metrics", "epoch_idx", "batch_idx")
+
+
+def check_role(value: Any, slot: str) -> None:
+    """One of NNx's own step functions or factories given in a slot that is not its own is refused
+    by name: a factory not called, a training step as ``eval_step_fn``, a step as the objective."""
+    try:
+        role = ROLES.get(value)
+    except TypeError:  # unhashable: none of NNx's
+        return
+    if role is None or role[0] == slot:
+        return
+    name = getattr(value, "__name__", repr(value))
+    if role[0] == "factory":
+        raise ParamsError(slot, f"is the factory {name} itself, which builds what NNx calls; call it: {role[1]}")
+    home = f"; pass it as {role[0]}=" if role[0] else ""
+    raise UpdateOwnerError(f"{slot}={name}: {name} is {role[1]}{home}, but {slot} takes {SLOTS.get(slot, slot)}")
+
+
+def check_callable(fn: Any, where: str, args: tuple[str, ...] = ("ctx",)) -> None:
+    """``fn`` can be called as NNx calls it, ``fn(*args)`` positionally (checked on its signature,
+    before anything is written); a function NNx cannot inspect passes."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*args)
+    except TypeError:
+        pass
+    else:
+        return
+    name = getattr(fn, "__name__", type(fn).__name__).replace("<lambda>", "fn")
+    takes = ", ".join(str(p) for p in signature.parameters.values())
+    call = f"{name}({', '.join(args)})"
+    positional = [p for p in signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not positional and not any(p.kind is p.VAR_POSITIONAL for p in signature.parameters.values()):
+        raise ParamsError(where, f"{name}({takes}) takes no positional argument, but NNx calls it as {call}; if it builds "
+                                 f"the function, call it: {where.split('.')[-1].split('[')[0]}={name}()")
+    if args == ("ctx",):
+        fields = ", ".join(f"ctx.{p.name}" for p in positional if p.name in CONTEXT_FIELDS)
+        raise ParamsError(where, f"{name}({takes}) cannot be called as NNx calls it, {call}: one context, whose "
+                                 f"fields hold what you need ({fields or 'ctx.model, ctx.batch'}); write def {name}(ctx): ...")
+    raise ParamsError(where, f"{name}({takes}) cannot be called as NNx calls it, {call}; write def {name}({', '.join(args)}): ...")
 
 
 def check_update_owner(train_step_fn: Any, objective: Any, *, step_name: str = "train_step_fn") -> None:
-    """Exactly one update owner, of the right kind: refused before anything is written."""
+    """Exactly one update owner, of the right kind, callable as ``fn(ctx)``: refused before anything is written."""
     if train_step_fn is not None and objective is not None:
         raise UpdateOwnerError(f"give either {step_name} or objective (one update owner per run), not both")
     for where, given in ((step_name, train_step_fn), ("objective", objective)):
         check_not_a_class(given, where)
+        if given is not None:
+            check_role(given, where)
     if isinstance(train_step_fn, Objective):
         raise UpdateOwnerError(f"{type(train_step_fn).__name__} is an objective: pass it as objective=, not {step_name}=")
     if objective is not None:
         if not callable(objective):
             raise UpdateOwnerError(f"objective must be callable (ctx -> ObjectiveResult), got {type(objective).__name__}")
-        if _is_step_function(objective):
-            raise UpdateOwnerError(f"{getattr(objective, '__name__', objective)!r} is a step function: pass it as {step_name}=")
+        check_callable(objective, "objective")
+    if train_step_fn is not None and callable(train_step_fn):
+        check_callable(train_step_fn, step_name)
+
+
+def check_eval_step(eval_step_fn: Any, val_loader: Any) -> None:
+    """``eval_step_fn``: no class, none of NNx's training steps, callable as ``fn(ctx)``, and a
+    ``val_loader`` to validate (without one it would never be called)."""
+    if eval_step_fn is None:
+        return
+    check_not_a_class(eval_step_fn, "eval_step_fn")
+    check_role(eval_step_fn, "eval_step_fn")
+    if not callable(eval_step_fn):
+        raise ParamsError("eval_step_fn", f"must be a function fn(ctx) -> EvaluationDataPoint, got {type(eval_step_fn).__name__}")
+    check_callable(eval_step_fn, "eval_step_fn")
+    if val_loader is None:
+        raise ParamsError("eval_step_fn", "is given but the run has no val_loader, so it would never be called; pass "
+                                          "val_loader=<DataLoader> in the params, or leave eval_step_fn out")

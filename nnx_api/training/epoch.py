@@ -23,6 +23,7 @@ import torch
 from nnx_core import update
 from nnx_core.errors import ParamsError, ScheduleBudgetError, UpdateOwnerError
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
+from nnx_core.schedules import PlateauRule, PlateauView
 from nnx_adapters.pytorch.extras import gathered_batches
 from nnx_adapters.pytorch.metrics import BatchScores
 from nnx_adapters.pytorch.optim import TorchClock
@@ -87,7 +88,7 @@ class Updates:
             self.counts[e.optimizer] += 1
             self.this_epoch[e.optimizer] += 1
             self.count += 1
-        ctx.update_count = self.count
+        object.__setattr__(ctx, "update_count", self.count)  # a field: the unknown-name check is not paid per update
         hooks = self.hooks
 
         def deliver(event: UpdateEvent) -> None:
@@ -169,9 +170,10 @@ class EpochState:
         self.epoch, self.stats, self.summary, self.train_extras = epoch, EpochStats(), summary, None
 
     def schedule_object(self, name: str) -> Any:
-        """What a step sees as optimizer ``name``'s scheduler: the torch scheduler or the plateau rule."""
+        """What a step sees as optimizer ``name``'s scheduler: the torch scheduler, or the plateau
+        rule's ``PlateauView`` (its ``step()`` refused: NNx steps the rule)."""
         sched = self.schedules[name]
-        return sched.scheduler if isinstance(sched, TorchClock) else sched
+        return sched.scheduler if isinstance(sched, TorchClock) else PlateauView(sched) if isinstance(sched, PlateauRule) else sched
 
     def begin_batch(self) -> None:
         """Note the learning rate the batch's update uses (the primary's group 0), read before the
@@ -357,6 +359,17 @@ def sample_count(batch: Any) -> int:
         first = next(iter(first.values())) if isinstance(first, Mapping) else first[0]
     shape = getattr(first, "shape", None)
     return int(shape[0]) if shape else 1
+
+
+def summary_width(model: Any) -> int | None:
+    """The output width an epoch's training summary scores over: the model's head's, or None for a
+    module NNx reads no width from (no ``TaskSpec(n=)``, no final ``Linear``) when no declared
+    metric needs one (a step that computes its own losses, a GAN's pair: ``checks.check_run``
+    asks for the width only when metrics are declared)."""
+    try:
+        return model.head.width
+    except ParamsError:
+        return None
 
 
 def records_summary(records: Sequence[EvaluationDataPoint], sizes: Sequence[int] | None = None) -> EvaluationDataPoint:

@@ -38,6 +38,7 @@ from nnx_core.validate import check_float
 from nnx_adapters.pytorch.batches import split_batch, to_device
 from nnx_adapters.pytorch.tasks import ModuleLossTask
 from nnx_api.callbacks import UpdateEvent
+from nnx_api.callbacks.names import guard_frozen
 
 
 # ---------------------------------------------------------------------------------------- values
@@ -142,6 +143,7 @@ class ObjectiveResult:
         return sum(live) if live else None
 
 
+@guard_frozen
 @dataclasses.dataclass(frozen=True)
 class ObjectiveContext:
     """What an objective receives for one microbatch: a frozen dataclass with NNx's fields in

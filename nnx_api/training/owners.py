@@ -35,7 +35,7 @@ from nnx_core.records import EvaluationDataPoint
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
 from nnx_adapters.pytorch.scaling import ScaledLoss, ScaledTorchOptimizer, TorchLossScale, make_grad_scaler
 from nnx_api.training.builtin_step import DefaultStep
-from nnx_api.training.epoch import sample_count
+from nnx_api.training.epoch import UnreportedUpdateWarning, sample_count
 from nnx_api.training.objectives import ObjectiveContext, ObjectiveResult, ObjectiveSummary, microbatch_loss, read_terms
 from nnx_api.training.roles import CustomSync, EntryKind, ObjectiveSync, SyncFactory
 from nnx_api.training.steps import GradientAccumulationState, StepLink, TrainerStepContext, TrainStepContext
@@ -55,7 +55,7 @@ class CustomStep:
         self._state: Any = None
         self.accumulation = GradientAccumulationState()
         self._steps = self._reports = 0  # this batch's optimizer.step() calls and report_update() calls
-        self._warned_nonfinite = self._warned_left = False
+        self._warned_nonfinite = self._warned_left = self._warned_unreported = self._delegated = False
 
     def bind(self, state: Any) -> None:
         """Count the primary optimizer's real steps (a report needs one)."""
@@ -72,6 +72,7 @@ class CustomStep:
         (under ``DDP()`` binding wraps the net: a step that never calls it never pays)."""
         if self.builtin.net is None:
             self.builtin.bind(self._state)
+        self._delegated = True  # this batch's updates are the built-in step's, reported by it
         return self.builtin
 
     def begin_epoch(self, state: Any, epoch: int) -> None:
@@ -81,6 +82,13 @@ class CustomStep:
     def _report(self, state: Any, name: str, epoch: int, batch_idx: int) -> None:
         """``ctx.report_update()``: one committed update, no more reports than optimizer steps."""
         self._reports += 1
+        if self._reports > self._steps == 0:
+            raise UpdateOwnerError(
+                f"ctx.report_update() was called in epoch {epoch} batch {batch_idx}, but ctx.optimizer never stepped in "
+                "this batch: if you stepped another optimizer (one of your own), step ctx.optimizer instead (NNx "
+                "checkpoints, schedules and counts it; another optimizer's state is never saved); otherwise call "
+                "ctx.report_update() only right after ctx.optimizer.step()"
+            )
         if self._reports > self._steps:
             raise UpdateOwnerError(
                 f"ctx.report_update() was called {self._reports} times in epoch {epoch} batch {batch_idx} after "
@@ -115,7 +123,16 @@ class CustomStep:
             ),
         )
         self._steps = self._reports = 0
+        self._delegated = False
         record = run_step(self.fn, ctx, self.sync, "train_step_fn", epoch, batch_idx, state.autocast)
+        if self._steps > self._reports and not (self._warned_unreported or self._delegated):
+            self._warned_unreported = True  # once a run: fewer reports than real steps
+            warnings.warn(
+                f"train_step_fn stepped ctx.optimizer {self._steps} time(s) in epoch {epoch} batch {batch_idx} but called "
+                f"ctx.report_update() {self._reports} time(s): an unreported update is not counted, scheduled (optimizer_update "
+                "clock), checkpointed as an update or heard by on_optimizer_update; call ctx.report_update() right after "
+                "each ctx.optimizer.step()", UnreportedUpdateWarning, stacklevel=2,
+            )
         if record.loss is not None and not math.isfinite(record.loss) and not self._warned_nonfinite:
             self._warned_nonfinite = True  # once a run: the step owns its NaN guard, NNx only says so
             warnings.warn(
@@ -184,7 +201,7 @@ class TrainerStep:
             batch_idx=batch_idx,
             epoch_idx=epoch,
             report_update=StepLink(  # carries the run and the window facts (nnx_api.training.steps)
-                lambda name: state.updates.report(name, epoch, batch_idx),
+                lambda *name: state.updates.report(_named(name, state.optimizers), epoch, batch_idx),
                 session=state,
                 weigh=self.sync.weigh,
                 is_last_batch=is_last,
@@ -195,6 +212,20 @@ class TrainerStep:
         )
         state.stats.records.append(run_step(self.fn, ctx, self.sync, "trainer_step_fn", epoch, batch_idx, state.autocast))
         state.mark_batch()
+
+
+def _named(name: tuple[Any, ...], optimizers: Mapping[str, Any]) -> Any:
+    """The optimizer a Trainer step's ``ctx.report_update(...)`` names: its one argument; none
+    names the run's only optimizer, and is refused when there are several."""
+    if len(name) == 1:
+        return name[0]
+    if not name and len(optimizers) == 1:
+        return next(iter(optimizers))
+    calls = " or ".join(f"ctx.report_update({n!r})" for n in optimizers)
+    raise UpdateOwnerError(
+        f"ctx.report_update() in a Trainer step names the one optimizer that stepped, got {len(name)} names; this run "
+        f"has {len(optimizers)} optimizers {sorted(optimizers)}: call {calls} right after that optimizer's step()"
+    )
 
 
 class ObjectiveStep:
@@ -235,7 +266,18 @@ class ObjectiveStep:
             error, result, tensors, readings = exc, None, [], None
         readings, joined = self.sync.readings(readings, result.record if result is not None else None, error, where)
         self.gradients.set_terms(tensors)
-        commit = self.engine.add(readings, is_last_batch=is_last)
+        try:
+            commit = self.engine.add(readings, is_last_batch=is_last)
+        except RuntimeError as exc:  # the objective ran backward itself: NNx's backward finds the graph freed
+            if "backward through the graph a second time" not in str(exc):
+                raise
+            raise UpdateOwnerError(
+                f"{where}: the loss terms' graph was already back-propagated when NNx ran backward on it: an objective "
+                "returns its loss terms and never calls backward (NNx does, then clips and steps every optimizer); "
+                "remove .backward() from the objective, or own the backward and the step in a step function "
+                "(train_step_fn, or a Trainer's trainer_step_fn); a term built from an earlier batch's graph gives the "
+                "same error: detach it"
+            ) from exc
         self.gradients.set_terms(())
         self._summary.add(readings, sample_count(batch))
         if commit is not None:

@@ -38,6 +38,7 @@ from nnx_adapters.pytorch.batches import split_batch as split_batch
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_adapters.pytorch.optim import TorchOptimizer
 from nnx_adapters.pytorch.scaling import ScaledTorchOptimizer
+from nnx_api.callbacks.names import guard_frozen
 
 TrainStepFn = Callable[["TrainStepContext"], EvaluationDataPoint]
 """``train_step_fn(ctx) -> EvaluationDataPoint``: a custom NNModel step."""
@@ -158,6 +159,7 @@ class _Linked:
         return _unweighed if link is None else link.weigh
 
 
+@guard_frozen
 @dataclasses.dataclass(frozen=True)
 class TrainStepContext(_Linked):
     """What a custom ``train_step_fn(ctx)`` receives for one batch: a frozen dataclass with NNx's
@@ -201,12 +203,14 @@ class TrainStepContext(_Linked):
 
     @property
     def scheduler(self) -> Any:
-        """The optimizer's scheduler (the torch scheduler or the plateau rule); None when hand-built."""
+        """The optimizer's scheduler, to read: the torch scheduler, or the plateau rule's view
+        (``nnx_core.schedules.PlateauView``: its ``step()`` is refused); None when hand-built."""
         link = link_of(self)
         return None if link is None else link.scheduler
 
 
 
+@guard_frozen
 @dataclasses.dataclass(frozen=True)
 class TrainerStepContext(_Linked):
     """What a ``trainer_step_fn(ctx)`` receives for one batch: a frozen dataclass with NNx's fields
@@ -263,6 +267,7 @@ class TrainerStepContext(_Linked):
 
 
 
+@guard_frozen
 @dataclasses.dataclass(frozen=True)
 class EvalStepContext:
     """What a custom ``eval_step_fn(ctx)`` receives once per epoch (it owns the whole loader): a
@@ -328,7 +333,7 @@ def port_of(ctx: Any, name: str, optimizer: torch.optim.Optimizer) -> TorchOptim
     session = ctx.session
     if session is not None:
         return session.optimizers[name]
-    scaler = getattr(ctx, "scaler", None)
+    scaler = None if isinstance(ctx, TrainerStepContext) else getattr(ctx, "scaler", None)  # no failed lookup per update
     return TorchOptimizer(optimizer) if scaler is None else ScaledTorchOptimizer(optimizer, None, scaler)
 
 
@@ -367,7 +372,7 @@ def finalize_step(loss: torch.Tensor, ctx: Any, *, paradigm: str, optimizer: str
             f"{paradigm} steps are full-precision only (finalize_step does no loss scaling), but the run resolves to "
             f"{ctx.precision}; use PrecisionPolicy('fp32') or an objective"
         )
-    if getattr(ctx, "scaler", None) is not None:
+    if not isinstance(ctx, TrainerStepContext) and getattr(ctx, "scaler", None) is not None:
         raise PrecisionUnsupportedError(
             f"{paradigm} steps are full-precision only (finalize_step does no loss scaling), but the context holds a "
             "GradScaler; build it with scaler=None, or use an objective"
