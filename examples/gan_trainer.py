@@ -74,6 +74,9 @@ def build(epochs: int, **overrides) -> tuple[nnx.Trainer, nnx.NNTrainerParams]:
             "gen": nnx.NNOptimParams(**adam, param_groups=[nnx.NNParamGroupSpec(name_pattern="gen.*")]),
             "disc": nnx.NNOptimParams(**adam, param_groups=[nnx.NNParamGroupSpec(name_pattern="disc.*")]),
         },
+        # a GAN's summed loss measures no progress: constant learning rates, BEST by that sum on purpose
+        schedulers={"gen": nnx.NNSchedulerParams(factor=1.0), "disc": nnx.NNSchedulerParams(factor=1.0)},
+        monitor=nnx.MonitorSpec("loss", split="train"),
         seed=0,
         train_loader=[(chunk,) for chunk in ring(512).split(64)],
         resume="auto",

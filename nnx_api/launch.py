@@ -50,6 +50,7 @@ from nnx_api.runs.store import load_yaml, run_folders, runs_root
 from nnx_api.training import batch_checks, checks, compilation, fingerprint, history_setup, optimizers, resume
 from nnx_api.training import code as user_code
 from nnx_api.training.checkpoint import collect_components, restore_problems
+from nnx_api.training.defaults import defaults_problem
 from nnx_api.training.group import SingleProcess
 from nnx_api.training.owners import owner_for
 from nnx_api.training.preemption import Preemption
@@ -132,6 +133,8 @@ def _launch(entry: TrainingEntry, group: Any, started: float) -> NNRun:
                            code_fingerprint=ready.code)
         if plan.action == adm.FRESH and c.rank == writer:
             _note_earlier_identity(entry, storage, run.id)
+            if (taken := defaults_problem(entry)) is not None:  # several optimizers left to one net's defaults
+                warnings.warn(taken, UserWarning, stacklevel=3)
         if plan.action == adm.FINISHED:
             entry.model.net.load_state_dict(payload.weights)  # type: ignore[union-attr]  # the caller's model is the finished one
             epochs = len({r.epoch_idx for r in run.idps})
@@ -165,7 +168,7 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
         needs_owner=entry.kind.owner_required,
     )
     group.check(entry)
-    checks.check_not_a_class(entry.eval_step_fn, "eval_step_fn")
+    checks.check_eval_step(entry.eval_step_fn, entry.train.val_loader)
     checks.check_components(entry.components)
     eval_check = getattr(entry.eval_step_fn, "check_run", None)  # a built-in eval step's own refusals
     if eval_check is not None:

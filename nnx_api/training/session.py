@@ -51,7 +51,7 @@ from nnx_api.callbacks import Callback, CallbackContext
 from nnx_api.config.metrics import refuse_unarrived
 from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, WeightsPayload
 from nnx_api.training.checkpoint import component_required, restore_checkpoint, training_state
-from nnx_api.training.epoch import EpochState, Updates, flush_records, records_summary, sample_count
+from nnx_api.training.epoch import EpochState, Updates, flush_records, records_summary, sample_count, summary_width
 from nnx_api.training.history_setup import JournalWindow
 from nnx_api.training.objectives import ObjectiveSummary
 from nnx_api.training.partial import PREEMPTED, CommitPoints, Partial, load_tree, tree_state
@@ -170,7 +170,7 @@ class TrainingSession:
         self.updates.begin_epoch()
         state.begin(
             epoch,
-            summary=EpochAccumulator(self.task, self.model.head.width, self.specs, full_scores=False) if self.summary_wanted else None,
+            summary=EpochAccumulator(self.task, summary_width(self.model), self.specs, full_scores=False) if self.summary_wanted else None,
         )
         self.owner.begin_epoch(state, epoch)
         self._epoch_records, self._record_sizes, self._samples, self._in_history = [], [], 0, 0
@@ -318,7 +318,7 @@ class TrainingSession:
     def decide(self, epoch: int) -> None:
         """The epoch's one monitor decision, stored on its last record."""
         last = self._epoch_records[-1]
-        if epoch == self.setup.start_epoch:  # what no step produces is refused before the first epoch commits
+        if self.committed_epoch is None:  # the run's first epoch: what no step produces is refused before it commits
             refuse_unarrived(self.specs, self.params.monitor, last, epoch)
         decision = self.monitor.decide(epoch, last)
         self.decision = decision

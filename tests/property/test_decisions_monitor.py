@@ -144,7 +144,7 @@ def train(sc, root, *, crash_at=None):
         n_epochs=len(values),
         optim=nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=BASE_LR, momentum=0.0),
         scheduler=nnx.NNSchedulerParams(patience=sc["patience"], cooldown=sc["cooldown"], factor=0.5, min_lr=0.0),
-        metrics=(nnx.MetricSpec(id="nll", name="score"),),
+        metrics=(nnx.MetricSpec(id="nll", name="score", optional=True),),  # the script leaves epochs without it
         monitor=spec,
         train_loader=_batches(),
         val_loader=_batches(),
