@@ -104,7 +104,10 @@ def Said(*words: Any) -> AnyOf:  # noqa: N802 - reads as an expectation
 
 
 def options(expect: Any) -> tuple[Any, ...]:
-    return expect.options if isinstance(expect, AnyOf) else (expect,)
+    """The plain expectations ``expect`` allows (a nested ``AnyOf``, as ``Said`` gives, flattened)."""
+    if not isinstance(expect, AnyOf):
+        return (expect,)
+    return tuple(o for option in expect.options for o in options(option))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1140,6 +1143,31 @@ def _(root):
       Refused(("optim", "optims=")))
 def _(root):
     return nnx.NNTrainerParams(n_epochs=2, optim=nnx.NNOptimParams())
+
+
+@case("tr-06", "NNTrainerParams", "classifier default", "a GAN under Trainer left to every default (plateau on the step's loss, BEST by it)",
+      Said("schedulers", "monitor"))
+def _(root):
+    nnx.set_seed(0)
+    return nnx.Trainer(nnx.NNModel(module=GanPair())).train(gan_params(), trainer_step_fn=gan_step, root=root)
+
+
+class ConvGanPair(nn.Module):
+    """A GAN pair of convolutions only (no Linear layer to read an output width from); no forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.gen = nn.Sequential(nn.Unflatten(1, (1, 2)), nn.ConvTranspose1d(1, 1, 3), nn.Flatten())
+        self.disc = nn.Sequential(nn.Unflatten(1, (1, 4)), nn.Conv1d(1, 1, 4), nn.Flatten())
+
+
+@case("tr-07", "NNModelParams.task", "classifier default", "a GAN pair of convolutions (no Linear, no TaskSpec) under its own Trainer step",
+      Works(finite_losses))
+def _(root):
+    nnx.set_seed(0)
+    schedules = {"disc": nnx.NNSchedulerParams(factor=1.0), "gen": nnx.NNSchedulerParams(factor=1.0)}
+    return nnx.Trainer(nnx.NNModel(module=ConvGanPair())).train(
+        gan_params(schedulers=schedules, monitor=nnx.MonitorSpec("loss", split="train")), trainer_step_fn=gan_step, root=root)
 
 
 # == the classifier =========================================================================================
