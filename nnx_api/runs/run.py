@@ -190,9 +190,12 @@ class NNRun:
         return RunFiles(self.storage if self.storage is not None else FileStorage(self.root), self.id, self.folder)
 
     def save(self, *, eager_history: bool = True) -> None:
-        """Write run.yaml, metadata.yaml and idps.csv (each replaced atomically; no idps.csv for a
-        journal run: ``eager_history=False``)."""
+        """Write run.yaml, metadata.yaml and idps.csv (each replaced atomically). A journal run's
+        ``idps`` are its retained tail: ``eager_history=False`` (idps.csv refused)."""
         files = self.files()
+        if eager_history and has_journal(files.storage, self.id, files.root):
+            raise ParamsError("NNRun.save", f"run {self.id[:8]} keeps its history in a journal: its idps are the retained "
+                              "tail, not the whole history; save(eager_history=False), nnx.iter_history for every record")
         files.storage.write(files.run_yaml, dump_yaml(self.state()))
         files.storage.write(files.metadata_yaml, dump_yaml(self.metadata()))
         if eager_history:

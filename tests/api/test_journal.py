@@ -492,3 +492,15 @@ def test_the_trainer_accepts_a_journal_too(tmp_path):
     eager = trainer().train(params, objective=objective, root=tmp_path / "e")
     assert not (journal.path / "idps.csv").exists() and (journal.path / "history" / "journal.json").exists()
     assert keys(nnx.iter_history(journal.id, tmp_path / "j")) == keys(eager.idps)
+
+
+def test_saving_a_loaded_journal_run_as_idps_csv_is_refused(tmp_path):
+    """A loaded journal run's idps are the retained tail: writing them as idps.csv would pass the
+    tail off as the whole history, so it is refused naming the ways; run.yaml alone still saves."""
+    _, run = train(tmp_path)
+    loaded = nnx.NNRun.load(run.id, root=tmp_path)
+    assert len(loaded.idps) < len(list(nnx.iter_history(run.id, root=tmp_path)))  # a window, not the whole
+    with pytest.raises(nnx.ParamsError, match=r"keeps its history in a journal.*eager_history=False.*iter_history"):
+        loaded.save()
+    assert not (tmp_path / run.id / "idps.csv").exists()
+    loaded.save(eager_history=False)

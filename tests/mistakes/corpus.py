@@ -41,16 +41,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-os.environ.setdefault("NNX_PROGRESS", "0")
-os.environ.setdefault("NNX_QUIET", "1")
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.utils.data import DataLoader, Dataset, TensorDataset  # noqa: E402
-
-import nnx_api as nnx  # noqa: E402
-from nnx_api.cli import main as cli_main  # noqa: E402
+import nnx_api as nnx
+from nnx_api.cli import main as cli_main
 
 HERE = Path(__file__).resolve().parent
 VERDICTS = HERE / "verdicts.json"
@@ -1254,20 +1251,33 @@ def _short(result: Any) -> str:
     return repr(result)[:120]
 
 
+CASE_ENV = {"NNX_RUNS": None, "NNX_PROGRESS": "0", "NNX_QUIET": "1"}  # during a case only (None: unset)
+
+
 def run_case(c: Case) -> tuple[str, str]:
-    """``c`` in a fresh temporary folder (also the working directory, without ``$NNX_RUNS``)."""
-    old_cwd, old_runs = os.getcwd(), os.environ.pop("NNX_RUNS", None)
-    with tempfile.TemporaryDirectory(prefix=f"mistake-{c.id}-") as tmp:
+    """``c`` in a fresh temporary folder (also the working directory), without ``$NNX_RUNS`` and
+    with the console quiet; the process's environment, directory and RNG are put back after."""
+    old_cwd, old_env = os.getcwd(), {k: os.environ.get(k) for k in CASE_ENV}
+    with tempfile.TemporaryDirectory(prefix=f"mistake-{c.id}-") as tmp, torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         os.chdir(tmp)
+        for key, value in CASE_ENV.items():
+            _set_env(key, value)
         try:
             return classify(c, Path(tmp) / "runs")
         except Exception as exc:  # noqa: BLE001 - the classifier itself failed on this case
             return "traceback", _one_line(f"{type(exc).__name__}: {exc} | {traceback.format_exc(limit=1)}")
         finally:
             os.chdir(old_cwd)
-            if old_runs is not None:
-                os.environ["NNX_RUNS"] = old_runs
+            for key, value in old_env.items():
+                _set_env(key, value)
+
+
+def _set_env(key: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = value
 
 
 # -- the json and the docs table ---------------------------------------------------------------------------
