@@ -30,6 +30,9 @@ compared by ``resume="auto"`` like a piece of code:
   parameter shapes the run id holds;
 * ``<role> constant <name>``: each constant a step function or your module's ``forward`` reads (a
   global or closure variable holding plain data: ``real_label = 0.9``);
+* ``batch adapter``: ``NNModel(batch_adapter=...)`` (which inputs the net sees, which output is
+  the prediction: ``PositionalInputs(1, prediction=0)`` against ``prediction=1``), by its class
+  and configuration (a record whose marker predates it does not compare it);
 * ``callback <name>``: a callback whose state the run keeps (a component, such as
   ``EarlyStopping``), by its class and configuration (``patience=3`` against ``patience=5``:
   ``ComponentRestoreError``); one given only then or only now is not compared (NNx's optional
@@ -66,6 +69,7 @@ from nnx_api.config.identity import class_path
 
 OWN = ("nnx_api", "nnx_core", "nnx_adapters")
 SETTINGS = "settings"  # the marker: the structure, constant and callback roles are recorded (module docstring)
+ADAPTER = "batch adapter"  # a role, recorded since the marker's name says so
 
 
 def code_fingerprint(entry: Any, callbacks: Any = ()) -> dict[str, dict[str, Any]]:
@@ -80,7 +84,11 @@ def code_fingerprint(entry: Any, callbacks: Any = ()) -> dict[str, dict[str, Any
     objective = _objective(entry.objective) if entry.objective is not None else None
     if objective is not None:
         code["objective"] = objective
-    code[SETTINGS] = {"name": "module structure, constants, kept callbacks"}
+    code[SETTINGS] = {"name": f"module structure, constants, kept callbacks, {ADAPTER}"}
+    adapter = getattr(entry.model, "batch_adapter", None)
+    if adapter is not None:  # which inputs the net sees and which output is the prediction
+        config = json.dumps([_digest(type(adapter)) if _yours(type(adapter)) else None, _config(adapter)], sort_keys=True)
+        code[ADAPTER] = {"name": repr(adapter), "sha256": _hash(config)}
     if "module" in entry.config:
         net = entry.model.net
         code["module.structure"] = {"name": class_path(type(net)), "sha256": _hash(_structure(net))}
@@ -204,12 +212,17 @@ def _plain(value: Any) -> Any:
     return [_plain(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
-def _comparable(role: str, before: Mapping[str, Any] | None, now: Mapping[str, Any] | None, marked: bool) -> bool:
+def _comparable(
+    role: str, before: Mapping[str, Any] | None, now: Mapping[str, Any] | None, marked: bool, adapter_marked: bool = True
+) -> bool:
     """Whether a recorded entry can be compared with this call's: the marker never is, nor are
-    the settings roles against a record without the marker (``marked``); an objective recorded
+    the settings roles against a record without the marker (``marked``), nor the batch adapter
+    against one whose marker predates it (``adapter_marked``); an objective recorded
     before objectives were fingerprinted (``Class.__call__`` or ``function.__call__``) cannot; nor
     can an NNx objective's configuration against a run that predates its record (silently: as then)."""
     if role == SETTINGS or (not marked and (role == "module.structure" or " constant " in role or role.startswith("callback "))):
+        return False
+    if role == ADAPTER and not adapter_marked:  # a record from before adapters were: no adapter said nothing
         return False
     if role.startswith("callback ") and (before is None or now is None):  # a kept callback may come and go (NNx's
         return False  # optional components): only a changed one is another training
@@ -232,7 +245,7 @@ def code_refusal(
     changes = []
     for role in sorted(set(recorded) | set(current)):
         before, now = recorded.get(role), current.get(role)
-        if not _comparable(role, before, now, SETTINGS in recorded):
+        if not _comparable(role, before, now, SETTINGS in recorded, ADAPTER in recorded.get(SETTINGS, {}).get("name", "")):
             continue
         if before is None or now is None:
             changes.append(f"{role} {'is given now, not then' if before is None else 'was given then, not now'}")
