@@ -46,8 +46,10 @@ def test_a_missing_root_and_an_unrelated_one_are_said_as_such(trained, tmp_path)
     _top, run = trained
     with pytest.raises(nnx.RunNotFoundError, match="that folder does not exist; pass the root the run was trained with"):
         nnx.NNRun.load(run.id, tmp_path / "nowhere" / "deeper")
+    unrelated = tmp_path / "isolated" / "empty"  # nothing beside it holds the run (other tests' folders would)
+    unrelated.mkdir(parents=True)
     with pytest.raises(nnx.RunNotFoundError, match="list runs with `nnx runs list`"):
-        nnx.NNRun.load(run.id, tmp_path)
+        nnx.NNRun.load(run.id, unrelated)
 
 
 def test_load_pretrained_given_a_folder_says_it_reads_one_file(trained):
