@@ -9,22 +9,16 @@ from pathlib import Path
 
 import pytest
 
-import nnx_api as nnx
 from nnx_api.cli import main
 
-from tests.api.tiny import batches, tiny_data
+from tests.api.tiny import committed_run
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> tuple[Path, str]:
     """``<top>/runs`` holding one committed 2-epoch run."""
     root = tmp_path_factory.mktemp("cli-arguments") / "runs"
-    x, y = tiny_data()
-    nnx.set_seed(0)
-    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams())
-    params = nnx.NNTrainParams(n_epochs=2, seed=0, train_loader=batches(x, y, 16), val_loader=batches(x, y, 24),
-                               progress=False)
-    return root, model.train(params, root=root).id
+    return root, committed_run(root, n_epochs=2)
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:

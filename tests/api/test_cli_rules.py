@@ -14,7 +14,7 @@ import pytest
 import nnx_api as nnx
 from nnx_api.cli import main
 
-from tests.api.tiny import batches, tiny_data
+from tests.api.tiny import committed_run
 
 COMMANDS = ("show", "verify", "plot", "compare")
 
@@ -23,12 +23,7 @@ COMMANDS = ("show", "verify", "plot", "compare")
 def runs(tmp_path_factory) -> tuple[Path, str]:
     """``<top>/experiments`` holding one committed 1-epoch run (``<top>/runs`` does not exist)."""
     root = tmp_path_factory.mktemp("cli-rules") / "experiments"
-    x, y = tiny_data()
-    nnx.set_seed(0)
-    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams())
-    params = nnx.NNTrainParams(n_epochs=1, seed=0, train_loader=batches(x, y, 16), val_loader=batches(x, y, 24),
-                               progress=False)
-    return root, model.train(params, root=root).id
+    return root, committed_run(root, n_epochs=1)
 
 
 def cli(capsys, *argv: object) -> tuple[int, str, str]:

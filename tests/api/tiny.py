@@ -39,6 +39,16 @@ class TwoPart(nn.Module):
         return self.head(self.encoder(x))
 
 
+def committed_run(root, n_epochs: int = 2) -> str:
+    """The id of a committed run of the tiny MLP on ``tiny_data`` (seeded), trained into ``root``."""
+    x, y = tiny_data()
+    nnx.set_seed(0)
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams())
+    params = nnx.NNTrainParams(n_epochs=n_epochs, seed=0, train_loader=batches(x, y, 16), val_loader=batches(x, y, 24),
+                               progress=False)
+    return model.train(params, root=root).id
+
+
 def two_part_model(seed: int = 0, ignore_index: int | None = None) -> nnx.NNModel:
     """An NNModel over a seeded ``TwoPart``."""
     torch.manual_seed(seed)
