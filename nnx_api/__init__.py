@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         TrainingPreempted,
         UpdateOwnerError,
     )
+    from nnx_core.errors import CompileError as CompileFailed
     from nnx_core.monitor import MonitorDecision
     from nnx_core.monitor_spec import MonitorSpec
     from nnx_core.precision import ResolvedPrecision
@@ -64,11 +65,16 @@ if TYPE_CHECKING:
     from nnx_core.records import EvaluationDataPoint as NNEvaluationDataPoint
     from nnx_core.records import IterationDataPoint as NNIterationDataPoint
     from nnx_core.resume import ResumeStatus
-    from nnx_adapters.pytorch.metrics import register_metric
+    from nnx_adapters.pytorch.metrics import register_metric, registered_metrics, unregister_metric
     from nnx_adapters.pytorch.nets import ConvNN, FeedFwdNN
     from nnx_adapters.pytorch.state import dataloader_worker_init_fn, set_seed
     from nnx_adapters.pytorch.tasks import TaskAdapter
     from nnx_api import (
+        abstention,
+        bundles,
+        calibration,
+        compilation,
+        components,
         data_splits,
         decisions,
         distributed,
@@ -82,12 +88,18 @@ if TYPE_CHECKING:
         precision,
         prediction,
         preprocessing,
+        provenance,
+        result,
         seeding,
         streaming,
         tasks,
+        transforms,
+        utils,
+        vis_utils,
         viz,
     )
     from nnx_api.callbacks import Callback, CallbackContext, EarlyStopping, LRMonitor, ModelCheckpoint, UpdateEvent
+    from nnx_api.components import ComponentRegistry, ComponentSpec, StatefulComponent
     from nnx_api.config.builders import NNOptimParamsBuilder, NNSchedulerParamsBuilder, NNTrainerParamsBuilder
     from nnx_api.config.compilation import CompileSpec
     from nnx_api.config.enums import Activations, Checkpoints, Device, Devices, Losses, Nets, Optims, Schedulers
@@ -166,7 +178,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "nnx_core.compilation": ("CompileRecord",),
     "nnx_core.errors": (
-        "CodeChangedError", "CompileError", "ComponentRestoreError", "ContextAttributeError", "CorruptRunError", "DataChangedError",
+        "CodeChangedError", "CompileError", "CompileError as CompileFailed", "ComponentRestoreError", "ContextAttributeError", "CorruptRunError", "DataChangedError",
         "DivergedCopiesError", "ExtraMetricError", "HistoryCorruptionError", "InvalidRunIdError", "MonitorUnavailableError", "NNxError", "NonFiniteLossError",
         "OutOfScopeError", "ParamsError", "PrecisionUnsupportedError", "PredictionInputError", "ResumeMismatchError",
         "ResumePointError", "RunExistsError", "RunLeaseError", "RunNotFoundError", "ScheduleBudgetError",
@@ -180,7 +192,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "EvaluationDataPoint as NNEvaluationDataPoint", "IterationDataPoint as NNIterationDataPoint",
     ),
     "nnx_core.resume": ("ResumeStatus",),
-    "nnx_adapters.pytorch.metrics": ("register_metric",),
+    "nnx_adapters.pytorch.metrics": ("register_metric", "registered_metrics", "unregister_metric"),
     "nnx_adapters.pytorch.nets": ("ConvNN", "FeedFwdNN"),
     "nnx_adapters.pytorch.state": ("dataloader_worker_init_fn", "set_seed"),
     **{f"nnx_api.{name}": () for name in (  # public modules (in _MODULES), imported here in this order
@@ -188,6 +200,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "optimizers", "precision", "prediction", "seeding", "streaming", "tasks",
     )},
     "nnx_api.callbacks": ("Callback", "CallbackContext", "EarlyStopping", "LRMonitor", "ModelCheckpoint", "UpdateEvent"),
+    "nnx_api.components": ("ComponentRegistry", "ComponentSpec", "StatefulComponent"),
     "nnx_api.config.builders": ("NNOptimParamsBuilder", "NNSchedulerParamsBuilder", "NNTrainerParamsBuilder"),
     "nnx_api.config.compilation": ("CompileSpec",),
     "nnx_api.config.enums": ("Activations", "Checkpoints", "Device", "Devices", "Losses", "Nets", "Optims", "Schedulers"),
@@ -237,18 +250,22 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 }
 # the package's own modules that are public names: those imported above, and those the eager imports bound
 _MODULES = (
-    "callbacks", "config", "data_splits", "decide", "decisions", "distributed", "finetune", "history", "launch",
-    "model", "models", "monitors", "objectives", "optimizers", "paradigms", "parts", "precision", "prediction",
-    "preprocessing", "runs", "scope", "seeding", "streaming", "tasks", "trainer", "training", "viz",
+    "abstention", "bundles", "calibration", "callbacks", "compilation", "components", "config", "data_splits",
+    "decide", "decisions", "distributed", "finetune", "history", "launch", "model", "models", "monitors",
+    "objectives", "optimizers", "paradigms", "parts", "precision", "prediction", "preprocessing", "provenance",
+    "result", "runs", "scope", "seeding", "streaming", "tasks", "trainer", "training", "transforms", "utils",
+    "vis_utils", "viz",
 )
 _NAMES: dict[str, tuple[str, str | None]] = {  # public name -> (module, attribute; None: the module itself)
     **{name: (f"{__name__}.{name}", None) for name in _MODULES},
     **{spec.rpartition(" as ")[2]: (module, spec.partition(" as ")[0]) for module, specs in _EXPORTS.items() for spec in specs},
 }
+# NNx's out-of-scope names that are placeholders made on use (an out-of-scope module, nnx.bundles, is a module above)
+_OUT_OF_SCOPE = {name: scope for name, scope in _OUT_OF_SCOPE.items() if name not in _NAMES}
 # bound on first use, outside the load above: these modules import nnx_api themselves
 _LAZY = {"TensorBoardCallback": "nnx_api.callbacks.trackers", "WandbCallback": "nnx_api.callbacks.trackers",
          "ExperimentPlan": "nnx_api.experiments.plans", "FitResult": "nnx_api.experiments.results"}
-_LAZY_MODULES = ("plans",)  # NNx's public module imported on first use of its name (it imports nnx_api itself)
+_LAZY_MODULES = ("plans", "search")  # NNx's public modules imported on first use of their names (they import nnx_api)
 # NNx lists its out-of-scope names too (they resolve to placeholders that refuse on use), but not these
 _UNLISTED = frozenset({"GraphAttNN", "GraphConvNN", "GraphSageNN", "NNGraphDataset"})
 _loading = False
@@ -283,6 +300,13 @@ def __getattr__(name: str) -> Any:
         return globals()[name]
     if name in _LAZY_MODULES:
         return importlib.import_module(f"{__name__}.{name}")
+    if name == "__version__":  # the installed distribution's version (None from a bare source tree)
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("nnx")
+        except PackageNotFoundError:
+            return None
     if name in _OUT_OF_SCOPE:
         return _placeholder(name)
     if name not in _LAZY:

@@ -118,9 +118,11 @@ def _launch(entry: TrainingEntry, group: Any, started: float) -> NNRun:
     group.setup(run.id, train)
     # 2. the resume point: the writer reads and verifies it; refusals come before anything is written
     source = share(c, writer, "resume point", lambda: resume.resume_point(entry, group, storage))
-    # 3. budgets
+    # 3. budgets (a planned resume trains what is left of its source's plan)
+    planned = source is not None and train.resume_epochs == "planned"
+    this_call = train.n_epochs - int(source.status["source_epoch"]) - 1 if planned else train.n_epochs  # type: ignore[union-attr,index]
     agreed(c, "setup", lambda: optimizers.check_schedule_budgets(
-        entry.schedulers, entry.optims, n_epochs=train.n_epochs, train_loader=train.train_loader,
+        entry.schedulers, entry.optims, n_epochs=this_call, train_loader=train.train_loader,
         owns_windows=entry.step_fn is None,
         resumed=source.schedules if source is not None else None, named=entry.kind.named_optimizers,
     ))
@@ -177,7 +179,9 @@ def _checks(entry: TrainingEntry, group: Any) -> Ready:
     train = entry.train
     _check_commit_points(train, group)
     loaders = {"train_loader": train.train_loader, "val_loader": train.val_loader}
-    firsts = {name: fingerprint.take_first_batch(ld) for name, ld in loaders.items() if ld is not None}
+    # a rank's validation shard (nnx.distributed.validation_loader) may hold no rows: nothing to check on this rank
+    firsts = {name: fingerprint.take_first_batch(ld) for name, ld in loaders.items()
+              if ld is not None and not (getattr(ld, "rank_shard", False) and len(ld) == 0)}
     builtin_step = entry.step_fn is None and entry.objective is None and not entry.kind.owner_required
     batch_checks.check_first_batches(entry.model, firsts, train_step=builtin_step, eval_step=entry.eval_step_fn is None,
                                      extra_metrics=train.extra_metrics)
@@ -234,7 +238,8 @@ def _train(
         if c.world_size > 1:
             opened = history_setup.shared_history(opened, journal, lambda fn: share(c, group.writer_rank, "history", fn))
         shown = history_setup.with_history_access(callbacks, opened)
-        offset = int(payload.epoch) + 1 if payload is not None and fresh else 0  # a lineage run trains n_epochs more
+        # a lineage run trains n_epochs more; resume_epochs="planned" up to its source's plan (logical epochs)
+        offset = int(payload.epoch) + 1 if payload is not None and fresh and train.resume_epochs != "planned" else 0
         mid_epoch = stateful is not None and stateful.position is not None  # LAST is a commit inside its epoch
         start = int(payload.epoch) + (0 if mid_epoch else 1) if payload is not None else 0
         data_seed = _data_seed(stateful, train.seed)
@@ -475,8 +480,12 @@ def _batches(loader: Any) -> int | None:
 
 
 def _display_path(path: os.PathLike[str]) -> str:
+    """Where the run lives, as NNx prints it: relative to the working directory (so the output
+    names no machine's folders) and saying so, or the absolute path outside it."""
     try:
         rel = os.path.relpath(path)
     except ValueError:
         return str(path)
-    return rel.replace(os.sep, "/") if not rel.startswith("..") else str(path)
+    if rel.startswith(".."):
+        return str(path)
+    return rel.replace(os.sep, "/") + " (relative to the working directory)"

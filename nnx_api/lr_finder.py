@@ -1,18 +1,22 @@
 """``nnx.lr_finder``: a learning-rate range test (exponential sweep, loss per step).
 
-The network and the optimizer it builds are scratch: the weights, every submodule's train/eval
-flag and the global torch RNG state are put back when the sweep ends (also when it raises), so the
-test leaves no trace on the model. The sweep runs in train mode.
+The network and the optimizer it builds are scratch: the weights, the parameters' ``.grad``, every
+submodule's train/eval flag, the Python, NumPy and torch RNG states and the loader's own generators
+are put back when the sweep ends (also when it raises), and a persistent-worker iterator the sweep
+created is dropped, so the test leaves no trace on the model or on the caller's next epoch. The
+sweep runs in train mode.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import random
 from collections.abc import Callable
 from typing import Any
 
 import attrs
+import numpy as np
 import torch
 
 from nnx_core.errors import ParamsError
@@ -29,8 +33,10 @@ class LRFinderResult:
     losses: list[float]
     suggested_lr: float
 
+    @property
     def figure(self) -> Any:
-        """A plotly figure of loss against lr (log x axis); needs the optional ``plotly`` package."""
+        """A plotly figure of loss against lr (log x axis), built when read; needs the optional
+        ``plotly`` package."""
         try:
             import plotly.graph_objects as go
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -48,7 +54,15 @@ def _batches(loader: Any) -> Any:
             empty = False
             yield batch
         if empty:
-            raise ParamsError("lr_finder.train_loader", "is empty")
+            raise ParamsError("lr_finder.train_loader", "is empty: the train_loader produced zero batches")
+
+
+def _generators(loader: Any) -> list[torch.Generator]:
+    """The torch generators a loader draws its order from (its own, its sampler's, its batch sampler's)."""
+    sampler, batches = getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)
+    found = (getattr(loader, "generator", None), getattr(sampler, "generator", None),
+             getattr(getattr(batches, "sampler", None), "generator", None), getattr(batches, "generator", None))
+    return list(dict.fromkeys(g for g in found if isinstance(g, torch.Generator)))
 
 
 def lr_finder(
@@ -73,13 +87,21 @@ def lr_finder(
         raise ParamsError("lr_finder", f"needs 0 < start_lr < end_lr, got {start_lr} and {end_lr}")
     if not isinstance(num_iter, int) or num_iter < 2:
         raise ParamsError("lr_finder.num_iter", f"must be an int >= 2, got {num_iter!r}")
-    if not 0 < ema_alpha <= 1:
-        raise ParamsError("lr_finder.ema_alpha", f"must be in (0, 1], got {ema_alpha}")
+    if not diverge_threshold > 1:
+        raise ParamsError("lr_finder.diverge_threshold", f"must be > 1 (a multiple of the best loss), got {diverge_threshold}")
+    if not 0 < ema_alpha < 1:
+        raise ParamsError("lr_finder.ema_alpha", f"must be between 0 and 1 (exclusive), got {ema_alpha}")
+    cached = getattr(train_loader, "_iterator", None) is not None  # torch's persistent-worker iterator
+    if cached and getattr(train_loader, "persistent_workers", False):
+        raise ParamsError("lr_finder.train_loader", "has a live persistent-worker iterator, which the sweep would "
+                          "advance; pass a fresh loader, or shut its workers down and clear the iterator first")
     if device is None:
         device = next((p.device for p in model.parameters()), torch.device("cpu"))
     weights = copy.deepcopy(model.state_dict())
+    grads = [(p, None if p.grad is None else p.grad.detach().clone()) for p in model.parameters()]
     modes = [(m, m.training) for m in model.modules()]
-    rng = torch.get_rng_state()
+    rng = torch.get_rng_state(), random.getstate(), np.random.get_state()
+    generators = [(g, g.get_state()) for g in _generators(train_loader)]
     factor = (end_lr / start_lr) ** (1.0 / (num_iter - 1))
     lrs: list[float] = []
     losses: list[float] = []
@@ -106,9 +128,17 @@ def lr_finder(
                 break
     finally:
         model.load_state_dict(weights)
+        for parameter, grad in grads:
+            parameter.grad = grad
         for module, training in modes:
             module.training = training
-        torch.set_rng_state(rng)
+        torch.set_rng_state(rng[0])
+        random.setstate(rng[1])
+        np.random.set_state(rng[2])
+        for generator, state in generators:
+            generator.set_state(state)
+        if not cached and getattr(train_loader, "_iterator", None) is not None:
+            train_loader._iterator = None  # the workers the sweep started shut down; the caller's epoch starts fresh
     return LRFinderResult(lrs=lrs, losses=losses, suggested_lr=_suggest(lrs, losses))
 
 

@@ -22,19 +22,12 @@ import torch
 from torch import nn
 
 from nnx_core.commit import LAST
-from nnx_core.errors import (
-    CorruptRunError,
-    ParamsError,
-    PrecisionUnsupportedError,
-    ResumeMismatchError,
-    TaskValidationError,
-    TrainingInputError,
-)
+from nnx_core.errors import CorruptRunError, ParamsError, ResumeMismatchError, TaskValidationError, TrainingInputError
 from nnx_core.precision import ResolvedPrecision
 from nnx_core.records import EvaluationDataPoint
-from nnx_adapters.pytorch.devices import precision_problem
+from nnx_adapters.pytorch.devices import resolve_precision
 from nnx_adapters.pytorch.extras import ExtraMetrics
-from nnx_adapters.pytorch.metrics import EpochAccumulator
+from nnx_adapters.pytorch.metrics import EpochAccumulator, resolve
 from nnx_adapters.pytorch.tasks import TaskAdapter
 from nnx_api import finetune
 from nnx_api.config.enums import Nets
@@ -145,7 +138,7 @@ class NNModel:
         if module is not None or isinstance(params.net, (ModelSpec, RuntimeModule)):
             if net_params is not None:
                 raise ParamsError(
-                    "NNModel", "net_params shape a built-in net; leave them out with module= or a ModelSpec "
+                    "NNModel", "net_params shape a built-in net; pass net_params=None with module= or a ModelSpec "
                     "(give net_params or module=, not both)"
                 )
             if module is None and isinstance(params.net, RuntimeModule):
@@ -174,6 +167,7 @@ class NNModel:
                               "(or device='auto': CUDA, then MPS, then the CPU)")
         self.net = net.to(self.device)
         self._loss_fn = params.loss().to(self.device)
+        self.loss_assigned = False  # True once a user assigns loss_fn (else the task's own loss is used)
         task = params.resolved_task
         width = getattr(net_params, "output_dim", None)
         if params.task is not None and params.task.n is not None and width is not None and width != params.task.n:
@@ -203,6 +197,7 @@ class NNModel:
         if getattr(fn, "reduction", "mean") not in ("mean", "sum", "none"):
             raise ParamsError("NNModel.loss_fn", f"reduction must be 'mean', 'sum' or 'none', got {fn.reduction!r}")
         self._loss_fn = fn
+        self.loss_assigned = True
         self.task_adapter = self._task.with_loss(fn)
 
     # ------------------------------------------------------------------ description
@@ -237,17 +232,7 @@ class NNModel:
         return out
 
     def _resolve_precision(self) -> ResolvedPrecision:
-        policy, device_type = self.params.precision, self.device.type
-        if policy is None and self.params.mixed_precision:  # NNx's flag: fp16 on CUDA, silently fp32 elsewhere
-            effective = "fp16" if device_type == "cuda" else "fp32"
-            reason = None if effective == "fp16" else f"mixed_precision is CUDA-only; {device_type} runs in fp32"
-            return ResolvedPrecision("fp16", effective, device_type, "mixed_precision", reason)
-        if policy is None:
-            return ResolvedPrecision("fp32", "fp32", device_type)
-        problem = None if policy.mode == "fp32" else precision_problem(policy.mode, self.device)  # fp16 off CUDA; bf16 below cc 8.0
-        if problem is not None and policy.fallback != "fp32":
-            raise PrecisionUnsupportedError(problem)
-        return ResolvedPrecision(policy.mode, "fp32" if problem else policy.mode, device_type, "policy", problem)
+        return resolve_precision(self.params.precision, self.params.mixed_precision, self.device)
 
     @property
     def resolved_precision(self) -> ResolvedPrecision:
@@ -336,10 +321,19 @@ class NNModel:
         NumPy arrays of every valid target and decoded prediction; their values land in ``extra``.
         """
         fns = check_extra_metrics("evaluate.extra_metrics", extra_metrics)
-        acc = EpochAccumulator(self.task_adapter, self.head.width, tuple(metrics), full_scores=True)
+        metrics = tuple(metrics)  # checked as train() checks them: before any batch is read
+        problems = resolve(metrics, self.params.resolved_task.kind, self.head.width) if metrics else []
+        if problems:
+            raise ParamsError("evaluate.metrics", "; ".join(problems))
+        acc = EpochAccumulator(self.task_adapter, self.head.width, metrics, full_scores=True)
         extras = ExtraMetrics(self.task_adapter, fns) if fns else None
         if score(self, inference.first_batch_checked(self, loader), acc, extras) == 0:
-            raise TrainingInputError("the evaluation loader yielded no batches")
+            raise TrainingInputError("evaluate() loader produced zero samples: the evaluation loader yielded no batches")
+        if not float(acc.loss.count):
+            raise TrainingInputError(
+                "evaluate() loader produced zero non-ignored samples: every target is left out (equal to the "
+                "ignore_index, or a NaN regression target); give the loader at least one target to score"
+            )
         fields = acc.result()
         if self.params.task is None:
             fields.pop("count", None)  # NNx writes count with a TaskSpec only
@@ -398,7 +392,7 @@ class NNModel:
             mismatch = _module_mismatch(module, checkpoint.module_signature, checkpoint.net_state)
             if mismatch is not None:
                 raise ResumeMismatchError(
-                    f"the given module ({class_path(type(module))}) does not fit the checkpoint's weights "
+                    f"the given module ({class_path(type(module))}) does not match the descriptor of the checkpoint's weights "
                     f"(trained as {trained}): {mismatch}; pass a fresh instance of the class that was trained"
                 )
             if trained is not None and trained.rpartition(".")[2] != type(module).__qualname__.rpartition(".")[2]:

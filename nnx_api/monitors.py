@@ -8,10 +8,10 @@ from nnx_core.errors import MonitorUnavailableError
 from nnx_core.monitor import MonitorDecision, MonitorTracker
 from nnx_core.monitor_spec import MonitorSpec
 from nnx_core.records import MonitorRecord
-from nnx_adapters.pytorch.metrics import register_metric
+from nnx_adapters.pytorch.metrics import register_metric, registered_metrics, unregister_metric
 from nnx_api.config.metrics import MetricSpec
 
 __all__ = [
     "MetricSpec", "MonitorDecision", "MonitorRecord", "MonitorSpec", "MonitorTracker", "MonitorUnavailableError",
-    "register_metric",
+    "register_metric", "registered_metrics", "unregister_metric",
 ]

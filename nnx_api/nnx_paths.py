@@ -29,7 +29,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from nnx_api.scope import GGUF, GRAPH, LM, MOE, PARADIGMS, PEFT, PREPROCESSING, PROVIDERS, QUANT, SCOPES, SPLITS, SURGERY, VIZ
+from nnx_api.scope import (
+    EXTRAS,
+    GGUF,
+    GRAPH,
+    LM,
+    MOE,
+    PARADIGMS,
+    PEFT,
+    PREPROCESSING,
+    PROVIDERS,
+    QUANT,
+    SCOPES,
+    SPLITS,
+    SURGERY,
+    TRANSFORMS,
+    VIZ,
+)
 
 SHIM = "shim"
 """An NNx path whose file re-exports the names of other modules (its homes)."""
@@ -83,8 +99,31 @@ PATHS: dict[str, NNxPath] = {
         "unfreeze",
     )}),
     # --- nnx.<module> (REFERENCE §8–§11) ---
+    "nnx_api.abstention": NNxPath(OUT_OF_SCOPE, {"nnx_api.abstention": (
+        "FORMAT", "INPUT_FIELDS", "MAX_DEFAULT_CANDIDATES", "POLICY_KINDS", "REASONS", "AbstentionError",
+        "AbstentionPolicy", "AbstentionResult", "AbstentionSchemaError", "AcceptedRows", "CoverageAccumulator",
+        "CoverageReport", "CurvePoint", "Outcome", "SelectiveDecision", "ThresholdSelection", "decide",
+        "risk_coverage_curve", "scores", "select_threshold",
+    )}, scope=EXTRAS),
+    "nnx_api.bundles": NNxPath(OUT_OF_SCOPE, {"nnx_api.bundles": (
+        "BUNDLE_FORMAT", "BUNDLE_VERSION", "BundleCapabilityError", "BundleError", "BundleInfo", "BundleIntegrityError",
+        "BundleReconstructionError", "ReconstructedBundle", "export_bundle", "inspect_bundle", "reconstruct_bundle",
+        "validate_bundle",
+    )}, scope=EXTRAS),
+    "nnx_api.calibration": NNxPath(OUT_OF_SCOPE, {"nnx_api.calibration": (
+        "DEFAULT_EPSILON", "FORMAT", "CalibratedPrediction", "CalibrationError", "CalibrationFit", "CalibrationFitError",
+        "CalibrationMetrics", "CalibrationMismatchError", "CalibrationReport", "ReliabilityBin", "TemperatureCalibrator",
+        "brier_score", "expected_calibration_error", "fit_temperature", "model_fingerprint", "negative_log_likelihood",
+        "reliability_bins",
+    )}, scope=EXTRAS),
+    "nnx_api.compilation": NNxPath(SHIM, {
+        "nnx_core.compilation": ("CompileRecord",),
+        "nnx_core.errors": ("CompileError as CompileFailed",),
+        "nnx_api.config.compilation": ("COMPILE_MODES", "CompileSpec"),
+    }),
     "nnx_api.components": NNxPath(HOME, {"nnx_api.components": (
-        "COMPONENT_STATE_VERSION", "ComponentRestoreError", "ResumeStatus", "StatefulComponent",
+        "COMPONENT_STATE_VERSION", "ComponentPlan", "ComponentRegistry", "ComponentRestoreError", "ComponentSpec",
+        "ResumeStatus", "StatefulComponent",
     )}),
     "nnx_api.data_splits": NNxPath(OUT_OF_SCOPE, {"nnx_api.data_splits": (
         "FORMAT", "SPLITS", "STRATEGIES", "SplitError", "SplitIndices", "SplitManifest", "plan_split",
@@ -98,7 +137,7 @@ PATHS: dict[str, NNxPath] = {
         "__getattr__",  # NNx's NLI and Jev providers: placeholders (scope.PROVIDERS)
     )}),
     "nnx_api.distributed": NNxPath(HOME, {"nnx_api.distributed": (
-        "DDP", "DDP_KIND", "DataParallel", "GroupInfo", "RankPartition", "RankSync", "ShardedTrainLoader",
+        "DDP", "DDP_KIND", "DataParallel", "DistributedFailure", "GroupInfo", "RankPartition", "RankSync", "ShardedTrainLoader",
         "ShardedValidationLoader", "WriterOnly", "init_process_group", "refuse_process_group", "shutdown",
         "train_loader", "validation_loader", "writer_only",
     )}),
@@ -106,9 +145,12 @@ PATHS: dict[str, NNxPath] = {
         "LoadPretrainedResult", "NNParamGroupSpec", "build_param_groups", "freeze", "frozen", "load_pretrained",
         "read_state_dict", "unfreeze",
     )}),
+    "nnx_api.finetune.freezing": NNxPath(SHIM, {"nnx_api.finetune": ("freeze", "frozen", "unfreeze")}),
+    "nnx_api.finetune.loading": NNxPath(SHIM, {"nnx_api.finetune": ("LoadPretrainedResult", "load_pretrained")}),
     "nnx_api.finetune.param_groups": NNxPath(SHIM, {"nnx_api.finetune": ("NNParamGroupSpec", "build_param_groups")}),
     "nnx_api.history": NNxPath(SHIM, {
         "nnx_core.errors": ("HistoryCorruptionError",),
+        "nnx_core.journal_format": ("JOURNAL_FORMAT", "JOURNAL_VERSION"),
         "nnx_api.runs.journal": ("HistoryJournal", "export_history_csv", "iter_history", "migrate_history"),
     }),
     "nnx_api.lr_finder": NNxPath(HOME, {"nnx_api.lr_finder": ("LRFinderResult", "lr_finder")}),
@@ -124,7 +166,7 @@ PATHS: dict[str, NNxPath] = {
         "nnx_core.monitor": ("MonitorDecision", "MonitorTracker"),
         "nnx_core.monitor_spec": ("MonitorSpec",),
         "nnx_core.records": ("MonitorRecord",),
-        "nnx_adapters.pytorch.metrics": ("register_metric",),  # which registers the metric directions
+        "nnx_adapters.pytorch.metrics": ("register_metric", "registered_metrics", "unregister_metric"),  # which registers the metric directions
         "nnx_api.config.metrics": ("MetricSpec",),
     }),
     "nnx_api.objectives": NNxPath(SHIM, {"nnx_api.training.objectives": (
@@ -154,28 +196,46 @@ PATHS: dict[str, NNxPath] = {
         "nnx_api.experiments.results": ("FitResult", "ProbeResult", "SplitMetrics"),
     }),
     "nnx_api.precision": NNxPath(HOME, {"nnx_api.precision": (
-        "PrecisionPolicy", "PrecisionUnsupportedError", "ResolvedPrecision", "precision_support",
+        "REFERENCE_TOLERANCES", "PrecisionPolicy", "PrecisionUnsupportedError", "ReferenceTolerance",
+        "ResolvedPrecision", "precision_support", "resolve_precision",
     )}),
     "nnx_api.prediction": NNxPath(SHIM, {"nnx_api.parts.inference": (
         "PredictionResult", "PredictionValidationError", "ProbabilitySpec", "prediction_from_logits",
     )}),
+    "nnx_api.provenance": NNxPath(OUT_OF_SCOPE, {"nnx_api.provenance": (
+        "FORMAT", "Attempt", "ExperimentManifest", "FieldComparison", "IdentityRef", "ProvenanceComparison",
+        "ProvenanceRecord", "canonical_bytes", "compare", "hash_bytes", "hash_file", "load_provenance",
+    )}, scope=EXTRAS),
     "nnx_api.preprocessing": NNxPath(OUT_OF_SCOPE, {"nnx_api.preprocessing": (
         "FORMAT", "PreprocessingError", "SplitView", "Standardizer", "describe_transform",
     )}, scope=PREPROCESSING),
+    "nnx_api.result": NNxPath(HOME, {"nnx_api.result": (
+        "BoundaryError", "Err", "Ok", "Result", "UnwrapError", "decide_result", "inspect_bundle_result",
+        "validate_decision_request_result",
+    )}),
     "nnx_api.search": NNxPath(SHIM, {"nnx_api.experiments.search": (
         "CategoricalParam", "FloatParam", "IntParam", "SearchBudget", "SearchError", "SearchResult", "SearchSpace",
         "TrialControl", "TrialOutcome", "apply_params", "search",
     )}),
-    "nnx_api.seeding": NNxPath(SHIM, {"nnx_adapters.pytorch.state": ("set_seed",)}),
+    "nnx_api.seeding": NNxPath(SHIM, {"nnx_adapters.pytorch.state": ("dataloader_worker_init_fn", "set_seed"),
+                                          "nnx_api.runs.store": ("env_snapshot",)}),
     "nnx_api.streaming": NNxPath(SHIM, {
         "nnx_api.parts.inference": ("PredictionBatch", "PredictionStream", "StreamClosedError", "concatenate_predictions"),
-        "nnx_api.streaming_metrics": ("MetricSnapshot", "StreamingMetrics"),
+        "nnx_api.streaming_metrics": ("MetricMergeError", "MetricSnapshot", "StreamingMetrics"),
         "nnx_api.training.steps": ("streaming_eval_step",),
     }),
     "nnx_api.tasks": NNxPath(HOME, {"nnx_api.tasks": ("TaskAdapter", "TaskSpec", "TaskValidationError", "task_adapter")}),
-    "nnx_api.trainer": NNxPath(HOME, {"nnx_api.trainer": ("NNTrainerParams", "Trainer", "TrainerStepContext")}),
-    "nnx_api.utils": NNxPath(HOME, {"nnx_api.utils": ("Utils",)}),
-    "nnx_api.vis_utils": NNxPath(HOME, {"nnx_api.vis_utils": ("VisUtils",)}),
+    "nnx_api.trainer": NNxPath(HOME, {"nnx_api.trainer": (
+        "NNTrainerParams", "NNTrainerParamsBuilder", "Trainer", "TrainerStepContext",
+    )}),
+    "nnx_api.transforms": NNxPath(OUT_OF_SCOPE, {"nnx_api.transforms": (
+        "RecipeError", "TransformOp", "TransformRecipe", "check_optimizer", "lora", "low_rank",
+    )}, scope=TRANSFORMS),
+    "nnx_api.utils": NNxPath(HOME, {"nnx_api.utils": ("Utils", "flatten_dict", "print_table", "print_tree")}),
+    "nnx_api.vis_utils": NNxPath(HOME, {"nnx_api.vis_utils": (
+        "VisUtils", "classification_report", "confusion_matrix", "generate_colors", "get_scatter_plot_vm",
+        "multi_line_plot", "scatter_plot", "two_dim_tsne_checkpoint_logits",
+    )}),
     "nnx_api.viz": NNxPath(OUT_OF_SCOPE, {"nnx_api.viz": (
         "activation_map", "attribute", "gradient_flow", "netron_export", "summary", "weight_histogram",
     )}, scope=VIZ),
@@ -320,7 +380,6 @@ them from NNx's paths: ``nnx_api.nn.dataset``, ``nnx_api.decisions``, ``nnx_api.
 # --- NNx 0.4.1's modules with no path here, and why -------------------------------------------------
 _PRIVATE = "private to NNx (a leading underscore): no import path its users write"
 _PACKAGE = "an internal submodule of NNx's package: its names are imported from the package path here ({})"
-_TOP_LEVEL = "in scope, but REFERENCE documents no such path: its names are the top-level nnx_api.{}"
 _NOT_PROVIDED = "not provided here, and REFERENCE documents no such path ({})"
 
 NOT_MIRRORED: dict[str, str] = {
@@ -328,12 +387,8 @@ NOT_MIRRORED: dict[str, str] = {
         "artifacts", "builders", "config", "confusion", "metrics", "optional", "probability", "scheduler_clock",
         "step_helpers", "update_engine", "validation",
     )] + ["nnx_api.nn.params._pickling"], _PRIVATE),
-    "nnx_api.abstention": SCOPES["abstention"],
     "nnx_api.benchmarking": _NOT_PROVIDED.format("forward benchmarks and profiling"),
-    "nnx_api.bundles": SCOPES["bundles"],
-    "nnx_api.calibration": SCOPES["calibration"],
     "nnx_api.comparison": "out of scope: multi-seed comparison (docs/nnx-compat.md)",
-    "nnx_api.compilation": _TOP_LEVEL.format("CompileSpec and CompileRecord"),
     "nnx_api.decisions.benchmark": "out of scope: the decision-provider benchmark (docs/nnx-compat.md)",
     "nnx_api.decisions.jev": PROVIDERS,
     "nnx_api.decisions.nli": PROVIDERS,
@@ -345,7 +400,6 @@ NOT_MIRRORED: dict[str, str] = {
                      "nnx_api.embeddings.faiss_export"], SCOPES["embeddings"]),
     "nnx_api.export_conformance": _NOT_PROVIDED.format(
         "the ONNX conformance profiles are proved by tests/api/test_export.py instead"),
-    **dict.fromkeys(["nnx_api.finetune.freezing", "nnx_api.finetune.loading"], _PACKAGE.format("nnx_api.finetune")),
     **dict.fromkeys(["nnx_api.generation"] + [f"nnx_api.generation.{name}" for name in (
         "logits_chain", "logits_processors", "pipeline", "sampling")], LM),
     "nnx_api.graph_tasks": GRAPH,
@@ -360,16 +414,13 @@ NOT_MIRRORED: dict[str, str] = {
     "nnx_api.paradigms.moe": MOE,
     **dict.fromkeys(["nnx_api.peft"] + [f"nnx_api.peft.{name}" for name in (
         "_mode", "_ownership", "_source", "_targets", "adapters", "dora", "ia3", "lora", "prefix", "prompt")], PEFT),
-    "nnx_api.provenance": SCOPES["provenance"],
     **dict.fromkeys(["nnx_api.prune", "nnx_api.prune.magnitude", "nnx_api.prune.semi_structured"], SURGERY),
     **dict.fromkeys(["nnx_api.quantize", "nnx_api.quantize.ptq", "nnx_api.quantize.qat"], QUANT),
     "nnx_api.ranking": "out of scope: the ranking task family (docs/nnx-compat.md)",
-    "nnx_api.result": _NOT_PROVIDED.format("the opt-in Result type; failures raise typed errors"),
     **dict.fromkeys(["nnx_api.surgery"] + [f"nnx_api.surgery.{name}" for name in (
         "_utils", "deepen", "drop_layer", "embedding", "low_rank", "widen")], SURGERY),
     **dict.fromkeys(["nnx_api.trainer.params", "nnx_api.trainer.params_builder", "nnx_api.trainer.trainer"],
                     _PACKAGE.format("nnx_api.trainer, or the top-level nnx_api")),
-    "nnx_api.transforms": f"out of scope: replayable transform recipes — {PEFT}; {SURGERY}",
     **dict.fromkeys([f"nnx_api.viz.{name}" for name in (
         "activation", "attribute", "gradient_flow", "netron", "summary", "weight_histogram")], VIZ),
 }

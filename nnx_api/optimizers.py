@@ -20,6 +20,9 @@ optimizer it is and reloads without it::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -44,7 +47,7 @@ def build_optimizer(
     ``strict_param_groups=True`` (a ``Trainer``) are left out."""
     if isinstance(params, NNOptimFactoryParams):
         groups, _ = param_groups(net, "default", params, strict=strict_param_groups, required=False)
-        return torch_optimizer(params, groups)
+        return torch_optimizer(params, groups, {id(p): name for name, p in net.named_parameters()})
     if not isinstance(params, NNOptimParams):
         raise ParamsError(
             "build_optimizer.params", f"must be NNOptimParams or NNOptimFactoryParams, got {type(params).__name__}"
@@ -55,7 +58,16 @@ def build_optimizer(
     )
 
 
+def optim_params_from_state(state: Mapping[str, Any]) -> NNOptimParams | NNOptimFactoryParams:
+    """The optimizer params a saved ``state()`` describes: an ``NNOptimFactoryParams`` when it has
+    a ``factory`` entry, else a built-in ``NNOptimParams``. Reading never looks a factory up."""
+    if not isinstance(state, Mapping):
+        raise ParamsError("optim_params_from_state.state", f"must be a mapping (a params state()), got {type(state).__name__}")
+    return (NNOptimFactoryParams if "factory" in state else NNOptimParams).from_state(state)
+
+
 __all__ = [
     "MissingOptimizerFactoryError", "NNOptimFactoryParams", "OptimizerFactory", "OptimizerFactorySpec", "build_optimizer",
-    "register_optimizer_factory", "registered_optimizer_factories", "unregister_optimizer_factory",
+    "optim_params_from_state", "register_optimizer_factory", "registered_optimizer_factories",
+    "unregister_optimizer_factory",
 ]

@@ -9,15 +9,45 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 
 from nnx_core.errors import PrecisionUnsupportedError
 from nnx_core.precision import ResolvedPrecision
 from nnx_adapters.pytorch.devices import precision_problem
+from nnx_adapters.pytorch.devices import resolve_precision as resolve
 from nnx_api.config.params import PrecisionPolicy
 
 SUPPORT_MODES = ("fp32", "fp16", "bf16")
 VERIFIED = frozenset({("cpu", "fp32"), ("cpu", "bf16")})  # held to the reference tolerances by the numerics tests
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReferenceTolerance:
+    """How far a reduced-precision run may drift from its fp32 reference: the largest absolute
+    difference of an epoch's training ``loss`` and of any trained parameter (``weights``)."""
+
+    loss: float
+    weights: float
+
+
+REFERENCE_TOLERANCES: Mapping[str, ReferenceTolerance] = {
+    "fp16": ReferenceTolerance(loss=5e-3, weights=5e-4),
+    "bf16": ReferenceTolerance(loss=5e-2, weights=5e-3),
+}
+"""The tolerances a reduced mode is held to against fp32 (NNx's published values); the
+``"verified"`` cells of :func:`precision_support` are checked against them."""
+
+
+def resolve_precision(params: Any, device: str | torch.device) -> ResolvedPrecision:
+    """What ``params`` (an ``NNModelParams``) request becomes on ``device``, as ``NNModel`` resolves
+    it: the ``precision`` policy; else NNx's ``mixed_precision`` flag (fp16 on CUDA, fp32 with the
+    reason elsewhere); else fp32. An unsupported mode without ``fallback="fp32"`` raises
+    ``PrecisionUnsupportedError``."""
+    return resolve(getattr(params, "precision", None), bool(getattr(params, "mixed_precision", False)), device)
 
 
 def _present() -> dict[str, bool]:
@@ -56,4 +86,7 @@ def precision_support(device: str | torch.device | None = None) -> dict[str, dic
     return matrix
 
 
-__all__ = ["PrecisionPolicy", "PrecisionUnsupportedError", "ResolvedPrecision", "precision_support"]
+__all__ = [
+    "REFERENCE_TOLERANCES", "PrecisionPolicy", "PrecisionUnsupportedError", "ReferenceTolerance", "ResolvedPrecision",
+    "precision_support", "resolve_precision",
+]

@@ -27,6 +27,7 @@ PROVIDERS = "the NLI and Jev decision providers (FixedHeadProvider answers from 
 HUB = "the Hugging Face Hub (save_pretrained / push_to_hub / from_pretrained)"
 SPLITS = "split manifests (data_splits)"
 PREPROCESSING = "fitted preprocessing (preprocessing)"
+TRANSFORMS = "replayable transform recipes (LoRA adapters and model surgery: low-rank factorisation)"
 VIZ = "the visualisation helpers of NNx's viz extras (torchinfo, captum, netron)"
 
 SCOPES: dict[str, str] = {
@@ -47,10 +48,13 @@ SCOPES: dict[str, str] = {
                      "diffusion_train_step_factory", "sample", "diffusion", "jepa_objective", "jepa_train_step_factory",
                      "JEPAObjective", "JEPAPredictor", "JEPATrainStep", "build_target_encoder", "update_ema",
                      "random_block_mask", "dpo_train_step_factory", "simclr_train_step_factory", "nt_xent_loss",
-                     "text_contrastive_train_step_factory", "embeddings", "NNPreferenceDataset"], PARADIGMS),
+                     "text_contrastive_train_step_factory", "embeddings", "NNPreferenceDataset",
+                     "feature_kd_train_step_factory", "born_again_train", "mixup_train_step_factory",
+                     "cutmix_train_step_factory"], PARADIGMS),
     **dict.fromkeys(["widen", "deepen", "drop_layer", "low_rank_factorize", "expand_embedding", "surgery", "prune"],
                     SURGERY),
     **dict.fromkeys(["calibration", "abstention", "bundles", "provenance"], EXTRAS),
+    "transforms": TRANSFORMS,
 }
 """NNx's public names that are out of scope here, and the scope each falls in."""
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nnx_core.errors import ContextAttributeError, ParamsError
+from nnx_api.config.builders import NNTrainerParamsBuilder
 from nnx_api.config.identity import run_config
 from nnx_api.config.train_params import NNTrainerParams, refuse_train_keywords
 from nnx_api.distributed import DDP, refuse_process_group
@@ -41,7 +42,7 @@ class Trainer:
 
     def __init__(self, model: Any) -> None:
         if not isinstance(model, NNModel):
-            raise ParamsError("Trainer.model", f"must be an NNModel, got {type(model).__name__}")
+            raise ParamsError("Trainer.model", f"Trainer needs a non-None model, an NNModel; got {type(model).__name__}")
         self.model = model
 
     @property
@@ -89,6 +90,8 @@ class Trainer:
             refuse_process_group("Trainer.train")
         elif not isinstance(distributed, DDP):
             raise ParamsError("distributed", f"must be nnx.distributed.DDP() or None, got {type(distributed).__name__}")
+        if params is None:
+            raise ParamsError("params", "params must not be None; pass NNTrainerParams(...)")
         if not isinstance(params, NNTrainerParams):
             raise ParamsError("params", f"must be NNTrainerParams, got {type(params).__name__}")
         return launch(
@@ -103,4 +106,4 @@ class Trainer:
         )
 
 
-__all__ = ["NNTrainerParams", "Trainer", "TrainerStepContext"]
+__all__ = ["NNTrainerParams", "NNTrainerParamsBuilder", "Trainer", "TrainerStepContext"]

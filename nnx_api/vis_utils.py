@@ -11,7 +11,10 @@ import numpy as np
 
 from nnx_api.scope import refusing_method
 
-__all__ = ["VisUtils"]
+__all__ = [
+    "VisUtils", "classification_report", "confusion_matrix", "generate_colors", "get_scatter_plot_vm",
+    "multi_line_plot", "scatter_plot", "two_dim_tsne_checkpoint_logits",
+]
 
 _SCOPE = "NNx's plotting helpers other than VisUtils.confusion_matrix"
 
@@ -50,3 +53,12 @@ class VisUtils:
 for _name in ("classification_report", "generate_colors", "get_scatter_plot_vm", "multi_line_plot", "scatter_plot",
               "two_dim_tsne_checkpoint_logits"):
     setattr(VisUtils, _name, staticmethod(refusing_method(f"VisUtils.{_name}", _SCOPE)))
+
+# NNx's module-level names: each is the very static method of VisUtils
+confusion_matrix = VisUtils.confusion_matrix
+classification_report = VisUtils.classification_report
+generate_colors = VisUtils.generate_colors
+get_scatter_plot_vm = VisUtils.get_scatter_plot_vm
+multi_line_plot = VisUtils.multi_line_plot
+scatter_plot = VisUtils.scatter_plot
+two_dim_tsne_checkpoint_logits = VisUtils.two_dim_tsne_checkpoint_logits

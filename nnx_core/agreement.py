@@ -214,7 +214,7 @@ def agreed_sum(
 
 
 NONFINITE_MESSAGE = (
-    "the loss is not finite on {n} of {world} ranks; no parameter was updated. Lower the learning rate, "
+    "non-finite training loss: the loss is not finite on {n} of {world} ranks; no parameter was updated. Lower the learning rate, "
     "check the inputs for NaN/inf, or set grad_clip_norm"
 )
 

@@ -40,6 +40,11 @@ def _check_primitives(_instance: Any, _attribute: Any, value: frozenset[str]) ->
         raise InvalidDecisionRequest(f"unknown primitives {unknown}; expected a subset of {PRIMITIVES}")
 
 
+def _check_max_batch(_instance: Any, _attribute: Any, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1):
+        raise InvalidDecisionRequest(f"max_batch must be a positive integer or None, got {value!r}")
+
+
 @attrs.frozen
 class Capabilities:
     """What a provider can answer, checked before any model call.
@@ -50,7 +55,7 @@ class Capabilities:
       ``dynamic_labels``: whether any option texts can be asked (zero-shot providers).
     * ``questions``: when set, the digests of the only questions it answers (a Bernoulli head
       answers only the Boolean it was trained for).
-    * ``max_batch``: the most inputs one model call takes; larger batches are split, not refused.
+    * ``max_batch``: the most inputs one call takes (``None``: unbounded); ``check`` refuses more.
     * ``inference`` / ``training`` / ``export``: what else the provider supports.
     """
 
@@ -59,7 +64,7 @@ class Capabilities:
     labels: tuple[str, ...] | None = attrs.field(default=None, converter=_optional_labels)
     dynamic_labels: bool = False
     questions: frozenset[str] | None = attrs.field(default=None, converter=_optional_digests)
-    max_batch: int | None = None
+    max_batch: int | None = attrs.field(default=None, validator=_check_max_batch)
     inference: bool = True
     training: bool = False
     export: bool = False
@@ -77,6 +82,8 @@ class Capabilities:
         check_question(question)
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 0:
             raise InvalidDecisionRequest(f"batch_size must be a non-negative integer, got {batch_size!r}")
+        if not self.inference:
+            raise UnsupportedCapability("this provider declares no inference capability: it answers nothing")
         if question.kind not in self.primitives:
             raise UnsupportedCapability(
                 f"this provider answers {sorted(self.primitives)}, not {question.kind!r} questions"
@@ -87,7 +94,12 @@ class Capabilities:
                 f"{question.prompt!r} (digest {question.digest()[:12]}…) is not one of them"
             )
         if modality not in self.modalities:
-            raise UnsupportedCapability(f"modality {modality!r} is not one of {sorted(self.modalities)}")
+            raise UnsupportedCapability(f"this provider reads {sorted(self.modalities)} inputs, not {modality!r}")
+        if self.max_batch is not None and batch_size > self.max_batch:
+            raise UnsupportedCapability(
+                f"a batch of {batch_size} inputs exceeds this provider's max_batch={self.max_batch}; "
+                "send at most that many per call"
+            )
         if question.kind == "boolean" or self.labels is None or self.dynamic_labels:
             return
         resolved = question.option_ids if label_ids is None else tuple(label_ids)
@@ -98,16 +110,17 @@ class Capabilities:
         if question.kind == "score":
             if resolved != self.labels:
                 raise UnsupportedCapability(
-                    f"a Score's levels must map to the labels in class order {list(self.labels)}, "
+                    f"a Score's levels must follow the head's class order {list(self.labels)}, "
                     f"lowest first; got {list(resolved)}"
                 )
             return
         if len(set(resolved)) != len(resolved) or set(resolved) != set(self.labels):
             missing = [label for label in self.labels if label not in resolved]
             unknown = [label for label in resolved if label not in self.labels]
+            problems = ([f"unseen labels {unknown}"] if unknown else []) + ([f"missing {missing}"] if missing else [])
             raise UnsupportedCapability(
                 f"the options must map one-to-one onto the labels {list(self.labels)}; "
-                f"missing {missing}, unknown {unknown}, given {list(resolved)}"
+                f"{', '.join(problems) or 'repeated labels'}; given {list(resolved)}"
             )
 
 

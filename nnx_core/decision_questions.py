@@ -52,7 +52,8 @@ class ProviderFailure(DecisionError, RuntimeError):
 
 def _text(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise InvalidDecisionRequest(f"{what} must be a non-empty string, got {value!r}")
+        lead = "a question needs a non-empty prompt: " if what == "prompt" else ""
+        raise InvalidDecisionRequest(f"{lead}{what} must be a non-empty string, got {value!r}")
     return value
 
 
@@ -71,11 +72,12 @@ class Option:
     description: str = attrs.field(validator=_check_text("option description"))
 
 
-def _to_options(value: Any) -> tuple[Option, ...]:
-    """Options as ``Option`` objects or ``(id, description)`` pairs; at least two, unique ids."""
+def _to_options(value: Any, noun: str = "option") -> tuple[Option, ...]:
+    """Options as ``Option`` objects or ``(id, description)`` pairs; at least two, unique ids.
+    ``noun`` names them in errors ("option" for a Choice, "level" for a Score)."""
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         raise InvalidDecisionRequest(
-            f"options must be a sequence of Option or (id, description) pairs, got {value!r}"
+            f"{noun}s must be a sequence of options (Option or (id, description) pairs), got {value!r}"
         )
     options = []
     for item in value:
@@ -85,15 +87,20 @@ def _to_options(value: Any) -> tuple[Option, ...]:
             options.append(Option(item[0], item[1]))
         else:
             raise InvalidDecisionRequest(
-                f"an option must be an Option or an (id, description) pair, got {item!r}"
+                f"{noun}s must be Option objects or (id, description) pairs, got {item!r}"
             )
     if len(options) < 2:
-        raise InvalidDecisionRequest(f"a question needs at least two options, got {len(options)}")
+        raise InvalidDecisionRequest(f"a question needs at least 2 {noun}s, got {len(options)}")
     ids = [option.id for option in options]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
-        raise InvalidDecisionRequest(f"option ids must be unique; repeated: {duplicates}")
+        raise InvalidDecisionRequest(f"{noun} ids must be unique; duplicated: {duplicates}")
     return tuple(options)
+
+
+def _to_levels(value: Any) -> tuple[Option, ...]:
+    """A Score's levels: ``_to_options`` naming them levels."""
+    return _to_options(value, "level")
 
 
 def _digest(kind: str, prompt: str, options: Sequence[Option]) -> str:
@@ -135,12 +142,12 @@ class _QuestionMethods:
         return self._digest
 
     def model_view(self) -> dict[str, Any]:
-        """What a model may see: the kind, the prompt and the option texts in order, no ids."""
-        return {
-            "kind": self.kind,
-            "prompt": self.prompt,
-            "options": [option.description for option in self.options],
-        }
+        """What a model may see: the prompt and the option texts in order (``"options"`` for a
+        Choice, ``"levels"`` for a Score, none for a Boolean), never the ids."""
+        view: dict[str, Any] = {"prompt": self.prompt}
+        if self.options:
+            view["levels" if self.kind == "score" else "options"] = [option.description for option in self.options]
+        return view
 
 
 def _options_state(options: Sequence[Option]) -> list[dict[str, str]]:
@@ -167,7 +174,7 @@ class Score(_QuestionMethods):
 
     kind: ClassVar[str] = "score"
     prompt: str = attrs.field(validator=_check_text("prompt"))
-    levels: tuple[Option, ...] = attrs.field(converter=_to_options)
+    levels: tuple[Option, ...] = attrs.field(converter=_to_levels)
     _digest: str = attrs.field(init=False, eq=False, repr=False)
 
     @property
@@ -206,14 +213,22 @@ _STATE_KEYS = {"choice": {"kind", "prompt", "options"}, "boolean": {"kind", "pro
                "score": {"kind", "prompt", "levels"}}
 
 
-def _state_options(value: Any) -> list[Option]:
+def _state_options(value: Any) -> list[Any]:
+    """Options of a question state: ``{id, description}`` mappings (``state()``) or NNx's
+    ``[id, description]`` pairs."""
     if not isinstance(value, (list, tuple)):
         raise InvalidDecisionRequest(f"options in a question state must be a list, got {value!r}")
-    options = []
+    options: list[Any] = []
     for item in value:
-        if not isinstance(item, Mapping) or set(item) != {"id", "description"}:
-            raise InvalidDecisionRequest(f"an option state needs exactly id and description: {item!r}")
-        options.append(Option(item["id"], item["description"]))
+        if isinstance(item, Mapping) and set(item) == {"id", "description"}:
+            options.append(Option(item["id"], item["description"]))
+        elif isinstance(item, (list, tuple)) and len(item) == 2:
+            options.append(Option(item[0], item[1]))
+        else:
+            raise InvalidDecisionRequest(
+                "an option state is a mapping with exactly id and description, or an (id, description) "
+                f"pair; options are such pairs, got {item!r}"
+            )
     return options
 
 
@@ -222,18 +237,20 @@ def question_from_state(state: Mapping[str, Any]) -> Question:
     if not isinstance(state, Mapping):
         raise InvalidDecisionRequest(f"a question state must be a mapping, got {state!r}")
     kind = state.get("kind")
-    if kind not in _QUESTION_TYPES:
-        raise InvalidDecisionRequest(f"unknown question kind {kind!r}; expected one of {PRIMITIVES}")
+    if not isinstance(kind, str) or kind not in _QUESTION_TYPES:
+        raise InvalidDecisionRequest(f"unknown decision kind {kind!r}; expected one of {PRIMITIVES}")
     if set(state) != _STATE_KEYS[kind]:
+        missing = sorted(_STATE_KEYS[kind] - set(state))
+        unexpected = sorted(set(state) - _STATE_KEYS[kind])
         raise InvalidDecisionRequest(
-            f"a {kind} state has exactly the keys {sorted(_STATE_KEYS[kind])}, got {sorted(state)}"
+            f"a {kind} state has exactly the keys {sorted(_STATE_KEYS[kind])}, got {sorted(state)}: "
+            f"missing {missing}, unexpected {unexpected}"
         )
     if kind == "boolean":
         return Boolean(state["prompt"])
     if kind == "choice":
         return Choice(state["prompt"], _state_options(state["options"]))
     return Score(state["prompt"], _state_options(state["levels"]))
-
 
 
 def check_question(question: Any) -> Question:

@@ -40,7 +40,9 @@ def _probability(value: Any, what: str) -> float:
         raise InvalidDecisionResponse(f"{what} must be a real number, got {value!r}")
     try:
         p = float(value)
-    except (OverflowError, ValueError, TypeError) as error:
+    except OverflowError as error:  # an integer or fraction too large for a float (10**400)
+        raise InvalidDecisionResponse(f"{what} is not representable as a float: too large for a float") from error
+    except (ValueError, TypeError) as error:
         raise InvalidDecisionResponse(f"{what} is not representable as a float: {value!r}") from error
     if not math.isfinite(p) or not 0.0 <= p <= 1.0:
         raise InvalidDecisionResponse(f"{what} must be finite and in [0, 1], got {p!r}")
@@ -57,18 +59,18 @@ def _to_distribution(value: Any) -> tuple[tuple[str, float], ...]:
             raise InvalidDecisionResponse(f"a distribution entry is an (id, p) pair, got {item!r}")
         option_id, p = item
         if not isinstance(option_id, str) or not option_id:
-            raise InvalidDecisionResponse(f"unlabeled answer: ids are non-empty strings, got {option_id!r}")
+            raise InvalidDecisionResponse(f"unlabeled entry: ids are non-empty strings, got {option_id!r}")
         pairs.append((option_id, _probability(p, f"probability of {option_id!r}")))
     if len(pairs) < 2:
-        raise InvalidDecisionResponse(f"a distribution needs at least two entries, got {len(pairs)}")
+        raise InvalidDecisionResponse(f"a distribution needs at least 2 entries, got {len(pairs)}")
     ids = [option_id for option_id, _ in pairs]
     if len(set(ids)) != len(ids):
-        raise InvalidDecisionResponse(f"duplicate ids in a distribution: {ids}")
+        raise InvalidDecisionResponse(f"a distribution repeats ids: {ids}")
     total = math.fsum(p for _, p in pairs)
     if abs(total - 1.0) > PROBABILITY_TOLERANCE:
         raise InvalidDecisionResponse(
             f"probabilities sum to {total!r}, not 1 within {PROBABILITY_TOLERANCE}; "
-            "answers are never renormalised"
+            "answers are never renormalized"
         )
     return tuple(pairs)
 
@@ -257,11 +259,11 @@ def _response_pairs(response: Any) -> list[tuple[Any, Any]]:
     if isinstance(response, Mapping):
         return list(response.items())
     if isinstance(response, (str, bytes)) or not isinstance(response, Iterable):
-        raise InvalidDecisionResponse(f"expected a mapping or (id, p) pairs, got {response!r}")
+        raise InvalidDecisionResponse(f"expected a mapping or a sequence of (id, p) pairs ({{id: p}} or [(id, p), ...]), got {response!r}")
     pairs = []
     for item in response:
         if not isinstance(item, (tuple, list)) or len(item) != 2:
-            raise InvalidDecisionResponse(f"a response entry is an (id, p) pair, got {item!r}")
+            raise InvalidDecisionResponse(f"response entries are (id, p) pairs, got {item!r}")
         pairs.append((item[0], item[1]))
     return pairs
 
@@ -310,7 +312,8 @@ def validate_response(
             p_false = _probability(response["false"], "p('false')")
             if abs(p_true + p_false - 1.0) > PROBABILITY_TOLERANCE:
                 raise InvalidDecisionResponse(
-                    f"p('true') + p('false') = {p_true + p_false!r}, not 1 within {PROBABILITY_TOLERANCE}"
+                    f"p('true') + p('false') = {p_true + p_false!r}, not 1 within {PROBABILITY_TOLERANCE}; "
+                    "answers are never renormalized"
                 )
             response = p_true
         return BooleanResult(digest, response, provider=provider, raw=raw)
@@ -318,7 +321,7 @@ def validate_response(
     by_id: dict[str, Any] = {}
     for option_id, p in _response_pairs(response):
         if not isinstance(option_id, str) or not option_id:
-            raise InvalidDecisionResponse(f"unlabeled answer: ids are non-empty strings, got {option_id!r}")
+            raise InvalidDecisionResponse(f"unlabeled entry: ids are non-empty strings, got {option_id!r}")
         if option_id in by_id:
             raise InvalidDecisionResponse(f"duplicate id {option_id!r} in the answer")
         by_id[option_id] = p
@@ -326,8 +329,9 @@ def validate_response(
     unknown = [i for i in by_id if i not in expected]
     missing = [i for i in expected if i not in by_id]
     if unknown or missing:
+        problems = [f"unknown id {option_id!r}" for option_id in unknown] + ([f"missing ids {missing}"] if missing else [])
         raise InvalidDecisionResponse(
-            f"answer ids do not match the question: unknown {unknown}, missing {missing}"
+            f"answer ids do not match the question's {list(expected)}: {'; '.join(problems)}"
         )
     distribution = [(option_id, by_id[option_id]) for option_id in expected]
     if result_type is ScoreResult:

@@ -205,8 +205,8 @@ class UpdateEngine:
             self._close_discarding()
             bad = [t.name for t in terms if not math.isfinite(t.numerator)]
             raise NonFiniteLossError(
-                f"loss term(s) {bad} are not finite; no parameter was updated. Lower the learning rate, check the "
-                "inputs for NaN/inf, or use an Objective with nonfinite='skip' to drop such windows"
+                f"non-finite training loss: loss term(s) {bad} are not finite; no parameter was updated. Lower the "
+                "learning rate, check the inputs for NaN/inf, or use an Objective with nonfinite='skip' to drop such windows"
             )
         if not finite:
             w.poisoned = True

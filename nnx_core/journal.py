@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import numbers
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
@@ -57,7 +58,6 @@ from nnx_core.journal_format import (
 from nnx_core.journal_reader import JournalReader, upto
 from nnx_core.ports import Storage
 from nnx_core.records import IterationDataPoint
-from nnx_core.validate import check_int
 
 DEFAULT_CHUNK = 250
 
@@ -77,12 +77,12 @@ class HistoryJournal:
     chunk_size: int | None = None
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "retention", check_int("HistoryJournal.retention", self.retention, minimum=1))
+        object.__setattr__(self, "retention", _count("retention", self.retention))
         if self.chunk_size is not None:
-            size = check_int("HistoryJournal.chunk_size", self.chunk_size, minimum=1)
+            size = _count("chunk_size", self.chunk_size)
             if size > self.retention:
                 raise ParamsError(
-                    "HistoryJournal.chunk_size", f"must be ≤ retention ({self.retention}), got {size}"
+                    "HistoryJournal.chunk_size", f"must not exceed retention ({self.retention}), got {size}"
                 )
             object.__setattr__(self, "chunk_size", size)
 
@@ -90,6 +90,15 @@ class HistoryJournal:
     def chunk(self) -> int:
         """Records per chunk file at most."""
         return self.chunk_size or min(DEFAULT_CHUNK, self.retention)
+
+
+def _count(name: str, value: Any) -> int:
+    """A count of ``HistoryJournal``: an integer ≥ 1 (NNx's wording: "requires retention >= 1")."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ParamsError(f"HistoryJournal.{name}", f"requires {name} to be an integer, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ParamsError(f"HistoryJournal.{name}", f"requires {name} >= 1, got {value}")
+    return int(value)
 
 
 expose_dataclass_fields(HistoryJournal)  # dataclasses.fields / replace / asdict, as on NNx's

@@ -106,13 +106,18 @@ class JournalManifest:
             if doc.get("version") != JOURNAL_VERSION:
                 raise ValueError(f"unsupported journal version {doc.get('version')!r}; upgrade NNx to read it")
             fields = {f.name for f in attrs.fields(cls)}
+            missing = sorted(fields - {"open_records"} - set(doc))  # every manifest writes them (unknown keys are kept for later)
+            if missing:
+                raise ValueError(f"missing key {missing[0]!r}")
             manifest = cls(**{k: v for k, v in doc.items() if k in fields})
             ints = (manifest.retention, manifest.chunk_size, manifest.chunks, manifest.records,
                     manifest.index_bytes, manifest.epochs, manifest.epochs_bytes, manifest.open_records)
             if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
                 raise ValueError("counts and lengths must be non-negative integers")
         except (ValueError, TypeError, UnicodeDecodeError) as exc:
-            raise HistoryCorruptionError(f"{where} is unreadable ({exc}); nothing was erased") from exc
+            raise HistoryCorruptionError(
+                f"{where} is unreadable ({exc}); nothing was erased (the manifest of the history journal is malformed)"
+            ) from exc
         if manifest.run_id != run_id:
             raise HistoryCorruptionError(f"{where} belongs to run {manifest.run_id} (copied or mixed files)")
         return manifest
@@ -149,12 +154,16 @@ def compact_json(doc: Any) -> str:
 def _plain(value: Any) -> Any:
     """NumPy / 0-d tensor scalars (anything with ``.item()``) and other numbers as plain numbers."""
     if hasattr(value, "item"):
-        return value.item()
+        try:
+            return value.item()
+        except (ValueError, RuntimeError) as exc:  # an array of several values: no number to store
+            raise TypeError(f"a history record cannot store as JSON a {type(value).__name__} of {getattr(value, 'size', '?')} "
+                            "values: a record holds numbers (reduce it, or keep it out of the record)") from exc
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real):
         return float(value)
-    raise TypeError(f"cannot store {type(value).__name__} in a history record")
+    raise TypeError(f"cannot store {type(value).__name__} in a history record (cannot store as JSON)")
 
 
 def encode_record(idp: IterationDataPoint) -> bytes:
@@ -200,7 +209,7 @@ def parse_index(data: bytes, manifest: JournalManifest, files: JournalFiles) -> 
         )
     prefix = data[: manifest.index_bytes]
     if prefix and not prefix.endswith(b"\n"):
-        raise HistoryCorruptionError(f"{where}: the committed bytes do not end a line (index mismatch)")
+        raise HistoryCorruptionError(f"{where} does not match its manifest: the committed bytes do not end a line")
     entries: list[ChunkEntry] = []
     chain, records, last_epoch = GENESIS, 0, None
     for number, line in enumerate(prefix.split(b"\n")[:-1] if prefix else []):
@@ -220,7 +229,7 @@ def parse_index(data: bytes, manifest: JournalManifest, files: JournalFiles) -> 
         entries.append(entry)
     if chain != manifest.index_chain or len(entries) != manifest.chunks or records != manifest.records:
         raise HistoryCorruptionError(
-            f"{where} does not match the manifest (hash chain, {len(entries)} chunks / {records} records vs "
+            f"{where} does not match its manifest (hash chain, {len(entries)} chunks / {records} records vs "
             f"{manifest.chunks} / {manifest.records}); the history was altered or mixed"
         )
     return entries
@@ -234,7 +243,10 @@ def read_chunk(storage: Storage, files: JournalFiles, entry: ChunkEntry) -> list
     except FileNotFoundError as exc:
         raise HistoryCorruptionError(f"{where} is missing; the committed history cannot be read") from exc
     if hashlib.sha256(data).hexdigest() != entry.sha256:
-        raise HistoryCorruptionError(f"{where} does not match its SHA-256 in the index (corrupted on disk)")
+        raise HistoryCorruptionError(
+            f"run {files.run_id}: history chunk {entry.seq} ({entry.file}) is corrupt: it does not match its SHA-256 "
+            "in the index (corrupted on disk)"
+        )
     try:
         records = [IterationDataPoint.from_state(json.loads(line)) for line in data.decode("utf-8").splitlines()]
     except (ValueError, TypeError, UnicodeDecodeError) as exc:

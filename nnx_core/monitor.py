@@ -59,6 +59,21 @@ def fallback_signal(idp: IterationDataPoint | None) -> float | None:
     )
 
 
+def warn_nonfinite_fallback(idp: IterationDataPoint, epoch: int) -> None:
+    """Warn (``RuntimeWarning``) when the fallback signal skips non-finite candidates: which ones,
+    and the value it uses instead, if any."""
+    val, train = idp.val_edp, idp.monitored_train_edp()
+    candidates = (("val_edp.error", val.error if val else None), ("val_edp.loss", val.loss if val else None),
+                  ("train_edp.error", train.error), ("train_edp.loss", train.loss))
+    rejected = [f"{name}={value}" for name, value in candidates if value is not None and not math.isfinite(value)]
+    if not rejected:
+        return
+    chosen = next(((name, value) for name, value in candidates if value is not None and math.isfinite(value)), None)
+    using = f"using {chosen[0]}={chosen[1]}" if chosen else "no finite value remains: the epoch selects no BEST"
+    warnings.warn(f"epoch {epoch}: ignoring non-finite metric(s) {', '.join(rejected)} for the fallback monitor; {using}",
+                  RuntimeWarning, stacklevel=4)
+
+
 class Monitor:
     """Makes the epoch decision and remembers the best value (a checkpointed component)."""
 
@@ -87,7 +102,10 @@ class Monitor:
         return edp.metrics[metric] if metric in edp.metrics else edp.get(metric)
 
     def decide(self, epoch: int, idp: IterationDataPoint) -> MonitorDecision:
-        """Decide for one epoch and update the best value."""
+        """Decide for one epoch and update the best value. The fallback monitor warns when it
+        passes over a non-finite candidate (as NNx's plateau signal does)."""
+        if self.spec is None:
+            warn_nonfinite_fallback(idp, epoch)
         return self.judge(self.read(idp), epoch)
 
     def judge(self, value: float | None, epoch: int) -> MonitorDecision:

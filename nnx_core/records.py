@@ -31,8 +31,25 @@ CLASSIFICATION_FIELDS = ("accuracy", "f1", "precision", "recall")
 EDP_FIELDS = ("loss", "error", *CLASSIFICATION_FIELDS)
 
 
+class FrozenMapping(dict):  # type: ignore[type-arg]
+    """A record's ``metrics`` / ``extra``: a dict (JSON, YAML and ``==`` see a plain one) that
+    refuses changes (``TypeError``, the record is frozen) and hashes by its items, so the record
+    stays hashable."""
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> None:
+        raise TypeError("a record's metrics / extra cannot change; use with_extra(name, value) for a copy")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (dict(self),)
+
+
 def _frozen_mapping(value: Mapping[str, float] | None) -> Mapping[str, float]:
-    return dict(sorted((value or {}).items()))
+    return FrozenMapping(sorted((value or {}).items()))
 
 
 def _unset() -> Any:

@@ -123,8 +123,10 @@ def budget_problems(
     epochs_this_call: int,
     per_epoch: int | None,
     done: int = 0,
+    name: str | None = None,
 ) -> list[str]:
     """Why a budgeted schedule cannot cover the run (empty when it can or cannot be known).
+    ``name`` is the optimizer it belongs to, for the message.
 
     ``done`` ticks were already made (a resume); this call makes ``epochs_this_call × per_epoch``
     more. The budget is ``total_steps``, else the default horizon ``n_epochs × per_epoch``.
@@ -137,9 +139,16 @@ def budget_problems(
     if needed <= budget:
         return []
     where = f"total_steps={total_steps}" if total_steps is not None else f"the default horizon of {budget}"
-    resumed = f" ({done} already made before this resume)" if done else ""
+    owner = f" for {name!r}" if name is not None else ""
+    why = (f"total_steps ({total_steps}) must be >= the run's planned {unit} ({needed})" if total_steps is not None
+           else f"resuming {kind}{owner} requires scheduler.total_steps covering the original and resumed {unit}")
+    planned = "epochs" if clock == "epoch" else "updates"
+    beyond = f", beyond scheduler.total_steps={total_steps}" if total_steps is not None else ""
+    resumed = (f" ({done} already made before this resume: {done} with {needed - done} planned {planned} would pass "
+               f"the scheduler's budget of {budget}; the resumed {kind}{owner} would reach {unit.rstrip('s')} "
+               f"{needed})") if done else ""
     return [
-        f"the {kind} schedule runs out: {where} {unit}, but the run makes {needed}{resumed}; "
+        f"the {kind} schedule runs out: {where} {unit}, but the run makes {needed}{resumed}{beyond}: {why}; "
         f"set NNSchedulerParams(total_steps=...) to at least {needed}"
     ]
 
@@ -168,11 +177,12 @@ class ClockComponent:
     def check_component_state(self, state: Mapping[str, Any]) -> list[str]:
         """Differences that make the saved position meaningless here."""
         mine = self.component_state()
-        return [
-            f"{self.name}: saved {key} {state.get(key)!r} != {mine[key]!r}"
-            for key in ("clock", "kind", "budget")
-            if state.get(key) != mine[key]
-        ]
+        problems = [f"{self.name}: saved {key} {state.get(key)!r} != {mine[key]!r}"
+                    for key in ("clock", "kind") if state.get(key) != mine[key]]
+        if state.get("budget") != mine["budget"]:
+            problems.append(f"{self.name}: the checkpoint's scheduler budget is {state.get('budget')} optimizer "
+                            f"updates, this run's is {mine['budget']}; configure the same total_steps")
+        return problems
 
     def load_component_state(self, state: Mapping[str, Any]) -> None:
         """Nothing to load: the schedule's own state (restored with the checkpoint) holds the position."""
@@ -201,7 +211,7 @@ def check_budgets(budgets: Sequence[Budget], *, n_epochs: int) -> None:
     for b in budgets:
         found = budget_problems(
             kind=b.kind, clock=b.clock, total_steps=b.total_steps, n_epochs=n_epochs, epochs_this_call=n_epochs,
-            per_epoch=b.per_epoch, done=b.done,
+            per_epoch=b.per_epoch, done=b.done, name=b.name,
         )
         problems += [(f"optimizer {b.name!r}: " if b.name is not None else "") + p for p in found]
         resumed = resumed or bool(found and b.done)
@@ -220,7 +230,7 @@ def horizon(clock: str, *, n_epochs: int, batches: int | None, accumulate: int, 
     if batches is None:
         if explicit is None:
             raise ScheduleBudgetError(
-                "the train_loader has no len(); give the update-clock schedule an explicit horizon "
+                "the train_loader has no len(), so the update-clock schedule needs an explicit total_steps "
                 "(total_steps, T_max or step_size)"
             )
         return explicit

@@ -40,7 +40,7 @@ COMMITTED, MASKED, NONFINITE, OVERFLOW = "committed", "masked", "nonfinite", "ov
 NONFINITE_POLICIES = ("fail", "skip")
 
 NONFINITE_MESSAGE = (
-    "the loss or its gradients are not finite; no parameter was updated. Lower the learning rate, check the "
+    "non-finite training loss: the loss or its gradients are not finite; no parameter was updated. Lower the learning rate, check the "
     "inputs for NaN/inf, or set grad_clip_norm"
 )
 

@@ -42,6 +42,7 @@ def split_batch(batch: Any) -> tuple[Any, Any]:
         raise TrainingInputError(
             f"a batch must be (inputs, targets), got {type(batch).__name__}"
             + (f" of length {len(batch)}" if isinstance(batch, (tuple, list)) else "")
+            + (" (no target)" if isinstance(batch, (tuple, list)) and len(batch) < 2 else "")
             + "; use a custom train_step_fn for other batch layouts"
         )
     return batch[0], batch[1]

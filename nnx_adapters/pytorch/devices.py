@@ -13,7 +13,12 @@ that into ``PrecisionUnsupportedError`` unless its policy falls back to fp32.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+
+from nnx_core.errors import PrecisionUnsupportedError
+from nnx_core.precision import ResolvedPrecision
 
 BF16_MIN_CAPABILITY = (8, 0)  # Ampere: native bfloat16 tensor-core math
 
@@ -38,16 +43,36 @@ def bf16_supported(device: torch.device) -> bool:
 def precision_problem(mode: str, device: torch.device) -> str | None:
     """Why ``mode`` ("fp32", "bf16", "fp16") cannot run on ``device``; None when it can."""
     if mode == "fp16" and device.type != "cuda":
-        return "fp16 needs CUDA (it uses a GradScaler); use PrecisionPolicy('bf16') on CPU or fallback='fp32'"
+        return ("fp16 needs CUDA (fp16 runs with a GradScaler, on CUDA only); "
+                "use PrecisionPolicy('bf16') on CPU or fallback='fp32'")
     if mode == "bf16" and not bf16_supported(device):
         if device.type == "cuda" and torch.cuda.is_available():
             major, minor = cuda_capability(device)
             return (
-                f"bf16 needs a CUDA device of compute capability ≥ 8.0 (Ampere or newer); {device} has "
+                f"bf16 needs native bf16 support, not emulation: a CUDA device of compute capability ≥ 8.0 "
+                f"(Ampere or newer); {device} has "
                 f"{major}.{minor}; use PrecisionPolicy('fp16') on this GPU, or fallback='fp32'"
             )
         return f"bf16 runs on the CPU or on CUDA (compute capability ≥ 8.0), not on {device}; use fallback='fp32'"
     return None
 
 
-__all__ = ["BF16_MIN_CAPABILITY", "bf16_supported", "cuda_capability", "precision_problem"]
+def resolve_precision(policy: Any, mixed_precision: bool, device: str | torch.device) -> ResolvedPrecision:
+    """What a precision request becomes on ``device`` (a name or ``torch.device``): the ``policy``
+    (a ``PrecisionPolicy``: its ``mode`` and ``fallback``); else NNx's ``mixed_precision`` flag (fp16 on CUDA, silently fp32
+    elsewhere, with the reason); else fp32. An unsupported mode whose fallback is not ``"fp32"``
+    raises ``PrecisionUnsupportedError`` saying why."""
+    device = device if isinstance(device, torch.device) else torch.device(str(device))
+    if policy is None and mixed_precision:
+        effective = "fp16" if device.type == "cuda" else "fp32"
+        reason = None if effective == "fp16" else f"mixed_precision applies on CUDA only; {device.type} runs in fp32"
+        return ResolvedPrecision("fp16", effective, device.type, "mixed_precision", reason)
+    if policy is None:
+        return ResolvedPrecision("fp32", "fp32", device.type)
+    problem = None if policy.mode == "fp32" else precision_problem(policy.mode, device)
+    if problem is not None and policy.fallback != "fp32":
+        raise PrecisionUnsupportedError(problem)
+    return ResolvedPrecision(policy.mode, "fp32" if problem else policy.mode, device.type, "policy", problem)
+
+
+__all__ = ["BF16_MIN_CAPABILITY", "bf16_supported", "cuda_capability", "precision_problem", "resolve_precision"]

@@ -38,16 +38,19 @@ class TorchGradientSlots:
                 total = piece if total is None else total + piece
             if total is not None:
                 todo.append((slot, total))
+        # parameters frozen now (requires_grad=False, e.g. for this epoch only) get no gradient
+        live = [k for k, p in enumerate(self.params) if p.requires_grad]
+        inputs = [self.params[k] for k in live]
         for j, (slot, total) in enumerate(todo):
             if self.scaler is not None:
                 total = self.scaler.scale(total)
             retain = j < len(todo) - 1
             if slot == 0:
-                torch.autograd.backward(total, inputs=self.params, retain_graph=retain)
+                torch.autograd.backward(total, inputs=inputs, retain_graph=retain)
                 continue
-            grads = torch.autograd.grad(total, self.params, retain_graph=retain, allow_unused=True)
+            grads = torch.autograd.grad(total, inputs, retain_graph=retain, allow_unused=True)
             buffer = self._buffers.setdefault(slot, [None] * len(self.params))
-            for k, g in enumerate(grads):
+            for k, g in zip(live, grads, strict=True):
                 if g is not None:
                     buffer[k] = g if buffer[k] is None else buffer[k].add_(g)
 

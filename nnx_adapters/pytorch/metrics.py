@@ -10,11 +10,13 @@ valid rows only (its inputs are filtered, which costs one sync per batch when ta
 Inputs: ``labels`` (decoded predictions vs targets), ``probabilities`` (class probabilities vs
 targets) and ``continuous`` (outputs vs targets). For a multilabel task ``labels`` are 0/1
 indicator matrices ``(rows, labels)``: accuracy is subset accuracy and F1 is computed per label,
-as scikit-learn does for indicator inputs.
+as scikit-learn does for indicator inputs; ``probabilities`` are one sigmoid probability per
+label (nll and brier score each output as an independent Bernoulli).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -60,17 +62,38 @@ class _Sum:
 
 class Confusion:
     """A C×C confusion matrix (rows: true class, columns: predicted) accumulated on the device
-    with ``index_add_`` (no host sync, unlike ``bincount`` on CUDA)."""
+    with ``index_add_`` (no host sync, unlike ``bincount`` on CUDA). Outside a run, on labels
+    alone with no class count (``grows``, see ``count_classes_as_seen``), it grows to the largest
+    label seen, which costs one host read per batch."""
 
     def __init__(self, n_classes: int | None = None) -> None:
         self.n = n_classes or 0
+        self.grows = False
         self.matrix: torch.Tensor | None = None
+
+    def resize(self, n: int) -> None:
+        """Grow to ``n`` classes (the counts kept in their cells)."""
+        if n <= self.n:
+            return
+        if self.matrix is not None:
+            grown = torch.zeros(n, n, dtype=self.matrix.dtype, device=self.matrix.device)
+            grown[: self.n, : self.n] = self.matrix.reshape(self.n, self.n)
+            self.matrix = grown.reshape(-1)
+        self.n = n
 
     def update(self, target: torch.Tensor, pred: torch.Tensor, mask: torch.Tensor | None = None) -> None:
         """Add one batch of integer targets and predictions; rows with ``mask == 0`` add nothing."""
+        target, pred = target.reshape(-1).long(), pred.reshape(-1).long()
+        if self.grows and target.numel():
+            keep = target if mask is None else target[mask.reshape(-1).bool()]
+            labels = torch.cat([keep, pred])
+            if labels.numel() and int(labels.min()) < 0:
+                raise ValueError(f"class labels must be non-negative integers, got {int(labels.min())}")
+            self.resize(int(labels.max()) + 1 if labels.numel() else 0)
         if self.n == 0:
+            if not target.numel():
+                return
             raise ValueError("Confusion needs the number of classes")
-        target, pred = target.reshape(-1), pred.reshape(-1)
         weights = _weights(target, None if mask is None else mask.reshape(-1))
         if mask is not None:  # masked rows may hold ignore_index: point them at a valid cell
             target = torch.where(mask.reshape(-1).bool(), target, torch.zeros_like(target))
@@ -188,7 +211,7 @@ class LabelCounts:
         if not isinstance(self.tp, torch.Tensor):
             return float("nan")
         tp, fp, fn = (x.cpu() for x in (self.tp, self.fp, self.fn))  # type: ignore[union-attr]
-        if average == "micro":
+        if average in ("micro", "binary"):  # binary: the positive decisions pooled over every label (NNx's rule)
             denom = float(2 * tp.sum() + fp.sum() + fn.sum())
             return 2 * float(tp.sum()) / denom if denom else 0.0
         denom = 2 * tp + fp + fn
@@ -198,7 +221,7 @@ class LabelCounts:
         if average == "weighted":
             support = tp + fn
             return float((per_label * support).sum() / support.sum()) if float(support.sum()) else 0.0
-        return float("nan")  # "binary" is undefined for indicator targets
+        return float("nan")
 
 
 def _multilabel(target: torch.Tensor, prediction: torch.Tensor) -> bool:
@@ -251,7 +274,7 @@ class F1Metric:
 def _check_f1(config: Mapping[str, Any]) -> list[str]:
     average = config.get("average", "macro")
     unknown = sorted(set(config) - {"average"})
-    problems = [] if average in F1_AVERAGES else [f"f1 average {average!r} is unknown (use one of {F1_AVERAGES})"]
+    problems = [] if average in F1_AVERAGES else [f"f1 average {average!r} is unknown: average must be one of {F1_AVERAGES}"]
     return problems + [f"f1 has no config key {key!r} (only 'average')" for key in unknown]
 
 
@@ -266,9 +289,25 @@ def _safe_target(target: torch.Tensor, mask: torch.Tensor | None) -> torch.Tenso
     return target if mask is None else torch.where(mask.bool(), target, torch.zeros_like(target))
 
 
+def _bernoulli(target: torch.Tensor, prediction: torch.Tensor) -> bool:
+    """Per-output (Bernoulli) probabilities: one probability per target entry, not a class axis."""
+    return prediction.is_floating_point() and prediction.shape == target.shape
+
+
+def _add_entries(total: _Sum, values: torch.Tensor, mask: torch.Tensor | None) -> None:
+    """Add per-entry ``values``; ``mask`` weighs the entries (shaped like them, or one per row)."""
+    if mask is None:
+        total.add(values, values.numel())
+        return
+    w = mask.to(torch.float64)
+    w = w if w.shape == values.shape else w.reshape(-1, *([1] * (values.dim() - 1))).expand_as(values)
+    total.add(torch.where(w > 0, values, torch.zeros_like(values)) * w, w)
+
+
 class NLLMetric:
     """Mean negative log-likelihood of the true class (probabilities clipped at float64 eps,
-    as scikit-learn's ``log_loss`` does)."""
+    as scikit-learn's ``log_loss`` does); with one probability per target entry (multilabel), the
+    mean binary log loss over entries."""
 
     accepts_mask = True
 
@@ -277,6 +316,10 @@ class NLLMetric:
 
     def update(self, target: torch.Tensor, prediction: torch.Tensor, mask: torch.Tensor | None = None) -> None:
         eps = torch.finfo(torch.float64).eps
+        if _bernoulli(target, prediction):  # one probability per output: the binary log loss of each
+            p, y = prediction.double().clamp(min=eps, max=1 - eps), target.double()
+            _add_entries(self.sum, -(y * torch.log(p) + (1 - y) * torch.log1p(-p)), mask)
+            return
         p = prediction.double().gather(-1, _safe_target(target, mask).unsqueeze(-1)).squeeze(-1)
         weights = _weights(target, mask)
         self.sum.add(-torch.log(p.clamp(min=eps, max=1 - eps)) * weights, weights if mask is not None else target.numel())
@@ -286,7 +329,8 @@ class NLLMetric:
 
 
 class BrierMetric:
-    """Mean over rows of Σ_classes (p − onehot)² (the class-summed multiclass Brier score)."""
+    """Mean over rows of Σ_classes (p − onehot)² (the class-summed multiclass Brier score); with
+    one probability per target entry (multilabel, Bernoulli), the mean of (p − y)² over entries."""
 
     accepts_mask = True
 
@@ -294,6 +338,9 @@ class BrierMetric:
         self.sum = _Sum()
 
     def update(self, target: torch.Tensor, prediction: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        if _bernoulli(target, prediction):  # one probability per output: (p − y)² of each
+            _add_entries(self.sum, (prediction.double() - target.double()) ** 2, mask)
+            return
         onehot = torch.nn.functional.one_hot(_safe_target(target, mask), prediction.shape[-1]).double()
         weights = _weights(target, mask)
         per_row = ((prediction.double() - onehot) ** 2).sum(-1)
@@ -357,7 +404,7 @@ def register_metric(
     check_config: Callable[[Mapping[str, Any]], list[str]] | None = None,
     replace: bool = False,
 ) -> None:
-    """Register an accumulator factory ``factory(config, n_classes)``.
+    """Register an accumulator factory ``factory(config, n_classes)``, or NNx's ``factory(config)``.
 
     The accumulator has ``update(target, prediction)`` (called once per batch with the valid
     rows) and ``result() -> float`` (called once per epoch). Setting ``accepts_mask = True`` on it
@@ -370,7 +417,49 @@ def register_metric(
         raise ParamsError("register_metric.mode", f"must be 'min' or 'max', got {mode!r}")
     if (id, version) in REGISTRY and not replace:
         raise ParamsError("register_metric", f"metric {id!r} v{version} is already registered (pass replace=True)")
+    if not _takes_two(factory):  # NNx's one-argument factory: the class count is not passed
+        one = factory
+        factory = lambda config, n_classes: one(config)  # noqa: E731
     REGISTRY[(id, version)] = MetricEntry(factory, input, mode, check_config)
+
+
+def _takes_two(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` can be called with two positional arguments (True when it cannot be told)."""
+    try:
+        inspect.signature(fn).bind(None, None)
+    except TypeError:
+        return False
+    except ValueError:  # a builtin without a signature
+        return True
+    return True
+
+
+def registered_entry(id: str, version: int) -> MetricEntry:
+    """The registration of ``(id, version)``; an unknown one is a ``ParamsError`` naming the known ones."""
+    entry = REGISTRY.get((id, version))
+    if entry is None:
+        known = ", ".join(sorted(f"{i}@{v}" for i, v in REGISTRY))
+        raise ParamsError("MetricSpec", f"unknown metric {id!r}@v{version}: not registered (known: {known})")
+    return entry
+
+
+def count_classes_as_seen(metric: Any) -> Any:
+    """``metric`` with each of its confusion matrices that has no class count set to grow with
+    the labels it sees (metrics used outside a run, where nothing declares the classes)."""
+    for part in getattr(metric, "__dict__", {}).values():
+        if isinstance(part, Confusion) and not part.n:
+            part.grows = True
+    return metric
+
+
+def unregister_metric(id: str, version: int) -> bool:
+    """Remove the metric registered as ``(id, version)``; True when there was one."""
+    return REGISTRY.pop((id, version), None) is not None
+
+
+def registered_metrics() -> tuple[tuple[str, int], ...]:
+    """Every registered ``(id, version)``, sorted (the built-ins included)."""
+    return tuple(sorted(REGISTRY))
 
 
 register_metric("accuracy", 1, AccuracyMetric, input="labels", mode="max", check_config=_no_config("accuracy"))
@@ -380,7 +469,8 @@ register_metric("brier", 1, BrierMetric, input="probabilities", mode="min", chec
 register_metric("mae", 1, MAEMetric, input="continuous", mode="min", check_config=_no_config("mae"))
 register_metric("mse", 1, MSEMetric, input="continuous", mode="min", check_config=_no_config("mse"))
 
-_TASK_INPUTS = {"categorical": ("labels", "probabilities"), "multilabel": ("labels",), "regression": ("continuous",)}
+_TASK_INPUTS = {"categorical": ("labels", "probabilities"), "multilabel": ("labels", "probabilities"),
+                "regression": ("continuous",)}
 
 
 def resolve(specs: Sequence[Any], task_kind: str, width: int | None = None) -> list[str]:
@@ -393,15 +483,16 @@ def resolve(specs: Sequence[Any], task_kind: str, width: int | None = None) -> l
         entry = REGISTRY.get((spec.id, spec.version))
         if entry is None:
             known = ", ".join(sorted(f"{i}@{v}" for i, v in REGISTRY))
-            problems.append(f"metric {spec.id!r} v{spec.version} is not registered (known: {known})")
+            problems.append(f"unknown metric {spec.id!r}@v{spec.version}: not registered (known: {known})")
             continue
         if entry.input not in _TASK_INPUTS[task_kind]:
             problems.append(f"metric {spec.label!r} needs {entry.input} inputs, which a {task_kind} task does not give")
         if entry.check_config:
             problems.extend(entry.check_config(spec.config))
-        binary_ok = task_kind == "categorical" and width in (None, 2)
-        if spec.id == "f1" and spec.config.get("average") == "binary" and not binary_ok:
-            problems.append(f"metric {spec.label!r}: average='binary' needs a two-class categorical task")
+        if spec.id == "f1" and spec.config.get("average") == "binary" and task_kind == "categorical" \
+                and width not in (None, 2):  # multilabel: the decisions pooled over every label
+            problems.append(f"metric {spec.label!r}: f1 average='binary' needs exactly 2 classes, this model has "
+                            f"{width}; use 'macro', 'micro' or 'weighted'")
     return problems
 
 
@@ -483,8 +574,9 @@ class EpochAccumulator:
             self.correct = self.correct + hit
             self.rows = self.rows + rows
             labels = (target >= 0.5).long()
-            for _, _, acc in self.metrics:
-                acc.update(labels, pred)
+            probs = torch.sigmoid(output.float()) if self._probabilities else None  # one per output
+            for _, entry, acc in self.metrics:
+                acc.update(labels, probs if entry.input == "probabilities" else pred)
         else:
             # NaN (masked) targets weigh zero; a mask-aware metric gets the element mask (no host read),
             # any other metric the valid elements only

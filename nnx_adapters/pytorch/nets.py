@@ -70,6 +70,24 @@ class FeedFwdNN(nn.Module):
         """``((inputs,), targets)`` of an ``(inputs, targets)`` batch."""
         return _unpack("FeedFwdNN", batch)
 
+    def to_file(self, path: str) -> None:
+        """Write the weights (``state_dict()``) to ``path`` with ``torch.save``."""
+        torch.save(self.state_dict(), path)
+
+    @classmethod
+    def from_file(cls, path: str, params: Any, map_location: Any = "cpu") -> FeedFwdNN:
+        """A net of ``params`` holding the weights :meth:`to_file` wrote, read by PyTorch's safe
+        loader (``weights_only=True``: a file holding anything but tensors and plain containers is
+        refused with ``pickle.UnpicklingError``, never unpickled)."""
+        return cls.from_state(torch.load(path, weights_only=True, map_location=map_location), params)
+
+    @classmethod
+    def from_state(cls, state_dict: Any, params: Any) -> FeedFwdNN:
+        """A net of ``params`` holding ``state_dict`` (strict: every key must fit)."""
+        net = cls(params)
+        net.load_state_dict(state_dict)
+        return net
+
     def _legacy_keys(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
         """Checkpoints of earlier releases keyed the layers as an ``nn.Sequential`` (``0.weight``,
         ``2.weight``, ...): the n-th numbered module becomes ``layers.<n>``."""

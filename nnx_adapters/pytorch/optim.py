@@ -51,7 +51,8 @@ def param_groups(net: torch.nn.Module, name: str, optim: Any, *, strict: bool, r
         if required:
             raise ParamsError(
                 path,
-                "with several optimizers every optimizer must declare param_groups (which parameters it owns); "
+                "with several optimizers every optimizer must declare param_groups (which parameters it owns): "
+                "scope its parameters via NNOptimParams(param_groups=[NNParamGroupSpec(...)]); "
                 "otherwise a parameter would be stepped by more than one optimizer",
             )
         return [{"params": [p for _, p in trainable]}], [n for n, _ in trainable]
@@ -61,7 +62,9 @@ def param_groups(net: torch.nn.Module, name: str, optim: Any, *, strict: bool, r
         members = [(n, p) for n, p in trainable if n not in taken and fnmatch.fnmatch(n, spec.name_pattern)]
         if not members:
             if strict:
-                raise ParamsError(f"{path}[{i}]", f"pattern {spec.name_pattern!r} matches no trainable parameter")
+                raise ParamsError(f"{path}[{i}]", (
+                    f"pattern {spec.name_pattern!r} matches no trainable parameter, so it gives no parameter groups (in "
+                    "strict mode every pattern must match one); check it against module.named_parameters()"))
             continue
         groups.append({"params": [p for _, p in members], **spec.overrides(optim.max_lr)})
         taken.extend(n for n, _ in members)
@@ -171,6 +174,7 @@ class TorchClock:
         self._clock = clock
         self.kind = kind
         self.budget = budget
+        self.implicit_budget = implicit_budget  # derived from the run's length, not configured
         self.ticks = 0
         self._warn_past_budget = implicit_budget and kind == "cosine_annealing"
         self._seen = getattr(scheduler, "last_epoch", None)  # torch's step count after NNx's last tick
@@ -292,7 +296,8 @@ def build_scheduler(
         sched = torch.optim.lr_scheduler.LambdaLR(optimizer, [warmup_cosine(f) for f in floors])
     else:  # pragma: no cover - params validate kinds
         raise ValueError(kind)
-    return TorchClock(sched, clock, kind, budget, implicit_budget=kind == "cosine_annealing" and T_max is None)
+    implicit = (T_max if kind == "cosine_annealing" else total_steps) is None  # the horizon, not a configured one
+    return TorchClock(sched, clock, kind, budget, implicit_budget=implicit)
 
 
 def named_params(module: torch.nn.Module) -> dict[int, str]:

@@ -43,7 +43,7 @@ def register_optimizer_factory(id: str, version: int, factory: OptimizerFactory,
     if not callable(factory):
         raise ParamsError("register_optimizer_factory.factory", f"must be callable (param_groups, config) -> Optimizer, got {factory!r}")
     if key in _REGISTRY and not replace:
-        raise ParamsError("register_optimizer_factory", f"{key[0]}@v{key[1]} is registered already; pass replace=True or a new version")
+        raise ParamsError("register_optimizer_factory", f"{key[0]}@v{key[1]} is already registered; pass replace=True or a new version")
     _REGISTRY[key] = factory
 
 
@@ -59,29 +59,46 @@ def registered_optimizer_factories() -> tuple[tuple[str, int], ...]:
 
 def build_registered_optimizer(
     id: str, version: int, config: Mapping[str, Any], groups: Sequence[Mapping[str, Any]],  # noqa: A002
+    names: Mapping[int, str] | None = None,
 ) -> torch.optim.Optimizer:
     """The optimizer factory ``(id, version)`` builds over ``groups``; refused unless it is a
-    ``torch.optim.Optimizer`` holding exactly the given parameters."""
+    ``torch.optim.Optimizer`` holding exactly the given parameters, each once (``names``:
+    ``id(param) → name``, to name the ones that differ)."""
     factory = _REGISTRY.get((id, version))
     if factory is None:
+        versions = sorted(v for known, v in _REGISTRY if known == id)
+        problem = (f"has no registered version {version} (registered: {', '.join(f'v{v}' for v in versions)})"
+                   if versions else "is not registered in this process")
         raise MissingOptimizerFactoryError(
-            f"no optimizer factory {id}@v{version} is registered in this process (registered: "
-            f"{list(registered_optimizer_factories()) or 'none'}); call "
-            f"nnx.register_optimizer_factory({id!r}, {version}, factory) first"
+            f"optimizer factory {id!r} {problem}; call nnx.register_optimizer_factory({id!r}, {version}, factory) "
+            "before training"
         )
     optimizer = factory([dict(g) for g in groups], types.MappingProxyType(copy.deepcopy(dict(config))))
     where = f"optimizer factory {id}@v{version}"
     if not isinstance(optimizer, torch.optim.Optimizer):
-        raise ParamsError(where, f"must return a torch.optim.Optimizer, got {type(optimizer).__name__}")
-    given = sorted(_identity(p) for g in groups for p in g["params"])
-    held = sorted(_identity(p) for g in optimizer.param_groups for p in g["params"])
-    if given != held:
-        raise ParamsError(
-            where,
-            f"must return an optimizer holding exactly the {len(given)} parameters it was given (it holds {len(held)}); "
-            "build it from the param_groups argument",
-        )
+        raise ParamsError(where, (
+            f"must return a torch.optim.Optimizer (expected a torch.optim.Optimizer, it returned "
+            f"{type(optimizer).__name__}); build it from the param_groups argument"))
+    given = [p for g in groups for p in g["params"]]
+    held = [p for g in optimizer.param_groups for p in g["params"]]
+    if sorted(map(_identity, given)) != sorted(map(_identity, held)):
+        raise ParamsError(where, (
+            f"must return an optimizer holding exactly the {len(given)} parameters it was given (it holds {len(held)}: "
+            f"{_ownership(given, held, names or {})}); build it from the param_groups argument"))
     return optimizer
+
+
+def _ownership(given: list[Any], held: list[Any], names: Mapping[int, str]) -> str:
+    """Which parameters an optimizer misses, holds twice or holds without being given them."""
+    wanted, counts = {_identity(p) for p in given}, {}
+    for p in held:
+        counts[_identity(p)] = counts.get(_identity(p), 0) + 1
+    listed = {
+        "missing": [k for k in dict.fromkeys(map(_identity, given)) if k not in counts],
+        "duplicated": [k for k, n in counts.items() if n > 1],
+        "foreign": [k for k in counts if k not in wanted],
+    }
+    return "; ".join(f"{what} {[names.get(k, f'<parameter {k}>') for k in keys]}" for what, keys in listed.items() if keys)
 
 __all__ = [
     "MissingOptimizerFactoryError", "OptimizerFactory", "build_registered_optimizer", "register_optimizer_factory",

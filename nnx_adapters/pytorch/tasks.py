@@ -78,7 +78,7 @@ class TaskAdapter:
         if self.categorical:
             if target.dtype not in _CLASS_TARGETS:  # what F.cross_entropy / F.nll_loss take
                 raise TaskValidationError(
-                    f"a categorical task needs integer class targets (torch.long), got {target.dtype}; "
+                    f"a categorical task needs integer class targets (integer class indices, torch.long), got {target.dtype}; "
                     "convert with targets.long()"
                 )
             if target.shape != output.shape[:-1]:
@@ -89,11 +89,12 @@ class TaskAdapter:
         else:
             if not target.dtype.is_floating_point:
                 raise TaskValidationError(
-                    f"a {self.kind} task needs float targets, got {target.dtype}; convert with targets.float()"
+                    f"a {self.kind} task needs floating-point targets, got {target.dtype}; convert with targets.float()"
                 )
             if target.shape != output.shape:
                 raise TaskValidationError(
-                    f"targets have shape {tuple(target.shape)} but the outputs {tuple(output.shape)}; they must match"
+                    f"targets have shape {tuple(target.shape)} but the outputs {tuple(output.shape)}; they must match "
+                    "(no broadcasting)"
                 )
 
     def loss_terms(self, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -253,13 +254,22 @@ class ModuleLossTask(TaskAdapter):
     of unequal batches normalise exactly: the targets counted by ``CrossEntropyLoss`` /
     ``NLLLoss`` (those not equal to its ``ignore_index``; class weights summed when it has
     them), the elements of an elementwise loss (BCE, MSE, L1, Huber, ...), else the rows.
+
+    A ``CrossEntropyLoss`` / ``NLLLoss`` over class targets leaves the targets equal to its
+    ``ignore_index`` out of every statistic too, as it leaves them out of the loss. A stock
+    ``NLLLoss`` (its own ``forward``) gets ``log_softmax`` of the net's raw logits, as NNx gives
+    it: an NLL of raw logits is not a likelihood; a subclass with its own ``forward`` gets the
+    output as it is.
     """
 
     def __init__(self, base: TaskAdapter, fn: Any) -> None:
-        super().__init__(base.kind, base.loss, base.ignore_index, base.threshold, explicit=base.explicit)
+        class_loss = base.categorical and isinstance(fn, (torch.nn.CrossEntropyLoss, torch.nn.NLLLoss))
+        ignore_index = fn.ignore_index if class_loss else base.ignore_index
+        super().__init__(base.kind, base.loss, ignore_index, base.threshold, explicit=base.explicit)
         self.fn = fn
         self.reduction = getattr(fn, "reduction", "mean")
         self.additive = self.reduction == "sum"
+        self.log_probabilities = isinstance(fn, torch.nn.NLLLoss) and type(fn).forward is torch.nn.NLLLoss.forward
 
     @property
     def loss_name(self) -> str:
@@ -269,10 +279,12 @@ class ModuleLossTask(TaskAdapter):
 
     def loss_terms(self, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, int]:
         """(the numerator: the sum, or the value × its mean denominator; the valid targets)."""
-        value = self.fn(output, target)
+        value = self.fn(F.log_softmax(output, dim=1) if self.log_probabilities else output, target)
         if self.reduction == "none":
             return value.sum(), value.numel()
         count = self._denominator(output, target)
+        if not self.additive and not count:  # every target ignored: the mean is NaN, the numerator 0
+            return output.sum() * 0.0, count  # type: ignore[return-value]
         return (value if self.additive else value * count), count  # type: ignore[return-value]
 
     def _denominator(self, output: torch.Tensor, target: torch.Tensor) -> int | float:

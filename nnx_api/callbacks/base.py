@@ -72,6 +72,9 @@ class CallbackContext:
     ``update_listeners`` are ``fn(ctx)`` called after each committed update and its scheduler step;
     ``stop_at_update`` stops right after the current committed update. ``retention`` is the
     history journal's retention (records kept in memory), None with the eager history.
+    ``scheduler`` is the optimizer's torch LR scheduler, to read (NNx steps it); None for the
+    plateau schedule (this project's monitor-driven rule, no torch scheduler) and in a ``Trainer``
+    (its named schedules are its own). ``committed_updates`` is ``update_count``.
 
     An attribute it does not have, read or set (Keras's ``ctx.stop_training = True``), raises
     ``ContextAttributeError`` naming NNx's (``should_stop``).
@@ -94,8 +97,14 @@ class CallbackContext:
     update_listeners: list[Callable[[CallbackContext], None]] = attrs.field(factory=list)
     save_weights: Callable[[str], Callable[[], None]] | None = None
     retention: int | None = None
+    scheduler: Any = None
 
     __getattr__ = context_getattr
+
+    @property
+    def committed_updates(self) -> int:
+        """NNx's name of ``update_count``: the optimizer updates committed so far (across a resume)."""
+        return self.update_count
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in _CONTEXT_FIELDS:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from nnx_core.errors import ParamsError
@@ -48,6 +50,20 @@ def normalize_callbacks(callbacks: Sequence[Any] | None) -> list[Callback]:
             raise ParamsError("EarlyStopping.name", f"two EarlyStopping callbacks are named {cb.component_name!r}")
         taken.add(cb.component_name)
     return out
+
+
+_PACKAGE_DIRS = tuple(str(Path(__file__).parents[2] / name) + "/" for name in ("nnx_core", "nnx_adapters", "nnx_api"))
+
+
+def warn_per_run(message: str, registry: dict[Any, int]) -> None:
+    """A ``RuntimeWarning`` attributed to the first caller outside this package, deduplicated in
+    ``registry`` (one per run) rather than once per process, so every run's diagnostic is shown."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIRS):
+        frame = frame.f_back
+    warnings.warn_explicit(message, RuntimeWarning, frame.f_code.co_filename, frame.f_lineno,
+                           module=frame.f_globals.get("__name__"), registry=registry,
+                           module_globals=frame.f_globals)
 
 
 FIELD_MONITORS = ("val_edp.error", "val_edp.loss", "train_edp.error", "train_edp.loss")
@@ -125,6 +141,7 @@ class EarlyStopping(Callback):
         self.stopped_epoch: int | None = None
         self._selected: str | None = None
         self._warned: set[str] = set()
+        self._warned_at: dict[Any, int] = {}  # this run's warning registry (warn_per_run)
         self._restored = False
 
     @property
@@ -185,9 +202,10 @@ class EarlyStopping(Callback):
         self._restored = False
         self.stopped_epoch = None
         self._warned = set()
+        self._warned_at = {}
 
     def on_epoch_end(self, ctx: CallbackContext) -> None:
-        if self.own:
+        if self.own or not hasattr(ctx, "decision"):  # driven by hand, outside a run: no run decision
             self._own_epoch_end(ctx)
             return
         decision = ctx.decision
@@ -218,7 +236,7 @@ class EarlyStopping(Callback):
             self.wait, self.best = 0, value
             return
         if not math.isfinite(value):
-            self._warn("nonfinite", f"epoch {ctx.epoch}'s value is {value}; it counts as no improvement")
+            self._warn("nonfinite", f"epoch {ctx.epoch}'s value is non-finite ({value}); it counts as no improvement")
         self._count(ctx)
 
     def _observe(self, idp: Any, epoch: int) -> float | None:
@@ -227,7 +245,8 @@ class EarlyStopping(Callback):
         edp = getattr(idp, (field or "val_edp").partition(".")[0], None) if idp is not None else None
         if edp is None:
             where = "validation" if field is None or field.startswith("val") else "training"
-            self._warn("absent", f"epoch {epoch} has no {where} record, so it is not counted toward patience"
+            self._warn("absent", f"epoch {epoch} has no {where} data point (record), so it is not counted toward "
+                       "patience"
                        + ("; configure a val_loader" if where == "validation" else ""))
             return None
         if field is None:  # automatic: the first validated epoch's finite error, else its loss
@@ -240,11 +259,13 @@ class EarlyStopping(Callback):
                 present = [v for v in (edp.error, edp.loss) if v is not None]
                 if present:
                     return float(present[0])  # non-finite so far: counted, the choice stays open
-                self._warn("no-field", f"epoch {epoch}'s validation record has neither an error nor a loss")
+                self._warn("no-field", f"epoch {epoch}'s validation record has neither an 'error' nor a 'loss' value")
                 return None
         value = getattr(edp, field.partition(".")[2])
         if value is None:
-            self._warn(field, f"epoch {epoch}'s record has no {field!r} value, so it is not counted toward patience")
+            name = field.partition(".")[2]
+            self._warn(field, f"epoch {epoch}'s record ({field}) has no {name!r} value, so it is not counted toward "
+                       "patience")
             return None
         return float(value)
 
@@ -252,7 +273,7 @@ class EarlyStopping(Callback):
         if key not in self._warned:
             self._warned.add(key)
             label = self.monitor if not isinstance(self.monitor, MonitorSpec) else f"{self.monitor.split}.{self.monitor.metric}"
-            warnings.warn(f"EarlyStopping(monitor={label!r}): {detail}", RuntimeWarning, stacklevel=4)
+            warn_per_run(f"EarlyStopping(monitor={label!r}): {detail}", self._warned_at)
 
     def component_spec(self) -> tuple[str, int]:
         """Name and schema version of the checkpointed state."""
@@ -369,7 +390,7 @@ class ModelCheckpoint(Callback):
             )
 
     def on_epoch_end(self, ctx: CallbackContext) -> None:
-        if ctx.epoch not in self.epochs:
+        if ctx.epoch not in self.epochs or ctx.idp is None:  # no completed record: nothing to keep
             return
         if ctx.save_weights is None:
             warnings.warn("ModelCheckpoint: this run cannot save weights", RuntimeWarning, stacklevel=2)

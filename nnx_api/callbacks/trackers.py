@@ -62,7 +62,9 @@ class TensorBoardCallback(Callback):
     def on_train_begin(self, ctx: CallbackContext) -> None:
         self.path = self.log_dir or Path(ctx.run.root) / TENSORBOARD_DIR / ctx.run.id
         self.writer = self._writer_class(log_dir=str(self.path))
-        self.writer.add_text("nnx/run_id", str(ctx.run.id), global_step=max(ctx.epoch, 0))
+        add_text = getattr(self.writer, "add_text", None)  # a stand-in writer may give add_scalar only, as NNx needs
+        if add_text is not None:
+            add_text("nnx/run_id", str(ctx.run.id), global_step=max(ctx.epoch, 0))
 
     def on_epoch_end(self, ctx: CallbackContext) -> None:
         writer, epoch, scalars = self.writer, ctx.epoch, scalars_of(ctx)

@@ -145,17 +145,31 @@ def param(
 
 
 # ------------------------------------------------------------------------------------ checks
-def count(minimum: int | None = None) -> Check:
-    """An integer ≥ ``minimum`` (bools and floats refused; NumPy integers become ``int``)."""
-    return lambda path, value: check_int(path, value, minimum=minimum)
+def _ruled(check: Callable[..., Any], rule: str | None, path: str, value: Any, **bounds: Any) -> Any:
+    """``check(path, value, **bounds)``; a value of the right type outside ``bounds`` is refused
+    with ``rule`` (NNx's wording of the domain, ``"n_epochs >= 1"``) added to the message."""
+    if rule is None:
+        return check(path, value, **bounds)
+    checked = check(path, value)
+    try:
+        check(path, value, **bounds)
+    except ParamsError as error:
+        raise ParamsError(path, f"{error.detail} (requires {rule})") from None
+    return checked
 
 
-def real(**bounds: Any) -> Check:
+def count(minimum: int | None = None, *, rule: str | None = None) -> Check:
+    """An integer ≥ ``minimum`` (bools and floats refused; NumPy integers become ``int``);
+    ``rule`` words the domain in a refusal (``"n_epochs >= 1"``)."""
+    return lambda path, value: _ruled(check_int, rule, path, value, minimum=minimum)
+
+
+def real(*, rule: str | None = None, **bounds: Any) -> Check:
     """A finite number within ``bounds`` (see ``check_float``); stored as given, so ``1`` stays
-    ``1`` and existing run ids never drift."""
+    ``1`` and existing run ids never drift. ``rule`` words the domain in a refusal."""
 
     def run(path: str, value: Any) -> Any:
-        check_float(path, value, **bounds)
+        _ruled(check_float, rule, path, value, **bounds)
         return value
 
     return run
@@ -230,62 +244,70 @@ def json_like(path: str, value: Any) -> Any:
     raise ParamsError(path, f"must hold only JSON-like values (numbers, strings, lists, mappings), got {value!r}")
 
 
-def _immutable(owner: str, method: str) -> TypeError:
+def _immutable(method: str) -> TypeError:
     return TypeError(
-        f"{owner} is immutable: params are frozen, so {method}() cannot change it in place; build a new value "
-        "instead, e.g. dataclasses.replace(params, hidden_dims=[*params.hidden_dims, 16])"
+        f"params list fields are immutable: params are frozen, so {method}() cannot change one in place; build a "
+        "new value instead, e.g. dataclasses.replace(params, hidden_dims=[*params.hidden_dims, 16])"
     )
 
 
 class FrozenDims(tuple):  # type: ignore[type-arg]
-    """A params field's sequence (``NNParams.hidden_dims``): a tuple — equal to, hashed and written
-    exactly like the plain tuple, so run ids and ``state()`` do not change — whose list methods
+    """A params field's sequence (``hidden_dims``, ``conv_channels``, ``activations``,
+    ``param_groups``, ...): a tuple — hashed and written exactly like the plain tuple, so run ids
+    and ``state()`` do not change — that also compares equal to the list of the same items, as
+    NNx's list fields do (``params.hidden_dims == [128, 64]``), and whose list methods
     (``append``, ``extend``, ``insert``, ``remove``, ``pop``, ``clear``, ``sort``, ``reverse``)
     raise ``TypeError`` saying params are immutable, as NNx's immutable list does (a bare tuple
     would raise ``AttributeError``)."""
 
     __slots__ = ()
 
-    def _refuse(self, method: str) -> TypeError:
-        return _immutable("hidden_dims", method)
+    def __eq__(self, other: object) -> bool:
+        return tuple.__eq__(self, tuple(other) if isinstance(other, list) else other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = tuple.__hash__
 
     def append(self, *_: Any) -> None:
         """Refused (``TypeError``): params are immutable."""
-        raise self._refuse("append")
+        raise _immutable("append")
 
     def extend(self, *_: Any) -> None:
         """Refused (``TypeError``): params are immutable."""
-        raise self._refuse("extend")
+        raise _immutable("extend")
 
     def insert(self, *_: Any) -> None:
         """Refused (``TypeError``): params are immutable."""
-        raise self._refuse("insert")
+        raise _immutable("insert")
 
     def remove(self, *_: Any) -> None:
         """Refused (``TypeError``): params are immutable."""
-        raise self._refuse("remove")
+        raise _immutable("remove")
 
     def pop(self, *_: Any) -> None:
         """Refused (``TypeError``): params are immutable."""
-        raise self._refuse("pop")
+        raise _immutable("pop")
 
     def clear(self) -> None:
         """Refused (``TypeError``): params are immutable."""
-        raise self._refuse("clear")
+        raise _immutable("clear")
 
     def sort(self, *_: Any, **__: Any) -> None:
         """Refused (``TypeError``): params are immutable."""
-        raise self._refuse("sort")
+        raise _immutable("sort")
 
     def reverse(self) -> None:
         """Refused (``TypeError``): params are immutable."""
-        raise self._refuse("reverse")
+        raise _immutable("reverse")
 
     def __setitem__(self, *_: Any) -> None:
-        raise TypeError("hidden_dims is immutable: params are frozen; use dataclasses.replace(params, hidden_dims=...)")
+        raise _immutable("__setitem__")
 
     def __delitem__(self, *_: Any) -> None:
-        raise TypeError("hidden_dims is immutable: params are frozen; use dataclasses.replace(params, hidden_dims=...)")
+        raise _immutable("__delitem__")
 
 
 def frozen_dims(check: Check) -> Check:

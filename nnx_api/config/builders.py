@@ -73,8 +73,9 @@ class NNOptimParamsBuilder(ParamsBuilder):
         return self._set(accumulate_grad_batches=batches)
 
     def param_groups(self, groups: Sequence[Any]) -> NNOptimParamsBuilder:
-        """Per-parameter-group lr / weight decay (``NNParamGroupSpec`` list)."""
-        return self._set(param_groups=groups)
+        """Per-parameter-group lr / weight decay (``NNParamGroupSpec`` list, copied: changing the
+        list afterwards changes no builder)."""
+        return self._set(param_groups=list(groups) if isinstance(groups, (list, tuple)) else groups)
 
 
 class NNSchedulerParamsBuilder(ParamsBuilder):
@@ -111,6 +112,15 @@ class NNSchedulerParamsBuilder(ParamsBuilder):
                             **plateau: Any) -> NNSchedulerParamsBuilder:
         """Linear warm-up over ``warmup_steps`` ticks, then linear decay to zero at ``total_steps``."""
         return self._kind(Schedulers.LINEAR_WARMUP_DECAY, plateau, warmup_steps=warmup_steps, total_steps=total_steps)
+
+    @classmethod
+    def from_params(cls, params: Any) -> NNSchedulerParamsBuilder:
+        """A builder holding ``params``' fields that are not at their default; a kind given with
+        plateau fields keeps all five, as it was built (one alone may be refused by its kind)."""
+        builder = super().from_params(params)
+        if "kind" in builder._fields and builder._fields.keys() & _PLATEAU:
+            builder._fields.update({name: getattr(params, name) for name in _PLATEAU})
+        return builder
 
     def clock(self, clock: str) -> NNSchedulerParamsBuilder:
         """What one tick counts: ``"epoch"`` (default) or ``"optimizer_update"``."""
@@ -161,7 +171,7 @@ class NNTrainerParamsBuilder(ParamsBuilder):
 
     def extra_metrics(self, metrics: Mapping[str, Callable[[Any, Any], float]]) -> NNTrainerParamsBuilder:
         """``{name: fn(y_true, y_pred) -> float}`` (runtime only, never part of the run id)."""
-        return self._set(extra_metrics=dict(metrics))
+        return self._set(extra_metrics=metrics)  # build() snapshots it, as NNx's builder does
 
     def metrics(self, *specs: Any) -> NNTrainerParamsBuilder:
         """Declared metrics (``MetricSpec``); replaces an earlier declaration."""
@@ -193,9 +203,12 @@ class NNTrainerParamsBuilder(ParamsBuilder):
         """The ``NNTrainerParams``; refuses a missing ``n_epochs`` or a schedule for no optimizer."""
         where = f"{type(self).__name__}.build"
         if "n_epochs" not in self._fields:
-            raise ParamsError(where, "call .n_epochs(N) first, e.g. .n_epochs(10).optimizer('main', optim)")
-        unknown = sorted(set(self._fields.get("schedulers", {})) - set(self._fields.get("optims", {})))
+            raise ParamsError(where, "call .n_epochs() first (.n_epochs(N), the number of epochs), e.g. .n_epochs(10).optimizer('main', optim)")
+        if not self._fields.get("optims"):
+            raise ParamsError(where, "optims must have at least one entry: call .optimizer(name, params) first, "
+                                     "e.g. .optimizer('main', NNOptimParams.builder().adam(max_lr=1e-3).build())")
+        unknown = sorted(set(self._fields.get("schedulers", {})) - set(self._fields["optims"]))
         if unknown:
-            raise ParamsError(where, f".scheduler() named {unknown} but no such .optimizer() was given "
-                                     f"(optimizers: {sorted(self._fields.get('optims', {}))})")
+            raise ParamsError(where, f".scheduler() called with names not present in the .optimizer() calls: {unknown} "
+                                     f"(optimizers: {sorted(self._fields['optims'])}); name the optimizer it drives")
         return super().build()

@@ -23,7 +23,8 @@ import torch
 from torch import nn
 
 from nnx_core.commit import phase_tags
-from nnx_core.errors import ParamsError
+from nnx_core.errors import ParamsError, ScheduleBudgetError
+from nnx_core.schedules import budget_problems
 from nnx_adapters.pytorch.nets import ConvNN, FeedFwdNN
 from nnx_adapters.pytorch.optim import build_optimizer, build_scheduler
 from nnx_adapters.pytorch.optim import param_groups as param_groups_of
@@ -162,6 +163,10 @@ class Devices(ValueEnum):
     def __call__(self) -> torch.device:
         return resolve_device(self.value)
 
+    def torch_device(self) -> torch.device:
+        """This member's ``torch.device`` (the same as calling it)."""
+        return self()
+
     @classmethod
     def get(cls) -> Devices:
         """The best available device: MPS, then CUDA, then CPU (NNx's order)."""
@@ -170,6 +175,11 @@ class Devices(ValueEnum):
         if torch.cuda.is_available():
             return cls.CUDA
         return cls.CPU
+
+    @classmethod
+    def get_torch_device(cls) -> torch.device:
+        """The ``torch.device`` of :meth:`get`."""
+        return cls.get()()
 
 
 class Device(str):
@@ -275,7 +285,12 @@ class Schedulers(ValueEnum):
 
     def __call__(self, optimizer: torch.optim.Optimizer, params: Any, n_epochs: int) -> Any:
         """The torch LR scheduler of this kind over ``optimizer``, from ``NNSchedulerParams``,
-        for a run of ``n_epochs`` (one step per epoch; REFERENCE §7.1 defaults)."""
+        for a run of ``n_epochs`` (one step per epoch; REFERENCE §7.1 defaults). A budgeted kind
+        whose ``total_steps`` is shorter than the run is refused (``ScheduleBudgetError``)."""
+        problems = budget_problems(kind=self.value, clock="epoch", total_steps=params.total_steps, n_epochs=n_epochs,
+                                   epochs_this_call=n_epochs, per_epoch=1)
+        if problems:
+            raise ScheduleBudgetError(f"{problems[0]} (the {self.value} schedule steps once per epoch here)")
         return build_scheduler(
             optimizer, self.value, clock="epoch", horizon=n_epochs, min_lr=params.min_lr, factor=params.factor,
             patience=params.patience, cooldown=params.cooldown, threshold=params.threshold,

@@ -31,7 +31,7 @@ __all__ = ["check_salt", "class_path", "earlier_config", "module_topology", "run
 def check_salt(salt: object) -> str:
     """``salt`` if it is a non-blank string (``ParamsError`` naming ``salt`` otherwise)."""
     if not isinstance(salt, str) or not salt.strip():
-        raise ParamsError("salt", "must be a non-blank string")
+        raise ParamsError("salt", f"must be a non-empty string that is not blank, got {salt!r}; e.g. salt='trial-2'")
     return salt
 
 

@@ -14,6 +14,8 @@ that a step gives only sometimes; later epochs without the monitored value follo
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,11 +23,27 @@ from nnx_core.convert import OMIT, Stateful
 from nnx_core.errors import MonitorUnavailableError, ParamsError
 from nnx_core.monitor_spec import BUILTIN_MODES, MonitorSpec
 from nnx_core.validate import check_int, check_str
+from nnx_adapters.pytorch.host_metrics import HostAccumulator
+from nnx_adapters.pytorch.metrics import registered_entry
 
 __all__ = ["MetricSpec", "MonitorSpec", "computed_names", "monitor_problems", "refuse_unarrived", "unarrived",
            "undeclared_monitor"]
 
 RESERVED = ("loss", "error")
+_SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _json_like(value: Any) -> bool:
+    """Whether ``value`` is plain JSON data (a finite float; string keys)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return all(_json_like(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _json_like(v) for k, v in value.items())
+    return False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -43,10 +61,15 @@ class MetricSpec(Stateful):
 
     def __post_init__(self) -> None:
         check_str("MetricSpec.id", self.id)
+        if _SLUG.fullmatch(self.id) is None:
+            raise ParamsError("MetricSpec.id", f"must be a slug (letters, digits, '.', '_', '-'), got {self.id!r}")
         object.__setattr__(self, "version", check_int("MetricSpec.version", self.version, minimum=1))
         config = {} if self.config is None else self.config
         if not isinstance(config, Mapping) or not all(isinstance(key, str) for key in config):
             raise ParamsError("MetricSpec.config", f"must be a mapping with string keys, got {config!r}")
+        if not _json_like(config):
+            raise ParamsError("MetricSpec.config", f"must be JSON-like (None, bool, int, finite float, str, lists "
+                                                   f"and string-keyed mappings), got {config!r}")
         object.__setattr__(self, "config", dict(sorted(config.items())))
         if self.name is not None:
             check_str("MetricSpec.name", self.name)
@@ -59,6 +82,28 @@ class MetricSpec(Stateful):
     def label(self) -> str:
         """The metric's name in records."""
         return self.name or self.id
+
+    def check(self) -> None:
+        """Refuse (``ParamsError``) a config the registered metric does not take."""
+        entry = registered_entry(self.id, self.version)
+        problems = entry.check_config(self.config) if entry.check_config else []
+        if problems:
+            raise ParamsError("MetricSpec.config", "; ".join(problems))
+
+    @property
+    def input(self) -> str:
+        """What the registered metric reads: ``"labels"``, ``"probabilities"`` or ``"continuous"``."""
+        return registered_entry(self.id, self.version).input
+
+    @property
+    def mode(self) -> str:
+        """The registered metric's direction: ``"min"`` or ``"max"``."""
+        return registered_entry(self.id, self.version).mode
+
+    def accumulator(self) -> HostAccumulator:
+        """A fresh accumulator of this metric for use outside a run: ``update(target, prediction)``
+        per batch, ``result()`` over the whole sample (None before any)."""
+        return HostAccumulator(registered_entry(self.id, self.version), self.config)
 
     def __hash__(self) -> int:
         return hash((self.id, self.version, self.label))
@@ -96,7 +141,7 @@ def monitor_problems(monitor: MonitorSpec | None, specs: tuple[MetricSpec, ...],
             f"metrics=(MetricSpec({monitor.metric!r}),) or monitor one of those"
         )
     if monitor.split == "val" and not has_val:
-        problems.append("the monitor reads split 'val' but no val_loader was given; pass one or use split='train'")
+        problems.append("the monitor reads split 'val' but no val_loader is configured; pass one or use split='train'")
     return problems
 
 

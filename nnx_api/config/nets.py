@@ -8,7 +8,7 @@ import math
 
 from nnx_core.convert import OMIT
 from nnx_core.errors import ParamsError
-from nnx_api.config.base import count, items, param
+from nnx_api.config.base import count, frozen_dims, items, param
 from nnx_api.config.params import NNParams
 
 
@@ -24,7 +24,7 @@ class NNConvParams(NNParams):
     256
     """
 
-    conv_channels: tuple[int, ...] = param((), check=items(count(1)))
+    conv_channels: tuple[int, ...] = param((), check=frozen_dims(items(count(1))))
     in_channels: int = param(1, check=count(1), state=OMIT)
     kernel_size: int = param(5, check=count(1), state=OMIT)
     stride: int = param(1, check=count(1), state=OMIT)
@@ -32,6 +32,12 @@ class NNConvParams(NNParams):
     pool_size: int = param(2, check=count(1), state=OMIT)
 
     def _check(self) -> None:
+        if self.activation is None:
+            raise ParamsError(
+                "NNConvParams.activation",
+                "needs a scalar activation for the convolution blocks (activations=[...] covers only the fully "
+                "connected hidden layers); give activation=Activations.RELU (or another)",
+            )
         NNParams._check(self)
         if not self.conv_channels:
             raise ParamsError("NNConvParams.conv_channels", "needs at least one conv block, e.g. (6, 16)")

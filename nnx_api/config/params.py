@@ -24,7 +24,9 @@ from typing import Any
 
 from nnx_core.convert import OMIT, as_given
 from nnx_core.errors import ParamsError
+from nnx_adapters.pytorch.devices import resolve_precision
 from nnx_api.config.base import (
+    FrozenDims,
     Params,
     count,
     flag,
@@ -44,9 +46,24 @@ from nnx_api.config.base import (
 from nnx_api.config.convert import converter
 from nnx_api.config.enums import Activations, Device, Devices, Losses, Nets, device_of
 from nnx_api.config.identity import module_topology
+from nnx_api.scope import LM, refuse
 
 _PROB = real(minimum=0.0, maximum=1.0)
 _NET_VARIANTS: dict[str, type[NNParams]] = {}
+_HIDDEN = frozen_dims(items(count(1, rule="all hidden_dims > 0")))
+
+
+def _hidden_dims(path: str, value: Any) -> FrozenDims:
+    """The hidden widths; None (NNx's spelling of no hidden layer) is stored as ``()``."""
+    return _HIDDEN(path, () if value is None else value)
+
+
+def _no_heads(path: str, value: Any) -> None:
+    """NNx's ``n_heads`` (attention heads): None, its default, is accepted and changes nothing; a
+    head count is out of scope here (transformers)."""
+    if value is not None:
+        refuse(path, LM)
+    return None
 
 
 @params_class
@@ -57,15 +74,24 @@ class NNParams(Params):
     ``dropout_probs`` (one per hidden layer) override them layer by layer. A per-layer list
     equal to the scalar everywhere is stored as None, so it never changes the run id."""
 
-    input_dim: int = param(check=count(1))
-    output_dim: int = param(check=count(1))
-    hidden_dims: tuple[int, ...] = param((), check=frozen_dims(items(count(1))))
-    dropout_prob: float = param(0.0, check=_PROB)
-    activation: Activations = param(Activations.RELU, check=member(Activations))
-    activations: tuple[Activations, ...] | None = param(None, check=optional(items(member(Activations))), state=OMIT)
-    dropout_probs: tuple[float, ...] | None = param(None, check=optional(items(_PROB)), state=OMIT)
+    input_dim: int = param(check=count(1, rule="input_dim > 0"))
+    output_dim: int = param(check=count(1, rule="output_dim > 0"))
+    hidden_dims: tuple[int, ...] = param((), check=_hidden_dims)
+    dropout_prob: float = param(0.0, check=real(minimum=0.0, maximum=1.0, rule="0.0 <= dropout_prob <= 1.0"))
+    activation: Activations | None = param(Activations.RELU, check=optional(member(Activations)))
+    activations: tuple[Activations, ...] | None = param(
+        None, check=optional(frozen_dims(items(member(Activations)))), state=OMIT
+    )
+    dropout_probs: tuple[float, ...] | None = param(None, check=optional(frozen_dims(items(_PROB))), state=OMIT)
+    n_heads: int | None = param(None, check=_no_heads, state=OMIT)
 
     def _check(self) -> None:
+        if self.activation is None and self.hidden_dims and self.activations is None:
+            raise ParamsError(
+                f"{type(self).__name__}.activation",
+                "is None, but the hidden layers need an activation: give activation=Activations.RELU (or another), "
+                "or one per hidden layer with activations=[...]",
+            )
         for name, scalar in (("activations", self.activation), ("dropout_probs", self.dropout_prob)):
             values = getattr(self, name)
             if values is None:
@@ -159,6 +185,11 @@ class PrecisionPolicy(Params):
 
     mode: str = param("fp32", check=one_of(*PRECISION_MODES))
     fallback: str = param("error", check=one_of("error", "fp32"))
+
+    def resolve(self, device: Any) -> Any:
+        """The ``ResolvedPrecision`` this policy becomes on ``device`` (a name or ``torch.device``);
+        ``PrecisionUnsupportedError`` when the device cannot run ``mode`` and ``fallback`` is ``"error"``."""
+        return resolve_precision(self, False, device)
 
 
 @positional_params_class
@@ -271,7 +302,8 @@ class NNModelParams(Params):
         if self.mixed_precision and self.precision is not None and self.precision.mode != "fp16":
             raise ParamsError(
                 "NNModelParams.mixed_precision",
-                f"is NNx's fp16 flag and contradicts precision={self.precision!r}; give one of them",
+                f"is NNx's fp16 flag and contradicts precision={self.precision.mode!r} ({self.precision!r}); "
+                "give one of them",
             )
 
     @property

@@ -47,6 +47,7 @@ from nnx_api.config.metrics import MetricSpec, undeclared_monitor
 from nnx_api.config.optim_params import AnyOptimParams, NNOptimFactoryParams, NNOptimParams, NNSchedulerParams
 
 RESUME_MODES = ("auto", "stateful", "weights_only", "reshard")  # reshard: a DDP run on another world size
+RESUME_EPOCHS = ("additional", "planned")  # n_epochs more, or up to the source run's own plan (NNx's resume_epochs)
 
 
 def _loader(path: str, value: Any) -> Any:
@@ -86,7 +87,7 @@ def _no_batch(path: str, loader: Any) -> None:
     if loader.drop_last and isinstance(size, int) and size > rows:
         raise ParamsError(path, (
             f"yields no batch: drop_last=True drops the only, partial batch (batch_size={size} > {rows} rows in the "
-            f"dataset); set drop_last=False or batch_size at most {rows}"))
+            f"dataset), so every epoch yielded no batches; set drop_last=False or batch_size at most {rows}"))
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -243,7 +244,18 @@ def _monitor_hint(value: Any) -> str:
     return f"monitor=MonitorSpec({value!r})"
 
 
-_METRICS = items(instance(MetricSpec, lambda v: f"metrics=(MetricSpec({v!r}),) — one MetricSpec per metric"))
+_METRIC_ITEMS = items(instance(MetricSpec, lambda v: f"metrics=(MetricSpec({v!r}),) — one MetricSpec per metric"))
+
+
+def _unique_metrics(path: str, value: Any) -> tuple[MetricSpec, ...]:
+    """MetricSpecs whose labels (``name`` or ``id``) are unique: records key their values by label."""
+    specs = _METRIC_ITEMS(path, value)
+    labels = [spec.label for spec in specs]
+    twice = sorted({label for label in labels if labels.count(label) > 1})
+    if twice:
+        raise ParamsError(path, f"metric names must be unique; {twice[0]!r} is declared twice (give one of them "
+                                "name=...)")
+    return specs
 _MONITOR = optional(instance(MonitorSpec, _monitor_hint))
 
 
@@ -273,11 +285,11 @@ class _Training(Params):
     monitor, lineage, and the runtime-only loaders, extra metrics, resume settings, mid-epoch
     commits (``commit_every``) and preemption signals (``preempt_signals``)."""
 
-    n_epochs: int = param(check=count(1))
+    n_epochs: int = param(check=count(1, rule="n_epochs >= 1"))
     seed: int | None = param(None, check=optional(count(0)), state=OMIT)
     data_id: str | None = param(None, check=optional(text()), state=OMIT)
     save_phase_checkpoints: bool = param(True, check=flag(), state=OMIT)
-    metrics: tuple[MetricSpec, ...] = param((), check=_METRICS, state=OMIT)
+    metrics: tuple[MetricSpec, ...] = param((), check=_unique_metrics, state=OMIT)
     monitor: MonitorSpec | None = param(None, check=_MONITOR, state=OMIT)
     parent_run_id: str | None = param(None, check=optional(text()), state=OMIT)
     parent_checkpoint: str | None = param(None, check=optional(text()), state=OMIT)
@@ -379,6 +391,13 @@ class NNTrainParams(_Training):
 
     optim: AnyOptimParams = param(factory=NNOptimParams, check=_optim)
     scheduler: NNSchedulerParams = param(factory=NNSchedulerParams, check=instance(NNSchedulerParams, _scheduler_hint))
+    # with resume_from_run_id: "additional" trains n_epochs more; "planned" continues the source run's plan up to
+    # its n_epochs in all (nnx_api.training.resume.check_plan); in the run id only when "planned"
+    resume_epochs: str = param("additional", check=one_of(*RESUME_EPOCHS), state=OMIT)
+
+    def _check(self) -> None:
+        self.scheduler.check_read_by_kind("NNTrainParams.scheduler")  # the run uses the params' own kind
+        _Training._check(self)
 
 
 LOOP_NAMES = {  # the data and length arguments of Lightning's fit() / Keras's fit() → NNTrainParams' field
@@ -446,12 +465,18 @@ class NNTrainerParams(_Training):
 
     def _check(self) -> None:
         if not self.optims:
-            raise ParamsError("NNTrainerParams.optims", "needs at least one named optimizer")
+            raise ParamsError("NNTrainerParams.optims", (
+                "needs at least one named optimizer (optims must have at least one entry), e.g. "
+                "optims={'main': NNOptimParams(max_lr=1e-3)}"))
         unknown = sorted(set(self.schedulers) - set(self.optims))
         if unknown:
             raise ParamsError(
-                "NNTrainerParams.schedulers", f"{unknown} name no optimizer (optimizers: {sorted(self.optims)})"
+                "NNTrainerParams.schedulers",
+                f"{unknown} name no optimizer (keys not present in optims: {sorted(self.optims)}); name the schedule "
+                "after the optimizer it drives",
             )
+        for name, sched in self.schedulers.items():  # each runs as its own kind
+            sched.check_read_by_kind(f"NNTrainerParams.schedulers[{name!r}]")
         _Training._check(self)
 
     @classmethod

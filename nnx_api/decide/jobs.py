@@ -36,13 +36,22 @@ from __future__ import annotations
 import asyncio
 import math
 import numbers
+import pickle
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from nnx_core.decision_questions import Boolean, Choice, DecisionError, InvalidDecisionResponse, Score, UnsupportedCapability
+from nnx_core.decision_questions import (
+    Boolean,
+    Choice,
+    DecisionError,
+    InvalidDecisionResponse,
+    ProviderFailure,
+    Score,
+    UnsupportedCapability,
+)
 from nnx_core.errors import OutOfScopeError
 
 QUESTION_TYPES = (Choice, Boolean, Score)
@@ -58,6 +67,14 @@ class JobError(DecisionError):
         self.outcomes = dict(outcomes or {})
         self.completed = {k: v for k, v in self.outcomes.items() if v.kind == "answered"}
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles with its outcomes and its cause; a provider error that does not pickle travels as
+        a ``ProviderFailure`` naming it (so a job error crosses a process boundary)."""
+        state = dict(self.__dict__)
+        state["outcomes"] = {k: attrs.evolve(v, error=_portable(v.error)) for k, v in self.outcomes.items()}
+        state["completed"] = {k: state["outcomes"][k] for k in self.completed}
+        return (_rebuilt, (type(self), self.args, state, _portable(self.__cause__)))
+
 
 class InvalidJob(JobError, ValueError):
     """A job that cannot run as described (duplicate ids, an unsupported question, an
@@ -67,8 +84,8 @@ class InvalidJob(JobError, ValueError):
 class JobFailed(JobError):
     """A provider call failed: ``failed`` are its questions, ``skipped`` the ones never sent."""
 
-    def __init__(self, message: str, *, outcomes: Mapping[str, QuestionOutcome], failed: Sequence[str],
-                 skipped: Sequence[str]) -> None:
+    def __init__(self, message: str, *, outcomes: Mapping[str, QuestionOutcome] | None = None,
+                 failed: Sequence[str] = (), skipped: Sequence[str] = ()) -> None:
         super().__init__(message, outcomes=outcomes)
         self.failed, self.skipped = tuple(failed), tuple(skipped)
 
@@ -81,10 +98,32 @@ class JobTimeout(JobError, TimeoutError):
     """``Limits.timeout`` elapsed; requests already sent are not rolled back."""
 
 
-def _positive(what: str, minimum: int = 1) -> Callable[[Any, Any, Any], None]:
+def _portable(error: BaseException | None) -> BaseException | None:
+    """``error`` when it survives pickling, else a ``ProviderFailure`` naming it."""
+    if error is None:
+        return None
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:  # noqa: BLE001 - whatever stops it from pickling or unpickling
+        return ProviderFailure(f"{type(error).__name__}: {error}")
+    return error
+
+
+def _rebuilt(cls: type, args: tuple[Any, ...], state: dict[str, Any], cause: BaseException | None) -> JobError:
+    """A pickled job error, rebuilt without calling its ``__init__``."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    error.__cause__ = cause
+    return error
+
+
+def _positive(what: str, minimum: int = 1, optional: bool = True) -> Callable[[Any, Any, Any], None]:
     def check(_instance: Any, _attribute: Any, value: Any) -> None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum):
-            raise InvalidJob(f"Limits.{what} must be an integer ≥ {minimum} or None, got {value!r}")
+        if value is None and optional:
+            return
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+            raise InvalidJob(f"Limits.{what} must be an integer ≥ {minimum}{' or None' if optional else ''}, got {value!r}")
 
     return check
 
@@ -101,9 +140,9 @@ class Limits:
 
     max_questions: int | None = attrs.field(default=None, validator=_positive("max_questions"))
     max_tokens: int | None = attrs.field(default=None, validator=_positive("max_tokens"))
-    max_depth: int = attrs.field(default=8, validator=_positive("max_depth", 0))
+    max_depth: int = attrs.field(default=8, validator=_positive("max_depth", 0, optional=False))
     max_requests: int | None = attrs.field(default=None, validator=_positive("max_requests"))
-    max_concurrency: int = attrs.field(default=1, validator=_positive("max_concurrency"))
+    max_concurrency: int = attrs.field(default=1, validator=_positive("max_concurrency", optional=False))
     timeout: float | None = attrs.field(default=None, validator=_timeout)
 
 
@@ -275,13 +314,15 @@ class _Runner:
         ids = [a.id for a in asks]
         duplicate = sorted({i for i in ids if ids.count(i) > 1 or i in self.outcomes})
         if duplicate:
-            raise InvalidJob(f"question ids must be unique in a run; repeated: {duplicate}", outcomes=self.outcomes)
+            raise InvalidJob(f"question ids must be unique in a run; repeated: {duplicate} (duplicate question id "
+                             f"{duplicate[0]!r})", outcomes=self.outcomes)
         check = getattr(self.provider, "check", None)
         for ask in asks if callable(check) else ():
             try:
                 check(ask.question, state)
             except (UnsupportedCapability, ValueError) as exc:
-                raise InvalidJob(f"question {ask.id!r}: {exc}", outcomes=self.outcomes) from exc
+                raise InvalidJob(f"question {ask.id!r} cannot be served by this provider: {exc}",
+                                 outcomes=self.outcomes) from exc
 
     async def _evaluate(self, job: DecisionJob, state: Any, depth: int) -> Any:
         asks = _static_asks(job)
@@ -404,7 +445,9 @@ class _Runner:
                 raise InvalidDecisionResponse(f"question {ask.id!r}: {len(answer)} results for {rows} input rows")
             digest = ask.question.digest()
             if any(getattr(r, "question_digest", None) != digest for r in answer):
-                raise InvalidDecisionResponse(f"question {ask.id!r}: a result answers another question")
+                raise InvalidDecisionResponse(
+                    f"question {ask.id!r}: a result answers another question (its digest and kind do not answer it)"
+                )
         return [list(a) for a in results]
 
 

@@ -65,6 +65,7 @@ from nnx_api.decide.jobs import (
     RowOutcome,
 )
 from nnx_api.model import NNModel
+from nnx_api.parts.inference import PredictionValidationError, ProbabilitySpec
 from nnx_api.scope import PROVIDERS, placeholder
 
 _OUT_OF_SCOPE = ("NLIProvider", "JevProvider", "JevError", "JevTimeout", "JevAuthenticationError", "JevRateLimited",
@@ -124,7 +125,7 @@ def _labels(value: Any, width: int) -> tuple[str, ...]:
         raise InvalidDecisionRequest(f"labels must be unique, got {list(labels)}")
     if len(labels) != width:
         raise InvalidDecisionRequest(
-            f"{len(labels)} labels for a head of width {width}: give one label per output unit"
+            f"{len(labels)} labels for a head with {width} output classes: give one label per output unit"
         )
     return labels
 
@@ -143,7 +144,8 @@ class _DistributionRows:
         return {
             "question_digest": self.digest,
             "distribution": tuple(zip(self.ids, self.probabilities[index].tolist(), strict=True)),
-            "raw": {"logits": tuple(self.logits[index].tolist()), "labels": self.labels},
+            "provider": FixedHeadProvider.name,
+            "raw": self.logits[index].copy(),  # the row's logits (float64, class order), owned
         }
 
 
@@ -159,7 +161,8 @@ class _BooleanRows:
         return {
             "question_digest": self.digest,
             "p_true": float(self.p_true[index]),
-            "raw": {"logits": (float(self.logits[index]),)},
+            "provider": FixedHeadProvider.name,
+            "raw": self.logits[index:index + 1].copy(),  # the row's one logit (float64), owned
         }
 
 
@@ -180,6 +183,13 @@ def _refuse_invalid_rows(probabilities: torch.Tensor, first_row: int, sums: bool
         f"input row {first_row + row}: the model's probabilities {rows[row].tolist()} are not a "
         "valid answer (non-finite logits?); answers are never renormalised"
     )
+
+
+def _rows_slice(inputs: Any, start: int, stop: int) -> Any:
+    """Rows ``start:stop`` of a tensor, an array or a tuple of them."""
+    if isinstance(inputs, tuple):
+        return tuple(part[start:stop] for part in inputs)
+    return inputs[start:stop]
 
 
 def _softmax64(logits: torch.Tensor) -> torch.Tensor:
@@ -252,8 +262,8 @@ class FixedHeadProvider:
             raise UnsupportedCapability("a regression head answers no typed question")
         if kind == "multilabel" and width != 1:
             raise UnsupportedCapability(
-                f"a multilabel head with {width} outputs answers no single typed question; "
-                "only a one-output multilabel head (a Bernoulli logit) can answer a Boolean"
+                f"a multi-output Bernoulli head (multilabel, {width} outputs) answers no single typed question; "
+                "only a one-output head (a Bernoulli logit) can answer a Boolean"
             )
         if kind not in ("categorical", "bernoulli", "multilabel"):
             raise UnsupportedCapability(f"unknown head kind {kind!r}")
@@ -269,15 +279,27 @@ class FixedHeadProvider:
         self._model_calls = 0
         self.ordinal = bool(ordinal)
         self.question = question
+        if labels is not None and head.labels is not None and tuple(labels) != tuple(head.labels):
+            raise InvalidDecisionRequest(
+                f"labels {tuple(labels)} disagree with the model's task labels {tuple(head.labels)}; "
+                "leave labels= out to use the task's"
+            )
         raw_labels = head.labels if labels is None else labels
 
         if self._bernoulli:
             if width != 1:
-                raise UnsupportedCapability(f"a Bernoulli head has one logit, this one has {width}")
+                raise UnsupportedCapability(
+                    f"a multi-output Bernoulli head has {width} logits; only a one-output head answers a Boolean"
+                )
+            if question is None:
+                raise InvalidDecisionRequest(
+                    "a Bernoulli head needs the Boolean it answers: pass question=Boolean(...), the one it was "
+                    "trained for"
+                )
             if not isinstance(question, Boolean):
                 raise InvalidDecisionRequest(
-                    "a Bernoulli head answers only the Boolean it was trained for: pass it as "
-                    f"question=Boolean(...), got {question!r}"
+                    f"question must be a Boolean (the one this Bernoulli head was trained for), got "
+                    f"{type(question).__name__}"
                 )
             if ordinal or option_map:
                 raise InvalidDecisionRequest("ordinal= and option_map= apply to categorical heads only")
@@ -292,10 +314,14 @@ class FixedHeadProvider:
             raise UnsupportedCapability(f"a categorical head needs at least two classes, got {width}")
         if question is not None:
             raise InvalidDecisionRequest(
-                "question= is for Bernoulli heads; categorical heads take any fitting question"
+                "question= is for Bernoulli heads; a categorical head answers by its labels (any question "
+                "whose options map onto them)"
             )
         if raw_labels is None:
-            raise InvalidDecisionRequest("the head has no labels: pass labels=[...] with one label per class")
+            raise InvalidDecisionRequest(
+                "a categorical head needs its label space: pass labels=[...] (one per class) or declare "
+                "TaskSpec.categorical(..., labels=...)"
+            )
         self.labels = _labels(raw_labels, width)
         self.option_map = self._check_option_map(option_map)
         self._class_of = {label: index for index, label in enumerate(self.labels)}
@@ -319,8 +345,15 @@ class FixedHeadProvider:
         if unknown:
             raise InvalidDecisionRequest(f"option_map names labels the head does not have: {unknown}")
         if len(set(mapping.values())) != len(mapping):
-            raise InvalidDecisionRequest("option_map must be one-to-one: two option ids map to one label")
+            raise InvalidDecisionRequest(
+                "option_map must be one-to-one (a bijection onto the head's labels): two option ids map to one label"
+            )
         return mapping
+
+    @property
+    def model(self) -> Any:
+        """The model this provider answers from."""
+        return self._model
 
     @property
     def model_calls(self) -> int:
@@ -337,9 +370,24 @@ class FixedHeadProvider:
             raise InvalidDecisionRequest(f"expected a Choice, Boolean or Score, got {question!r}")
         if isinstance(question, Boolean):
             return None
-        return tuple(self.option_map.get(option_id, option_id) for option_id in question.option_ids)
+        if not self.option_map:
+            return question.option_ids
+        unseen = [option_id for option_id in question.option_ids if option_id not in self.option_map]
+        if unseen:
+            raise UnsupportedCapability(f"unseen option ids {unseen}: option_map maps {sorted(self.option_map)}")
+        return tuple(self.option_map[option_id] for option_id in question.option_ids)
 
     def _row_count(self, inputs: Any) -> int:
+        """The rows of ``inputs`` (a tensor or array, or a tuple of them: the first one's rows);
+        text inputs are a modality this provider does not read."""
+        first = inputs[0] if isinstance(inputs, tuple) and inputs else inputs
+        if isinstance(first, str) or (isinstance(first, (list, tuple)) and first and isinstance(first[0], str)):
+            raise UnsupportedCapability(
+                f"this provider reads ['tensor'] inputs (a tensor, an array or a tuple of them), not text; "
+                f"got {type(inputs).__name__}"
+            )
+        if isinstance(first, (torch.Tensor, np.ndarray)) and first.ndim >= 1:
+            return int(first.shape[0])
         try:
             return len(inputs)
         except TypeError as error:
@@ -350,13 +398,20 @@ class FixedHeadProvider:
     def check(self, question: Question, inputs: Any) -> None:
         """Refuse (``UnsupportedCapability`` / ``InvalidDecisionRequest``) what ``decide`` would
         refuse, without calling the model."""
+        bound = self.question
+        if isinstance(question, Boolean) and bound is not None and question.digest() != bound.digest():
+            raise UnsupportedCapability(
+                f"this head answers only the Boolean it was trained for, {bound.prompt!r}; not {question.prompt!r}"
+            )
+        count = self._row_count(inputs)
         self._capabilities.check(
-            question, modality="tensor", batch_size=self._row_count(inputs),
+            question, modality="tensor", batch_size=min(count, self._max_batch or count),
             label_ids=self._label_ids(question),
         )
 
     def decide(self, question: Question, inputs: Any) -> list[DecisionResult]:
-        """One validated result per row of ``inputs``, in row order; ``[]`` for no rows."""
+        """One validated result per row of ``inputs``, in row order; ``[]`` for no rows. A batch
+        larger than ``max_batch`` is answered in several model calls of at most that many rows."""
         self.check(question, inputs)
         count = self._row_count(inputs)
         if count == 0:
@@ -369,10 +424,16 @@ class FixedHeadProvider:
         step = self._max_batch or count
         results: list[DecisionResult] = []
         for start in range(0, count, step):
-            rows = inputs if step >= count else inputs[start:start + step]
+            rows = inputs if step >= count else _rows_slice(inputs, start, start + step)
             logits = self._logits(rows, min(step, count - start))
             results += self._answer(question, logits, columns, start)
         return results
+
+    def _spec(self) -> ProbabilitySpec:
+        """The head's ``ProbabilitySpec`` (classes on axis 1, its labels)."""
+        if self._bernoulli:
+            return ProbabilitySpec("bernoulli", 1, self.labels)
+        return ProbabilitySpec("categorical", 1, self.labels)
 
     def _logits(self, rows: Any, count: int) -> torch.Tensor:
         """Run the model once, restoring every module's train/eval flag afterwards.
@@ -381,7 +442,8 @@ class FixedHeadProvider:
         from the inference pass it builds on (``NNModel._forward_all``: eval mode, inference
         mode, the model's autocast), so the float32 softmax, argmax and row ids that
         ``predict_proba`` would add, and ``decide`` would discard, are not computed. Any other
-        model (or an overridden ``predict_proba``) is asked through ``predict_proba(rows).logits``.
+        model (or an overridden ``predict_proba``) is asked through ``predict_proba(rows, spec).logits``,
+        with the ``ProbabilitySpec`` of this head (NNx's call).
         """
         model = self._model
         net = model.net
@@ -389,7 +451,9 @@ class FixedHeadProvider:
         direct = _uses_nnmodel_inference(model)
         self._model_calls += 1
         try:
-            output = model._forward_all(rows) if direct else model.predict_proba(rows)
+            output = model._forward_all(rows) if direct else model.predict_proba(rows, self._spec())
+        except PredictionValidationError as error:
+            raise InvalidDecisionRequest(f"{self.name}: the head's output does not fit its labels: {error}") from error
         except Exception as error:
             raise ProviderFailure(f"the model failed while answering: {error!r}") from error
         finally:

@@ -20,7 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import torch.distributed as dist
 
+from nnx_core.agreement import AgreedError
 from nnx_core.errors import ParamsError
 from nnx_adapters.collective.torch import TorchCollective
 from nnx_api.distributed.callbacks import WriterOnly, writer_only
@@ -29,6 +31,11 @@ from nnx_api.distributed.loaders import ShardedTrainLoader, ShardedValidationLoa
 from nnx_api.distributed.partition import RankPartition
 from nnx_api.distributed.process_group import GroupInfo, init_process_group, refuse_process_group, shutdown
 from nnx_api.runs.payload import DDP_KIND
+
+DistributedFailure = AgreedError
+"""NNx's name for the error a rank raises when another rank failed (``except DistributedFailure``
+catches it): here the ``AgreedError`` naming the failing rank, its error type and message (a
+``RuntimeError``); an error of NNx's own types is raised on every rank as that type instead."""
 
 
 def _check_writer_rank(instance: Any, attribute: Any, value: Any) -> None:
@@ -49,7 +56,14 @@ class DDP:
     collective: Any = attrs.field(default=None, kw_only=True, eq=False)
 
     def group(self) -> DataParallel:
-        """The session's group behaviour for this rank (built on every rank at the same point)."""
+        """The session's group behaviour for this rank (built on every rank at the same point).
+        Without a process group (a script not started by torchrun) it raises ``RuntimeError``."""
+        if self.collective is None and not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError(
+                "distributed=DDP() trains inside a torch.distributed process group, and there is none: start the "
+                "script with torchrun (`torchrun --standalone --nproc_per_node=2 train.py`) and call "
+                "nnx.distributed.init_process_group() first"
+            )
         collective = self.collective if self.collective is not None else TorchCollective(writer_rank=self.writer_rank)
         if not 0 <= self.writer_rank < collective.world_size:
             raise ParamsError("DDP.writer_rank", f"{self.writer_rank} is not a rank of this {collective.world_size}-rank group")
@@ -60,6 +74,7 @@ __all__ = [
     "DDP",
     "DDP_KIND",
     "DataParallel",
+    "DistributedFailure",
     "GroupInfo",
     "RankPartition",
     "RankSync",

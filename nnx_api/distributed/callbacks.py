@@ -115,7 +115,15 @@ def resolve_callbacks(cbs: Sequence[Callback], is_writer: bool) -> tuple[list[Ca
     for cb in cbs:
         if not agreement.runs_here(cb.distributed, is_writer):  # type: ignore[arg-type]
             continue
-        here.append(cb.build() if isinstance(cb, WriterOnly) else cb)
+        built = cb.build() if isinstance(cb, WriterOnly) else cb
+        if built is not cb and hasattr(built, "component_spec"):  # agreed: every rank raises it before training
+            raise ParamsError(
+                "callbacks",
+                f"writer_only built a {type(built).__name__} on the writer rank, which carries checkpointed "
+                "component state; a writer-only callback may not (the other ranks would not keep it); pass it "
+                "without writer_only, with distributed = 'all'",
+            )
+        here.append(built)
     return cbs, here
 
 

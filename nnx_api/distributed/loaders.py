@@ -26,12 +26,20 @@ from nnx_api.distributed.process_group import _group_place
 POLICIES = ("pad", "drop")
 
 
-def _collate(dataset: Any, index: Sequence[int]) -> Any:
+def _collate(dataset: Any, index: Sequence[int], collate_fn: Callable[[list[Any]], Any] | None = None) -> Any:
+    if collate_fn is not None:  # the user's, as a DataLoader would call it
+        return collate_fn([dataset[i] for i in index])
     tensors = getattr(dataset, "tensors", None)
     if isinstance(tensors, tuple) and all(isinstance(t, torch.Tensor) for t in tensors):  # TensorDataset: one gather
         rows = torch.as_tensor(index, dtype=torch.long)
         return tuple(t[rows] for t in tensors)
     return default_collate([dataset[i] for i in index])
+
+
+def _check_collate(collate_fn: Any, where: str) -> Any:
+    if collate_fn is not None and not callable(collate_fn):
+        raise ParamsError(f"{where}.collate_fn", f"must be callable (a list of dataset items -> a batch), got {collate_fn!r}")
+    return collate_fn
 
 
 def _check_dataset(dataset: Any, batch_size: Any, where: str) -> int:
@@ -45,17 +53,23 @@ def _check_dataset(dataset: Any, batch_size: Any, where: str) -> int:
 class ShardedTrainLoader:
     """One rank's share of every epoch (``train_loader``); ``set_epoch`` picks the permutation."""
 
-    def __init__(self, dataset: Any, batch_size: int, policy: str, seed: int, rank: int, world_size: int) -> None:
+    def __init__(
+        self, dataset: Any, batch_size: int, policy: str, seed: int, rank: int, world_size: int, shuffle: bool = True,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+    ) -> None:
         self.rows = _check_dataset(dataset, batch_size, "train_loader")
         if policy not in POLICIES:
             raise ParamsError("train_loader.policy", f"must be 'pad' or 'drop', got {policy!r}")
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ParamsError("train_loader.seed", f"must be an int ≥ 0, got {seed!r}")
+        if not isinstance(shuffle, bool):
+            raise ParamsError("train_loader.shuffle", f"must be True or False, got {shuffle!r}")
+        self.shuffle, self.collate_fn = shuffle, _check_collate(collate_fn, "train_loader")
         self.dataset, self.batch_size, self.policy, self.seed = dataset, batch_size, policy, seed
         self.rank, self.world_size = rank, world_size
         self.global_batch_size: int | None = None  # train_loader(global_batch_size=...): the group's rows per step
         self.sampler = DistributedSampler(
-            dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed, drop_last=policy == "drop"
+            dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=policy == "drop"
         )
 
     def set_epoch(self, epoch: int) -> None:
@@ -93,7 +107,7 @@ class ShardedTrainLoader:
             return list(iter(self.sampler))
         g = torch.Generator()
         g.manual_seed(self.seed + self.sampler.epoch)  # DistributedSampler's permutation
-        order = torch.randperm(self.rows, generator=g).tolist()
+        order = torch.randperm(self.rows, generator=g).tolist() if self.shuffle else list(range(self.rows))
         total = self._global_rows()
         while len(order) < total:  # "pad": leading rows again, as often as needed
             order += order[: total - len(order)]
@@ -102,7 +116,7 @@ class ShardedTrainLoader:
     def __iter__(self) -> Iterator[Any]:
         index = self.indices()
         for start in range(0, len(index), self.batch_size):
-            yield _collate(self.dataset, index[start : start + self.batch_size])
+            yield _collate(self.dataset, index[start : start + self.batch_size], self.collate_fn)
 
     def partition(self) -> dict[str, Any]:
         """What a checkpoint records of this deal (a stateful resume needs the same)."""
@@ -110,6 +124,8 @@ class ShardedTrainLoader:
             "kind": "nnx.train_loader", "rows": self.rows, "batch_size": self.batch_size, "policy": self.policy,
             "seed": self.seed, "world_size": self.world_size, "rank": self.rank, "steps": len(self),
         }
+        if not self.shuffle:  # only then: the records of earlier runs stay as they were
+            record["shuffle"] = False
         if self.global_batch_size is not None:  # only then: the records of runs before it stay as they were
             record["global_batch_size"] = self.global_batch_size
             record["tail"] = "global"  # padded or dropped to a multiple of the global batch, not of the world size
@@ -153,14 +169,21 @@ class PositionedShards:
             at_position()
         index, size = loader.indices(), loader.batch_size
         for i in range(skip, n):
-            yield _collate(loader.dataset, index[i * size : (i + 1) * size]), i == n - 1
+            yield _collate(loader.dataset, index[i * size : (i + 1) * size], loader.collate_fn), i == n - 1
 
 
 class ShardedValidationLoader:
     """Rows ``rank::world`` in order, unpadded (``validation_loader``): every row scored once."""
 
-    def __init__(self, dataset: Any, batch_size: int, rank: int, world_size: int) -> None:
+    rank_shard = True  # one rank's share: it may hold no batch (the run's checks do not refuse it as empty)
+
+    def __init__(
+        self, dataset: Any, batch_size: int, rank: int, world_size: int, collate_fn: Callable[[list[Any]], Any] | None = None
+    ) -> None:
         self.rows = _check_dataset(dataset, batch_size, "validation_loader")
+        self.collate_fn = _check_collate(collate_fn, "validation_loader")
+        if self.rows == 0:
+            raise ParamsError("validation_loader.dataset", "has no rows: no rank would score anything; give it rows")
         self.rank, self.world_size, self.batch_size = rank, world_size, batch_size
         self.shard = Subset(dataset, range(rank, self.rows, world_size))
 
@@ -178,16 +201,19 @@ class ShardedValidationLoader:
     def __iter__(self) -> Iterator[Any]:
         index = self.indices()
         for start in range(0, len(index), self.batch_size):
-            yield _collate(self.shard.dataset, index[start : start + self.batch_size])
+            yield _collate(self.shard.dataset, index[start : start + self.batch_size], self.collate_fn)
 
 
 def train_loader(
     dataset: Any, batch_size: int | None = None, policy: str = "pad", seed: int = 0, *,
-    global_batch_size: int | None = None, rank: int | None = None, world_size: int | None = None,
+    global_batch_size: int | None = None, rank: int | None = None, world_size: int | None = None, shuffle: bool = True,
+    collate_fn: Callable[[list[Any]], Any] | None = None,
 ) -> ShardedTrainLoader:
     """This rank's training batches: each epoch's permutation (seeded by ``seed + epoch``) padded or
     dropped to a multiple of the world size and dealt to the ranks, so every rank takes the same
     number of steps. ``rank`` / ``world_size`` default to the process group's (0 / 1 without one).
+    ``shuffle=False`` deals the rows in dataset order every epoch instead of a permutation;
+    ``collate_fn`` turns a batch's list of dataset items into the batch, as a ``DataLoader``'s does.
 
     ``batch_size`` is the rows of one rank's step; ``global_batch_size=G`` fixes the rows of one
     step over the whole group instead (``G / world_size`` per rank; a ``G`` that does not divide is
@@ -203,7 +229,7 @@ def train_loader(
         batch_size = per_rank_batch(global_batch_size, w)
     elif batch_size is None:
         raise ParamsError("train_loader.batch_size", "give batch_size (rows per rank and step) or global_batch_size=")
-    loader = ShardedTrainLoader(dataset, batch_size, policy, seed, r, w)
+    loader = ShardedTrainLoader(dataset, batch_size, policy, seed, r, w, shuffle, collate_fn)
     loader.global_batch_size = global_batch_size
     if global_batch_size is not None and policy == "drop" and loader.rows < global_batch_size:
         raise ParamsError(
@@ -230,12 +256,14 @@ def per_rank_batch(global_batch_size: Any, world_size: int) -> int:
 
 
 def validation_loader(
-    dataset: Any, batch_size: int, *, rank: int | None = None, world_size: int | None = None
+    dataset: Any, batch_size: int, *, rank: int | None = None, world_size: int | None = None,
+    collate_fn: Callable[[list[Any]], Any] | None = None,
 ) -> ShardedValidationLoader:
     """This rank's validation rows ``rank::world``, unpadded: every row is scored exactly once and a
-    rank may have none. The validation loop runs no collective; its sums are added once per epoch."""
+    rank may have none. The validation loop runs no collective; its sums are added once per epoch.
+    ``collate_fn``: as ``train_loader``'s."""
     r, w = _group_place(rank, world_size)
-    return ShardedValidationLoader(dataset, batch_size, r, w)
+    return ShardedValidationLoader(dataset, batch_size, r, w, collate_fn)
 
 
 def partition_of(loader: Any) -> dict[str, Any]:

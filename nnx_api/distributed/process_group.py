@@ -166,23 +166,26 @@ def _check_nccl(local_rank: int) -> None:
 def shutdown(timeout_seconds: float = 60.0) -> None:
     """Meet every rank at a teardown barrier, then destroy the group (the recipe's last line).
 
-    The wait is bounded by ``timeout_seconds`` with either backend: ``monitored_barrier`` with
-    gloo, an asynchronous barrier on this rank's GPU waited for with that timeout with nccl
-    (``nnx_adapters.collective.torch.nccl_barrier``). A rank that does not arrive makes the others
-    raise ``RuntimeError``; the group is then left for process exit. Without a process group it
-    does nothing.
+    The wait is bounded by ``timeout_seconds`` with either backend: an asynchronous barrier waited
+    for with that timeout (with nccl on this rank's GPU: ``nnx_adapters.collective.torch.nccl_barrier``).
+    A rank that does not arrive makes the others raise ``RuntimeError``; the group is then left for
+    process exit, its barrier still queued, so a rank that arrives late completes against it and
+    leaves cleanly. ``timeout_seconds`` is checked first (a finite number > 0, else
+    ``ParamsError``, a ``ValueError``); without a process group it then does nothing.
     """
+    check_float("shutdown.timeout_seconds", timeout_seconds, minimum=0.0, exclusive_min=True)
     if not (dist.is_available() and dist.is_initialized()):
         return
     backend = str(dist.get_backend())
     try:
-        if backend == "gloo":
-            dist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout_seconds), wait_all_ranks=True)
+        if backend == "gloo":  # not monitored_barrier: rank 0 would stop answering a rank that arrives late
+            if not dist.barrier(async_op=True).wait(timeout=datetime.timedelta(seconds=timeout_seconds)):
+                raise RuntimeError("the barrier timed out")
         else:
             nccl_barrier(torch.device("cuda", torch.cuda.current_device()), timeout_seconds)
     except Exception as exc:  # a missing rank: never block, never tear down under a peer
         raise RuntimeError(
-            f"shutdown: not every rank reached the teardown barrier within {timeout_seconds:g} s; the process "
+            f"shutdown: not every rank reached the teardown barrier within {timeout_seconds:g}s; the process "
             f"group is left for process exit ({type(exc).__name__}: {str(exc)[:300]})"
         ) from exc
     gc.collect()  # the fits' DDP wrappers (their reducers hold the group) go while the group is still there

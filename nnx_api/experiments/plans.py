@@ -21,175 +21,140 @@ return (``FitResult``, ``SplitMetrics``, ``ProbeResult``) lives in ``nnx_api.exp
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import attrs
 import torch
 
 from nnx_core.errors import NNxError, ParamsError
-from nnx_core.identity import validate_run_id, validate_tag
+from nnx_core.identity import validate_tag
 from nnx_core.monitor_spec import MonitorSpec
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.batches import split_batch, to_device
-from nnx_adapters.pytorch.metrics import resolve
+from nnx_adapters.pytorch.metrics import REGISTRY, resolve
 from nnx_api.callbacks import Callback, EarlyStopping
 from nnx_api.config.metrics import MetricSpec, monitor_problems
 from nnx_api.config.optim_params import NNOptimParams, NNSchedulerParams
-from nnx_api.config.params import NNModelParams, NNParams
-from nnx_api.config.train_params import RESUME_MODES, NNTrainParams
-from nnx_api.distributed.process_group import refuse_process_group
+from nnx_api.config.params import ModelSpec, NNModelParams, NNParams, RuntimeModule
+from nnx_api.config.train_params import NNTrainParams
+from nnx_api.experiments.plan_parts import (
+    INHERIT,
+    KEEP,
+    Diagnostic,
+    PlanData,
+    PlanError,
+    PlanValidation,
+    Resume,
+    SingleProcessError,
+    _binds,
+    _changed,
+    _frozen,
+    _is_factory,
+    _items,
+    _preserved_global_state,
+    _seed_live_streams,
+    _source_problem,
+    horizon_problems,
+    refuse_multi_rank,
+    resume_problems,
+)
 from nnx_api.experiments.results import FitResult, ProbeResult, selected_metrics
 from nnx_api.model import NNModel
+from nnx_api.parts.models import registered_model_factories
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
+from nnx_api.scope import refuse
 
 SALT_PREFIX = "plan-attempt:"
 
 
-@attrs.frozen
-class Diagnostic:
-    """One problem of a plan: the field path (``train.monitor``, ``data.train``) and why."""
-
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
-
-
-class PlanError(NNxError, ValueError, TypeError):
-    """A plan that cannot be fitted; ``diagnostics`` lists every problem with its field path. It is
-    a ``ValueError`` and a ``TypeError``, the two errors the params classes raise."""
-
-    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
-        self.diagnostics = tuple(diagnostics)
-        super().__init__("the plan is not valid:\n  - " + "\n  - ".join(str(d) for d in self.diagnostics))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.diagnostics,))
-
-
-class PlanValidation(tuple[Diagnostic, ...]):
-    """What ``validate()`` found: the diagnostics in field order (a tuple of them), with ``ok``,
-    ``paths`` and ``raise_for_errors()``."""
-
-    @property
-    def diagnostics(self) -> tuple[Diagnostic, ...]:
-        """Every problem found."""
-        return tuple(self)
-
-    @property
-    def ok(self) -> bool:
-        """True when the plan can be fitted."""
-        return not self
-
-    @property
-    def paths(self) -> tuple[str, ...]:
-        """The field path of each problem."""
-        return tuple(d.path for d in self)
-
-    def raise_for_errors(self) -> None:
-        """Raise :class:`PlanError` listing every diagnostic, if there is any."""
-        if self:
-            raise PlanError(self)
-
-
-class _Marker:
-    """A named marker (``KEEP``: leave the field as it is; ``INHERIT``: the training params' own)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-KEEP: Any = _Marker("KEEP")
-INHERIT: Any = _Marker("INHERIT")
-
-
-def _is_factory(value: Any) -> bool:
-    """A zero-argument factory, as opposed to a loader (which is iterable)."""
-    return callable(value) and not hasattr(value, "__iter__")
-
-
-def _materialize(value: Any) -> Any:
-    return value() if _is_factory(value) else value
-
-
-@attrs.frozen(kw_only=True)
-class PlanData:
-    """Training and validation data: each a re-iterable loader of ``(inputs, targets)`` batches, or
-    a zero-argument factory returning one (called once per fit). ``train=None``: the training
-    params' ``train_loader``; ``val`` left out (``INHERIT``): their ``val_loader``; ``val=None``:
-    no validation."""
-
-    train: Any = None
-    val: Any = INHERIT
-
-    def loaders(self, params: NNTrainParams | None = None) -> tuple[Any, Any]:
-        """``(train_loader, val_loader)``, calling factories (``params``: where inherited ones come from)."""
-        train = _materialize(self.train) if self.train is not None else getattr(params, "train_loader", None)
-        val = getattr(params, "val_loader", None) if self.val is INHERIT else _materialize(self.val)
-        return train, val
-
-
-@attrs.frozen(kw_only=True)
-class Resume:
-    """``resuming(...)``: warm-start every fit from run ``run_id``'s ``checkpoint``."""
-
-    run_id: str
-    checkpoint: str = "last"
-    mode: str | None = None
-    epochs: str | None = None
-
-
-def _tuple(value: Any) -> tuple[Any, ...]:
-    return tuple(value or ())
-
-
-@attrs.frozen(kw_only=True)
+@dataclasses.dataclass(frozen=True, init=False)
 class ExperimentPlan:
-    """An immutable experiment: net (or module factory), model and training params, data, seed,
-    callbacks, step functions or objective, components and a resume point. ``ExperimentPlan()``
-    is the empty plan every ``with_*`` chain can start from. See the module docstring."""
+    """An immutable experiment: net (or module factory), model and training params, data
+    (``train_data``, ``val_data``), seed, callbacks, step functions or objective, components and
+    a resume point. ``ExperimentPlan()`` is the empty plan every ``with_*`` chain can start from.
 
-    train: NNTrainParams | None = None
-    net: NNParams | None = None
-    model: NNModelParams = attrs.field(factory=NNModelParams)
-    data: PlanData | None = None
-    data_identity: Any = INHERIT
-    seed: int | None = None
-    callbacks: tuple[Any, ...] = attrs.field(default=(), converter=_tuple)
-    callback_factories: tuple[Callable[[], Any], ...] = attrs.field(default=(), converter=_tuple)
-    train_step_fn: Any = None
-    eval_step_fn: Any = None
-    objective: Any = None
-    components: tuple[Any, ...] = attrs.field(default=(), converter=_tuple)
-    batch_adapter: Any = None
-    resume: Resume | None = None
-    module_factory: Callable[[], torch.nn.Module] | None = None
-    root: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
-    storage: Any = attrs.field(default=None, eq=False)
+    Borrowed objects — a loader, a callback instance, the ``extra_metrics`` functions, the step
+    functions, the objective and the components — are shared by every fit and keep their state;
+    a factory (a zero-argument callable) gives a fresh one per fit. See the module docstring."""
+
+    net: NNParams | None
+    model: NNModelParams
+    train: NNTrainParams | None
+    train_data: Any
+    val_data: Any
+    data_identity: Any
+    seed: int | None
+    callbacks: tuple[Any, ...]
+    callback_factories: tuple[Callable[[], Any], ...]
+    train_step_fn: Any
+    eval_step_fn: Any
+    objective: Any
+    components: tuple[Any, ...]
+    batch_adapter: Any
+    resume: Resume | None
+    module_factory: Callable[[], torch.nn.Module] | None
+    root: Path | None
+    storage: Any = dataclasses.field(compare=False)
+
+    def __init__(  # noqa: PLR0913
+        self, *, net: NNParams | None = None, model: NNModelParams | None = None, train: NNTrainParams | None = None,
+        train_data: Any = None, val_data: Any = INHERIT, data_identity: Any = INHERIT, seed: int | None = None,
+        callbacks: Any = (), callback_factories: Any = (), train_step_fn: Any = None, eval_step_fn: Any = None,
+        objective: Any = None, components: Any = (), batch_adapter: Any = None, resume: Resume | None = None,
+        module_factory: Callable[[], torch.nn.Module] | None = None, root: Any = None, storage: Any = None,
+        data: PlanData | None = None,
+    ) -> None:
+        if data is not None:  # this implementation's spelling: data=PlanData(train=..., val=...)
+            train_data, val_data = getattr(data, "train", data), getattr(data, "val", INHERIT)
+        values = dict(
+            net=net, model=NNModelParams() if model is None else model, train=train, train_data=train_data,
+            val_data=val_data, data_identity=data_identity, seed=seed, callbacks=_frozen(callbacks),
+            callback_factories=_frozen(callback_factories), train_step_fn=train_step_fn, eval_step_fn=eval_step_fn,
+            objective=objective, components=_frozen(components), batch_adapter=batch_adapter, resume=resume,
+            module_factory=module_factory, root=None if root is None else Path(root), storage=storage,
+        )
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def data(self) -> PlanData:
+        """The plan's data as ``PlanData(train=train_data, val=val_data)``."""
+        return PlanData(train=self.train_data, val=self.val_data)
+
+    def _evolve(self, **changes: Any) -> ExperimentPlan:
+        return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------------ branching
-    def with_net(self, net: NNParams | None = None, /, **changes: Any) -> ExperimentPlan:
-        """A plan with another ``NNParams`` (or this one's with ``changes``)."""
-        return attrs.evolve(self, net=_changed(net if net is not None else self.net, changes, "net"))
+    def with_net(self, net: Any = KEEP, /, **changes: Any) -> ExperimentPlan:
+        """A plan with another ``NNParams`` (``None``: no ``NNParams``, for a ``ModelSpec`` or a
+        module factory), or this one's with ``changes``."""
+        return self._evolve(net=_changed(self.net if net is KEEP else net, changes, "net"))
 
     def with_model(self, model: NNModelParams | None = None, /, **changes: Any) -> ExperimentPlan:
         """A plan with another ``NNModelParams`` (or this one's with ``changes``)."""
-        return attrs.evolve(self, model=_changed(model if model is not None else self.model, changes, "model"))
+        return self._evolve(model=_changed(model if model is not None else self.model, changes, "model"))
 
     def with_train(self, train: NNTrainParams | None = None, /, **changes: Any) -> ExperimentPlan:
-        """A plan with another ``NNTrainParams`` (or this one's with ``changes``)."""
-        return attrs.evolve(self, train=_changed(train if train is not None else self.train, changes, "train"))
+        """A plan with another ``NNTrainParams`` (or this one's with ``changes``); a change the
+        params refuse is a :class:`PlanError` naming ``train.<field>``."""
+        current = train if train is not None else self.train
+        if not changes or not isinstance(current, NNTrainParams):
+            return self._evolve(train=_changed(current, changes, "train"))
+        try:
+            return self._evolve(train=current.replace(**changes))
+        except (ValueError, TypeError) as exc:
+            where = str(getattr(exc, "path", "") or "")
+            named = where.split(".", 1)[1].split("[")[0] if where.startswith("NNTrainParams.") else None
+            if named in changes:
+                path = f"train.{named}"
+            else:
+                path = f"train.{next(iter(changes))}" if len(changes) == 1 and not named else "train"
+            raise PlanError([Diagnostic(path, str(exc))]) from exc
 
     def _edit_train(self, what: str, **changes: Any) -> ExperimentPlan:
         if self.train is None:
@@ -212,13 +177,17 @@ class ExperimentPlan:
 
     def with_metrics(self, *metrics: Any, monitor: Any = KEEP) -> ExperimentPlan:
         """A plan declaring ``metrics`` (``MetricSpec``s, or one sequence of them) and, when given,
-        ``monitor`` (``monitor=None`` drops it)."""
-        if len(metrics) == 1 and not isinstance(metrics[0], MetricSpec) and isinstance(metrics[0], Iterable):
-            metrics = tuple(metrics[0])  # NNx's with_metrics([spec, ...])
-        changes: dict[str, Any] = {"metrics": metrics}
+        ``monitor`` (``monitor=None`` drops it); what is not given is kept."""
+        changes: dict[str, Any] = {}
+        if len(metrics) == 1 and (metrics[0] is None or (not isinstance(metrics[0], MetricSpec)
+                                                         and isinstance(metrics[0], Iterable))):
+            metrics = metrics[0]  # NNx's with_metrics([spec, ...])
+            changes["metrics"] = metrics if metrics is None else tuple(metrics)
+        elif metrics:
+            changes["metrics"] = metrics
         if monitor is not KEEP:
             changes["monitor"] = monitor
-        return self._edit_train("with_metrics", **changes)
+        return self._edit_train("with_metrics", **changes) if changes else self
 
     def with_monitor(self, monitor: MonitorSpec | None) -> ExperimentPlan:
         """A plan whose BEST/plateau/EarlyStopping follow ``monitor``."""
@@ -229,85 +198,83 @@ class ExperimentPlan:
         return self._edit_train("with_extra_metrics", extra_metrics=extra_metrics)
 
     def with_data(self, train: Any = KEEP, val: Any = KEEP, *, identity: Any = KEEP) -> ExperimentPlan:
-        """A plan with other data (loaders or zero-argument loader factories); what is not given is
-        kept (``with_data(val=...)`` changes only the validation data). ``val=None``: no
-        validation; ``train=None``: the training params' loader. ``identity`` becomes
+        """A plan with other data: a re-iterable loader of batches (borrowed: shared by every fit)
+        or a zero-argument factory returning one (called once per fit); what is not given is kept
+        (``with_data(val=...)`` changes only the validation data). ``val=None``: no validation;
+        ``train=None``: the training params' loader. ``identity`` becomes
         ``NNTrainParams.data_id`` (part of the run id; ``None`` records none)."""
-        data = self.data or PlanData()
-        data = attrs.evolve(data, **{k: v for k, v in (("train", train), ("val", val)) if v is not KEEP})
-        return attrs.evolve(self, data=data, data_identity=self.data_identity if identity is KEEP else identity)
+        changes = {k: v for k, v in (("train_data", train), ("val_data", val), ("data_identity", identity)) if v is not KEEP}
+        return self._evolve(**changes)
 
     def with_seed(self, seed: int | None) -> ExperimentPlan:
         """A plan seeded with ``seed`` (initial weights, loader order, dropout); it overrides the
         training params' own seed, and ``None`` falls back to it."""
-        return attrs.evolve(self, seed=seed)
+        return self._evolve(seed=seed)
 
     def with_callbacks(self, *callbacks: Any) -> ExperimentPlan:
         """A plan with these (borrowed) callback instances."""
-        return attrs.evolve(self, callbacks=callbacks)
+        return self._evolve(callbacks=callbacks)
 
     def with_callback_factories(self, *factories: Callable[[], Any]) -> ExperimentPlan:
-        """A plan building fresh callbacks per fit (each factory returns a callback or a list)."""
-        return attrs.evolve(self, callback_factories=factories)
+        """A plan building fresh callbacks per fit: each factory (a zero-argument callable) returns
+        a callback or a list of them."""
+        return self._evolve(callback_factories=factories)
 
     def with_step_fns(self, train_step_fn: Any = KEEP, eval_step_fn: Any = KEEP) -> ExperimentPlan:
         """A plan with these (borrowed) step functions; the one not given is kept (None drops it)."""
         changes = {k: v for k, v in (("train_step_fn", train_step_fn), ("eval_step_fn", eval_step_fn)) if v is not KEEP}
-        return attrs.evolve(self, **changes)
+        return self._evolve(**changes)
 
     def with_objective(self, objective: Any) -> ExperimentPlan:
         """A plan whose updates an objective owns (borrowed)."""
-        return attrs.evolve(self, objective=objective)
+        return self._evolve(objective=objective)
 
     def with_components(self, *components: Any) -> ExperimentPlan:
         """A plan checkpointing these (borrowed) components with every fit."""
-        return attrs.evolve(self, components=components)
+        return self._evolve(components=components)
 
     def with_batch_adapter(self, adapter: Any) -> ExperimentPlan:
         """A plan building its model with ``NNModel(..., batch_adapter=adapter)``."""
-        return attrs.evolve(self, batch_adapter=adapter)
+        return self._evolve(batch_adapter=adapter)
 
     def with_provenance(self, manifest: Any) -> ExperimentPlan:
         """Refused: provenance manifests are out of scope (every run keeps its attempt record)."""
-        raise ParamsError(
-            "ExperimentPlan.with_provenance",
-            "provenance manifests (nnx.provenance) are out of scope here; every fit records its attempt in the run's "
-            "attempt record, and its configuration is the run id's content",
-        )
+        refuse("ExperimentPlan.with_provenance", "provenance manifests (every fit records its attempt in the run's "
+               "attempt record, and its configuration is the run id's content)")
 
     def resuming(
         self, run_id: str, *, checkpoint: str = "last", mode: str | None = None, epochs: str | None = None
     ) -> ExperimentPlan:
         """A plan whose fits warm-start from run ``run_id``'s ``checkpoint`` (a new run with that
-        lineage; the source is never written). ``mode`` defaults to the training params'
-        ``resume_mode``; ``epochs="additional"`` (each fit trains ``n_epochs`` more) is the only
-        reading of ``n_epochs`` here."""
+        lineage; the source is never written). ``mode`` and ``epochs`` default to the training
+        params' ``resume_mode`` and ``resume_epochs`` (``"additional"``: each fit trains
+        ``n_epochs`` more; ``"planned"``: up to the source run's own plan)."""
         checkpoint = getattr(checkpoint, "value", checkpoint)  # a Checkpoints member
-        return attrs.evolve(self, resume=Resume(run_id=run_id, checkpoint=checkpoint, mode=mode, epochs=epochs))
+        return self._evolve(resume=Resume(run_id=run_id, checkpoint=checkpoint, mode=mode, epochs=epochs))
 
     with_resuming = resuming
 
     def without_resume(self) -> ExperimentPlan:
         """A plan without a resume point."""
-        return attrs.evolve(self, resume=None)
+        return self._evolve(resume=None)
 
     def with_module(self, factory: Callable[[], torch.nn.Module] | None) -> ExperimentPlan:
         """A plan training a fresh custom module per fit instead of the built-in net."""
-        return attrs.evolve(self, module_factory=factory, net=None if factory is not None else self.net)
+        return self._evolve(module_factory=factory, net=None if factory is not None else self.net)
 
     def with_root(self, root: str | os.PathLike[str] | None) -> ExperimentPlan:
         """A plan writing its runs under ``root``."""
-        return attrs.evolve(self, root=root)
+        return self._evolve(root=root)
 
     def with_storage(self, storage: Any) -> ExperimentPlan:
         """A plan keeping its runs in ``storage`` (a ``Storage`` adapter, e.g.
         ``nnx_api.storage.MemoryStorage()``; default: the file system under ``root``)."""
-        return attrs.evolve(self, storage=storage)
+        return self._evolve(storage=storage)
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> PlanValidation:
         """Every problem, each with its field path; empty (``.ok``) when the plan can be fitted.
-        Pure: no model is built, no factory is called, no loader is iterated."""
+        Pure: no model is built, no factory is called, no loader is iterated, no callback is bound."""
         out: list[Diagnostic] = []
         add = lambda path, message: out.append(Diagnostic(path, message))  # noqa: E731
         train, model = self.train, self.model
@@ -317,64 +284,90 @@ class ExperimentPlan:
             add("train", f"must be NNTrainParams, got {type(train).__name__}")
         if not isinstance(model, NNModelParams):
             add("model", f"must be NNModelParams, got {type(model).__name__}")
-        if (self.net is None) == (self.module_factory is None):
-            add("net", "give exactly one of net=NNParams(...) and module_factory=<callable returning a module>")
-        elif self.net is not None and not isinstance(self.net, NNParams):
-            add("net", f"must be NNParams, got {type(self.net).__name__}")
-        elif self.module_factory is not None and not callable(self.module_factory):
-            add("module_factory", "must be a zero-argument callable returning a torch.nn.Module")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
-            add("seed", f"must be a non-negative int or None, got {self.seed!r}")
+        for path, message in self._net_problems():
+            add(path, message)
+        seed = self.effective_seed
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+            add("seed", f"must be an int in [0, 2**32) or None, got {seed!r}")
         for path, message in self._data_problems():
             add(path, message)
-        for i, cb in enumerate(self.callbacks):
-            if not isinstance(cb, Callback) and not callable(cb):
-                add(f"callbacks[{i}]", f"{cb!r} is neither a Callback nor a callable")
-        for i, factory in enumerate(self.callback_factories):
-            if not callable(factory):
-                add(f"callback_factories[{i}]", f"must be a zero-argument callable, got {type(factory).__name__}")
+        for path, message in self._callback_problems():
+            add(path, message)
         for path, message in self._step_problems():
             add(path, message)
         if isinstance(train, NNTrainParams) and isinstance(model, NNModelParams):
-            kind = model.resolved_task.kind
-            if model.task is not None and model.loss.task_kind != kind:
-                add("model.loss", f"{model.loss.value} suits a {model.loss.task_kind} task, not {kind}")
-            width = self.net.output_dim if isinstance(self.net, NNParams) else None
-            if width is not None and model.task is not None and model.task.n not in (None, width):
-                add("model.task.n", f"is {model.task.n} but the net has output_dim={self.net.output_dim}")
-            out.extend(Diagnostic("train.metrics", p) for p in resolve(train.metrics, kind))
-            monitor = monitor_problems(train.monitor, train.metrics, kind, self._has_val())
-            out.extend(Diagnostic("train.monitor", p) for p in monitor)
-            for i, cb in enumerate(self.callbacks):
-                if isinstance(cb, EarlyStopping) and isinstance(cb.monitor, MonitorSpec) and cb.monitor != train.monitor:
-                    add(f"callbacks[{i}].monitor", f"{cb.monitor} differs from the run's monitor {train.monitor}")
-        for path, message in self._resume_problems():
+            for path, message in self._training_problems(train, model):
+                add(path, message)
+        for path, message in resume_problems(self.resume):
             add(path, message)
+        if isinstance(train, NNTrainParams) and "resume.epochs" not in {d.path for d in out}:
+            for path, message in horizon_problems(self.resume, train):
+                add(path, message)
         return PlanValidation(out)
 
+    def _net_problems(self) -> Iterator[tuple[str, str]]:
+        declared = getattr(self.model, "net", None)
+        if isinstance(declared, RuntimeModule):
+            yield "model.net", "a RuntimeModule describes one module instance: a plan builds a fresh net per fit; " \
+                "give module_factory=<callable returning a module> (with_module) or a ModelSpec"
+        elif isinstance(declared, ModelSpec):
+            if self.net is not None:
+                yield "net", "model.net is a ModelSpec, whose registered factory builds the net: give no NNParams " \
+                    "(with_net(None))"
+            if (declared.id, declared.version) not in registered_model_factories():
+                yield "model.net", f"ModelSpec {declared.id!r} v{declared.version} names no registered factory; " \
+                    "register it first with nnx.models.register_model_factory"
+        elif (self.net is None) == (self.module_factory is None):
+            yield "net", "give exactly one of net=NNParams(...) and module_factory=<callable returning a module>"
+        elif self.net is not None and not isinstance(self.net, NNParams):
+            yield "net", f"must be NNParams, got {type(self.net).__name__}"
+        elif self.module_factory is not None and not callable(self.module_factory):
+            yield "module_factory", "must be a zero-argument callable returning a torch.nn.Module"
+        adapter = self.batch_adapter
+        if adapter is not None and (isinstance(adapter, (str, bytes)) or not callable(getattr(adapter, "split", None))):
+            yield "batch_adapter", f"must be a BatchAdapter (PositionalInputs, KeywordInputs), got {self.batch_adapter!r}"
+
     def _has_val(self) -> bool:
-        val = self.data.val if self.data is not None else INHERIT
-        return (getattr(self.train, "val_loader", None) is not None) if val is INHERIT else val is not None
+        return self.data.sources(self.train)[1] is not None
 
     def _data_problems(self) -> Iterator[tuple[str, str]]:
-        if self.data is not None and not isinstance(self.data, PlanData):
-            yield "data", f"must be PlanData, got {type(self.data).__name__}"
-            return
-        data = self.data or PlanData()
-        if data.train is None and getattr(self.train, "train_loader", None) is None:
+        train, val = self.data.sources(self.train)
+        if train is None:
             yield "data.train", "no training data: give .with_data(train=...) or NNTrainParams(train_loader=...)"
-        for name in ("train", "val"):
-            value = getattr(data, name)
-            if value is None or value is INHERIT or _is_factory(value):
+        for name, value in (("train", train), ("val", val)):
+            if value is None:
                 continue
-            if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-                kind = type(value).__name__
-                yield f"data.{name}", f"must be a re-iterable loader or a zero-argument factory, got {kind}"
-            elif hasattr(value, "__next__") and iter(value) is value:  # iter() on a DataLoader would draw a seed
-                yield f"data.{name}", "is a one-shot iterator; give a loader (re-iterable) or a factory"
+            if _is_factory(value):
+                if not _binds(value, 0):
+                    yield f"data.{name}", "a factory is called with no arguments: give a zero-argument callable"
+                continue
+            problem = _source_problem(value)
+            if problem:
+                yield f"data.{name}", problem
         identity = self.data_identity
         if identity is not INHERIT and identity is not None and (not isinstance(identity, str) or not identity.strip()):
             yield "data.identity", f"must be a non-blank string or None, got {identity!r}"
+
+    def _callback_problems(self) -> Iterator[tuple[str, str]]:
+        for name in ("callbacks", "callback_factories", "components"):
+            if not isinstance(getattr(self, name), tuple):
+                yield name, f"must be a sequence, got {type(getattr(self, name)).__name__}; with_{name}(*items)"
+        for i, cb in enumerate(_items(self.callbacks)):
+            if isinstance(cb, Callback):
+                continue
+            if isinstance(cb, (list, tuple)):
+                yield f"callbacks[{i}]", f"is a {type(cb).__name__} of callbacks: pass them as separate arguments, " \
+                    "with_callbacks(*callbacks)"
+            elif not callable(cb):
+                yield f"callbacks[{i}]", f"{cb!r} is neither a Callback nor a callable fn(idps)"
+            elif _binds(cb, 0):
+                yield f"callbacks[{i}]", f"{cb!r} takes no arguments, so it is a factory, not a callback: pass it to " \
+                    "with_callback_factories (or pass an instance)"
+            elif not _binds(cb, 1):
+                yield f"callbacks[{i}]", f"{cb!r} is neither a Callback nor a callable fn(idps)"
+        for i, factory in enumerate(_items(self.callback_factories)):
+            if not callable(factory) or not _binds(factory, 0):
+                yield f"callback_factories[{i}]", f"must be a zero-argument callable returning callbacks, got {factory!r}"
 
     def _step_problems(self) -> Iterator[tuple[str, str]]:
         for name in ("train_step_fn", "eval_step_fn", "objective"):
@@ -383,26 +376,54 @@ class ExperimentPlan:
                 yield name, f"must be callable, got {type(value).__name__}"
         if self.train_step_fn is not None and self.objective is not None:
             yield "objective", "give either a train_step_fn or an objective (one update owner per run), not both"
-        for i, component in enumerate(self.components):
+        for i, component in enumerate(_items(self.components)):
             if not hasattr(component, "component_spec"):
                 yield f"components[{i}]", f"{component!r} has no component_spec() (not a checkpointable component)"
 
-    def _resume_problems(self) -> Iterator[tuple[str, str]]:
-        resume = self.resume
-        if resume is None:
-            return
+    def _training_problems(self, train: NNTrainParams, model: NNModelParams) -> Iterator[tuple[str, str]]:
+        kind = model.resolved_task.kind
+        if model.task is not None and model.loss.task_kind != kind:
+            yield "model.loss", f"{model.loss.value} suits a {model.loss.task_kind} task, not {kind}"
         try:
-            validate_run_id(resume.run_id)
-            validate_tag(resume.checkpoint)
-        except (NNxError, TypeError) as exc:
-            yield "resume", str(exc)
-        if resume.mode is not None and resume.mode not in RESUME_MODES:
-            yield "resume.mode", f"must be one of {RESUME_MODES} or None, got {resume.mode!r}"
-        if resume.epochs not in (None, "additional"):
-            yield "resume.epochs", (
-                f"{resume.epochs!r} is not supported: a resumed run trains n_epochs more (epochs='additional'); "
-                "set n_epochs to the epochs still to train"
-            )
+            model.loss()
+        except Exception as exc:  # noqa: BLE001  # a loss that cannot be built: what NNModel would raise
+            yield "model.loss", f"{model.loss} cannot be built: {type(exc).__name__}: {exc}"
+        width = self.net.output_dim if isinstance(self.net, NNParams) else None
+        if width is not None and model.task is not None and model.task.n not in (None, width):
+            yield "model.task", f"TaskSpec.n is {model.task.n} but the net has output_dim={width}"
+        optim = train.optim
+        if hasattr(optim, "is_valid") and not optim.is_valid():
+            yield "train.optim", f"{optim} is not valid (is_valid() is False): check its momentum for {optim.name}"
+        broken: set[str] = set()
+        for i, spec in enumerate(train.metrics):
+            for problem in resolve((spec,), kind, width):
+                broken.add(spec.label)  # an unregistered one by its index, what it cannot score by the field
+                yield f"train.metrics[{i}]" if (spec.id, spec.version) not in REGISTRY else "train.metrics", problem
+        labels = [spec.label for spec in train.metrics]
+        for label in sorted({lb for lb in labels if labels.count(lb) > 1}):
+            yield "train.metrics", f"two metrics are labelled {label!r}; give one of them name=..."
+        has_val, default_step = self._has_val(), self.train_step_fn is None and self.objective is None
+        check_run = getattr(self.eval_step_fn, "check_run", None)  # an eval step's own pre-run refusals
+        try:
+            if has_val and callable(check_run):
+                check_run(train)
+        except ParamsError as exc:
+            yield "train." + exc.path.split(".", 1)[-1], exc.detail
+        monitors = [("train.monitor", train.monitor)] + [
+            (f"callbacks[{i}].monitor", cb.monitor) for i, cb in enumerate(_items(self.callbacks))
+            if isinstance(cb, EarlyStopping) and isinstance(cb.monitor, MonitorSpec)
+        ]
+        for path, monitor in monitors:
+            yield from ((path, p) for p in self._monitor_problems(monitor, train, kind, has_val, default_step, broken))
+
+    @staticmethod
+    def _monitor_problems(monitor: Any, train: NNTrainParams, kind: str, has_val: bool, default_step: bool,
+                          broken: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+        if monitor is None or monitor.metric in broken:
+            return []  # a broken metric is reported once, where it is declared
+        problems = monitor_problems(monitor, train.metrics, kind, has_val)
+        step = monitor.step_problem(default_step=default_step)
+        return problems + ([step] if step else [])
 
     def check(self) -> None:
         """Raise :class:`PlanError` listing every diagnostic, if there is any."""
@@ -425,12 +446,12 @@ class ExperimentPlan:
                 return seed
         return 0
 
-    def train_params(self) -> NNTrainParams:
-        """The training params of one fit: loaders from the data (factories called), the effective
-        seed, the data identity and the resume point."""
+    def train_params(self, loaders: tuple[Any, Any] | None = None) -> NNTrainParams:
+        """The training params of one fit: ``loaders`` (default: the data's, factories called),
+        the effective seed, the data identity and the resume point."""
         params = self.train
         assert params is not None  # validate() refuses a plan without one
-        train_loader, val_loader = (self.data or PlanData()).loaders(params)
+        train_loader, val_loader = loaders if loaders is not None else self.data.loaders(params)
         changes: dict[str, Any] = {"train_loader": train_loader, "val_loader": val_loader, "seed": self.effective_seed}
         if self.data_identity is not INHERIT:
             changes["data_id"] = self.data_identity
@@ -438,14 +459,20 @@ class ExperimentPlan:
             changes.update(resume_from_run_id=self.resume.run_id, resume_from_checkpoint=self.resume.checkpoint)
             if self.resume.mode is not None:
                 changes["resume_mode"] = self.resume.mode
+            if self.resume.epochs is not None:
+                changes["resume_epochs"] = self.resume.epochs
         return params.replace(**changes)
 
     def build_callbacks(self) -> list[Any]:
         """The borrowed callbacks, then each factory's fresh ones."""
-        out = list(self.callbacks)
-        for factory in self.callback_factories:
+        return [*self.callbacks, *(cb for _, cb in self._made_callbacks())]
+
+    def _made_callbacks(self) -> list[tuple[int, Any]]:
+        """Each factory's fresh callbacks, with the factory's index."""
+        out = []
+        for i, factory in enumerate(self.callback_factories):
             made = factory()
-            out.extend(made if isinstance(made, (list, tuple)) else [made])
+            out.extend((i, cb) for cb in (made if isinstance(made, (list, tuple)) else [made]))
         return out
 
     def probe(self, batch: Any) -> ProbeResult:
@@ -455,20 +482,34 @@ class ExperimentPlan:
         restored afterwards, so probing never shifts a later fit."""
         self.check_model()
         with _preserved_global_state():
-            torch_state.set_seed(self.effective_seed)
+            _seed_live_streams(self.effective_seed)
             model = self.build_model()
-            inputs, target = split_batch(batch)
-            inputs, target = to_device(inputs, model.device), to_device(target, model.device)
+            adapter = model.batch_adapter
+            if adapter is not None:
+                args, kwargs, target = adapter.split(batch)
+            elif isinstance(batch, (tuple, list)) and len(batch) == 1:
+                args, kwargs, target = (batch[0],), {}, None  # inputs only: an output, no loss
+            else:
+                inputs, target = split_batch(batch)
+                args, kwargs = (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), {}
+            args, kwargs = to_device(args, model.device), to_device(kwargs, model.device)
+            has_target = isinstance(target, torch.Tensor)
             model.net.eval()
             with torch.no_grad(), model.autocast_context()():
-                output = model.net(*inputs) if isinstance(inputs, (tuple, list)) else model.net(inputs)
-                model.task_adapter.check(output, target)
-                loss_sum, count = model.task_adapter.loss_terms(output, target)
-            loss = float(loss_sum) / count if count else None
+                output = model.net(*args, **kwargs)
+                output = adapter.output(output) if adapter is not None else output
+                loss, count = None, 0
+                if has_target:
+                    target = to_device(target, model.device)
+                    model.task_adapter.check(output, target)
+                    loss_sum, count = model.task_adapter.loss_terms(output, target)
+                    own_step = self.train_step_fn is not None or self.objective is not None  # its loss is its own
+                    loss = float(loss_sum) / count if count and not own_step else None
             parameters = list(model.net.parameters())
             return ProbeResult(
                 output_shape=tuple(output.shape), loss=loss, count=int(count),
-                output_dtype=str(output.dtype).removeprefix("torch."), target_shape=tuple(target.shape),
+                output_dtype=str(output.dtype).removeprefix("torch."),
+                target_shape=tuple(target.shape) if has_target else None,
                 n_parameters=sum(p.numel() for p in parameters),
                 n_trainable=sum(p.numel() for p in parameters if p.requires_grad),
             )
@@ -486,12 +527,21 @@ class ExperimentPlan:
         id when None). Each attempt is its own run (salt ``"plan-attempt:<id>"``); an attempt id
         that already has a run raises ``FileExistsError``. Refused inside a process group of
         several ranks (a fit trains in one process)."""
-        refuse_process_group("ExperimentPlan.fit")
-        self.check()
-        attempt_id = validate_tag(attempt) if attempt is not None else uuid.uuid4().hex[:16]
+        refuse_multi_rank("ExperimentPlan.fit()")  # before seeding, a factory call or a run
+        problems = list(self.validate())
+        if attempt is not None:
+            try:
+                validate_tag(attempt)
+            except (NNxError, TypeError) as exc:
+                problems.append(Diagnostic("attempt", f"{exc}; give a non-blank attempt id such as 'nightly-1'"))
+        PlanValidation(problems).raise_for_errors()
+        attempt_id = attempt if attempt is not None else uuid.uuid4().hex[:16]
         torch_state.set_seed(self.effective_seed)
-        params = self.train_params()
-        callbacks = self.build_callbacks()
+        loaders = self.data.loaders(self.train)
+        made = self._made_callbacks()
+        self._check_made(loaders, made)
+        params = self.train_params(loaders)
+        callbacks = [*self.callbacks, *(cb for _, cb in made)]
         model = self.build_model()
         salt = SALT_PREFIX + attempt_id
         base = runs_root(self.root)
@@ -504,33 +554,35 @@ class ExperimentPlan:
             params, callbacks=callbacks, salt=salt, root=base, train_step_fn=self.train_step_fn,
             eval_step_fn=self.eval_step_fn, objective=self.objective, components=list(self.components), storage=self.storage,
         )
-        return FitResult(model=model, run=run, metrics=selected_metrics(run), attempt_id=attempt_id)
+        metrics = selected_metrics(run, has_val=params.val_loader is not None)
+        return FitResult(model=model, run=run, metrics=metrics, attempt_id=attempt_id)
+
+    def _check_made(self, loaders: tuple[Any, Any], made: list[tuple[int, Any]]) -> None:
+        """What the factories made, checked before any run is reserved: loaders of batches,
+        callbacks, and the made callbacks' monitors against the run (``PlanError``)."""
+        problems = []
+        for name, loader in zip(("train", "val"), loaders, strict=True):
+            problem = None if loader is None and name == "val" else _source_problem(loader, made=True)
+            if loader is None and name == "val" and _is_factory(self.data.sources(self.train)[1]):
+                problem = "the factory returned None: return a loader (give val=None for no validation)"
+            if problem:
+                problems.append(Diagnostic(f"data.{name}", problem))
+        kind = self.model.resolved_task.kind
+        default_step = self.train_step_fn is None and self.objective is None
+        for i, cb in made:
+            path = f"callback_factories[{i}]"
+            if not isinstance(cb, Callback) and not callable(cb):
+                problems.append(Diagnostic(path, f"returned {cb!r}, which is neither a Callback nor a callable"))
+            elif isinstance(cb, EarlyStopping) and isinstance(cb.monitor, MonitorSpec):
+                for p in self._monitor_problems(cb.monitor, self.train, kind, loaders[1] is not None, default_step):
+                    problems.append(Diagnostic(f"{path}.monitor", p))
+        PlanValidation(problems).raise_for_errors()
 
 
-def _changed(value: Any, changes: Mapping[str, Any], path: str) -> Any:
-    if not changes:
-        return value
-    if value is None or not dataclasses.is_dataclass(value):
-        raise ParamsError(path, "there is nothing to change; give a whole value")
-    return dataclasses.replace(value, **changes)
 
 
-@contextlib.contextmanager
-def _preserved_global_state() -> Iterator[None]:
-    rng = torch_state.capture_rng()
-    cudnn = (torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    env = dict(os.environ)
-    try:
-        yield
-    finally:
-        torch_state.restore_rng(rng)
-        torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = cudnn
-        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
-        for key in set(os.environ) - set(env):
-            del os.environ[key]
-        os.environ.update({k: v for k, v in env.items() if os.environ.get(k) != v})
 
-
-__all__ = ["Diagnostic", "ExperimentPlan", "INHERIT", "KEEP", "PlanData", "PlanError", "PlanValidation", "Resume"]
+__all__ = [
+    "INHERIT", "KEEP", "Diagnostic", "ExperimentPlan", "PlanData", "PlanError", "PlanValidation", "Resume",
+    "SingleProcessError", "refuse_multi_rank",
+]

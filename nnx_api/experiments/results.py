@@ -23,7 +23,7 @@ class FitResult:
 
     ``metrics`` holds that epoch's scalars by flat name (``"epoch"``, ``"val/loss"``,
     ``"monitor/val.nll"``, …) and, as NNx 0.4 gives them, ``metrics["train"]`` and
-    ``metrics["val"]``: a :class:`SplitMetrics` each."""
+    ``metrics["val"]``: a :class:`SplitMetrics` each, of the final epoch (the trained model's)."""
 
     model: NNModel
     run: NNRun
@@ -70,32 +70,43 @@ class SplitMetrics:
     available: bool
     epoch: int | None = None
     source: str | None = None
-    values: Mapping[str, float] = attrs.field(factory=dict)
+    values: Mapping[str, float] = attrs.field(factory=dict, hash=False)
     reason: str | None = None
 
 
-def _split(name: str, epoch: int, record: EvaluationDataPoint | None, source: str) -> SplitMetrics:
+NO_VAL = "the plan has no validation data"
+NO_EPOCHS = "the run recorded no epochs"
+
+
+def _split(name: str, epoch: int, record: EvaluationDataPoint | None, source: str, missing: str | None = None) -> SplitMetrics:
     if record is None:
-        return SplitMetrics(split=name, available=False, epoch=epoch, reason=f"epoch {epoch} has no {name} record")
+        reason = missing or f"epoch {epoch} has no {name} record"
+        return SplitMetrics(split=name, available=False, epoch=epoch, reason=reason)
     fields = ("loss", "error", "accuracy", "f1", "precision", "recall")
     values = {f: getattr(record, f) for f in fields if getattr(record, f) is not None}
-    return SplitMetrics(split=name, available=True, epoch=epoch, source=source, values={**values, **record.metrics})
+    extra = {f"extra/{k}": v for k, v in record.extra.items()}  # never shadows a recorded field
+    return SplitMetrics(split=name, available=True, epoch=epoch, source=source,
+                        values={**values, **record.metrics, **extra})
 
 
-def selected_metrics(run: NNRun) -> dict[str, Any]:
-    """``epoch_scalars`` of the epoch BEST holds (else the last epoch), plus ``epoch``, and the
-    epoch's ``train`` and ``val`` :class:`SplitMetrics`."""
+def selected_metrics(run: NNRun, *, has_val: bool = True) -> dict[str, Any]:
+    """``epoch_scalars`` of the epoch BEST holds (else the last epoch), plus ``epoch``; and, as
+    NNx gives them, the final epoch's ``train`` and ``val`` :class:`SplitMetrics` (the epoch of
+    the trained model; ``has_val=False``: the plan gave no validation data, which the val split's
+    ``reason`` says)."""
     best = run.best()
     chosen: tuple[int, list[IterationDataPoint]] | None = None
-    for epoch, records in iter_epochs(committed_records(run)):
-        if best is None or epoch == best.epoch_idx:
-            chosen = (epoch, records)
-    if chosen is None:
-        return {}
-    epoch, records = chosen
-    last = records[-1]
+    final: tuple[int, list[IterationDataPoint]] | None = None
+    for final in iter_epochs(committed_records(run)):
+        if best is None or final[0] == best.epoch_idx:
+            chosen = final
+    if chosen is None or final is None:
+        return {"train": SplitMetrics(split="train", available=False, reason=NO_EPOCHS),
+                "val": SplitMetrics(split="val", available=False, reason=NO_EPOCHS if has_val else NO_VAL)}
+    epoch, last = final[0], final[1][-1]
     train = _split("train", epoch, last.train_summary or last.train_edp, "epoch" if last.train_summary else "last_batch")
-    return {"epoch": float(epoch), **epoch_scalars(records), "train": train, "val": _split("val", epoch, last.val_edp, "epoch")}
+    val = _split("val", epoch, last.val_edp, "epoch", None if has_val else NO_VAL)
+    return {"epoch": float(chosen[0]), **epoch_scalars(chosen[1]), "train": train, "val": val}
 
 
 __all__ = ["FitResult", "ProbeResult", "SplitMetrics", "selected_metrics"]

@@ -7,14 +7,22 @@ its own attempt id and therefore its own run. What a trial is worth is the value
 its BEST holds — the value stored with that checkpoint — so the winner can always be reloaded
 with ``NNModel.from_checkpoint(outcome.run_id, "best")``.
 
+The space, budget, monitor (a validation monitor, equal to the plan's own when it has one) and
+plan are checked before any study or trial exists. A fit that raises fails its trial and the
+search goes on; a configuration error (``apply`` raising or returning a plan the search cannot
+score) and an interruption are recorded on their trial and stop the search.
+
 Pruning sees the run's one monitor decision: a trial callback reports ``ctx.decision.value`` at
 ``step = epoch`` and, when the pruner says so, sets ``ctx.should_stop`` (the epoch still
-commits, so a pruned trial's run is complete and loadable). ``SearchBudget.updates_per_trial``
-caps each trial's committed optimizer updates through ``ctx.stop_at_update``.
+commits, so a pruned trial's run is complete and loadable); a missing or non-finite value fails
+the trial. ``SearchBudget.updates_per_trial`` caps each trial's committed optimizer updates
+through ``ctx.stop_at_update``; the deadline stops a running trial at its next update or epoch
+boundary.
 
-The budget counts every trial asked, whatever became of it (completed, pruned, failed). The
-search stops for the first of: ``"budget"`` (trials asked), ``"deadline"`` (seconds since the
-search began, checked before each new trial) and ``"exhausted"`` (a finite space whose every
+The budget counts every trial of the study, whatever became of it (completed, pruned, failed,
+or left running by a crashed process), earlier searches of a stored study included. The search
+stops for the first of: ``"budget"``, ``"deadline"`` (seconds on ``clock`` since the search
+began, checked before each new trial) and ``"exhausted"`` (a finite space whose every
 combination has been tried).
 
 Where the trials' runs live is the plan's: ``plan.with_root(...)`` or ``plan.with_storage(...)``
@@ -24,23 +32,29 @@ Where the trials' runs live is the plan's: ``plan.with_root(...)`` or ``plan.wit
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
+import os
 import re
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import attrs
 
-from nnx_core.errors import NNxError, ParamsError
+from nnx_core.errors import ParamsError
 from nnx_core.monitor_spec import MonitorSpec
 from nnx_adapters.extras import require
-from nnx_adapters.pytorch.metrics import metric_mode
+from nnx_adapters.storage.fs import FileStorage
 from nnx_api.callbacks import Callback, CallbackContext
-from nnx_api.experiments.plans import ExperimentPlan
+from nnx_api.config.train_params import NNTrainParams
+from nnx_api.experiments.plans import INHERIT, ExperimentPlan, SingleProcessError, refuse_multi_rank
 
-STATES = ("completed", "pruned", "failed")  # NNx's names
+STATES = ("completed", "pruned", "failed", "running")  # NNx's names; "running": an orphan of a crashed process
+STUDY_ATTR = "nnx.search"  # the study's user attribute holding what the stored study belongs to
 PRIMITIVES = (type(None), bool, int, float, str)
 
 
@@ -123,6 +137,8 @@ class CategoricalParam:
     def __attrs_post_init__(self) -> None:
         if not self.choices:
             raise ParamsError(f"CategoricalParam({self.name!r}).choices", "give at least one choice")
+        if len({repr(c) for c in self.choices}) != len(self.choices):
+            raise ParamsError(f"CategoricalParam({self.name!r}).choices", f"choices must be distinct, got {self.choices!r}")
 
     def suggest(self, trial: Any) -> Any:
         if all(isinstance(c, PRIMITIVES) for c in self.choices):
@@ -162,6 +178,10 @@ class SearchSpace:
             raise ParamsError("SearchSpace", f"parameter names must be unique, got {names}")
         self.params: tuple[Param, ...] = tuple(params)
 
+    def state(self) -> list[dict[str, Any]]:
+        """Every parameter's ``state()``, in order: what a stored study is tied to."""
+        return [p.state() for p in self.params]
+
     def sample(self, trial: Any) -> dict[str, Any]:
         """One value per parameter, asked from ``trial``."""
         return {p.name: p.suggest(trial) for p in self.params}
@@ -198,17 +218,27 @@ class SearchBudget:
 # ---------------------------------------------------------------------------------- results
 @attrs.frozen(kw_only=True)
 class TrialOutcome:
-    """One trial: its values, what became of it, its run and the value at its BEST."""
+    """One trial of the study: its values, what became of it (``state``: completed, pruned,
+    failed, or running for an orphan left by a crashed process) and why (``reason``: completed,
+    pruned, update_cap, deadline, non_finite, missing, no_validated_epoch, ``error:<type>``,
+    ``config_error:<type>``, orphaned), what it used (``epochs`` committed, committed ``updates``,
+    ``seconds``, ``overrun_seconds`` past the deadline), the ``observations`` ``(epoch, value)``
+    pruning saw, its run and the value at its BEST (``value``, also ``monitor_value``)."""
 
     number: int
     params: Mapping[str, Any]
-    state: str  # "completed" | "pruned" | "failed"
-    reason: str = ""  # why the trial ended so, in words
+    state: str
+    reason: str = ""
     value: float | None = None
     best_epoch: int | None = None
     run_id: str | None = None
     attempt_id: str | None = None
+    checkpoint: str | None = None  # the BEST tag's manifest file, when the run is on a file system
     epochs: int = 0
+    updates: int = 0
+    seconds: float = 0.0
+    overrun_seconds: float | None = None
+    observations: tuple[tuple[int, float], ...] = ()
     pruned_at_epoch: int | None = None
     error: str | None = None
 
@@ -217,11 +247,25 @@ class TrialOutcome:
         """NNx's name for ``value``: the monitored value at the trial's BEST epoch."""
         return self.value
 
+    @classmethod
+    def of(cls, frozen: Any) -> TrialOutcome:
+        """The outcome Optuna's ``FrozenTrial`` records (this search's user attributes)."""
+        facts = dict(frozen.user_attrs)
+        state = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}.get(frozen.state.name, "running")
+        facts.setdefault("reason", "orphaned" if state == "running" else state)
+        facts["observations"] = tuple((int(e), float(v)) for e, v in facts.get("observations", ()))
+        known = {f.name for f in attrs.fields(cls)} - {"number", "params", "state"}
+        return cls(number=frozen.number, params=dict(frozen.params), state=state,
+                   **{k: v for k, v in facts.items() if k in known})
+
 
 @attrs.frozen(kw_only=True)
 class SearchResult:
-    """Every trial in order, the best completed one (None if none completed), how many trials
-    were asked, why the search stopped, the direction and the Optuna study."""
+    """Every trial of the study in order (earlier searches' included), the best completed one
+    (None if none completed), how many trials this call asked, why it stopped, the direction
+    (``"minimize"`` / ``"maximize"``), the monitor's key (``"val.loss"``; None for the fallback
+    signal), how far past the deadline it ended, the runs this call trained by trial number, and
+    the Optuna study."""
 
     outcomes: tuple[TrialOutcome, ...]
     best: TrialOutcome | None
@@ -229,45 +273,77 @@ class SearchResult:
     stop_reason: str  # "budget" | "deadline" | "exhausted"
     direction: str
     study: Any = attrs.field(eq=False, repr=False)
+    study_name: str = ""
+    monitor: str | None = None
+    deadline_overrun_seconds: float | None = None
+    trial_runs: Mapping[int, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
     def counts(self) -> dict[str, int]:
         """How many trials ended in each state."""
         return {state: sum(o.state == state for o in self.outcomes) for state in STATES}
 
 
-class SearchError(NNxError, RuntimeError):
-    """The search cannot run here (e.g. inside a multi-rank process group)."""
+class SearchError(SingleProcessError):
+    """The search cannot run here (inside a multi-rank process group); a ``RuntimeError``."""
 
 
 # ---------------------------------------------------------------------------------- trial control
 class TrialControl(Callback):
-    """Reports the epoch's monitor decision to the Optuna trial and stops pruned or capped trials."""
+    """One trial's callback: reports each epoch's monitor decision to the Optuna trial (pruning),
+    stops a trial whose monitored value is missing or not finite, and stops at an update or epoch
+    boundary at the update cap or the deadline."""
 
     distributed = "all"
 
-    def __init__(self, trial: Any, max_updates: int | None = None) -> None:
-        self.trial = trial
-        self.max_updates = max_updates
+    def __init__(
+        self, trial: Any, max_updates: int | None = None, *, deadline: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.trial, self.max_updates, self.deadline, self.clock = trial, max_updates, deadline, clock
         self.pruned_at: int | None = None
-        self.capped = False
-        self.reported: list[tuple[int, float]] = []
+        self.reason: str | None = None  # "update_cap" | "deadline" | "non_finite" | "missing"
+        self.overrun: float | None = None
+        self.updates = 0
+        self.epochs = 0
+        self.observations: list[tuple[int, float]] = []
+
+    @property
+    def reported(self) -> list[tuple[int, float]]:
+        """The ``(epoch, value)`` pairs reported to the pruner (``observations``)."""
+        return self.observations
 
     def on_train_begin(self, ctx: CallbackContext) -> None:
-        if self.max_updates is not None:
-            ctx.update_listeners.append(self._after_update)
+        ctx.update_listeners.append(self._after_update)
+
+    def _past_deadline(self) -> bool:
+        if self.deadline is None:
+            return False
+        now = self.clock()
+        if now < self.deadline:
+            return False
+        self.overrun = now - self.deadline
+        return True
 
     def _after_update(self, ctx: CallbackContext) -> None:
-        if ctx.update_count >= self.max_updates:  # type: ignore[operator]
-            ctx.stop_at_update, self.capped = True, True
+        self.updates = ctx.update_count
+        if self.max_updates is not None and self.updates >= self.max_updates:
+            ctx.stop_at_update, self.reason = True, self.reason or "update_cap"
+        if self._past_deadline():
+            ctx.stop_at_update, self.reason = True, "deadline"
 
     def on_epoch_end(self, ctx: CallbackContext) -> None:
+        self.epochs += 1
         decision = ctx.decision
-        if decision is None or decision.value is None or not math.isfinite(decision.value):
+        value = None if decision is None else decision.value
+        if value is None or not math.isfinite(value):
+            self.reason, ctx.should_stop = ("missing" if value is None else "non_finite"), True
             return
-        self.trial.report(float(decision.value), step=ctx.epoch)
-        self.reported.append((ctx.epoch, float(decision.value)))
+        self.trial.report(float(value), step=ctx.epoch)
+        self.observations.append((ctx.epoch, float(value)))
         if self.trial.should_prune():
             ctx.should_stop, self.pruned_at = True, ctx.epoch
+        elif self._past_deadline():
+            ctx.should_stop, self.reason = True, "deadline"
 
 
 # ---------------------------------------------------------------------------------- search
@@ -283,13 +359,10 @@ def _set_path(obj: Any, parts: Sequence[str], value: Any, name: str) -> Any:
     if not parts:
         return value
     head, rest = parts[0], parts[1:]
-    if dataclasses.is_dataclass(obj):  # the params classes
-        fields, replace = {f.name for f in dataclasses.fields(obj)}, dataclasses.replace
-    else:  # the plan (an attrs class), or a value with no fields
-        fields, replace = set(attrs.fields_dict(type(obj))) if attrs.has(type(obj)) else set(), attrs.evolve
+    fields = {f.name for f in dataclasses.fields(obj)} if dataclasses.is_dataclass(obj) else set()
     if head not in fields:
         raise ParamsError(name, f"{type(obj).__name__} has no field {head!r}")
-    return replace(obj, **{head: _set_path(getattr(obj, head), rest, value, name)})
+    return dataclasses.replace(obj, **{head: _set_path(getattr(obj, head), rest, value, name)})
 
 
 def search(
@@ -304,112 +377,197 @@ def search(
     pruner: Any = None,
     storage: Any = None,
     seed: int | None = 0,
+    clock: Callable[[], float] = time.monotonic,
 ) -> SearchResult:
     """Search ``space`` by fitting ``plan`` once per trial (see the module docstring).
 
-    ``monitor`` (default: the plan's ``NNTrainParams.monitor``, else the documented fallback
-    signal) decides BEST in every trial and so the trial's value; its direction is the study's.
-    ``sampler`` defaults to TPE seeded with ``seed``; ``pruner`` to a median pruner (two
-    start-up trials, one warm-up epoch); ``storage`` is Optuna's study storage (the runs go where
-    the plan keeps them: ``plan.with_storage(...)``)."""
-    started = time.monotonic()  # the deadline covers the whole search, set-up included
+    ``monitor`` (a validation monitor; default: the plan's ``NNTrainParams.monitor``, else the
+    documented fallback signal) decides BEST in every trial and so the trial's value; its
+    direction is the study's. A plan that has its own monitor must have this one. ``sampler``
+    defaults to TPE seeded with ``seed``; ``pruner`` to Optuna's default (a median pruner);
+    ``storage`` is Optuna's study storage (the runs go where the plan keeps them:
+    ``plan.with_storage(...)``); a stored study named ``study_name`` is continued, its trials
+    counting against the budget. ``clock`` measures the deadline (seconds)."""
+    started = clock()  # the deadline covers the whole search, set-up included
+    refuse_multi_rank("nnx_api.search.search()")
+    if not isinstance(space, SearchSpace):
+        raise ParamsError("search.space", f"must be a SearchSpace, got {type(space).__name__}")
+    if not isinstance(budget, SearchBudget):
+        raise ParamsError("search.budget", f"must be a SearchBudget, got {type(budget).__name__}")
+    if not callable(apply):
+        raise ParamsError("search.apply", "must be a callable (plan, params) -> ExperimentPlan")
     if study_name is not None and (not isinstance(study_name, str) or not study_name.strip()):
         raise ParamsError("search.study_name", f"must be a non-blank string or None, got {study_name!r}")
+    plan, resolved = _scored_plan(plan, monitor, budget)
     optuna = require("optuna", "search", "nnx_api.experiments.search.search")
-    _refuse_multi_rank()
-    if monitor is not None:
-        plan = plan.with_monitor(monitor)
-    plan.check()
-    direction = _direction(plan)
+    direction = "minimize" if resolved is None or resolved.mode == "min" else "maximize"
     name = study_name or f"search-{uuid.uuid4().hex[:8]}"
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._") or "search"
     study = optuna.create_study(
-        direction="minimize" if direction == "min" else "maximize",
+        direction=direction,
         sampler=sampler if sampler is not None else optuna.samplers.TPESampler(seed=seed),
-        pruner=pruner if pruner is not None else optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1),
+        pruner=pruner,  # None: Optuna's own default (a median pruner after five trials), as NNx passes it
         study_name=name,
         storage=storage,
+        load_if_exists=True,
     )
-    outcomes: list[TrialOutcome] = []
-    tried: set[str] = set()
-    size = space.size()
-    asked = 0
-    while True:
-        if asked >= budget.trials:
-            reason = "budget"
-            break
-        if budget.deadline_seconds is not None and time.monotonic() - started >= budget.deadline_seconds:
-            reason = "deadline"
+    _claim(study, name, {"space": space.state(), "monitor": None if resolved is None else resolved.state(),
+                         "direction": direction, "plan": _plan_identity(plan)})
+    deadline = None if budget.deadline_seconds is None else started + budget.deadline_seconds
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._") or "search"
+    tried = {repr(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)}
+    size, asked, reason, overrun, runs = space.size(), 0, "budget", None, {}
+    while sum(t.state.name != "WAITING" for t in study.get_trials(deepcopy=False)) < budget.trials:
+        now = clock()
+        if deadline is not None and now >= deadline:
+            reason, overrun = "deadline", now - deadline
             break
         if size is not None and len(tried) >= size:
             reason = "exhausted"
             break
         trial = study.ask()
         asked += 1
-        attempt = f"{slug}.t{trial.number}"
-        outcome, sampler_done = _run_trial(optuna, study, trial, plan, space, apply, budget, attempt, tried)
-        outcomes.append(outcome)
-        if sampler_done:  # e.g. a GridSampler whose grid is used up
+        control = TrialControl(trial, budget.updates_per_trial, deadline=deadline, clock=clock)
+        try:
+            run, state, value = _run_trial(trial, plan, space, apply, resolved, budget, control,
+                                           f"{slug}.t{trial.number}", tried)
+        except BaseException:
+            _tell(optuna, study, trial, "failed")
+            raise
+        if run is not None:
+            runs[trial.number] = run
+        if _tell(optuna, study, trial, state, value):  # e.g. a GridSampler whose grid is used up
             reason = "exhausted"
             break
+    now = clock()
+    if reason == "budget" and deadline is not None and asked and now >= deadline:
+        overrun = now - deadline
+    outcomes = tuple(TrialOutcome.of(t) for t in study.get_trials(deepcopy=False))
     return SearchResult(
-        outcomes=tuple(outcomes),
-        best=_best(outcomes, direction),
-        asked=asked,
-        stop_reason=reason,
-        direction=direction,
-        study=study,
+        outcomes=outcomes, best=_best(outcomes, direction), asked=asked, stop_reason=reason, direction=direction,
+        study=study, study_name=name, monitor=None if resolved is None else resolved.key,
+        deadline_overrun_seconds=overrun, trial_runs=MappingProxyType(runs),
     )
+
+
+def _scored_plan(plan: Any, monitor: MonitorSpec | None, budget: SearchBudget) -> tuple[ExperimentPlan, Any]:
+    """The plan every trial starts from (carrying ``monitor``) and the monitor resolved (None: the
+    fallback signal); refused before any study or trial exists when the search cannot score it."""
+    if not isinstance(plan, ExperimentPlan):
+        raise ParamsError("search.plan", f"must be an ExperimentPlan, got {type(plan).__name__}")
+    train = plan.train
+    own = getattr(train, "monitor", None)
+    if monitor is not None:
+        if not isinstance(monitor, MonitorSpec):
+            raise ParamsError("search.monitor", f"must be a MonitorSpec, got {type(monitor).__name__}")
+        if monitor.split != "val":
+            raise ParamsError(
+                "search.monitor", f"{monitor.key!r}: a search scores trials by a validation monitor "
+                "(MonitorSpec(split='val')), never a training value; give the plan validation data and monitor it",
+            )
+        declared = tuple(getattr(train, "metrics", None) or ())
+        if own is not None and own.resolve(declared) != monitor.resolve(declared, "search.monitor"):
+            raise ParamsError(
+                "search.monitor", f"the plan's NNTrainParams.monitor ({own.key!r}) must equal the search monitor "
+                f"({monitor.key!r}), so each trial's BEST checkpoint is chosen by the same monitor and direction; "
+                "drop one of them or make them equal",
+            )
+        if own is None and isinstance(train, NNTrainParams):
+            plan = plan.with_monitor(monitor)
+    plan.check()
+    if budget.updates_per_trial is not None and plan.train_step_fn is not None:
+        raise ParamsError(
+            "SearchBudget.updates_per_trial", "counts committed updates, which a train_step_fn reports only through "
+            "ctx.report_update(): use the default step or an objective, or no update cap",
+        )
+    own = plan.train.monitor  # type: ignore[union-attr]  # check() refuses a plan without training params
+    return plan, None if own is None else own.resolve(plan.train.metrics)  # type: ignore[union-attr]
+
+
+def _plan_identity(plan: ExperimentPlan) -> str:
+    """What a stored study is tied to: the plan's configuration (not its data or callbacks)."""
+    parts = {name: getattr(getattr(plan, name), "state", lambda: None)() for name in ("net", "model", "train")}
+    parts.update(seed=plan.seed, data=None if plan.data_identity in (None, INHERIT) else str(plan.data_identity))
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _claim(study: Any, name: str, identity: dict[str, Any]) -> None:
+    """Tie a new study to this search; refuse a stored one that belongs to another."""
+    stored = study.user_attrs.get(STUDY_ATTR)
+    if stored is None:
+        if study.trials:
+            raise ParamsError("search.study_name", f"study {name!r} holds trials this search did not run; use another name")
+        study.set_user_attr(STUDY_ATTR, identity)
+    elif stored != identity:
+        changed = ", ".join(sorted(k for k in identity if stored.get(k) != identity[k]))
+        raise ParamsError("search.study_name", f"study {name!r} belongs to a different search ({changed} differ); use "
+                          "another study_name, or search the same space, monitor and plan")
 
 
 def _run_trial(  # noqa: ANN001
-    optuna, study, trial, plan, space, apply, budget, attempt, tried
-) -> tuple[TrialOutcome, bool]:
-    """Fit one trial and tell Optuna; also whether the sampler asked the study to stop."""
-    states = optuna.trial.TrialState
-    values: dict[str, Any] = {}
+    trial, plan, space, apply, monitor, budget, control, attempt, tried
+) -> tuple[Any, str, float | None]:
+    """Fit one trial, recording what became of it in the trial's user attributes; ``(run or None,
+    state, value)``. A configuration error (``apply`` raising or giving a plan the search cannot
+    score) and an interruption are recorded, then raised: they stop the search."""
+    started = control.clock()
+
+    def record(**facts: Any) -> None:
+        facts = {"attempt_id": attempt, "epochs": control.epochs, "updates": control.updates,
+                 "seconds": control.clock() - started, "observations": [list(o) for o in control.observations],
+                 "overrun_seconds": control.overrun, **facts}
+        for key, value in facts.items():
+            trial.set_user_attr(key, value)
+
+    def failed(kind: str, exc: BaseException) -> None:
+        record(reason=f"{kind}:{type(exc).__name__}", error=f"{type(exc).__name__}: {exc}")
+
+    values = space.sample(trial)
+    tried.add(repr(sorted(values.items())))
     try:
-        values = space.sample(trial)
-        tried.add(repr(sorted(values.items())))
-        control = TrialControl(trial, budget.updates_per_trial)
-        trial_plan = apply(plan, values)
-        result = trial_plan.with_callbacks(*trial_plan.callbacks, control).fit(attempt=attempt)
+        trial_plan = apply(plan, MappingProxyType(dict(values)))
+        if not isinstance(trial_plan, ExperimentPlan):
+            raise ParamsError("search.apply", f"must return an ExperimentPlan, got {type(trial_plan).__name__}")
+        _scored_plan(trial_plan, monitor, budget)
     except BaseException as exc:
-        done = _tell(study, trial, state=states.FAIL)
+        failed("config_error" if isinstance(exc, Exception) else "error", exc)
+        raise
+    try:
+        run = trial_plan.with_callback_factories(*trial_plan.callback_factories, lambda: control).fit(attempt=attempt).run
+    except BaseException as exc:
+        failed("error", exc)
         if not isinstance(exc, Exception):
             raise
-        outcome = TrialOutcome(number=trial.number, params=values, state="failed", attempt_id=attempt,
-                               reason=f"training raised {type(exc).__name__}", error=f"{type(exc).__name__}: {exc}")
-        return outcome, done
-    run = result.run
+        return None, "failed", None
     best = run.best()
     value = None if best is None or best.selection is None else best.selection.value
-    common = dict(
-        number=trial.number,
-        params=values,
-        value=value,
-        best_epoch=None if best is None else best.epoch_idx,
-        run_id=run.id,
-        attempt_id=attempt,
-        epochs=len(run.epochs),
-    )
-    if control.pruned_at is not None:
-        reason = f"pruned at epoch {control.pruned_at}: its monitored value was not promising"
-        return TrialOutcome(**common, state="pruned", reason=reason, pruned_at_epoch=control.pruned_at), _tell(
-            study, trial, state=states.PRUNED
-        )
-    if value is None or not math.isfinite(value):
-        error = "the run selected no BEST epoch (no finite monitored value)"
-        return TrialOutcome(**common, state="failed", reason=error, error=error), _tell(study, trial, state=states.FAIL)
-    reason = f"trained {len(run.epochs)} epoch(s); BEST at epoch {common['best_epoch']}"
-    return TrialOutcome(**common, state="completed", reason=reason), _tell(study, trial, value)
+    files = run.files()
+    on_disk = isinstance(files.storage, FileStorage) and best is not None
+    checkpoint = os.path.join(files.storage.root, files.tag_path("best")) if on_disk else None
+    facts = dict(run_id=run.id, value=value, best_epoch=None if best is None else best.epoch_idx,
+                 epochs=len(run.epochs), checkpoint=checkpoint)
+    if control.reason in ("non_finite", "missing"):
+        state, reason = "failed", control.reason
+    elif control.pruned_at is not None:
+        state, reason = "pruned", "pruned"
+        facts["pruned_at_epoch"] = control.pruned_at
+    elif value is None or not math.isfinite(value):
+        state, reason = "failed", control.reason or "no_validated_epoch"
+    else:
+        state, reason = "completed", control.reason or "completed"
+    record(**facts, reason=reason)
+    return run, state, value
 
 
-def _tell(study: Any, trial: Any, value: float | None = None, *, state: Any = None) -> bool:
-    """``study.tell``; True when the sampler asked the study to stop. (Optuna records the trial
-    before a sampler's stop request, which outside ``study.optimize`` arrives as this error.)"""
+def _tell(optuna: Any, study: Any, trial: Any, state: str, value: float | None = None) -> bool:
+    """Tell Optuna the trial's state; True when the sampler asked the study to stop. (Optuna
+    records the trial before a sampler's stop request, which outside ``study.optimize`` arrives
+    as this error.)"""
+    states = optuna.trial.TrialState
     try:
-        study.tell(trial, value, state=state)
+        if state == "completed":
+            study.tell(trial, value)
+        else:
+            study.tell(trial, state=states.PRUNED if state == "pruned" else states.FAIL)
     except RuntimeError as exc:
         if "Study.stop" not in str(exc):
             raise
@@ -417,26 +575,12 @@ def _tell(study: Any, trial: Any, value: float | None = None, *, state: Any = No
     return False
 
 
-def _direction(plan: ExperimentPlan) -> str:
-    monitor = plan.train.monitor
-    if monitor is None:
-        return "min"  # the fallback signal (errors, then losses) is minimized
-    return monitor.mode or metric_mode(monitor.metric, plan.train.metrics)
-
-
 def _best(outcomes: Sequence[TrialOutcome], direction: str) -> TrialOutcome | None:
-    complete = [o for o in outcomes if o.state == "completed"]
+    complete = [o for o in outcomes if o.state == "completed" and o.value is not None and math.isfinite(o.value)]
     if not complete:
         return None
-    pick = min if direction == "min" else max
+    pick = min if direction == "minimize" else max
     return pick(complete, key=lambda o: o.value)  # the first of equal values wins, as in Optuna
-
-
-def _refuse_multi_rank() -> None:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        raise SearchError("search runs trials in one process; call it outside a multi-rank process group")
 
 
 __all__ = [

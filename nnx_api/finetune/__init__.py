@@ -36,6 +36,12 @@ from nnx_adapters.pytorch.state import safe_load
 from nnx_api.config.optim_params import NNParamGroupSpec
 
 
+class PretrainedKeysError(ResumeMismatchError, RuntimeError):
+    """``load_pretrained(strict=True)`` met keys the module and the source do not share: a
+    ``ResumeMismatchError`` (a ``ValueError``) and a ``RuntimeError``, as PyTorch's strict
+    ``load_state_dict`` raises there. Nothing was loaded."""
+
+
 def _set_trainable(module: nn.Module, patterns: tuple[str, ...], trainable: bool, what: str) -> int:
     if not patterns:
         raise ParamsError(what, "needs at least one pattern (a glob over parameter names); pass '*' for every parameter")
@@ -116,7 +122,10 @@ def load_pretrained(
     target = set(module.state_dict())
     loaded, missing, unexpected = sorted(target & set(remapped)), sorted(target - set(remapped)), sorted(set(remapped) - target)
     if strict and (missing or unexpected):
-        raise ResumeMismatchError(f"load_pretrained(strict=True): missing {missing}, unexpected {unexpected}")
+        raise PretrainedKeysError(
+            f"load_pretrained(strict=True): key mismatches, nothing loaded: missing {missing}, unexpected "
+            f"{unexpected}; map the source's names with key_map= / prefix=, or pass strict=False to load the shared keys"
+        )
     module.load_state_dict({k: remapped[k] for k in loaded}, strict=False)
     return LoadPretrainedResult(loaded, missing, unexpected)
 
@@ -133,6 +142,6 @@ def build_param_groups(
 
 
 __all__ = [
-    "LoadPretrainedResult", "NNParamGroupSpec", "build_param_groups", "freeze", "frozen", "load_pretrained", "read_state_dict",
+    "LoadPretrainedResult", "NNParamGroupSpec", "PretrainedKeysError", "build_param_groups", "freeze", "frozen", "load_pretrained", "read_state_dict",
     "unfreeze",
 ]

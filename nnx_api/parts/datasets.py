@@ -95,11 +95,75 @@ def _loader(split: Any, size: int | None, *, shuffle: bool) -> DataLoader | None
     return DataLoader(split, batch_size=size or len(split), shuffle=shuffle)
 
 
+def _numbers(column: str, raw: np.ndarray) -> np.ndarray:
+    """The target column as float64 numbers (numeric strings read as their values)."""
+    try:
+        return raw.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ParamsError("NNTabularDataset.target_col", f"{column!r} must hold numbers ({exc})") from None
+
+
+def _class_labels(column: str, values: np.ndarray) -> np.ndarray:
+    """Integer class labels 0..K-1 of the target column, or a ``ParamsError`` saying what is wrong."""
+    where = "NNTabularDataset.target_col"
+    if np.isnan(values).any():
+        raise ParamsError(where, f"{column!r} holds NaN; class labels must be finite integers 0..K-1")
+    if not np.isfinite(values).all():
+        raise ParamsError(where, f"{column!r} holds non-finite values (±inf); class labels must be finite integers")
+    if (values != np.trunc(values)).any():
+        raise ParamsError(where, f"{column!r} holds {values[values != np.trunc(values)][:3].tolist()}; class labels "
+                          "must be finite integers 0..K-1")
+    labels = values.astype(np.int64)
+    present = np.unique(labels)
+    if present.tolist() != list(range(len(present))):
+        raise ParamsError(where, f"{column!r} holds the labels {present[:10].tolist()}; they must be contiguous "
+                          f"integers 0..K-1 (K = {len(present)} classes): remap them")
+    return labels
+
+
+def _check_cells(field: str, dtype_field: str, values: np.ndarray, names: list[str], dtype: torch.dtype) -> None:
+    """Refuse cells ``dtype`` cannot hold: non-finite floats, values outside an integer dtype's
+    range (after truncation) or beyond a narrower float's largest value; naming the columns."""
+    def columns(bad: np.ndarray) -> list[str]:
+        return list(dict.fromkeys(names[i % len(names)] for i in np.flatnonzero(bad.any(axis=0))))
+
+    where, said = f"NNTabularDataset.{field}", f"{dtype_field}={dtype}"
+    if values.dtype.kind not in "biufc":
+        return  # strings or objects: torch's own conversion says what it cannot read
+    if values.dtype.kind in "fc":
+        bad = ~np.isfinite(values)
+        if bad.any():
+            raise ParamsError(where, f"{columns(bad)} hold non-finite values (NaN or ±inf), which {said} cannot take; "
+                              "drop or impute them first")
+    if dtype == torch.bool or values.dtype.kind == "b":
+        return
+    if not dtype.is_floating_point and not dtype.is_complex:
+        info = torch.iinfo(dtype)
+        kept = np.trunc(values.real) if values.dtype.kind in "fc" else values
+        bad = (kept < info.min) | (kept > info.max)
+        if bad.any():
+            raise ParamsError(where, f"{columns(bad)} hold values outside the range of {said} "
+                              f"[{info.min}, {info.max}]; rescale them or choose a wider dtype")
+        return
+    largest = torch.finfo(dtype).max
+    parts = (values.real, values.imag) if values.dtype.kind == "c" else (values,)
+    bad = np.zeros(values.shape, dtype=bool)
+    for part in parts:
+        bad |= np.abs(part.astype(np.float64)) > largest
+    if bad.any():
+        raise ParamsError(where, f"{columns(bad)} hold values that overflow {said} (largest {largest:g}); rescale them "
+                          "or choose a wider dtype")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class NNTabularDataset(NNDatasetBase):
     """A table of feature columns and an integer class column as train / val / test loaders.
     ``val_proportion`` and ``test_proportion`` (each in [0, 1), together below 1) are drawn at
-    random, the rest is train; the train loader shuffles, the others do not."""
+    random, the rest is train; the train loader shuffles, the others do not. A floating
+    ``target_dtype`` makes the target a regression value (``(batch, 1)`` targets, ``output_dim``
+    1; not in ``state()``). Cells the dtypes cannot hold (NaN / ±inf, values out of range),
+    labels that are not contiguous integers 0..K-1 and a target among the features are refused
+    before anything is split."""
 
     df: Any = dataclasses.field(repr=False)
     feature_cols: Sequence[str]
@@ -110,6 +174,7 @@ class NNTabularDataset(NNDatasetBase):
     name_override: str | None = None
     feature_dtype: torch.dtype = torch.float32
     seed: int | None = None
+    target_dtype: torch.dtype | None = None
 
     def __post_init__(self) -> None:
         val = _proportion("NNTabularDataset.val_proportion", self.val_proportion)
@@ -123,11 +188,25 @@ class NNTabularDataset(NNDatasetBase):
             raise DatasetColumnError(f"NNTabularDataset feature_cols not in the table: {missing} (columns: {columns})")
         if self.target_col not in columns:
             raise DatasetColumnError(f"NNTabularDataset target_col {self.target_col!r} not in the table (columns: {columns})")
-        features = torch.as_tensor(np.asarray(self.df[list(self.feature_cols)].to_numpy()), dtype=self.feature_dtype)
-        targets_np = np.asarray(self.df[self.target_col].to_numpy())
-        if len(targets_np) == 0:
+        if self.target_col in self.feature_cols:
+            raise ParamsError("NNTabularDataset.feature_cols", f"the target_col {self.target_col!r} must not appear in "
+                              "feature_cols: the model would see its own label")
+        regression = self.target_dtype is not None
+        if regression and not (isinstance(self.target_dtype, torch.dtype) and self.target_dtype.is_floating_point):
+            raise ParamsError("NNTabularDataset.target_dtype", "must be a floating-point dtype (regression targets), got "
+                              f"{self.target_dtype!r}; leave it None for integer class labels")
+        values = np.asarray(self.df[list(self.feature_cols)].to_numpy())
+        if len(values) == 0:
             raise TrainingInputError("NNTabularDataset needs a non-empty table")
-        targets = torch.as_tensor(targets_np.astype(np.int64))
+        _check_cells("feature_cols", "feature_dtype", values.reshape(len(values), -1), list(self.feature_cols),
+                     self.feature_dtype)
+        features = torch.as_tensor(np.array(values), dtype=self.feature_dtype)  # a writable copy
+        targets_np = _numbers(self.target_col, np.asarray(self.df[self.target_col].to_numpy()))
+        if regression:
+            _check_cells("target_col", "target_dtype", targets_np.reshape(-1, 1), [self.target_col], self.target_dtype)
+            targets = torch.as_tensor(targets_np, dtype=self.target_dtype).reshape(-1, 1)
+        else:
+            targets = torch.as_tensor(_class_labels(self.target_col, targets_np))
         n = len(targets)
         n_val, n_test = int(n * val), int(n * test)
         n_train = n - n_val - n_test
@@ -135,7 +214,7 @@ class NNTabularDataset(NNDatasetBase):
             TensorDataset(features, targets), [n_train, n_val, n_test], generator=_generator(self.seed)
         )
         name = self.name_override or "NNTabularDataset"
-        output_dim = len(np.unique(targets_np))
+        output_dim = 1 if regression else len(np.unique(targets_np))
         self._set(
             name=name, input_dim=len(self.feature_cols), output_dim=output_dim,
             batch_sizes=(sizes[0] or n_train, sizes[1] or max(1, n_val), sizes[2] or max(1, n_test)),

@@ -34,6 +34,7 @@ array(['yes'], dtype=object)
 from __future__ import annotations
 
 import dataclasses
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -75,7 +76,7 @@ class ProbabilitySpec:
             raise PredictionValidationError(f"ProbabilitySpec class_axis must be an integer, got {self.class_axis!r}")
         if labels is None:
             return
-        if isinstance(labels, (str, bytes)):
+        if isinstance(labels, (str, bytes, Mapping, set, frozenset)):
             raise PredictionValidationError(f"ProbabilitySpec labels must be a sequence of strings, got {labels!r}")
         labels = tuple(labels)
         if not all(isinstance(x, str) and x for x in labels) or len(set(labels)) != len(labels):
@@ -147,7 +148,7 @@ class PredictionResult(NamedTuple):
     def class_indices(self) -> np.ndarray:
         """Decoded class indices; bernoulli indicators are not classes and are refused."""
         if self.kind != "categorical":
-            raise TypeError(f"class_indices is defined for categorical predictions only, this one is {self.kind}")
+            raise TypeError(f"class_indices is only defined for categorical predictions, this one is {self.kind}")
         return self.decoded
 
     def decoded_labels(self) -> np.ndarray:
@@ -210,18 +211,27 @@ def prediction_from_logits(logits: Any, spec: ProbabilitySpec, *, sample_ids: An
     ``sample_ids`` default to the row indices."""
     if not isinstance(spec, ProbabilitySpec):
         raise ParamsError("spec", f"must be a ProbabilitySpec, got {type(spec).__name__}")
-    logits = logits.detach() if isinstance(logits, torch.Tensor) else torch.as_tensor(np.asarray(logits))
+    if not isinstance(logits, torch.Tensor):
+        array = np.asarray(logits)
+        if array.dtype.kind not in "biuf":
+            raise PredictionValidationError(f"logits must be numeric (bool, integer or float), got dtype {array.dtype}")
+        logits = torch.as_tensor(array)
+    logits = logits.detach()
     axis = check_fits(logits, spec)
     if not bool(torch.isfinite(logits).all()):
         raise PredictionValidationError(
             "logits hold non-finite values (NaN or ±inf), so probabilities would be undefined; "
             "mask with a large finite negative value instead"
         )
-    work = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
+    # float16 is computed in float32 and given back as float16; integers in float64 (NNx's dtypes)
+    work = logits if logits.dtype in (torch.float32, torch.float64) else (
+        logits.double() if not logits.dtype.is_floating_point else logits.float())
     if spec.kind == "categorical":
         probabilities, decoded = torch.softmax(work, dim=axis), logits.argmax(dim=axis)
     else:
         probabilities, decoded = torch.sigmoid(work), (logits >= 0).long()
+    if logits.dtype == torch.float16:
+        probabilities = probabilities.half()
     ids = row_ids(0, logits.shape[0]) if sample_ids is None else host_array(sample_ids)
     if ids.ndim != 1 or len(ids) != logits.shape[0] or ids.dtype.kind not in "iu":
         raise PredictionValidationError(
@@ -239,18 +249,24 @@ def concatenate_predictions(parts: Sequence[Any]) -> Any:
     first = parts[0]
     if isinstance(first, PredictionBatch):
         return PredictionBatch(*(concatenate([getattr(p, f) for p in parts]) for f in ("logits", "classes", "sample_ids")))
+    for field in first._fields[:4]:  # a field some parts hold and others lack cannot be one result
+        missing = {getattr(p, field) is None for p in parts}
+        if len(missing) > 1:
+            raise ParamsError("concatenate_predictions", f"got results with and without {field}")
     merged = [None if getattr(first, f) is None else concatenate([getattr(p, f) for p in parts]) for f in first._fields[:4]]
     return PredictionResult(*merged, first.spec)
 
 
 class PredictionStream:
     """Per-batch predictions of a loader, as a context manager and an iterator. It holds only the
-    batch in flight; ``close()`` (or leaving the ``with`` block) releases the loader and the
-    model, and iterating a closed or consumed stream raises ``StreamClosedError``."""
+    batch in flight. ``close()`` (or leaving the ``with`` block, or an error raised while a batch
+    is computed) releases the loader's iterator and the model; a closed or consumed stream is
+    exhausted (``next`` raises ``StopIteration``, as a closed generator does), and iterating it
+    again, or iterating a partly consumed one, raises ``StreamClosedError``."""
 
     def __init__(self, batches: Iterator[Any]) -> None:
         self._batches: Iterator[Any] | None = batches
-        self._done = False
+        self._state = "open"  # open → started → consumed / closed
 
     @property
     def closed(self) -> bool:
@@ -266,27 +282,42 @@ class PredictionStream:
 
     def __iter__(self) -> PredictionStream:
         self._check()
+        if self._state == "started":
+            raise StreamClosedError(
+                "this PredictionStream is partly consumed: iterating it again would skip the batches already "
+                "taken; call iter_predict again"
+            )
         return self
 
     def __next__(self) -> Any:
-        self._check()
-        assert self._batches is not None
+        if self._batches is None:
+            raise StopIteration
         try:
-            return next(self._batches)
+            batch = next(self._batches)
         except StopIteration:
-            self.close()
+            self._release("consumed")
             raise
+        except BaseException:
+            self._release("closed")
+            raise
+        self._state = "started"
+        return batch
 
     def close(self) -> None:
-        """Stop and release the loader's iterator (idempotent)."""
-        batches, self._batches = self._batches, None
+        """Stop and release the loader's iterator (idempotent); the stream is closed even when
+        the iterator's own cleanup raises."""
+        if self._batches is not None:
+            self._release("closed")
+
+    def _release(self, state: str) -> None:
+        batches, self._batches, self._state = self._batches, None, state
         close: Callable[[], None] | None = getattr(batches, "close", None)
         if close is not None:
             close()
 
     def _check(self) -> None:
         if self._batches is None:
-            raise StreamClosedError("this PredictionStream is closed (or consumed); call iter_predict again")
+            raise StreamClosedError(f"this PredictionStream is {self._state}; call iter_predict again")
 
 
 def concatenate(parts: Sequence[Any]) -> Any:
@@ -336,12 +367,25 @@ def _python_rows(data: Any) -> bool:
     return isinstance(first, (int, float)) and not isinstance(first, bool)
 
 
+_OWN_PACKAGES = ("nnx_api", "nnx_core", "nnx_adapters", "nnx")
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first caller outside this package (and NNx's own module names):
+    a warning then points at the user's line, whichever of our functions raised it."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] in _OWN_PACKAGES:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _warn_if_shuffled(data: Any, caller: str) -> None:
     if isinstance(getattr(data, "sampler", None), torch.utils.data.RandomSampler):
         warnings.warn(
-            f"{caller}: the loader shuffles, so sample_ids are positions in this iteration, not dataset rows",
-            RuntimeWarning,
-            stacklevel=4,
+            f"{caller}: a shuffling DataLoader gives its rows in a new order on every pass, so sample_ids are "
+            "iteration positions, not dataset rows; pass shuffle=False to identify rows",
+            UserWarning,
+            stacklevel=_user_stacklevel(),
         )
 
 
@@ -422,22 +466,31 @@ def model_outputs(model: Any, data: Any) -> Iterator[torch.Tensor]:
         yield out
 
 
-def forward_all(model: Any, data: Any) -> torch.Tensor:
+def forward_all(model: Any, data: Any, caller: str = "predict", spec: ProbabilitySpec | None = None) -> torch.Tensor:
     """The logits of all of ``data`` as one tensor on the model's device (the inference pass
-    ``predict`` / ``predict_proba`` convert to NumPy)."""
-    outputs = list(model_outputs(model, data))
+    ``predict`` / ``predict_proba`` convert to NumPy); a ``spec`` is checked against the first
+    batch's logits, before the rest of a loader runs."""
+    outputs: list[torch.Tensor] = []
+    for out in model_outputs(model, data):
+        if spec is not None and not outputs:
+            check_fits(out, spec)
+        outputs.append(out)
     if not outputs:
-        raise PredictionInputError("nothing to predict: the input is empty (the loader produced zero batches)")
+        raise PredictionInputError(f"nothing to predict: the input is empty ({caller}() loader produced zero batches)")
     return concatenate(outputs)
 
 
 def task_result(model: Any, logits: torch.Tensor, ids: np.ndarray) -> PredictionResult:
-    """The ``PredictionResult`` the model's ``TaskSpec`` gives ``logits`` (NumPy arrays)."""
+    """The ``PredictionResult`` the model's ``TaskSpec`` gives ``logits`` (NumPy arrays), with the
+    ``ProbabilitySpec`` the task implies (classes on axis 1, the task's labels; None for a regression)."""
     task = model.task_adapter
     probabilities = task.probabilities(logits)
+    declared = model.params.task
+    spec = None if probabilities is None else ProbabilitySpec(
+        "categorical" if task.kind == "categorical" else "bernoulli", 1, getattr(declared, "labels", None))
     return PredictionResult(
         host_array(logits), None if probabilities is None else host_array(probabilities),
-        host_array(task.decode(logits)), ids,
+        host_array(task.decode(logits)), ids, spec,
     )
 
 
@@ -447,14 +500,15 @@ def _refuse_unspecified(model: Any, caller: str) -> None:
     if model.params.task is None:
         raise ParamsError(
             f"NNModel.{caller}.spec",
-            "is required without a TaskSpec: probabilities are never inferred from the outputs; pass "
+            f"is required without a TaskSpec: {caller}() needs a ProbabilitySpec, as probabilities are never "
+            "inferred from the outputs; pass "
             "spec=ProbabilitySpec(kind='categorical' or 'bernoulli') or set NNModelParams(task=TaskSpec...)",
         )
 
 
 def predict(model: Any, X: Any) -> PredictResult:
     """``NNModel.predict``: raw outputs and decoded predictions of ``X`` as NumPy arrays."""
-    logits = forward_all(model, X)
+    logits = forward_all(model, X, "predict")
     return PredictResult(host_array(logits), host_array(model.task_adapter.decode(logits)))
 
 
@@ -463,8 +517,10 @@ def predict_proba(model: Any, X: Any, spec: ProbabilitySpec | None = None) -> Pr
     under ``spec``, else under the model's ``TaskSpec`` (without either: ``ParamsError``)."""
     if spec is None:
         _refuse_unspecified(model, "predict_proba")
+    if spec is not None and not isinstance(spec, ProbabilitySpec):
+        raise ParamsError("NNModel.predict_proba.spec", f"must be a ProbabilitySpec, got {type(spec).__name__}")
     _warn_if_shuffled(X, "predict_proba")
-    logits = forward_all(model, X)
+    logits = forward_all(model, X, "predict_proba", spec)
     if spec is not None:
         return prediction_from_logits(logits, spec)
     return task_result(model, logits, row_ids(0, logits.shape[0]))
@@ -473,8 +529,14 @@ def predict_proba(model: Any, X: Any, spec: ProbabilitySpec | None = None) -> Pr
 def iter_predict(model: Any, X: Any, spec: ProbabilitySpec | None = None, *, rich: bool = False) -> PredictionStream:
     """``NNModel.iter_predict``: the predictions of a loader as a ``PredictionStream``, one batch at
     a time (``PredictionBatch``, or with a ``spec`` / ``rich=True`` ``PredictionResult``)."""
-    if isinstance(X, (torch.Tensor, np.ndarray)):
-        raise TrainingInputError("iter_predict streams a loader of batches; use predict / predict_proba for arrays")
+    if isinstance(X, (torch.Tensor, np.ndarray)) or (isinstance(X, tuple) and X and all(
+            isinstance(x, (torch.Tensor, np.ndarray)) for x in X)):
+        raise BatchTypeError(
+            "iter_predict streams a loader of batches, not arrays in memory: use predict / predict_proba for "
+            "them, or wrap it in a DataLoader"
+        )
+    if type(X).__module__.startswith("torch_geometric.data"):
+        raise BatchTypeError("iter_predict got one graph, not a stream of batches: wrap it in a loader")
     if spec is not None and not isinstance(spec, ProbabilitySpec):
         raise ParamsError("iter_predict.spec", f"must be a ProbabilitySpec, got {type(spec).__name__}")
     if spec is None and rich:

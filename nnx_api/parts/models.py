@@ -50,7 +50,7 @@ def register_model_factory(id: str, version: int, factory: ModelFactory, *, repl
         raise ParamsError("register_model_factory.factory", f"must be callable config -> nn.Module, got {factory!r}")
     if (key.id, key.version) in _REGISTRY and not replace:
         raise ParamsError(
-            "register_model_factory", f"{key.id}@v{key.version} is registered already; pass replace=True or a new version"
+            "register_model_factory", f"{key.id}@v{key.version} is already registered; pass replace=True or a new version"
         )
     _REGISTRY[(key.id, key.version)] = factory
 
@@ -69,9 +69,11 @@ def build_module(spec: ModelSpec) -> nn.Module:
     """The module of ``spec``, built by its factory under ``spec.seed`` (RNG streams restored)."""
     factory = _REGISTRY.get((spec.id, spec.version))
     if factory is None:
+        versions = sorted(version for key, version in _REGISTRY if key == spec.id)
+        known = (f"registered versions of {spec.id!r}: {', '.join(f'v{v}' for v in versions)}" if versions
+                 else f"registered: {list(registered_model_factories()) or 'none'}")
         raise MissingModelFactoryError(
-            f"no model factory {spec.id}@v{spec.version} is registered in this process "
-            f"(registered: {list(registered_model_factories()) or 'none'}); call "
+            f"model factory {spec.id}@v{spec.version} is not registered in this process ({known}); call "
             f"nnx.register_model_factory({spec.id!r}, {spec.version}, factory) first"
         )
     py_state, np_state = random.getstate(), np.random.get_state()
@@ -85,7 +87,7 @@ def build_module(spec: ModelSpec) -> nn.Module:
             random.setstate(py_state)
             np.random.set_state(np_state)
     if not isinstance(module, nn.Module):
-        raise ParamsError(f"model factory {spec.id}@v{spec.version}", f"returned {type(module).__name__}, not an nn.Module")
+        raise ParamsError(f"model factory {spec.id}@v{spec.version}", f"returned {type(module).__name__}, not a torch.nn.Module")
     return module
 
 

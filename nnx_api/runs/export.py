@@ -125,7 +125,7 @@ def to_onnx(
     import onnx
 
     if dynamo:
-        require("onnxscript", "export", "to_onnx(dynamo=True)")
+        require("onnxscript", "export", "to_onnx(dynamo=True) (the onnx-dynamo exporter)")
 
     net = model.net
     device = getattr(model, "device", None) or next(net.parameters()).device

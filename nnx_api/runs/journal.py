@@ -46,7 +46,7 @@ def _lineage(run: NNRun, root: Any, seen: set[str]) -> list[tuple[NNRun, int | N
     try:
         source = NNRun.load(parent, root)
     except RunNotFoundError:
-        warnings.warn(f"run {run.id} was resumed from run {parent}, which is gone; its records are left out",
+        warnings.warn(f"run {run.id} was resumed from run {parent}, which is gone (no longer saved); its records are left out",
                       RuntimeWarning, stacklevel=3)
         return [(run, None)]
     status = run.resume_status or {}

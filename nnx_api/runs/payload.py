@@ -56,6 +56,7 @@ __all__ = [
     "SavedState",
     "StandalonePayload",
     "WeightsPayload",
+    "decode_mapping",
     "decode_payload",
     "decode_standalone",
     "read_payload",
@@ -175,13 +176,32 @@ class CheckpointPayload(Stateful):
         """``NNCheckpoint.load_training_state``'s view: every key but the weights, then
         ``completed_epoch`` and ``scheduler`` (the epoch and the schedule state again) and, for a
         Trainer, ``schedulers`` (the schedule states by optimizer name, as NNx names them) with
-        ``optimizer`` and ``scheduler`` None (a Trainer has no single one)."""
+        ``optimizer`` and ``scheduler`` None (a Trainer has no single one) and, as NNx reads them,
+        each optimizer's own state dict (``state``, ``param_groups``) with ``optimizer_types`` and
+        ``optimizer_topologies`` by name."""
         state = {k: v for k, v in self.state().items() if k != "weights"}
         state["completed_epoch"] = self.epoch
         state["scheduler"] = self.schedule
         if self.schedules is not None:  # a Trainer's, by optimizer name, under NNx's key too; no single ones
             state["schedulers"] = dict(self.schedules)
             state["optimizer"] = state["scheduler"] = None
+            if self.optimizers is not None and all("state_dict" in saved for saved in self.optimizers.values()):
+                # NNx's view: each optimizer's own state dict, its type and topology beside it
+                state["optimizers"] = {name: {**saved["state_dict"], **saved} for name, saved in self.optimizers.items()}
+                state["optimizer_types"] = {name: saved["type"] for name, saved in self.optimizers.items()}
+                state["optimizer_topologies"] = {name: saved["topology"] for name, saved in self.optimizers.items()}
+        elif isinstance(self.optimizer, Mapping) and "state_dict" in self.optimizer:
+            # NNx's view: the optimizer's own state dict (``state``, ``param_groups``) and its type and
+            # topology beside it; the schedule's type (a plateau schedule is this project's rule)
+            state["optimizer"] = {**self.optimizer["state_dict"], **self.optimizer}
+            state["optimizer_type"], state["optimizer_topology"] = self.optimizer["type"], self.optimizer["topology"]
+            if "factory" in self.optimizer:  # a registered factory's spec (id, version, config)
+                state["optimizer_factory"] = self.optimizer["factory"]
+            state["scheduler_type"] = self.schedule.get("type", "nnx_core.schedules.PlateauRule")
+            if "state_dict" in self.schedule:  # a torch schedule's own state dict (``last_epoch``, ...) too
+                state["scheduler"] = {**self.schedule["state_dict"], **self.schedule}
+            if isinstance(self.rng, Mapping) and self.rng.get("loaders"):  # NNx's name for the loader's stream
+                state["rng"] = {**self.rng, "train_loader_generator": self.rng["loaders"][0]}
         return state
 
     def encoder(self) -> Callable[[Any], None]:
@@ -219,6 +239,12 @@ def read_payload(state: Mapping[str, Any], where: str) -> Payload:
         return cls.from_state(fields)
     except (ValueError, TypeError) as exc:  # ParamsError (the converter's), or the class's own check
         raise CorruptRunError(f"{where}: not a readable NNx checkpoint payload ({exc})") from exc
+
+
+def decode_mapping(data: bytes, where: str) -> dict[str, Any]:
+    """A checkpoint blob decoded with the safe loader, as the plain mapping it was written as;
+    anything else is ``CorruptRunError`` naming ``where``."""
+    return _codec().decode(data, where=where)  # type: ignore[no-any-return]
 
 
 def decode_payload(data: bytes, where: str) -> Payload:

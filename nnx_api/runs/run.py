@@ -27,6 +27,7 @@ blob is decoded (``nnx_adapters.pytorch.state``) or a run's params are built (``
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -37,7 +38,7 @@ import attrs
 
 from nnx_core import replacement
 from nnx_core.admission import attempt_now
-from nnx_core.commit import BEST, LAST, RunFiles, TagManifest, complete_epoch, iter_committed, position_of, read_history
+from nnx_core.commit import BEST, LAST, RunFiles, complete_epoch, iter_committed, position_of, read_history
 from nnx_core.compilation import CompileRecord
 from nnx_core.dataclass_view import expose_dataclass_fields
 from nnx_core.eager_history import EagerHistory, epoch_rows
@@ -55,59 +56,18 @@ from nnx_api.runs.checkpoint import NNCheckpointTransform, transforms_of
 from nnx_api.runs.hints import checked_tag, load_arguments, refuse_run_folder, tag_argument
 from nnx_api.runs.html import run_html
 from nnx_api.runs.partial import PartialEpoch, committed_journal, complete_records, split_partial
-from nnx_api.runs.payload import CheckpointPayload, Payload, read_payload
+from nnx_api.runs.payload import CheckpointPayload, Payload
 from nnx_api.runs.plots import plot_run
 from nnx_api.runs.standalone import read_checkpoint_file, write_checkpoint_file
 from nnx_api.runs.store import dump_yaml, environment, load_yaml, resolve_run_id, run_folders, run_not_found, runs_root
 from nnx_api.runs.summary import run_summary
+from nnx_api.runs.tag import Checkpoint
 
 if TYPE_CHECKING:
-    import torch
-
     from nnx_api.config.params import NNModelParams, NNParams
     from nnx_api.config.train_params import NNTrainerParams, NNTrainParams
 
 PHASE_TAGS = ("first", "q1", "q2", "q3", LAST)  # NNRun.checkpoints(): NNx's phase order, BEST excluded
-
-
-@attrs.frozen(kw_only=True)
-class Checkpoint:
-    """A committed checkpoint tag of a run: its manifest and lazy, verified access to its state."""
-
-    run: NNRun
-    manifest: TagManifest
-
-    @property
-    def tag(self) -> str:
-        """The tag name (``last``, ``best``, ``q1``, ...)."""
-        return self.manifest.tag
-
-    @property
-    def epoch(self) -> int:
-        """The epoch this checkpoint holds."""
-        return self.manifest.epoch
-
-    def payload(self, *, verify: bool = True) -> dict[str, Any]:
-        """The decoded payload (weights, optimizer, RNG, components), SHA-256-verified first, as
-        the plain mapping it was written as (``contents`` reads it)."""
-        files = self.run.files()
-        data = files.read_blob(self.manifest.blobs["state"], verify=verify)
-        from nnx_adapters.pytorch import state as torch_state  # torch: only where a blob is decoded
-
-        return torch_state.decode(data, where=self._where)
-
-    def contents(self, *, verify: bool = True) -> Payload:
-        """The payload read (``nnx_api.runs.payload``): a ``CheckpointPayload``, or a
-        ``WeightsPayload`` for a weights-only tag; ``CorruptRunError`` names a malformed one."""
-        return read_payload(self.payload(verify=verify), self._where)
-
-    @property
-    def _where(self) -> str:
-        return f"run {self.run.id} tag {self.tag!r}"
-
-    def weights(self) -> dict[str, torch.Tensor]:
-        """The model's state dict."""
-        return self.contents().weights  # type: ignore[return-value]  # the state dict as saved
 
 
 def _params_config(train: Any, model: Any, net: Any, trainer: Any, salt: str | None) -> dict[str, Any]:
@@ -182,24 +142,38 @@ class NNRun:
         return self.root / (self.folder or self.id)
 
     def state(self) -> dict[str, Any]:
-        """``{"id": ..., **config, "trained": ...}`` — run.yaml (``load`` hashes it without ``trained``)."""
-        return {"id": self.id, **self.config, **({"trained": dict(self.trained)} if self.trained else {})}
+        """``{"id": ..., **config, "trained": ...}`` — run.yaml (``load`` hashes it without ``trained``); a
+        copy: changing it changes nothing of the run."""
+        return copy.deepcopy({"id": self.id, **self.config, **({"trained": dict(self.trained)} if self.trained else {})})
 
     def files(self) -> RunFiles:
         """This run's files over its store."""
         return RunFiles(self.storage if self.storage is not None else FileStorage(self.root), self.id, self.folder)
 
-    def save(self, *, eager_history: bool = True) -> None:
-        """Write run.yaml, metadata.yaml and idps.csv (each replaced atomically). A journal run's
-        ``idps`` are its retained tail: ``eager_history=False`` (idps.csv refused)."""
+    def save(self, root: str | os.PathLike[str] | None = None, *, eager_history: bool | None = None,
+             update_best: bool = True) -> NNRun:
+        """Write run.yaml, metadata.yaml and, for an eager run, idps.csv (each replaced atomically);
+        this run. ``root``: save under another runs root (an eager run's files only: checkpoints
+        stay where training committed them). A journal run's ``idps`` are its retained tail, so it
+        writes no idps.csv (``eager_history=True`` is refused) and saves under its own root only.
+        ``update_best`` is accepted for NNx's code: there is no cross-run ``runs/best`` here."""
         files = self.files()
-        if eager_history and has_journal(files.storage, self.id, files.root):
+        journal = has_journal(files.storage, self.id, files.root)
+        if journal and eager_history:
             raise ParamsError("NNRun.save", f"run {self.id[:8]} keeps its history in a journal: its idps are the retained "
                               "tail, not the whole history; save(eager_history=False), nnx.iter_history for every record")
+        if root is not None and Path(root).resolve() != self.root.resolve():
+            if journal:
+                raise ParamsError("NNRun.save.root", f"run {self.id} keeps its history in the journal at {self.history}, "
+                                  f"not under {root}: save it from its own runs root, or export the history with "
+                                  "nnx.export_history_csv")
+            files = RunFiles(FileStorage(Path(root)), self.id)
+        write_history = not journal if eager_history is None else eager_history
         files.storage.write(files.run_yaml, dump_yaml(self.state()))
         files.storage.write(files.metadata_yaml, dump_yaml(self.metadata()))
-        if eager_history:
+        if write_history:
             files.storage.write(files.history, EagerHistory(self.idps).render())
+        return self
 
     def metadata(self) -> dict[str, Any]:
         """The environment record, plus the resume outcome, the data fingerprint, the precision and
@@ -562,14 +536,14 @@ class NNCheckpoint:
             return NNCheckpoint.load(validate_run_id(run_dir.name), validate_tag(path.stem), run_dir.parent)
         if not path.is_file():
             return None
-        return NNCheckpoint(**read_checkpoint_file(path))
+        return NNCheckpoint(**read_checkpoint_file(path, map_location))
 
     def to_file(self, path: str | os.PathLike[str], format: str = "nnx") -> Path:
         """Write this checkpoint (weights, params, record; no training state) as one standalone
-        file that ``from_file`` reads back with the safe loader (``nnx_api.runs.standalone``).
-        ``format="pickle"`` (NNx's default name) writes the same safe file: nothing here ever
-        needs an unpickling loader (a ``.safetensors`` export of a run's tag:
-        ``nnx_api.runs.export.export_safetensors``)."""
+        file that ``from_file`` reads back (``nnx_api.runs.standalone``): ``format="pickle"``
+        (NNx's default name; also ``"nnx"``) writes the safe-loader file, nothing here ever needs
+        an unpickling loader; ``"safetensors"`` NNx's portable safetensors layout (tensors only;
+        a runtime-only module's checkpoint is refused, as NNx refuses it)."""
         return write_checkpoint_file(self, path, format)
 
 

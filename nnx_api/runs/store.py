@@ -60,7 +60,7 @@ def load_yaml(data: bytes, *, where: str) -> dict[str, Any]:
     except Exception as exc:
         raise CorruptRunError(f"{where} is not valid YAML: {exc}") from exc
     if not isinstance(doc, dict):
-        raise CorruptRunError(f"{where} must hold a mapping")
+        raise CorruptRunError(f"{where} must hold a mapping (expected a mapping, got {type(doc).__name__})")
     return doc
 
 
@@ -80,6 +80,25 @@ def environment() -> dict[str, Any]:
         "cuda_available": torch.cuda.is_available(),
         "cuda_device_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
     }
+
+
+def env_snapshot(force_refresh: bool = False) -> dict[str, Any]:
+    """NNx's environment snapshot: the metadata.yaml record (:func:`environment`) plus numpy's
+    version and the working directory's git commit and whether it has changes (None where git
+    cannot tell). Read afresh on every call; ``force_refresh`` is accepted for NNx's signature."""
+    import subprocess
+
+    import numpy
+
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=2, check=True).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    commit, status = git("rev-parse", "HEAD"), git("status", "--porcelain")
+    return {**environment(), "numpy": numpy.__version__, "git_commit": commit.strip() if commit else None,
+            "git_dirty": None if status is None else bool(status.strip())}
 
 
 def resolve_run_id(run_id: Any, storage: Any, *, where: str = "the runs root") -> str:
@@ -140,7 +159,7 @@ def run_not_found(run_id: str, base: Path, *, look: bool = True) -> RunNotFoundE
     if look and not base.is_dir():
         what = f"{message}: that folder does not exist"
         return located(RunNotFoundError(f"{what}; pass the root the run was trained with (root=, $NNX_RUNS)"), what, run_id)
-    return RunNotFoundError(f"{message}; list runs with `nnx runs list`")
+    return RunNotFoundError(f"{message}: not found on disk; list runs with `nnx runs list`")
 
 
 def _around(base: Path) -> list[Path]:

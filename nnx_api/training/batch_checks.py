@@ -245,19 +245,20 @@ def _probe(model: Any, call: Any, inputs: Any, at: str) -> torch.Tensor:
 
 
 def _check_labels(model: Any, target: torch.Tensor, width: int, at: str) -> None:
-    ignore = model.params.resolved_task.ignore_index
+    ignore = model.task_adapter.ignore_index  # the TaskSpec's, or an assigned CrossEntropyLoss / NLLLoss's
     labels = target if ignore is None else target[target != ignore]
     if not labels.numel():
         return
     low, high = int(labels.min()), int(labels.max())
     field = "NNParams.output_dim" if model.net_params is not None else "the output width (TaskSpec n)"
+    error = TaskValidationError if model.task_adapter.explicit else TrainingInputError  # a declared TaskSpec's check
     if high >= width:
-        raise TrainingInputError(
-            f"{at} holds class label {high}, but {field} is {width} (labels 0..{width - 1}); "
+        raise error(
+            f"{at} holds class label {high}, but {field} is {width} (class indices in [0, {width})); "
             f"set it to the number of classes (at least {high + 1}) or remap the labels"
         )
     if low < 0:
-        raise TrainingInputError(
-            f"{at} holds class label {low}; labels are 0..{width - 1}. To leave rows out of the loss, "
+        raise error(
+            f"{at} holds class label {low}; class indices are in [0, {width}). To leave rows out of the loss, "
             f"mark them with one value and pass NNModelParams(task=TaskSpec.categorical(ignore_index={low}))"
         )

@@ -23,8 +23,18 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from nnx_core.errors import ParamsError, PrecisionUnsupportedError, TrainingInputError, UpdateOwnerError
+import torch
+
+from nnx_core.errors import (
+    ParamsError,
+    PrecisionUnsupportedError,
+    ScheduleBudgetError,
+    TaskValidationError,
+    TrainingInputError,
+    UpdateOwnerError,
+)
 from nnx_core.monitor_spec import MonitorSpec
+from nnx_core.schedules import BUDGETED
 from nnx_adapters.pytorch.metrics import resolve
 from nnx_api.callbacks import Callback, EarlyStopping
 from nnx_api.config.metrics import monitor_problems
@@ -54,7 +64,8 @@ def check_run(
     check_update_owner(step_fn, objective, step_name=step_name)
     if needs_owner and step_fn is None and objective is None:
         raise UpdateOwnerError(
-            f"Trainer.train needs an update owner: {step_name}=<fn(ctx) -> EvaluationDataPoint> or "
+            f"Trainer.train needs an update owner ({step_name} is required (or pass an objective)): "
+            f"{step_name}=<fn(ctx) -> EvaluationDataPoint> or "
             "objective=<fn(ctx) -> ObjectiveResult>; there is no default trainer step"
         )
     if step_fn is not None and not callable(step_fn):
@@ -65,14 +76,19 @@ def check_run(
             f"{model.precision}; use PrecisionPolicy('fp32')"
         )
     if params.train_loader is None:
-        raise TrainingInputError(f"{name}.train_loader is missing; pass train_loader=<DataLoader of (x, y)>")
+        raise TrainingInputError(f"{name}.train_loader is missing (a train_loader is required); "
+                                 "pass train_loader=<DataLoader of (x, y)>")
     for where in ("train_loader", "val_loader"):
+        loader = getattr(params, where)
         with contextlib.suppress(TypeError):  # no len(): the first batch tells (check_first_batches)
-            if getattr(params, where) is not None and len(getattr(params, where)) == 0:
-                raise TrainingInputError(f"{where} is empty; give it at least one batch")
+            # a rank's shard (nnx.distributed.validation_loader) may hold none of the rows
+            if loader is not None and not getattr(loader, "rank_shard", False) and len(loader) == 0:
+                raise TrainingInputError(f"{where} is empty ({where} yielded no batches); give it at least one batch")
+    check_resume_horizon(params)
     check_task(model)
     if not any(p.requires_grad for p in model.net.parameters()):
-        raise ParamsError("model", "no parameter requires grad; did you freeze('*')? Unfreeze the layers to train")
+        raise ParamsError("model", "no parameter requires grad (no trainable parameters); did you freeze('*')? "
+                          "Unfreeze the layers to train")
     kind = model.params.resolved_task.kind
     problems = resolve(params.metrics, kind, model.head.width) if params.metrics else []  # no width asked of a net nobody scores
     if problems:
@@ -88,7 +104,9 @@ def check_run(
             if isinstance(cb.monitor, MonitorSpec):  # what the run can compute first, then one decision per run
                 problems = monitor_problems(cb.monitor, params.metrics, kind, params.val_loader is not None)
                 if problems:
-                    raise ParamsError("EarlyStopping.monitor", "; ".join(problems))
+                    key, said = cb.monitor.key, f"EarlyStopping monitor {cb.monitor.key!r} names an undeclared metric,"
+                    raise ParamsError("EarlyStopping.monitor", "; ".join(
+                        p.replace(f"monitor {key} names", said, 1) for p in problems))
             cb.check_run(params.monitor)
     if objective is not None:
         accumulate = {n: o.accumulate_grad_batches for n, o in getattr(params, "optims", {}).items()}
@@ -197,7 +215,8 @@ def _kind(value: Any) -> str:
 
 
 def check_task(model: Any) -> None:
-    """The task agrees with the net: ``TaskSpec(n=)`` and ``labels`` with the output width."""
+    """The task agrees with the net: ``TaskSpec(n=)`` and ``labels`` with the output width, and a
+    regression task's assigned ``loss_fn`` is not a classification loss."""
     task, net = model.params.task, model.net_params
     if task is None:
         return
@@ -205,6 +224,11 @@ def check_task(model: Any) -> None:
         raise ParamsError(
             "NNModelParams.task.n", f"is {task.n} but NNParams.output_dim is {net.output_dim}; make them equal (or leave n unset)"
         )
+    classification = (torch.nn.CrossEntropyLoss, torch.nn.NLLLoss, torch.nn.BCEWithLogitsLoss, torch.nn.BCELoss)
+    if task.kind == "regression" and getattr(model, "loss_assigned", False) and isinstance(model.loss_fn, classification):
+        raise TaskValidationError(f"a regression task needs a regression loss (MSELoss, L1Loss, HuberLoss, ...), but "
+                                  f"the model's loss_fn is {type(model.loss_fn).__name__}; assign one or declare "
+                                  "another TaskSpec")
     width = model.head.width
     if task.labels is not None and len(task.labels) != width and not (task.kind == "multilabel" and width == 1):
         raise ParamsError("NNModelParams.task.labels", f"has {len(task.labels)} labels for {width} outputs; give one per output")
@@ -301,10 +325,30 @@ def check_callable(fn: Any, where: str, args: tuple[str, ...] = ("ctx",)) -> Non
     raise ParamsError(where, f"{name}({takes}) cannot be called as NNx calls it, {call}; write def {name}({', '.join(args)}): ...")
 
 
+def check_resume_horizon(params: Any) -> None:
+    """A stateful resume of a budgeted schedule (one-cycle, warm-up decay) needs one explicit
+    ``total_steps`` covering the source run's ticks and this run's: its default horizon is this
+    call's length only, which the ticks already made always exceed. Refused before the source run
+    is read (NNx's order); a weights-only resume starts a fresh schedule and needs none."""
+    if getattr(params, "resume_from_run_id", None) is None or getattr(params, "resume_mode", None) == "weights_only":
+        return
+    named = getattr(params, "schedulers", None)
+    schedules = dict(named) if named is not None else {None: params.scheduler}
+    for name, sched in schedules.items():
+        kind = str(getattr(sched.kind, "value", sched.kind))
+        if kind in BUDGETED and sched.total_steps is None:
+            owner = f" for {name!r}" if name is not None else ""
+            raise ScheduleBudgetError(
+                f"resuming {kind}{owner} requires scheduler.total_steps to be set explicitly: one horizon covering "
+                "the source run's steps and this run's; set NNSchedulerParams(total_steps=...), or pass "
+                "resume_mode='weights_only' to start a fresh schedule"
+            )
+
+
 def check_update_owner(train_step_fn: Any, objective: Any, *, step_name: str = "train_step_fn") -> None:
     """Exactly one update owner, of the right kind, callable as ``fn(ctx)``: refused before anything is written."""
     if train_step_fn is not None and objective is not None:
-        raise UpdateOwnerError(f"give either {step_name} or objective (one update owner per run), not both")
+        raise UpdateOwnerError(f"give {step_name} or objective, not both: a run has one update owner")
     for where, given in ((step_name, train_step_fn), ("objective", objective)):
         check_not_a_class(given, where)
         if given is not None:

@@ -47,15 +47,15 @@ def _refusal(entry: Any, spec: Any, callbacks: Sequence[Any]) -> str | None:
     if entry.distributed is not None:
         return "compiling under distributed=DDP() is not supported; leave compile or distributed out"
     if entry.step_fn is not None:
-        return "it compiles the built-in default step's forward, and a custom train_step_fn runs its own: " + LEAVE_OUT
+        return "it compiles the built-in train step's forward, and a custom train_step_fn runs its own: " + LEAVE_OUT
     if entry.objective is not None:
-        return "it compiles the built-in default step's forward, and an objective runs its own: " + LEAVE_OUT
+        return "it compiles the built-in train step's forward, and an objective runs its own: " + LEAVE_OUT
     requested = entry.model.resolved_precision.requested
     if requested != "fp32":
         return (f"it compiles FP32 runs only, and this model asks for {requested} (NNModelParams.precision / "
                 "mixed_precision); use PrecisionPolicy('fp32') or leave compile out")
     if entry.model.net_params is None:
-        return ("it compiles the built-in nets (Nets.FEED_FWD, Nets.CONV built from NNParams) only, not a module= or "
+        return ("it compiles the built-in non-graph nets (Nets.FEED_FWD, Nets.CONV built from NNParams) only, not a module= or "
                 "ModelSpec net; " + LEAVE_OUT)
     for i, cb in enumerate(callbacks):
         if type(cb).checkpoint_transforms is not Callback.checkpoint_transforms:

@@ -76,7 +76,8 @@ class Updates:
     def report(self, name: str, epoch: int, batch_idx: int) -> None:
         """``ctx.report_update(name)`` from a step function: one committed update of ``name``."""
         if name not in self.optimizers:
-            raise ParamsError("report_update", f"no optimizer named {name!r}; the run's optimizers are {sorted(self.optimizers)}")
+            raise ParamsError("report_update", f"report_update({name!r}): no optimizer of that name; the run's "
+                                                f"optimizers are {sorted(self.optimizers)}")
         self.closed = True
         self.announce([self.event(name, epoch, batch_idx, 1)])
 
@@ -102,9 +103,12 @@ class Updates:
         if not isinstance(clock, TorchClock) or clock.clock != "optimizer_update" or not self.auto_step:
             return
         if clock.budget is not None and clock.ticks >= clock.budget:
+            derived = " (derived from len(train_loader) and n_epochs)" if getattr(
+                clock, "implicit_budget", False) else ""
             raise ScheduleBudgetError(
-                f"update {self.counts[event.optimizer]} of optimizer {event.optimizer!r} is past its schedule's "
-                f"horizon of {clock.budget} updates; raise total_steps (or T_max) to cover the whole run"
+                f"optimizer {event.optimizer!r} made committed update {self.counts[event.optimizer]}, beyond its "
+                f"scheduler's {'default ' if derived else ''}budget of {clock.budget} updates{derived}; raise "
+                "total_steps (or T_max) to cover the whole run"
             )
         try:
             clock.tick()
@@ -179,7 +183,9 @@ class EpochState:
         """Note the learning rate the batch's update uses (the primary's group 0), read before the
         step: an update-clock scheduler ticks right after a committed update, so a record's ``lr``
         is the one its update used (as NNx), not the next update's."""
-        self.batch_lr = self.optimizers[self.primary].optimizer.param_groups[0]["lr"]
+        lr = self.optimizers[self.primary].optimizer.param_groups[0]["lr"]
+        # a tensor lr (an optimizer built with one) changes in place: keep this batch's value
+        self.batch_lr = lr.detach().clone() if isinstance(lr, torch.Tensor) else lr
 
     def mark_batch(self) -> None:
         """Record the batch's learning rate (noted by ``begin_batch``) and the update count so far."""
@@ -344,7 +350,7 @@ def flush_records(
     state.stats = EpochStats()
     return [
         IterationDataPoint(
-            iter_idx=iter_idx + i, epoch_idx=epoch, batch_idx=first + i, lr=stats.lrs[i], train_edp=edp,
+            iter_idx=iter_idx + i, epoch_idx=epoch, batch_idx=first + i, lr=float(stats.lrs[i]), train_edp=edp,
             update_count=stats.updates[i] if counted else None,
         )
         for i, edp in enumerate(edps)

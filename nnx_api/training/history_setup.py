@@ -32,7 +32,7 @@ def check_history(history: Any, callbacks: Sequence[Callback]) -> HistoryJournal
         access = getattr(cb, "history_access", None)
         if access is not None and access not in HISTORY_ACCESS:
             raise ParamsError(
-                f"{type(cb).__name__}.history_access", f"must be 'window' or 'full', got {access!r}"
+                f"{type(cb).__name__}.history_access", f"history_access must be one of 'window', 'full'; got {access!r}"
             )
     if history is None:
         return None
@@ -42,8 +42,8 @@ def check_history(history: Any, callbacks: Sequence[Callback]) -> HistoryJournal
     if legacy:
         raise ParamsError(
             "callbacks",
-            f"plain-function callbacks ({', '.join(getattr(f, '__name__', repr(f)) for f in legacy)}) are promised "
-            "the full history list, which a HistoryJournal does not keep in memory; write a Callback subclass "
+            f"a plain-function callback ({', '.join(getattr(f, '__name__', repr(f)) for f in legacy)}) receives the full "
+            "idps list, which a HistoryJournal does not keep in memory; write a Callback subclass "
             "(ctx.idps is the last `retention` records; declare history_access = 'full' to read every record)",
         )
     return history

@@ -41,14 +41,14 @@ def build_optimizers(net: torch.nn.Module, optims: Mapping[str, Any], *, strict:
                 )
             owner[pname] = name
         spec = getattr(optim, "factory", None)
-        out[name] = TorchOptimizer(torch_optimizer(optim, groups), names, None if spec is None else spec.state())
+        out[name] = TorchOptimizer(torch_optimizer(optim, groups, names), names, None if spec is None else spec.state())
     return out
 
 
-def torch_optimizer(optim: Any, groups: list[dict]) -> torch.optim.Optimizer:
+def torch_optimizer(optim: Any, groups: list[dict], names: Mapping[int, str] | None = None) -> torch.optim.Optimizer:
     """The torch optimizer ``optim`` describes over ``groups``: a built-in ``NNOptimParams``, or
     an ``NNOptimFactoryParams`` whose registered factory gets every group with its ``lr`` and
-    ``weight_decay`` filled in."""
+    ``weight_decay`` filled in (``names``, ``id(param) → name``, names parameters in its refusals)."""
     spec = getattr(optim, "factory", None)
     if spec is None:
         return build_optimizer(
@@ -56,7 +56,7 @@ def torch_optimizer(optim: Any, groups: list[dict]) -> torch.optim.Optimizer:
             eps=optim.eps,
         )
     filled = [{"lr": optim.max_lr, "weight_decay": optim.weight_decay, **g} for g in groups]
-    return build_registered_optimizer(spec.id, spec.version, spec.config, filled)
+    return build_registered_optimizer(spec.id, spec.version, spec.config, filled, names)
 
 
 def loader_length(loader: Any) -> int | None:

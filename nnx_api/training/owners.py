@@ -30,7 +30,7 @@ import attrs
 import torch
 
 from nnx_core.engine import UpdateEngine
-from nnx_core.errors import TrainingInputError, UpdateOwnerError
+from nnx_core.errors import ParamsError, TrainingInputError, UpdateOwnerError
 from nnx_core.records import EvaluationDataPoint
 from nnx_adapters.pytorch.gradients import TorchGradientSlots
 from nnx_adapters.pytorch.scaling import ScaledLoss, ScaledTorchOptimizer, TorchLossScale, make_grad_scaler
@@ -79,8 +79,11 @@ class CustomStep:
         """A fresh accumulation state: a window never spans epochs."""
         self.accumulation = GradientAccumulationState()
 
-    def _report(self, state: Any, name: str, epoch: int, batch_idx: int) -> None:
+    def _report(self, state: Any, name: str, epoch: int, batch_idx: int, named: tuple[Any, ...] = ()) -> None:
         """``ctx.report_update()``: one committed update, no more reports than optimizer steps."""
+        if named:
+            raise ParamsError("report_update", f"ctx.report_update({', '.join(map(repr, named))}) takes no optimizer name in NNModel.train "
+                                               "(the run has one optimizer); call ctx.report_update()")
         self._reports += 1
         if self._reports > self._steps == 0:
             raise UpdateOwnerError(
@@ -115,7 +118,7 @@ class CustomStep:
             epoch_summary=state.summary,
             precision=state.model.precision,
             report_update=StepLink(  # carries the run: ctx.session / scheduler / weigh (nnx_api.training.steps)
-                lambda: self._report(state, name, epoch, batch_idx),
+                lambda *named: self._report(state, name, epoch, batch_idx, named),
                 session=state,
                 builtin=self._builtin_step,
                 scheduler=state.schedule_object(name),

@@ -24,7 +24,14 @@ import attrs
 from nnx_core import admission as adm
 from nnx_core import eager_history, replacement
 from nnx_core.commit import LAST, RunFiles
-from nnx_core.errors import ComponentRestoreError, CorruptRunError, ResumeMismatchError, ResumePointError, TrainingPreempted
+from nnx_core.errors import (
+    ComponentRestoreError,
+    CorruptRunError,
+    ParamsError,
+    ResumeMismatchError,
+    ResumePointError,
+    TrainingPreempted,
+)
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.runs.payload import CheckpointPayload, Payload, decode_payload
@@ -53,7 +60,11 @@ class Plan:
 def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
     """``resume_from_run_id``'s checkpoint (verified against its SHA-256) and how to restore it."""
     train = entry.train
+    planned = getattr(train, "resume_epochs", "additional") == "planned"
     if train.resume_from_run_id is None:
+        if planned:
+            raise ParamsError("NNTrainParams.resume_epochs", "'planned' continues a run's plan: set resume_from_run_id "
+                                                             "(it does nothing on a fresh run)")
         return None
     source_id, tag = validate_run_id(train.resume_from_run_id), validate_tag(train.resume_from_checkpoint)
     source = NNRun.load(source_id, entry.root, storage=storage)
@@ -61,7 +72,8 @@ def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
     data, payload = verified(source.files(), checkpoint.manifest, f"run {source_id} tag {tag!r}")
     stateful = payload.stateful
     if train.resume_mode in ("stateful", "reshard") and not stateful:
-        raise ResumeMismatchError(f"{source_id}:{tag} holds weights only; use resume_mode='weights_only'")
+        raise ResumeMismatchError(f"{source_id}:{tag} is a weights-only checkpoint (no training state); "
+                                  "use resume_mode='weights_only'")
     if not stateful and train.resume_mode == "auto":
         warnings.warn(
             f"checkpoint {tag!r} of run {source_id} holds weights only: the weights are restored, but the optimizer, "
@@ -75,6 +87,8 @@ def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
             f"epoch: continue run {source_id[:8]} itself with resume='auto' (its own parameters), or start from another "
             "tag, or pass resume_mode='weights_only'"
         )
+    if planned:
+        check_plan(source, checkpoint.epoch, train.n_epochs, stateful)
     check_weights_fit(entry.model.net, payload.weights, f"run {source_id[:8]} tag {tag!r}")
     refuse(entry, group, payload, stateful)
     changed = optimizer_changes(source.config, entry.config) if stateful else []
@@ -88,6 +102,33 @@ def resume_point(entry: Any, group: Any, storage: Any) -> Plan | None:
               "source_epoch": checkpoint.epoch}
     schedules = payload.named_state()[1] if stateful and isinstance(payload, CheckpointPayload) else None
     return Plan(action=adm.FRESH, data=data, stateful=stateful, status=status, schedules=schedules)
+
+
+def planned_end(run: NNRun) -> int:
+    """The epoch a run's plan ends before: its ``n_epochs`` after the epochs it continued (a
+    resume with ``resume_epochs="additional"`` trains n_epochs more than its source had)."""
+    train = run.config.get("train") or {}
+    status = run.resume_status or {}
+    continued = train.get("parent_run_id") and train.get("resume_epochs", "additional") != "planned"
+    source_epoch = status.get("source_epoch") if continued else None
+    return int(train["n_epochs"]) + (0 if source_epoch is None else int(source_epoch) + 1)
+
+
+def check_plan(source: NNRun, epoch: int, n_epochs: int, stateful: bool) -> None:
+    """``resume_epochs="planned"``: the resume restores the training state, keeps the source's
+    plan and has epochs left of it; refused before anything is restored."""
+    where = f"resume_from_run_id={source.id!r}"
+    if not stateful:
+        raise ResumeMismatchError(f"{where}: resume_epochs='planned' continues a run's training state; this resume "
+                                  "restores the weights only (resume_mode='weights_only', or a checkpoint without "
+                                  "training state): resume statefully, or use resume_epochs='additional'")
+    plan = planned_end(source)
+    if plan != n_epochs:
+        raise ResumeMismatchError(f"{where}: run {source.id[:8]} planned {plan} epochs; a planned resume continues that "
+                                  f"plan: set n_epochs={plan}, or use resume_epochs='additional' to train n_epochs more")
+    if epoch + 1 >= plan:
+        raise ResumeMismatchError(f"{where}: run {source.id[:8]} already completed its planned {plan} epochs (through "
+                                  f"epoch {epoch}): nothing is left to resume; resume_epochs='additional' trains more")
 
 
 OPTIMIZER_STATE = ("max_lr", "momentum", "weight_decay", "eps")  # what a restored optimizer's param_groups carry

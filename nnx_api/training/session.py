@@ -128,7 +128,7 @@ class TrainingSession:
         primary = self.optimizers[self.primary].optimizer
         self.ctx = CallbackContext(  # epoch: the first epoch this call trains, already in on_train_begin (as NNx)
             model=self.model, run=self.run, optimizer=primary, save_weights=self._save_weights, epoch=setup.start_epoch,
-        )
+            scheduler=None if self.kind.named_optimizers else getattr(self.schedules.get(self.primary), "scheduler", None))
         if self.kind.named_optimizers:
             self.ctx.optimizers = types.MappingProxyType({n: o.optimizer for n, o in self.optimizers.items()})
             self.ctx.trainer = setup.trainer

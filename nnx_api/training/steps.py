@@ -320,7 +320,7 @@ def streaming_eval_step(ctx: EvalStepContext) -> EvaluationDataPoint:
     model = ctx.model
     acc = EpochAccumulator(model.task_adapter, model.head.width, tuple(ctx.metrics), full_scores=True)
     if score(model, ctx.val_loader, acc) == 0:
-        raise TrainingInputError("the validation loader yielded no batches")
+        raise TrainingInputError("streaming_eval_step: the validation loader produced zero samples (it yielded no batches)")
     return EvaluationDataPoint(**acc.result())
 
 

@@ -51,3 +51,41 @@ def test_weights_only_uses_the_new_learning_rate_and_the_same_one_continues_the_
     assert lr == 0.01 and fresh.resume_status.mode == "weights_only"
     continued, lr = fit(root, 0.1, resume_from_run_id=rid)
     assert lr == 0.1 and continued.resume_status.mode == "stateful"
+
+
+class StopAfter(nnx.Callback):
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def on_epoch_end(self, ctx) -> None:
+        ctx.should_stop = ctx.epoch == self.epoch
+
+
+def test_a_planned_continuation_trains_what_is_left_of_its_sources_plan(tmp_path):
+    """``resume_epochs="planned"`` (NNx's): up to the source's own n_epochs, with its epochs and
+    weights as one uninterrupted run; refused before anything is written for a weights-only
+    resume, another plan or a finished one, and without a source."""
+
+    def run(n_epochs, callbacks=(), salt=None, **train):
+        torch.manual_seed(0)
+        model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3), nnx.NNModelParams())
+        params = nnx.NNTrainParams(n_epochs=n_epochs, seed=0, train_loader=DataLoader(TensorDataset(X, Y), batch_size=8),
+                                   progress=False, optim=nnx.NNOptimParams(name="sgd", max_lr=0.1, momentum=0.9), **train)
+        return model.train(params, root=tmp_path, callbacks=list(callbacks), salt=salt), model
+
+    whole, whole_model = run(4, salt="whole")
+    first, _ = run(4, [StopAfter(1)], salt="first")
+    assert "resume_epochs" not in first.state()["train"]  # omit-when-default: no run id moves
+    resumed, model = run(4, resume_from_run_id=first.id, resume_mode="stateful", resume_epochs="planned")
+    assert resumed.state()["train"]["resume_epochs"] == "planned"
+    assert sorted({r.epoch_idx for r in resumed.idps}) == [2, 3]
+    assert all(torch.equal(v, model.net.state_dict()[k]) for k, v in whole_model.net.state_dict().items())
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for changes, words in (({"resume_mode": "weights_only"}, "restores the weights only"), ({"n_epochs": 6}, "planned 4 epochs")):
+        with pytest.raises(nnx.ResumeMismatchError, match=words):
+            run(changes.pop("n_epochs", 4), resume_from_run_id=first.id, resume_epochs="planned", **changes)
+    with pytest.raises(nnx.ResumeMismatchError, match="already completed its planned 4 epochs"):
+        run(4, resume_from_run_id=whole.id, resume_epochs="planned")
+    with pytest.raises(nnx.ParamsError, match="set resume_from_run_id"):
+        run(4, resume_epochs="planned")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -52,7 +52,7 @@ class FakeModel:
         self.fail = fail
         self.calls: list[int] = []
 
-    def predict_proba(self, X: Any) -> PredictionResult:
+    def predict_proba(self, X: Any, spec: Any = None) -> PredictionResult:
         self.calls.append(len(X))
         flags = [(module, module.training) for module in self.net.modules()]
         self.net.eval()
@@ -142,7 +142,7 @@ def test_malformed_state_is_refused(state: Any) -> None:
 
 def test_model_view_shows_texts_never_ids() -> None:
     view = Choice("Which?", [("id-one", "first text"), ("id-two", "second text")]).model_view()
-    assert view == {"kind": "choice", "prompt": "Which?", "options": ["first text", "second text"]}
+    assert view == {"prompt": "Which?", "options": ["first text", "second text"]}
     assert "id-one" not in json.dumps(view)
 
 
@@ -255,7 +255,9 @@ def test_errors_form_one_family() -> None:
 
 def test_capabilities_check_refuses_before_anything_runs() -> None:
     capabilities = Capabilities(primitives={"choice"}, labels=LABELS, max_batch=8)
-    capabilities.check(animals("fox", "cat", "dog"), modality="tensor", batch_size=100)
+    capabilities.check(animals("fox", "cat", "dog"), modality="tensor", batch_size=8)
+    with pytest.raises(UnsupportedCapability, match="max_batch=8"):
+        capabilities.check(animals("fox", "cat", "dog"), modality="tensor", batch_size=9)
     with pytest.raises(UnsupportedCapability):
         capabilities.check(Boolean("Cat?"), modality="tensor", batch_size=1)
     with pytest.raises(UnsupportedCapability):
@@ -292,7 +294,8 @@ def test_fixed_head_answers_a_choice_in_float64() -> None:
         assert [i for i, _ in result.distribution] == list(LABELS)
         assert [p for _, p in result.distribution] == pytest.approx(expected[row].tolist(), abs=1e-12)
         assert validate_response(animals(), result) == result
-        assert list(result.raw["logits"]) == logits[row].tolist()  # the same 5-row batch: the same bits
+        assert result.raw.tolist() == logits[row].tolist()  # the same 5-row batch: the same bits
+        assert result.provider == "nnx.fixed_head" and result.raw.base is None  # an owned copy
 
 
 def test_fixed_head_reorders_to_the_question_and_follows_option_map() -> None:
@@ -432,7 +435,7 @@ def test_modes_are_restored_even_if_predict_proba_leaves_eval_on() -> None:
     model = FakeModel()
     model.net.train()
     leaky = model.predict_proba
-    model.predict_proba = lambda X: (model.net.eval(), leaky(X))[1]  # a model that forgets to restore
+    model.predict_proba = lambda X, spec=None: (model.net.eval(), leaky(X))[1]  # a model that forgets to restore
     FixedHeadProvider(model).decide(animals(), rows(2))
     assert all(m.training for m in model.net.modules())
 
@@ -447,7 +450,7 @@ def test_non_finite_logits_are_refused_not_repaired() -> None:
 
 def test_wrong_logit_shape_is_an_invalid_response() -> None:
     model = FakeModel()
-    model.predict_proba = lambda X: PredictionResult(torch.zeros(len(X) + 1, 3), None, torch.zeros(1), [])
+    model.predict_proba = lambda X, spec=None: PredictionResult(torch.zeros(len(X) + 1, 3), None, torch.zeros(1), [])
     with pytest.raises(InvalidDecisionResponse):
         FixedHeadProvider(model).decide(animals(), rows(2))
 
@@ -456,7 +459,7 @@ def test_deferred_results_behave_like_constructed_ones() -> None:
     model, X = FakeModel(), rows(3)
     results = FixedHeadProvider(model).decide(animals(), X)
     copy = pickle.loads(pickle.dumps(results[1]))
-    constructed = ChoiceResult(results[1].question_digest, results[1].distribution)
+    constructed = ChoiceResult(results[1].question_digest, results[1].distribution, provider="nnx.fixed_head")
     assert copy == constructed == results[1]
     assert hash(constructed) == hash(results[1])
     assert "ChoiceResult(question_digest=" in repr(results[0])
@@ -495,7 +498,7 @@ def test_nnmodel_answers_match_its_predict_proba_logits_in_float64() -> None:
     expected = torch.softmax(torch.from_numpy(model.predict_proba(X).logits).double(), -1)[:, [1, 2, 0]]
     for row, result in enumerate(direct):
         assert [p for _, p in result.distribution] == pytest.approx(expected[row].tolist(), abs=1e-12)
-        assert result.raw == through[row].raw
+        assert result.raw.tolist() == through[row].raw.tolist()
     model.task_adapter = None  # predict_proba would fail now; the provider only needs the logits
     assert FixedHeadProvider(model).decide(animals("dog", "fox", "cat"), X) == direct
 
@@ -519,20 +522,20 @@ def test_nnmodel_with_an_overridden_predict_proba_is_asked_through_it() -> None:
     own = model.predict_proba
     calls: list[int] = []
 
-    def tempered(data: Any) -> PredictionResult:  # temperature scaling done by the model itself
+    def tempered(data: Any, spec: Any = None) -> PredictionResult:  # temperature scaling done by the model itself
         calls.append(len(data))
-        result = own(data)
+        result = own(data, spec)
         return result._replace(logits=result.logits / 2)
 
     model.predict_proba = tempered
     answered = FixedHeadProvider(model).decide(animals(), X)
     assert calls == [3] and answered != plain
-    assert answered[0].raw["logits"] == pytest.approx([v / 2 for v in plain[0].raw["logits"]], abs=1e-6)
+    assert answered[0].raw.tolist() == pytest.approx([v / 2 for v in plain[0].raw.tolist()], abs=1e-6)
 
     class Tempered(type(model)):
-        def predict_proba(self, data: Any) -> PredictionResult:
+        def predict_proba(self, data: Any, spec: Any = None) -> PredictionResult:
             calls.append(len(data))
-            return tempered(data)
+            return tempered(data, spec)
 
     del model.predict_proba
     model.__class__ = Tempered

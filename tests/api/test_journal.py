@@ -501,6 +501,11 @@ def test_saving_a_loaded_journal_run_as_idps_csv_is_refused(tmp_path):
     loaded = nnx.NNRun.load(run.id, root=tmp_path)
     assert len(loaded.idps) < len(list(nnx.iter_history(run.id, root=tmp_path)))  # a window, not the whole
     with pytest.raises(nnx.ParamsError, match=r"keeps its history in a journal.*eager_history=False.*iter_history"):
-        loaded.save()
+        loaded.save(eager_history=True)
     assert not (tmp_path / run.id / "idps.csv").exists()
+    loaded.save()  # NNx's call: run.yaml and metadata.yaml, no idps.csv
+    assert not (tmp_path / run.id / "idps.csv").exists()
+    with pytest.raises(nnx.ParamsError, match="keeps its history in the journal at .*export_history_csv"):
+        loaded.save(root=tmp_path / "elsewhere")  # its records stay in its journal: not under another root
+    assert not (tmp_path / "elsewhere").exists()
     loaded.save(eager_history=False)

@@ -73,3 +73,37 @@ def test_a_loss_fn_that_is_not_callable_or_of_an_unknown_reduction_is_refused():
         model.loss_fn = "cross_entropy"
     with pytest.raises(nnx.ParamsError, match="reduction must be 'mean', 'sum' or 'none'"):
         model.loss_fn = nn.CrossEntropyLoss(reduction="batchmean")
+
+
+def test_an_assigned_class_loss_leaves_its_ignored_targets_out_of_every_score():
+    """``CrossEntropyLoss(ignore_index=-100)``: the ignored rows weigh nothing in the loss, the
+    accuracy or the split of a pass into batches (NNx's behaviour); a pass of ignored rows only is
+    refused, naming it."""
+    model = nnx.NNModel(module=_linear())
+    model.loss_fn = nn.CrossEntropyLoss(weight=WEIGHT, ignore_index=-100)
+    y = Y.clone()
+    y[:4] = -100
+    split = model.evaluate([(X[:2], y[:2]), (X[2:5], y[2:5]), (X[5:], y[5:])])
+    whole = model.evaluate([(X, y)])
+    with torch.no_grad():
+        logits = model.net(X)
+    assert split.loss == pytest.approx(whole.loss) == pytest.approx(float(F.cross_entropy(logits, y, weight=WEIGHT)))
+    kept = y != -100
+    assert whole.accuracy == pytest.approx(float((logits[kept].argmax(1) == y[kept]).float().mean()))
+    with pytest.raises(nnx.TrainingInputError, match="zero non-ignored samples"):
+        model.evaluate([(X[:2], torch.full((2,), -100))])
+
+
+def test_a_stock_nll_loss_is_given_log_probabilities_and_a_subclass_the_raw_output():
+    model = nnx.NNModel(module=_linear())
+    model.loss_fn = nn.NLLLoss()
+    with torch.no_grad():
+        logits = model.net(X)
+    assert model.evaluate([(X, Y)]).loss == pytest.approx(float(F.nll_loss(F.log_softmax(logits, 1), Y)))
+
+    class Raw(nn.NLLLoss):
+        def forward(self, input, target):  # noqa: A002 - torch's names
+            return super().forward(input, target)
+
+    model.loss_fn = Raw()
+    assert model.evaluate([(X, Y)]).loss == pytest.approx(float(F.nll_loss(logits, Y)))

@@ -288,7 +288,6 @@ def tiny_loader(n: int = 30, classes: int = 3, sizes=(7, 5, 11, 7), seed: int = 
         ((nnx.MetricSpec(id="nll", version=2),), "not registered"),
         ((nnx.MetricSpec(id="f1", config={"average": "samples"}),), "unknown"),
         ((nnx.MetricSpec(id="mae"),), "continuous"),
-        ((nnx.MetricSpec(id="nll"), nnx.MetricSpec(id="brier", name="nll")), "two metrics"),
     ],
 )
 def test_bad_metrics_are_refused_before_any_run_folder(tmp_path, specs, match):
@@ -296,6 +295,11 @@ def test_bad_metrics_are_refused_before_any_run_folder(tmp_path, specs, match):
     with pytest.raises(ParamsError, match=match):
         tiny_model().train(params, root=tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def test_two_metrics_of_one_name_are_refused_when_the_params_are_built():
+    with pytest.raises(ParamsError, match="must be unique; 'nll' is declared twice"):
+        nnx.NNTrainParams(n_epochs=1, metrics=(nnx.MetricSpec(id="nll"), nnx.MetricSpec(id="brier", name="nll")))
 
 
 # --------------------------------------------------------------------------- records of a real run
@@ -378,12 +382,19 @@ def test_docs_metrics_examples_run(tmp_path, monkeypatch):
     assert (tmp_path / "runs").is_dir()
 
 
-def test_binary_f1_needs_a_categorical_task():
+def test_binary_f1_needs_two_classes_or_pools_the_labels_of_a_multilabel_task():
     from nnx_adapters.pytorch.metrics import resolve
 
     binary = (nnx.MetricSpec(id="f1", config={"average": "binary"}),)
-    assert resolve(binary, "categorical") == []
-    assert "two-class categorical" in resolve(binary, "multilabel")[0]
+    assert resolve(binary, "categorical") == [] and resolve(binary, "categorical", 2) == []
+    assert "needs exactly 2 classes, this model has 3" in resolve(binary, "categorical", 3)[0]
+    assert resolve(binary, "multilabel", 3) == []  # NNx's multilabel F1: the decisions pooled over every label
+    g = torch.Generator().manual_seed(0)
+    batches = [(torch.randn(n, 4, generator=g) * 2, (torch.rand(n, 4, generator=g) < 0.4).float()) for n in SIZES]
+    got = accumulate(batches, TaskAdapter("multilabel", "binary_cross_entropy"), 4, binary)
+    y = torch.cat([b[1] for b in batches]).long().numpy()
+    pred = (torch.sigmoid(torch.cat([b[0] for b in batches])) >= 0.5).long().numpy()
+    assert got["metrics"]["f1"] == pytest.approx(skm.f1_score(y.ravel(), pred.ravel(), average="binary"), **TOL)
     assert "takes no config" in resolve((nnx.MetricSpec(id="nll", config={"eps": 1}),), "categorical")[0]
 
 
@@ -397,6 +408,6 @@ def test_binary_f1_on_more_than_two_classes_is_refused_before_any_run(tmp_path):
         n_epochs=1, train_loader=[(torch.randn(4, 4), torch.tensor([0, 1, 2, 0]))],
         metrics=[nnx.MetricSpec(id="f1", config={"average": "binary"})],
     )
-    with pytest.raises(nnx.ParamsError, match="two-class"):
+    with pytest.raises(nnx.ParamsError, match="needs exactly 2 classes, this model has 3"):
         model.train(params, root=tmp_path / "runs")
     assert not (tmp_path / "runs").exists() or not any(p for p in (tmp_path / "runs").iterdir() if not p.name.startswith("."))

@@ -193,7 +193,7 @@ def test_shutdown_on_nccl_waits_for_an_async_barrier_on_this_ranks_gpu_then_dest
 def test_shutdown_on_nccl_with_a_missing_rank_raises_within_its_timeout_and_leaves_the_group(monkeypatch, blocking_wait):
     fake = FakeNccl(monkeypatch, gpus=1, initialized=True)
     fake.work = FakeWork(blocking_wait=blocking_wait, completes_after=None)  # the peer never arrives
-    with pytest.raises(RuntimeError, match="not every rank reached the teardown barrier within 0.05 s"):
+    with pytest.raises(RuntimeError, match="not every rank reached the teardown barrier within 0.05s"):
         nnx.distributed.shutdown(timeout_seconds=0.05)
     assert "destroy" not in fake.names()  # never tear down under a peer that may still be in the barrier
 

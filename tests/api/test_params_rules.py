@@ -94,6 +94,27 @@ def test_plateau_fields_the_kind_reads_or_left_at_their_default_are_accepted_and
     assert nnx.NNSchedulerParams.from_state(full.state()) == full
 
 
+# -- kind-specific fields: accepted on their own (a factory may read them), refused where a run uses the kind ------
+def test_kindless_params_with_a_kind_specific_field_feed_the_factory_of_that_kind():
+    sgd = torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=0.1)
+    sched = nnx.NNSchedulerParams(step_size=2)  # NNx's form: the factory names the kind
+    assert nnx.Schedulers.STEP(sgd, sched, 6).step_size == 2
+    cosine = nnx.NNSchedulerParams(kind="step", step_size=2, T_max=4)  # the factory's kind wins over params.kind
+    assert nnx.Schedulers.COSINE_ANNEALING(sgd, cosine, 6).T_max == 4
+
+
+def test_a_run_refuses_a_field_its_schedule_kind_does_not_read(tmp_path):
+    sched = nnx.NNSchedulerParams(step_size=2)
+    with pytest.raises(nnx.ParamsError, match=r"NNTrainParams\.scheduler\.step_size: kind 'reduce_lr_on_plateau' "
+                                              r"does not read step_size .* read by step.*NNSchedulerParams\(kind='step'"):
+        nnx.NNTrainParams(n_epochs=1, scheduler=sched)
+    with pytest.raises(nnx.ParamsError, match=r"NNTrainerParams\.schedulers\['a'\]\.T_max: kind 'step' does not read T_max"):
+        nnx.NNTrainerParams(n_epochs=1, optims={"a": nnx.NNOptimParams()},
+                            schedulers={"a": nnx.NNSchedulerParams(kind="step", step_size=2, T_max=4)})
+    assert not list(tmp_path.iterdir())
+    nnx.NNTrainParams(n_epochs=1, scheduler=nnx.NNSchedulerParams(kind="step", step_size=2))  # its own kind: accepted
+
+
 # -- MetricSpec / MonitorSpec in the wrong place; extra metrics named like a built-in or a declared metric ----------
 def test_a_metric_spec_in_extra_metrics_names_metrics():
     with pytest.raises(nnx.ParamsError, match=r"metrics=\(MetricSpec\('f1'\),\)"):

@@ -375,7 +375,7 @@ def _tree(root: Path) -> dict[str, bytes | None]:
 
 @pytest.mark.parametrize("change", [
     {"optim": nnx.NNOptimParams(name="sgd")},
-    {"scheduler": nnx.NNSchedulerParams(kind="one_cycle", clock="optimizer_update")},
+    {"scheduler": nnx.NNSchedulerParams(kind="one_cycle", clock="optimizer_update", total_steps=100)},
 ], ids=["another optimizer", "another schedule"])
 def test_a_refused_resume_from_run_id_leaves_the_root_as_it_was(tmp_path, change):
     """The resume point's components do not fit (refused after the new run's lease is taken):
@@ -473,3 +473,16 @@ def test_a_lease_file_removed_while_it_was_being_taken_is_taken_afresh(tmp_path,
         with open(path, "a+b") as other, pytest.raises(portalocker.LockException):
             portalocker.lock(other, portalocker.LOCK_EX | portalocker.LOCK_NB)  # the file the path names is held
     assert not path.exists()  # created by this lease, for a run that has no folder
+
+
+def test_a_stateful_resume_of_a_budgeted_schedule_needs_an_explicit_horizon_before_anything(tmp_path):
+    """Its default horizon is this call's length, which the source's ticks always exceed: refused
+    before the source run is even looked up (a missing one included); weights-only needs none."""
+    root = tmp_path / "runs"
+    cycle = nnx.NNSchedulerParams(kind="one_cycle", max_lr=0.1)
+    with pytest.raises(nnx.ScheduleBudgetError, match="requires scheduler.total_steps"):
+        _train(root, resume_from_run_id="0" * 32, scheduler=cycle)
+    assert not root.exists()
+    _, run = _train(root)
+    warm = _train(root, resume_from_run_id=run.id, resume_mode="weights_only", scheduler=cycle)[1]
+    assert warm.resume_status.mode == "weights_only"

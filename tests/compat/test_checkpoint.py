@@ -193,8 +193,32 @@ def test_to_file_round_trips_through_the_safe_loader(trained, tmp_path):
     assert back.net_params == ckpt.net_params and back.model_params == ckpt.model_params and back.idp == ckpt.idp
     assert all(torch.equal(back.net_state[k], v) for k, v in ckpt.net_state.items())
     assert back.training_state_present is False
-    with pytest.raises(nnx.ParamsError):
-        ckpt.to_file(tmp_path / "x.pt", format="safetensors")
+    with pytest.raises(nnx.ParamsError, match="unknown checkpoint format 'hdf5'"):
+        ckpt.to_file(tmp_path / "x.pt", format="hdf5")
+
+
+def test_to_file_safetensors_round_trips_in_nnx_layout(trained, tmp_path):
+    """NNx's portable layout: tensors, and the params and record as JSON metadata; from_file
+    tells it apart by its header, whatever the file's name."""
+    pytest.importorskip("safetensors")
+    from safetensors import safe_open
+
+    root, run, _ = trained
+    ckpt = NNCheckpoint.load(run=run.id, type=Checkpoints.BEST, root=root)
+    path = ckpt.to_file(tmp_path / "best.pt", format="safetensors")
+    with safe_open(str(path), framework="pt") as handle:
+        meta = handle.metadata()
+    assert meta["nnx_format_version"] == "1" and meta["nnx.run_id"] == run.id
+    back = NNCheckpoint.from_file(path)
+    assert back.net_params == ckpt.net_params and back.model_params == ckpt.model_params and back.idp == ckpt.idp
+    assert all(torch.equal(back.net_state[k], v) for k, v in ckpt.net_state.items())
+    assert (back.run_id, back.tag, back.epoch) == (ckpt.run_id, ckpt.tag, ckpt.epoch)
+    with pytest.raises(nnx.ParamsError, match="safetensors.*map_location"):
+        NNCheckpoint.from_file(path, map_location={"cuda:0": "cpu"})
+    loose = attrs.evolve(ckpt, net_state={**ckpt.net_state, "_extra_state": {"labels": ["a"]}})
+    with pytest.raises(nnx.ParamsError, match="non-tensor state_dict entry '_extra_state'"):
+        loose.to_file(tmp_path / "loose" / "x.safetensors", format="safetensors")
+    assert not (tmp_path / "loose").exists()  # refused before anything is written
 
 
 def armed_blob(marker):

@@ -143,3 +143,20 @@ def test_dataset_module_paths_and_docstring_example():
         NNGraphDataset()
     outcome = doctest.testmod(nnx_api.parts.datasets)
     assert outcome.attempted > 0 and outcome.failed == 0
+
+
+def test_tabular_dataset_refuses_what_its_dtypes_cannot_hold_and_reads_regression_targets():
+    """NNx's refusals, before the split: a target among the features, non-finite cells (naming the
+    columns), labels that are not contiguous 0..K-1; a floating ``target_dtype`` is regression."""
+    with pytest.raises(nnx.ParamsError, match="must not appear in feature_cols"):
+        nnx.NNTabularDataset(df=table(), feature_cols=["a", "label"], target_col="label")
+    bad = Table(a=[1.0, np.inf, 2.0], b=[1.0, 2.0, 3.0], label=[0, 1, 0])
+    with pytest.raises(nnx.ParamsError, match=r"\['a'\] hold non-finite values .*torch.float32"):
+        nnx.NNTabularDataset(df=bad, feature_cols=["a", "b"], target_col="label")
+    with pytest.raises(nnx.ParamsError, match="contiguous"):
+        nnx.NNTabularDataset(df=Table(a=[1.0, 2.0], label=[0, 5]), feature_cols=["a"], target_col="label")
+    ds = nnx.NNTabularDataset(df=Table(a=[1.0, 2.0, 3.0], label=[0.5, 1.5, 2.5]), feature_cols=["a"],
+                              target_col="label", target_dtype=torch.float64, val_proportion=0.0, test_proportion=0.0)
+    _, target = next(iter(ds.train_loader))
+    assert (ds.output_dim, target.dtype, tuple(target.shape)) == (1, torch.float64, (3, 1))
+    assert "target_dtype" not in ds.state()

@@ -73,6 +73,66 @@ def test_the_partition_equals_what_train_loader_deals():
         assert loader.indices() == partition.indices()
 
 
+def test_train_loader_without_shuffle_deals_the_dataset_order_as_rank_partition_does():
+    dataset = torch.utils.data.TensorDataset(torch.arange(11.0))
+    for rank in range(2):
+        loader = nnx.distributed.train_loader(dataset, 4, seed=9, rank=rank, world_size=2, shuffle=False)
+        partition = RankPartition(11, rank=rank, world_size=2, seed=9, shuffle=False)
+        loader.set_epoch(1), partition.set_epoch(1)
+        assert loader.indices() == partition.indices() == [[0, 2, 4, 6, 8, 10], [1, 3, 5, 7, 9, 0]][rank]
+        assert loader.partition()["shuffle"] is False
+    assert "shuffle" not in nnx.distributed.train_loader(dataset, 4, rank=0, world_size=2).partition()  # records as before
+
+
+def test_the_sharded_loaders_batch_with_the_users_collate_fn():
+    dataset = torch.utils.data.TensorDataset(torch.arange(5.0))
+
+    def as_dict(items):
+        return {"x": torch.stack([item[0] for item in items])}
+
+    train = nnx.distributed.train_loader(dataset, 2, rank=1, world_size=2, shuffle=False, collate_fn=as_dict)
+    assert [b["x"].tolist() for b in train] == [[1.0, 3.0], [0.0]]
+    val = nnx.distributed.validation_loader(dataset, 2, rank=0, world_size=2, collate_fn=as_dict)
+    assert [b["x"].tolist() for b in val] == [[0.0, 2.0], [4.0]]
+    with pytest.raises(ValueError, match="collate_fn"):
+        nnx.distributed.train_loader(dataset, 2, rank=0, world_size=2, collate_fn="stack")
+
+
+def test_a_validation_shard_may_be_empty_but_not_the_dataset():
+    one_row = torch.utils.data.TensorDataset(torch.arange(1.0))
+    assert len(nnx.distributed.validation_loader(one_row, 2, rank=1, world_size=2)) == 0  # rank 1 scores nothing
+    with pytest.raises(ValueError, match="validation_loader.dataset"):
+        nnx.distributed.validation_loader(torch.utils.data.TensorDataset(torch.arange(0.0)), 2, rank=0, world_size=2)
+
+
+def test_without_a_process_group_ddp_names_torchrun_and_shutdown_checks_its_timeout_first():
+    assert not torch.distributed.is_initialized()
+    with pytest.raises(RuntimeError, match="torchrun"):
+        nnx.distributed.DDP().group()
+    nnx.distributed.shutdown(timeout_seconds=1)  # nothing to leave
+    for bad in (0, -1.0, float("inf"), float("nan"), True, "5"):
+        with pytest.raises(ValueError, match="timeout_seconds"):
+            nnx.distributed.shutdown(timeout_seconds=bad)
+    from nnx_core.agreement import AgreedError
+
+    assert nnx.distributed.DistributedFailure is AgreedError  # NNx's name for what the other ranks raise
+
+
+def test_a_writer_only_factory_building_a_stateful_callback_is_refused_on_the_writer():
+    from nnx_api.distributed.callbacks import resolve_callbacks
+
+    class Counter(nnx.Callback):
+        distributed = "all"
+
+        def component_spec(self):
+            return ("counter", 1)
+
+    wrapped = [nnx.distributed.writer_only(Counter)]
+    with pytest.raises(ValueError, match="component state"):
+        resolve_callbacks(wrapped, is_writer=True)
+    assert resolve_callbacks(wrapped, is_writer=False)[1] == []  # the others build nothing (the refusal is agreed)
+
+
 def test_rank_partition_refusals():
     for bad in (dict(n=-1, rank=0, world_size=1), dict(n=3, rank=2, world_size=2), dict(n=3, rank=0, world_size=1, kind="test"),
                 dict(n=3, rank=0, world_size=1, policy="wrap"), dict(n=3, rank=0, world_size=1, shuffle="yes")):

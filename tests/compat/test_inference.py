@@ -114,7 +114,8 @@ def test_predict_proba_without_a_spec_needs_a_task_spec():
     tasked = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(6,)),
                          nnx.NNModelParams(task=nnx.TaskSpec.categorical()))
     result = tasked.predict_proba(x)
-    assert result.spec is None and result.kind == "categorical" and result.probabilities.dtype == np.float32
+    assert result.spec == ProbabilitySpec("categorical", 1) and result.kind == "categorical"  # the task's spec, as NNx
+    assert result.probabilities.dtype == np.float32
     assert result.decoded.dtype == np.int64 and np.array_equal(result.decoded, tasked.predict(x).classes)
     rich = list(tasked.iter_predict([(x[:3], None), (x[3:], None)], rich=True))
     assert np.array_equal(np.concatenate([r.probabilities for r in rich]), result.probabilities)
@@ -201,8 +202,10 @@ def test_iter_predict_streams_what_the_eager_calls_return():
                                model.predict_proba(loader, spec).probabilities, rtol=1e-6)
     merged = nnx.streaming.concatenate_predictions(rich)
     assert np.array_equal(merged.sample_ids, np.arange(10)) and merged.decoded.dtype == np.int64
-    with pytest.raises(StreamClosedError):
+    with pytest.raises(StopIteration):  # a consumed stream is exhausted, as a closed generator is
         next(stream)
+    with pytest.raises(StreamClosedError, match="consumed"):
+        iter(stream)
     opened = model.iter_predict(loader)
     opened.close()
     with pytest.raises(StreamClosedError):
@@ -233,8 +236,9 @@ def test_inference_is_non_destructive():
 def test_shuffling_loaders_warn_that_ids_are_positions():
     model = mlp()
     loader = DataLoader(TensorDataset(torch.randn(4, 4)), batch_size=2, shuffle=True)
-    with pytest.warns(RuntimeWarning, match="positions"):
+    with pytest.warns(UserWarning, match="iteration positions") as record:
         model.predict_proba(loader, ProbabilitySpec("categorical"))
+    assert [w.filename for w in record] == [__file__]  # the user's line, not ours
 
 
 # ---------------------------------------------------------------------------- batch adapters
@@ -327,7 +331,7 @@ def test_a_model_spec_builds_the_same_weights_and_leaves_the_rng_alone(factory):
         oracle = factory({"width": 5})
     assert all(torch.equal(a.net.state_dict()[k], v) for k, v in oracle.state_dict().items())
     assert ("compat-mlp", 1) in nnx.registered_model_factories()
-    with pytest.raises(nnx.ParamsError, match="registered already"):
+    with pytest.raises(nnx.ParamsError, match="already registered"):
         nnx.register_model_factory("compat-mlp", 1, factory)
 
 

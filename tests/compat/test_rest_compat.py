@@ -270,7 +270,7 @@ def test_factory_groups_follow_param_group_specs(factory_calls):
 
 
 def test_register_optimizer_factory_rules(factory_calls):
-    with pytest.raises(nnx.ParamsError, match="registered already"):
+    with pytest.raises(nnx.ParamsError, match="already registered"):
         nnx.register_optimizer_factory("test.sgd", 1, lambda groups, config: None)
     nnx.register_optimizer_factory("test.sgd", 1, lambda groups, config: torch.optim.SGD(groups), replace=True)
     assert ("test.sgd", 1) in nnx.registered_optimizer_factories()

@@ -181,3 +181,33 @@ def test_task_adapter_scores_a_multilabel_batch():
     record = adapter.record(torch.tensor([[4.0, -4.0], [4.0, -4.0]]), torch.tensor([[1.0, 0.0], [1.0, 1.0]]), loss=0.0)
     assert record.metrics["subset_accuracy"] == 0.5 and record.metrics["element_accuracy"] == 0.75
     assert record.accuracy == 0.5 and record.kind == "multilabel"
+
+
+def test_nnx_small_public_helpers_exist_here_too():
+    """``Devices.X.torch_device()``, ``Devices.get_torch_device()``, ``nnx.__version__``,
+    ``nnx.seeding.env_snapshot()`` (its keys, JSON-safe) and a one-argument metric factory."""
+    import json
+
+    from nnx_api.seeding import env_snapshot
+
+    assert nnx.Devices.CPU.torch_device() == torch.device("cpu")
+    assert nnx.Devices.get_torch_device() == nnx.Devices.get()()
+    assert isinstance(nnx.__version__, str) and nnx.__version__
+    snap = env_snapshot()
+    assert {"nnx", "python", "torch", "numpy", "platform", "cuda_available", "git_commit", "git_dirty"} <= set(snap)
+    assert snap["nnx"] == nnx.__version__ and json.loads(json.dumps(snap)) == snap
+
+    class Count:
+        def __init__(self, config):
+            self.n = 0
+
+        def update(self, target, prediction):
+            self.n += len(target)
+
+        def result(self):
+            return float(self.n)
+
+    nnx.register_metric("tests.count1", 1, Count, input="labels", mode="max", replace=True)
+    x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(4,)))
+    assert model.evaluate([(x, y)], metrics=[MetricSpec("tests.count1")]).metrics["tests.count1"] == 6.0

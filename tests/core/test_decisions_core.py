@@ -98,20 +98,20 @@ def test_questions_accept_options_or_pairs_and_keep_order() -> None:
     assert q.kind == "choice" and sizes().kind == "score" and Boolean("p").kind == "boolean"
 
 
-def test_model_view_shows_kind_prompt_and_texts_never_ids() -> None:
-    assert animals().model_view() == {"kind": "choice", "prompt": "Which animal?",
-                                      "options": ["a cat", "a dog", "an eel"]}
-    assert Boolean("Is it?").model_view() == {"kind": "boolean", "prompt": "Is it?", "options": []}
+def test_model_view_shows_prompt_and_texts_never_ids() -> None:
+    assert animals().model_view() == {"prompt": "Which animal?", "options": ["a cat", "a dog", "an eel"]}
+    assert sizes().model_view()["levels"] == [o.description for o in sizes().levels]
+    assert Boolean("Is it?").model_view() == {"prompt": "Is it?"}
 
 
 @pytest.mark.parametrize(
     ("options", "words"),
     [
-        ("ab", "sequence of Option"), (b"ab", "sequence of Option"), ({"a": "x", "b": "y"}, "sequence of Option"),
-        (5, "sequence of Option"), ([("a", "x")], "at least two options, got 1"), ([], "at least two options, got 0"),
-        ([("a", "x"), ("a", "y"), ("b", "z"), ("b", "w")], "repeated: ['a', 'b']"),
-        ([("a", "x"), ("b",)], "an option must be"), ([("a", "x"), ("b", "y", "z")], "an option must be"),
-        ([("a", "x"), "by"], "an option must be"),
+        ("ab", "sequence of options"), (b"ab", "sequence of options"), ({"a": "x", "b": "y"}, "sequence of options"),
+        (5, "sequence of options"), ([("a", "x")], "at least 2 options, got 1"), ([], "at least 2 options, got 0"),
+        ([("a", "x"), ("a", "y"), ("b", "z"), ("b", "w")], "duplicated: ['a', 'b']"),
+        ([("a", "x"), ("b",)], "(id, description) pairs, got"), ([("a", "x"), ("b", "y", "z")], "pairs, got"),
+        ([("a", "x"), "by"], "(id, description) pairs, got 'by'"),
         ([("", "x"), ("b", "y")], "option id must be a non-empty string"),
         ([(" ", "x"), ("b", "y")], "option id must be a non-empty string"),
         ([("a", 3), ("b", "y")], "option description must be a non-empty string, got 3"),
@@ -150,15 +150,17 @@ def test_state_is_plain_data_and_round_trips() -> None:
     ("state", "words"),
     [
         ([("kind", "boolean")], "must be a mapping"),
-        ({"kind": "poll", "prompt": "p"}, "unknown question kind 'poll'"),
-        ({"prompt": "p"}, "unknown question kind None"),
+        ({"kind": "poll", "prompt": "p"}, "unknown decision kind 'poll'"),
+        ({"prompt": "p"}, "unknown decision kind None"),
+        ({"kind": ["choice"], "prompt": "p"}, "unknown decision kind"),
         ({"kind": "boolean", "prompt": "p", "options": []}, "exactly the keys ['kind', 'prompt']"),
         ({"kind": "choice", "prompt": "p"}, "exactly the keys ['kind', 'options', 'prompt']"),
+        ({"kind": "choice", "prompt": "p"}, "missing ['options']"),
         ({"kind": "score", "prompt": "p", "options": []}, "exactly the keys ['kind', 'levels', 'prompt']"),
         ({"kind": "choice", "prompt": "p", "options": "ab"}, "must be a list"),
         ({"kind": "choice", "prompt": "p", "options": [{"id": "a"}, {"id": "b", "description": "y"}]},
          "exactly id and description"),
-        ({"kind": "choice", "prompt": "p", "options": [["a", "x"], ["b", "y"]]}, "exactly id and description"),
+        ({"kind": "choice", "prompt": "p", "options": ["ab", "cd"]}, "pairs"),
         ({"kind": "score", "prompt": "p", "levels": [{"id": "a", "description": "x", "x": 1},
                                                      {"id": "b", "description": "y"}]}, "exactly id and description"),
     ],
@@ -208,23 +210,23 @@ def test_top_is_the_highest_and_the_first_on_a_tie() -> None:
 @pytest.mark.parametrize(
     ("response", "words"),
     [
-        ({"cat": 0.5, "dog": 0.5}, "missing ['eel']"),
-        ({"cat": 0.5, "dog": 0.3, "eel": 0.1, "cow": 0.1}, "unknown ['cow']"),
+        ({"cat": 0.5, "dog": 0.5}, "missing ids ['eel']"),
+        ({"cat": 0.5, "dog": 0.3, "eel": 0.1, "cow": 0.1}, "unknown id 'cow'"),
         ([("cat", 0.5), ("cat", 0.3), ("eel", 0.2)], "duplicate id 'cat'"),
-        ({"": 0.5, "dog": 0.3, "eel": 0.2}, "unlabeled answer"),
-        ({1: 0.5, "dog": 0.3, "eel": 0.2}, "unlabeled answer"),
-        ({"cat": 0.6, "dog": 0.3, "eel": 0.2}, "answers are never renormalised"),
+        ({"": 0.5, "dog": 0.3, "eel": 0.2}, "unlabeled entry"),
+        ({1: 0.5, "dog": 0.3, "eel": 0.2}, "unlabeled entry"),
+        ({"cat": 0.6, "dog": 0.3, "eel": 0.2}, "answers are never renormalized"),
         ({"cat": 1.5, "dog": -0.3, "eel": -0.2}, "in [0, 1]"),
         ({"cat": math.nan, "dog": 0.5, "eel": 0.5}, "finite"),
         ({"cat": math.inf, "dog": 0.5, "eel": 0.5}, "finite"),
         ({"cat": True, "dog": False, "eel": 0}, "real number"),
         ({"cat": "0.5", "dog": 0.3, "eel": 0.2}, "real number"),
         ({"cat": 10**400, "dog": 0.3, "eel": 0.2}, "not representable as a float"),
-        ("cat", "expected a mapping or (id, p) pairs"),
-        (b"cat", "expected a mapping or (id, p) pairs"),
-        (0.5, "expected a mapping or (id, p) pairs"),
-        ([("cat", 0.5, 1), ("dog", 0.3), ("eel", 0.2)], "a response entry is an (id, p) pair"),
-        (["ca", "do", "ee"], "a response entry is an (id, p) pair"),
+        ("cat", "expected a mapping or a sequence of (id, p) pairs"),
+        (b"cat", "expected a mapping or a sequence of (id, p) pairs"),
+        (0.5, "expected a mapping or a sequence of (id, p) pairs"),
+        ([("cat", 0.5, 1), ("dog", 0.3), ("eel", 0.2)], "response entries are (id, p) pairs"),
+        (["ca", "do", "ee"], "response entries are (id, p) pairs"),
     ],
 )
 def test_invalid_choice_responses_are_refused(response: Any, words: str) -> None:
@@ -355,10 +357,10 @@ def test_results_validate_on_construction() -> None:
             ChoiceResult(digest, pairs)
     for bad, words in [
         ("ab", "a distribution is a sequence of (id, p) pairs"), ({"a": 0.5, "b": 0.5}, "a sequence of (id, p)"),
-        (3, "a sequence of (id, p)"), ([("a", 1.0)], "at least two entries, got 1"),
-        ([("a", 0.5), ("a", 0.5)], "duplicate ids in a distribution: ['a', 'a']"),
+        (3, "a sequence of (id, p)"), ([("a", 1.0)], "at least 2 entries, got 1"),
+        ([("a", 0.5), ("a", 0.5)], "a distribution repeats ids: ['a', 'a']"),
         ([("a", 0.5), ("b", 0.5, 0)], "a distribution entry is an (id, p) pair"), ([("a", 0.5), "b"], "(id, p) pair"),
-        ([("", 0.5), ("b", 0.5)], "unlabeled answer"), ([(1, 0.5), ("b", 0.5)], "unlabeled answer"),
+        ([("", 0.5), ("b", 0.5)], "unlabeled entry"), ([(1, 0.5), ("b", 0.5)], "unlabeled entry"),
         ([("a", 0.5), ("b", 0.4)], "sum to"), ([("a", 2.0), ("b", -1.0)], "probability of 'a' must be finite"),
     ]:
         with pytest.raises(InvalidDecisionResponse) as caught:
@@ -461,7 +463,7 @@ def test_check_refuses_kinds_questions_modalities_and_bad_batch_sizes() -> None:
     c.check(Boolean("b"), modality="tensor", batch_size=3)
     with pytest.raises(UnsupportedCapability, match=r"answers \['boolean', 'choice'\], not 'score' questions"):
         c.check(sizes(), modality="tensor", batch_size=1)
-    with pytest.raises(UnsupportedCapability, match=r"modality 'image' is not one of \['tensor', 'text'\]"):
+    with pytest.raises(UnsupportedCapability, match=r"reads \['tensor', 'text'\] inputs, not 'image'"):
         c.check(animals(), modality="image", batch_size=1)
     for size in (-1, 1.0, True, "2", None):
         with pytest.raises(InvalidDecisionRequest, match="batch_size must be a non-negative integer"):
@@ -484,7 +486,7 @@ def test_fixed_labels_a_choice_names_each_once_in_any_order() -> None:
             label_ids=["dog", "eel", "cat"])
     with pytest.raises(UnsupportedCapability) as caught:
         c.check(Choice("p", [("cat", "x"), ("cow", "y"), ("dog", "z")]), modality="tensor", batch_size=2)
-    assert "missing ['eel'], unknown ['cow'], given ['cat', 'cow', 'dog']" in str(caught.value)
+    assert "unseen labels ['cow'], missing ['eel']; given ['cat', 'cow', 'dog']" in str(caught.value)
     with pytest.raises(UnsupportedCapability, match="one-to-one"):
         c.check(Choice("p", [("a", "x"), ("b", "y"), ("c", "z")]), modality="tensor", batch_size=2,
                 label_ids=["cat", "cat", "dog"])
@@ -522,13 +524,13 @@ def test_refusals_say_exactly_what_is_wrong() -> None:
     q = Choice("p", [("a", "x"), ("b", "y")])
     with pytest.raises(InvalidDecisionResponse) as caught:
         validate_response(q, {"a": 0.5, "b": 0.25})
-    assert str(caught.value) == ("probabilities sum to 0.75, not 1 within 1e-06; answers are never renormalised")
+    assert str(caught.value) == ("probabilities sum to 0.75, not 1 within 1e-06; answers are never renormalized")
     with pytest.raises(InvalidDecisionResponse) as caught:
         validate_response(Boolean("b"), {"true": 0.5})
     assert str(caught.value) == "a Boolean answer mapping has exactly the keys 'true' and 'false', got [\"'true'\"]"
     with pytest.raises(InvalidDecisionResponse) as caught:
         validate_response(Boolean("b"), {"true": 0.75, "false": 0.5})
-    assert str(caught.value) == "p('true') + p('false') = 1.25, not 1 within 1e-06"
+    assert str(caught.value) == "p('true') + p('false') = 1.25, not 1 within 1e-06; answers are never renormalized"
     only = Capabilities(["boolean"], questions=[Boolean("trained").digest()])
     with pytest.raises(UnsupportedCapability) as caught:
         only.check(Boolean("other"), modality="tensor", batch_size=1)

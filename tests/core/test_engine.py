@@ -314,8 +314,8 @@ def test_a_nonfinite_loss_under_fail_discards_the_open_window_and_names_the_term
     with pytest.raises(NonFiniteLossError) as info:
         eng.add([mean("a", 1.0, 1), total("b", math.inf)], is_last_batch=False)
     assert str(info.value) == (
-        "loss term(s) ['b'] are not finite; no parameter was updated. Lower the learning rate, check the "
-        "inputs for NaN/inf, or use an Objective with nonfinite='skip' to drop such windows"
+        "non-finite training loss: loss term(s) ['b'] are not finite; no parameter was updated. Lower the learning "
+        "rate, check the inputs for NaN/inf, or use an Objective with nonfinite='skip' to drop such windows"
     )
     assert grads.discards == 1 and log[-1] == "zero_grad:default" and not eng.window_open
 

@@ -303,8 +303,8 @@ def test_a_truncated_index_is_refused():
 def test_committed_bytes_that_do_not_end_a_line_are_refused():
     data, m = index_of([entry(0, 0, 0)])
     m = manifest_with(m, index_bytes=len(data) - 1)
-    with pytest.raises(HistoryCorruptionError, match=rf"run {RID}: history/index.jsonl: the committed bytes do not "
-                                                      r"end a line \(index mismatch\)"):
+    with pytest.raises(HistoryCorruptionError, match=rf"run {RID}: history/index.jsonl does not match its manifest: "
+                                                      r"the committed bytes do not end a line"):
         parse_index(data, m, FILES)
 
 
@@ -367,7 +367,7 @@ def test_an_index_that_does_not_match_the_manifest_is_refused(changes):
     m = manifest_with(m, **changes)
     index_error(
         data, m,
-        rf"does not match the manifest \(hash chain, 2 chunks / 2 records vs {m.chunks} / {m.records}\); "
+        rf"does not match its manifest \(hash chain, 2 chunks / 2 records vs {m.chunks} / {m.records}\); "
         "the history was altered or mixed",
     )
 
@@ -401,7 +401,9 @@ def test_a_missing_chunk_is_refused():
 
 def test_a_chunk_that_does_not_match_its_sha256_is_refused():
     storage, e = stored_chunk([idp(0, 0)], sha256="0" * 64)
-    chunk_error(storage, e, r"does not match its SHA-256 in the index \(corrupted on disk\)")
+    with pytest.raises(HistoryCorruptionError, match=rf"run {RID}: history chunk 0 \(chunk-00000000.jsonl\) is corrupt: "
+                                                      r"it does not match its SHA-256 in the index \(corrupted on disk\)"):
+        read_chunk(storage, FILES, e)
 
 
 def test_a_chunk_with_an_unreadable_record_is_refused():

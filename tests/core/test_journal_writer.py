@@ -61,12 +61,12 @@ def test_history_journal_defaults():
 @pytest.mark.parametrize(
     ("kw", "path", "words"),
     [
-        ({"retention": 0}, "HistoryJournal.retention", "must be ≥ 1, got 0"),
-        ({"retention": True}, "HistoryJournal.retention", "must be an integer"),
-        ({"retention": 2.0}, "HistoryJournal.retention", "must be an integer"),
-        ({"retention": 5, "chunk_size": 0}, "HistoryJournal.chunk_size", "must be ≥ 1, got 0"),
-        ({"retention": 5, "chunk_size": 1.5}, "HistoryJournal.chunk_size", "must be an integer"),
-        ({"retention": 3, "chunk_size": 4}, "HistoryJournal.chunk_size", r"must be ≤ retention \(3\), got 4"),
+        ({"retention": 0}, "HistoryJournal.retention", "requires retention >= 1, got 0"),
+        ({"retention": True}, "HistoryJournal.retention", "requires retention to be an integer"),
+        ({"retention": 2.0}, "HistoryJournal.retention", "requires retention to be an integer"),
+        ({"retention": 5, "chunk_size": 0}, "HistoryJournal.chunk_size", "requires chunk_size >= 1, got 0"),
+        ({"retention": 5, "chunk_size": 1.5}, "HistoryJournal.chunk_size", "requires chunk_size to be an integer"),
+        ({"retention": 3, "chunk_size": 4}, "HistoryJournal.chunk_size", r"must not exceed retention \(3\), got 4"),
     ],
 )
 def test_history_journal_refuses_bad_sizes(kw, path, words):

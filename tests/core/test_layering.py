@@ -23,7 +23,6 @@ LAYER = {"nnx_core": 0, "nnx_adapters": 1, "nnx_api": 2}
 LAZY_ALLOWED: set[tuple[str, str]] = {  # (module, project module it imports inside a function), with a reason
     # torch, only where it is used: the `nnx` commands that read runs (list, show, compare, --help)
     # never import it (tests/api/test_cli_startup.py)
-    ("nnx_api.runs.run", "nnx_adapters.pytorch.state"),  # decoding a checkpoint blob
     ("nnx_api.runs.run", "nnx_api.config.params"),  # a run's params objects (their enums hold torch classes)
     ("nnx_api.runs.run", "nnx_api.config.train_params"),  # the same, for its training params
     ("nnx_api.runs.standalone", "nnx_api.config.params"),  # the params of a standalone checkpoint file read

@@ -175,3 +175,10 @@ def test_a_bad_spec_is_refused_naming_the_field(kwargs):
     with pytest.raises(ParamsError) as info:
         MonitorSpec(**kwargs)
     assert info.value.path == f"MonitorSpec.{next(iter(kwargs))}"
+
+
+def test_the_fallback_monitor_says_which_non_finite_values_it_passes_over():
+    monitor = Monitor(None)
+    with pytest.warns(RuntimeWarning, match=r"epoch 0: ignoring non-finite metric\(s\) val_edp.error=nan .*using val_edp.loss=1.0"):
+        decided = monitor.decide(0, idp(0, val=EvaluationDataPoint(loss=1.0, error=math.nan)))
+    assert decided.value == 1.0 and decided.improved

@@ -137,15 +137,19 @@ def test_a_fresh_run_has_made_no_ticks_yet():
 
 def test_an_explicit_budget_one_short_is_refused_with_what_to_set():
     assert _problems(total_steps=7) == [(
-        "the one_cycle schedule runs out: total_steps=7 optimizer updates, but the run makes 8; "
-        "set NNSchedulerParams(total_steps=...) to at least 8"
+        "the one_cycle schedule runs out: total_steps=7 optimizer updates, but the run makes 8, beyond "
+        "scheduler.total_steps=7: total_steps (7) "
+        "must be >= the run's planned optimizer updates (8); set NNSchedulerParams(total_steps=...) to at least 8"
     )]
 
 
 def test_the_default_horizon_on_the_epoch_clock_and_a_resume():
     assert _problems(kind="linear_warmup_decay", clock="epoch", per_epoch=1, n_epochs=3, epochs_this_call=3, done=2) == [(
         "the linear_warmup_decay schedule runs out: the default horizon of 3 epochs, but the run makes 5 "
-        "(2 already made before this resume); set NNSchedulerParams(total_steps=...) to at least 5"
+        "(2 already made before this resume: 2 with 3 planned epochs would pass the scheduler's budget of 3; "
+        "the resumed linear_warmup_decay would reach epoch 5): resuming "
+        "linear_warmup_decay requires scheduler.total_steps covering the original and resumed epochs; "
+        "set NNSchedulerParams(total_steps=...) to at least 5"
     )]
     # done ticks plus this call's: 3 + 1 × 4 = 7 ≤ 7
     assert _problems(total_steps=7, done=3, epochs_this_call=1) == []
@@ -164,10 +168,14 @@ def test_check_budgets_reports_every_schedule_at_once_naming_its_optimizer():
             n_epochs=2,
         )
     assert str(info.value) == (
-        "optimizer 'gen': the one_cycle schedule runs out: total_steps=5 optimizer updates, but the run makes 6; "
+        "optimizer 'gen': the one_cycle schedule runs out: total_steps=5 optimizer updates, but the run makes 6, "
+        "beyond scheduler.total_steps=5: "
+        "total_steps (5) must be >= the run's planned optimizer updates (6); "
         "set NNSchedulerParams(total_steps=...) to at least 6; "
         "the linear_warmup_decay schedule runs out: total_steps=1 epochs, but the run makes 3 "
-        "(1 already made before this resume); set NNSchedulerParams(total_steps=...) to at least 3"
+        "(1 already made before this resume: 1 with 2 planned epochs would pass the scheduler's budget of 1; "
+        "the resumed linear_warmup_decay would reach epoch 3), beyond scheduler.total_steps=1: total_steps (1) "
+        "must be >= the run's planned epochs (3); set NNSchedulerParams(total_steps=...) to at least 3"
     )
 
 
@@ -187,7 +195,7 @@ def test_horizon():
     with pytest.raises(ScheduleBudgetError) as info:
         horizon("optimizer_update", n_epochs=2, batches=None, accumulate=1, explicit=None)
     assert str(info.value) == (
-        "the train_loader has no len(); give the update-clock schedule an explicit horizon "
+        "the train_loader has no len(), so the update-clock schedule needs an explicit total_steps "
         "(total_steps, T_max or step_size)"
     )
 
@@ -206,7 +214,8 @@ def test_clock_component_refuses_another_clock_kind_or_budget_but_not_another_po
     assert comp.check_component_state({**state, "ticks": 11}) == []
     assert comp.check_component_state({"clock": "epoch", "kind": "one_cycle", "budget": 10, "ticks": 0}) == [
         "nnx.scheduler_clock: saved clock 'epoch' != 'optimizer_update'",
-        "nnx.scheduler_clock: saved budget 10 != 12",
+        "nnx.scheduler_clock: the checkpoint's scheduler budget is 10 optimizer updates, this run's is 12; "
+        "configure the same total_steps",
     ]
     named = ClockComponent(Clock(), "nnx.scheduler_clock.gen")
     assert named.check_component_state({"clock": "optimizer_update", "budget": 12}) == [

@@ -46,12 +46,12 @@ def free_port() -> int:
 
 def fake_cuda_on_cpu() -> None:
     """Only for ``NNX_GPU_SCRIPT_ON_CPU=1``: admit fp16 and batch norm on the CPU."""
-    import nnx_api.model
+    from nnx_adapters.pytorch import devices
     from nnx_api.distributed import group as ddp_group
 
     ddp_group.FP16_DEVICES = ddp_group.SYNC_NORM_DEVICES = frozenset({"cuda", "cpu"})
-    real = nnx_api.model.precision_problem
-    nnx_api.model.precision_problem = lambda mode, device: None if mode == "fp16" else real(mode, device)
+    real = devices.precision_problem
+    devices.precision_problem = lambda mode, device: None if mode == "fp16" else real(mode, device)
     nn.SyncBatchNorm.forward = nn.modules.batchnorm._BatchNorm.forward  # world size 1: the same numbers
     nn.parallel.DistributedDataParallel._passing_sync_batchnorm_handle = lambda self, module: None  # its CPU refusal
 

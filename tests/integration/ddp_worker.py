@@ -372,12 +372,12 @@ def launch_trainer(rank: int, out: Path, root: Path) -> dict[str, Any]:
 def fake_cuda_fp16() -> None:
     """Admit fp16 on the CPU, as if it were CUDA: the model resolves fp16 (autocast to float16, a
     ``GradScaler("cpu")``) and DDP's CUDA-only gate lets it through. Only this test worker does this."""
-    import nnx_api.model
+    from nnx_adapters.pytorch import devices
     from nnx_api.distributed import group as ddp_group
 
     ddp_group.FP16_DEVICES = frozenset({"cuda", "cpu"})
-    real = nnx_api.model.precision_problem
-    nnx_api.model.precision_problem = lambda mode, device: None if mode == "fp16" else real(mode, device)
+    real = devices.precision_problem
+    devices.precision_problem = lambda mode, device: None if mode == "fp16" else real(mode, device)
 
 
 def saved_scale(state: Any) -> float | None:

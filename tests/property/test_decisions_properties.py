@@ -38,7 +38,7 @@ class IdentityModel:
             self.net.weight.copy_(torch.eye(width))
         self.head = Head(kind, width, labels)
 
-    def predict_proba(self, X: torch.Tensor) -> PredictionResult:
+    def predict_proba(self, X: torch.Tensor, spec: Any = None) -> PredictionResult:
         training = self.net.training
         self.net.eval()
         try:

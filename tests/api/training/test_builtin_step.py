@@ -142,6 +142,21 @@ def test_default_train_step_on_hand_built_contexts_accumulates_like_the_default_
         nnx.default_train_step(nnx.TrainStepContext(model, parts[0], opt, None, None, None, 2, 0, 0))
 
 
+def test_a_hand_built_window_drops_earlier_gradients_and_leaves_its_own_in_grad():
+    """As NNx: the gradients are zeroed when a window starts (a stale ``.grad`` is not added to)
+    and the applied ones stay in ``.grad`` after the update."""
+    x, y = tiny_data(n=8)
+    clean, stale = model_for(), model_for()
+    stale.net.load_state_dict(clean.net.state_dict())
+    for p in stale.net.parameters():
+        p.grad = torch.full_like(p, 5.0)
+    for model in (clean, stale):
+        opt = torch.optim.SGD(model.net.parameters(), lr=0.0)
+        nnx.default_train_step(nnx.TrainStepContext(model, (x, y), opt, None, None, None, 1, 0, 0, is_last_batch=True))
+    for a, b in zip(clean.net.parameters(), stale.net.parameters(), strict=True):
+        assert a.grad is not None and torch.equal(a.grad, b.grad)
+
+
 # -- each update's loss for a callback of yours --------------------------------------------------
 
 
