@@ -16,7 +16,7 @@ CORE_DEPS := attrs cattrs portalocker fsspec pytest pytest-timeout pytest-random
 # TEST_WORKERS=0 runs in this process.
 TEST_WORKERS ?= auto
 
-.PHONY: demo test test-gpu lint core-check mutate bench bench-peers compat-diff clean
+.PHONY: demo test test-gpu lint core-check mutate bench bench-peers compat-diff nnx-suite clean
 
 $(STAMP): pyproject.toml constraints-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -92,6 +92,11 @@ $(NNX_STAMP): constraints-dev.txt
 
 compat-diff: $(STAMP) $(NNX_STAMP)  ## the same user-level scenarios under NNx 0.4.1 and nnx_api, compared (not part of make test)
 	$(BIN)/python bench/compat/diff.py $(COMPAT_DIFF_ARGS)
+
+# NNx 0.4.1's own test suite (bench/nnx_suite/, docs/nnx-compat.md): its sdist's tests, the in-scope
+# files, run against nnx_api with `import nnx` mapped onto it; the sdist is downloaded once into build/.
+nnx-suite: $(STAMP)  ## NNx's own tests against nnx_api: counts, and every failure kept with a reason
+	$(BIN)/python bench/nnx_suite/run.py $(NNX_SUITE_ARGS)
 
 clean:
 	rm -rf $(VENV) $(CORE_VENV) $(PEERS) $(NNX_VENV) mutants runs build *.egg-info
