@@ -522,11 +522,13 @@ class ExperimentPlan:
             raise PlanError(problems)
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, attempt: str | None = None) -> FitResult:
+    def fit(self, attempt: str | None = None, *, resume: str | None = None) -> FitResult:
         """Validate, then seed → factories → ``NNModel`` → ``train`` as attempt ``attempt`` (a new
         id when None). Each attempt is its own run (salt ``"plan-attempt:<id>"``); an attempt id
-        that already has a run raises ``FileExistsError``. Refused inside a process group of
-        several ranks (a fit trains in one process)."""
+        that already has a run raises ``FileExistsError``, unless ``resume="auto"``: then a fit of
+        that attempt killed on the way goes on from its run's LAST (``NNTrainParams.resume``), and
+        one that finished is returned as it is. Refused inside a process group of several ranks
+        (a fit trains in one process)."""
         refuse_multi_rank("ExperimentPlan.fit()")  # before seeding, a factory call or a run
         problems = list(self.validate())
         if attempt is not None:
@@ -534,6 +536,10 @@ class ExperimentPlan:
                 validate_tag(attempt)
             except (NNxError, TypeError) as exc:
                 problems.append(Diagnostic("attempt", f"{exc}; give a non-blank attempt id such as 'nightly-1'"))
+        if resume not in (None, "auto"):
+            problems.append(Diagnostic("resume", f"must be None or 'auto', got {resume!r}"))
+        elif resume is not None and attempt is None:
+            problems.append(Diagnostic("resume", "continues a named attempt: give the attempt id of the fit to go on with"))
         PlanValidation(problems).raise_for_errors()
         attempt_id = attempt if attempt is not None else uuid.uuid4().hex[:16]
         torch_state.set_seed(self.effective_seed)
@@ -541,14 +547,17 @@ class ExperimentPlan:
         made = self._made_callbacks()
         self._check_made(loaders, made)
         params = self.train_params(loaders)
+        if resume is not None:
+            params = params.replace(resume=resume)
         callbacks = [*self.callbacks, *(cb for _, cb in made)]
         model = self.build_model()
         salt = SALT_PREFIX + attempt_id
         base = runs_root(self.root)
         expected = NNRun(config=model.run_config(params, salt), root=base, storage=self.storage)
-        if expected.files().exists():
+        if resume is None and expected.files().exists():
             raise FileExistsError(
-                f"attempt {attempt_id!r} already has run {expected.id} under {base}; use a new attempt id"
+                f"attempt {attempt_id!r} already has run {expected.id} under {base}; use a new attempt id, or "
+                f"fit({attempt_id!r}, resume='auto') to continue it"
             )
         run = model.train(
             params, callbacks=callbacks, salt=salt, root=base, train_step_fn=self.train_step_fn,

@@ -10,7 +10,7 @@ with ``NNModel.from_checkpoint(outcome.run_id, "best")``.
 The space, budget, monitor (a validation monitor, equal to the plan's own when it has one) and
 plan are checked before any study or trial exists. A fit that raises fails its trial and the
 search goes on; a configuration error (``apply`` raising or returning a plan the search cannot
-score) and an interruption are recorded on their trial and stop the search.
+score) is recorded on its trial and stops the search, as is an interruption.
 
 Pruning sees the run's one monitor decision: a trial callback reports ``ctx.decision.value`` at
 ``step = epoch`` and, when the pruner says so, sets ``ctx.should_stop`` (the epoch still
@@ -20,7 +20,13 @@ through ``ctx.stop_at_update``; the deadline stops a running trial at its next u
 boundary.
 
 The budget counts every trial of the study, whatever became of it (completed, pruned, failed,
-or left running by a crashed process), earlier searches of a stored study included. The search
+or left running by a crashed process), earlier searches of a stored study included, and every
+worker's. Any number of processes run one search by running the same command on one study
+storage and one runs root; a trial whose worker died is resumed from its run's LAST, never
+restarted (``nnx_api.experiments.search_workers``). A fit that raises fails its trial and stays
+failed (never retried); ``KeyboardInterrupt`` fails its trial and stops the search; a preemption
+(``TrainingPreempted``, after SIGTERM) stops the search and leaves its trial running for the same
+command to resume. The search
 stops for the first of: ``"budget"``, ``"deadline"`` (seconds on ``clock`` since the search
 began, checked before each new trial) and ``"exhausted"`` (a finite space whose every
 combination has been tried).
@@ -31,6 +37,7 @@ Where the trials' runs live is the plan's: ``plan.with_root(...)`` or ``plan.wit
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -45,174 +52,21 @@ from typing import Any
 
 import attrs
 
-from nnx_core.errors import ParamsError
+from nnx_core.errors import ParamsError, TrainingPreempted
 from nnx_core.monitor_spec import MonitorSpec
 from nnx_adapters.extras import require
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.callbacks import Callback, CallbackContext
 from nnx_api.config.train_params import NNTrainParams
+from nnx_api.experiments import search_workers as workers
 from nnx_api.experiments.plans import INHERIT, ExperimentPlan, SingleProcessError, refuse_multi_rank
+from nnx_api.experiments.search_space import CategoricalParam, FloatParam, IntParam, SearchBudget, SearchSpace
+from nnx_api.experiments.search_workers import StudyStorageError
+from nnx_api.runs.run import NNCheckpoint
 
 STATES = ("completed", "pruned", "failed", "running")  # NNx's names; "running": an orphan of a crashed process
 STUDY_ATTR = "nnx.search"  # the study's user attribute holding what the stored study belongs to
-PRIMITIVES = (type(None), bool, int, float, str)
-
-
-# ---------------------------------------------------------------------------------- the space
-def _check_bounds(where: str, low: Any, high: Any) -> None:
-    """``low < high``, both finite real numbers (a range of one value is a constant, not a search)."""
-    for field, value in (("low", low), ("high", high)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ParamsError(f"{where}.{field}", f"must be a finite number, got {value!r}")
-    if not low < high:
-        raise ParamsError(where, f"low must be < high, got low={low!r}, high={high!r}")
-
-
-@attrs.frozen
-class FloatParam:
-    """A float in ``[low, high]`` (``log`` scale, or a grid of ``step``)."""
-
-    name: str
-    low: float
-    high: float
-    log: bool = False
-    step: float | None = None
-
-    def __attrs_post_init__(self) -> None:
-        where = f"FloatParam({self.name!r})"
-        _check_bounds(where, self.low, self.high)
-        if self.log and self.low <= 0:
-            raise ParamsError(f"{where}.low", f"a log scale needs low > 0, got {self.low!r}")
-        if self.step is not None and (self.log or not self.step > 0):
-            raise ParamsError(f"{where}.step", f"must be > 0 and is not combined with log=True, got {self.step!r}")
-
-    def suggest(self, trial: Any) -> float:
-        return trial.suggest_float(self.name, self.low, self.high, log=self.log, step=self.step)
-
-    def state(self) -> dict[str, Any]:
-        """``{"kind": "float", "name", "low", "high"}``, with ``log`` / ``step`` only when set (as NNx writes it)."""
-        return _bounded_state("float", self, log=self.log, step=self.step)
-
-    def size(self) -> int | None:
-        return None if self.step is None else int(math.floor((self.high - self.low) / self.step + 1e-9)) + 1
-
-
-@attrs.frozen
-class IntParam:
-    """An int in ``[low, high]`` (``log`` scale, or every ``step``)."""
-
-    name: str
-    low: int
-    high: int
-    log: bool = False
-    step: int = 1
-
-    def __attrs_post_init__(self) -> None:
-        where = f"IntParam({self.name!r})"
-        _check_bounds(where, self.low, self.high)
-        if isinstance(self.step, bool) or not isinstance(self.step, int) or self.step < 1:
-            raise ParamsError(f"{where}.step", f"must be an int >= 1, got {self.step!r}")
-        if self.log and (self.low < 1 or self.step != 1):
-            raise ParamsError(f"{where}.low", f"a log scale needs low >= 1 and step 1, got low={self.low!r}, step={self.step!r}")
-
-    def suggest(self, trial: Any) -> int:
-        return trial.suggest_int(self.name, self.low, self.high, log=self.log, step=self.step)
-
-    def state(self) -> dict[str, Any]:
-        """``{"kind": "int", "name", "low", "high"}``, with ``log`` / ``step`` only when not the default."""
-        return _bounded_state("int", self, log=self.log, step=None if self.step == 1 else self.step)
-
-    def size(self) -> int | None:
-        return None if self.log else (self.high - self.low) // self.step + 1
-
-
-@attrs.frozen
-class CategoricalParam:
-    """One of ``choices``; choices that are not plain scalars (tuples such as hidden sizes) are
-    offered to Optuna by their ``repr`` and mapped back."""
-
-    name: str
-    choices: tuple[Any, ...] = attrs.field(converter=tuple)
-
-    def __attrs_post_init__(self) -> None:
-        if not self.choices:
-            raise ParamsError(f"CategoricalParam({self.name!r}).choices", "give at least one choice")
-        if len({repr(c) for c in self.choices}) != len(self.choices):
-            raise ParamsError(f"CategoricalParam({self.name!r}).choices", f"choices must be distinct, got {self.choices!r}")
-
-    def suggest(self, trial: Any) -> Any:
-        if all(isinstance(c, PRIMITIVES) for c in self.choices):
-            return trial.suggest_categorical(self.name, list(self.choices))
-        labels = {repr(c): c for c in self.choices}
-        return labels[trial.suggest_categorical(self.name, list(labels))]
-
-    def size(self) -> int | None:
-        return len(self.choices)
-
-    def state(self) -> dict[str, Any]:
-        """``{"kind": "categorical", "name", "choices": [...]}`` (a tuple choice as a list)."""
-        return {"kind": "categorical", "name": self.name,
-                "choices": [list(c) if isinstance(c, tuple) else c for c in self.choices]}
-
-
-def _bounded_state(kind: str, param: Any, *, log: bool, step: Any) -> dict[str, Any]:
-    state: dict[str, Any] = {"kind": kind, "name": param.name, "low": param.low, "high": param.high}
-    if log:
-        state["log"] = True
-    if step is not None:
-        state["step"] = step
-    return state
-
-
-Param = FloatParam | IntParam | CategoricalParam
-
-
-class SearchSpace:
-    """The parameters a search draws, each named by where ``apply`` puts it."""
-
-    def __init__(self, *params: Param) -> None:
-        names = [p.name for p in params]
-        if not params:
-            raise ParamsError("SearchSpace", "give at least one parameter")
-        if len(set(names)) != len(names):
-            raise ParamsError("SearchSpace", f"parameter names must be unique, got {names}")
-        self.params: tuple[Param, ...] = tuple(params)
-
-    def state(self) -> list[dict[str, Any]]:
-        """Every parameter's ``state()``, in order: what a stored study is tied to."""
-        return [p.state() for p in self.params]
-
-    def sample(self, trial: Any) -> dict[str, Any]:
-        """One value per parameter, asked from ``trial``."""
-        return {p.name: p.suggest(trial) for p in self.params}
-
-    def size(self) -> int | None:
-        """How many distinct combinations there are (None: unbounded)."""
-        total = 1
-        for p in self.params:
-            n = p.size()
-            if n is None:
-                return None
-            total *= n
-        return total
-
-
-@attrs.frozen(kw_only=True)
-class SearchBudget:
-    """How much to spend: ``trials`` asked in all, optionally ``updates_per_trial`` committed
-    optimizer updates per trial and a ``deadline_seconds`` for the whole search."""
-
-    trials: int
-    updates_per_trial: int | None = None
-    deadline_seconds: float | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 1:
-            raise ParamsError("SearchBudget.trials", f"must be an int >= 1, got {self.trials!r}")
-        if self.updates_per_trial is not None and self.updates_per_trial < 1:
-            raise ParamsError("SearchBudget.updates_per_trial", "must be >= 1 or None")
-        if self.deadline_seconds is not None and not self.deadline_seconds > 0:
-            raise ParamsError("SearchBudget.deadline_seconds", "must be > 0 or None")
+STUDY_ID_ATTR = "nnx.study_id"  # the study's user attribute naming its trials' attempts
 
 
 # ---------------------------------------------------------------------------------- results
@@ -223,7 +77,8 @@ class TrialOutcome:
     pruned, update_cap, deadline, non_finite, missing, no_validated_epoch, ``error:<type>``,
     ``config_error:<type>``, orphaned), what it used (``epochs`` committed, committed ``updates``,
     ``seconds``, ``overrun_seconds`` past the deadline), the ``observations`` ``(epoch, value)``
-    pruning saw, its run and the value at its BEST (``value``, also ``monitor_value``)."""
+    pruning saw, its run and the value at its BEST (``value``, also ``monitor_value``), and the
+    ``worker`` (``"<host>:<pid>"``) that ran it."""
 
     number: int
     params: Mapping[str, Any]
@@ -241,6 +96,7 @@ class TrialOutcome:
     observations: tuple[tuple[int, float], ...] = ()
     pruned_at_epoch: int | None = None
     error: str | None = None
+    worker: str | None = None  # "<host>:<pid>" of the worker that ran it last (resumed: the one that finished it)
 
     @property
     def monitor_value(self) -> float | None:
@@ -264,8 +120,8 @@ class SearchResult:
     """Every trial of the study in order (earlier searches' included), the best completed one
     (None if none completed), how many trials this call asked, why it stopped, the direction
     (``"minimize"`` / ``"maximize"``), the monitor's key (``"val.loss"``; None for the fallback
-    signal), how far past the deadline it ended, the runs this call trained by trial number, and
-    the Optuna study."""
+    signal), how far past the deadline it ended, the runs this call trained by trial number, the
+    trials it resumed from a dead worker's LAST (``resumed``), and the Optuna study."""
 
     outcomes: tuple[TrialOutcome, ...]
     best: TrialOutcome | None
@@ -277,6 +133,7 @@ class SearchResult:
     monitor: str | None = None
     deadline_overrun_seconds: float | None = None
     trial_runs: Mapping[int, Any] = attrs.field(factory=dict, eq=False, repr=False)
+    resumed: tuple[int, ...] = ()  # the trials this call resumed from their runs' LAST (a dead worker's)
 
     def counts(self) -> dict[str, int]:
         """How many trials ended in each state."""
@@ -338,8 +195,8 @@ class TrialControl(Callback):
         if value is None or not math.isfinite(value):
             self.reason, ctx.should_stop = ("missing" if value is None else "non_finite"), True
             return
-        self.trial.report(float(value), step=ctx.epoch)
-        self.observations.append((ctx.epoch, float(value)))
+        self.trial.report(float(value), step=ctx.epoch)  # a resumed epoch's report is already stored: Optuna keeps it
+        self.observations[:] = [o for o in self.observations if o[0] < ctx.epoch] + [(ctx.epoch, float(value))]
         if self.trial.should_prune():
             ctx.should_stop, self.pruned_at = True, ctx.epoch
         elif self._past_deadline():
@@ -387,7 +244,9 @@ def search(
     defaults to TPE seeded with ``seed``; ``pruner`` to Optuna's default (a median pruner);
     ``storage`` is Optuna's study storage (the runs go where the plan keeps them:
     ``plan.with_storage(...)``); a stored study named ``study_name`` is continued, its trials
-    counting against the budget. ``clock`` measures the deadline (seconds)."""
+    counting against the budget, and its trials left running by a dead worker are resumed from
+    their runs' LAST (``nnx_api.experiments.search_workers``). ``clock`` measures the deadline
+    (seconds)."""
     started = clock()  # the deadline covers the whole search, set-up included
     refuse_multi_rank("nnx_api.search.search()")
     if not isinstance(space, SearchSpace):
@@ -402,51 +261,75 @@ def search(
     optuna = require("optuna", "search", "nnx_api.experiments.search.search")
     direction = "minimize" if resolved is None or resolved.mode == "min" else "maximize"
     name = study_name or f"search-{uuid.uuid4().hex[:8]}"
-    study = optuna.create_study(
-        direction=direction,
-        sampler=sampler if sampler is not None else optuna.samplers.TPESampler(seed=seed),
+    study = workers.open_study(
+        optuna, name=name, storage=storage, direction=direction,
+        sampler=sampler if sampler is not None else _default_sampler(optuna, seed),
         pruner=pruner,  # None: Optuna's own default (a median pruner after five trials), as NNx passes it
-        study_name=name,
-        storage=storage,
-        load_if_exists=True,
     )
-    _claim(study, name, {"space": space.state(), "monitor": None if resolved is None else resolved.state(),
+    study_id = _claim(study, name, {"space": space.state(), "monitor": None if resolved is None else resolved.state(),
                          "direction": direction, "plan": _plan_identity(plan)})
     deadline = None if budget.deadline_seconds is None else started + budget.deadline_seconds
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._") or "search"
+    root = workers.lease_root(plan)
     tried = {repr(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)}
-    size, asked, reason, overrun, runs = space.size(), 0, "budget", None, {}
-    while sum(t.state.name != "WAITING" for t in study.get_trials(deepcopy=False)) < budget.trials:
+    size, asked, resumed, reason, overrun, runs = space.size(), 0, [], "budget", None, {}
+
+    while True:
         now = clock()
         if deadline is not None and now >= deadline:
             reason, overrun = "deadline", now - deadline
             break
-        if size is not None and len(tried) >= size:
-            reason = "exhausted"
-            break
-        trial = study.ask()
-        asked += 1
-        control = TrialControl(trial, budget.updates_per_trial, deadline=deadline, clock=clock)
-        try:
-            run, state, value = _run_trial(trial, plan, space, apply, resolved, budget, control,
-                                           f"{slug}.t{trial.number}", tried)
-        except BaseException:
-            _tell(optuna, study, trial, "failed")
-            raise
-        if run is not None:
-            runs[trial.number] = run
-        if _tell(optuna, study, trial, state, value):  # e.g. a GridSampler whose grid is used up
+        with contextlib.ExitStack() as lease:
+            frozen = workers.take_orphan(study, root, lease)
+            if frozen is not None:  # a dead worker's trial: its run goes on from LAST
+                trial, attempt = optuna.trial.Trial(study, frozen._trial_id), frozen.user_attrs["attempt_id"]
+                resumed.append(trial.number)
+            else:
+                if workers.counted(study.get_trials(deepcopy=False)) >= budget.trials:
+                    break
+                if size is not None and len(tried) >= size:
+                    reason = "exhausted"
+                    break
+                trial = study.ask()
+                if workers.over_budget(study, trial.number, budget.trials):  # another worker took the last one
+                    trial.set_user_attr(workers.DISCARDED_ATTR, True)
+                    _tell(optuna, study, trial, "failed")
+                    workers.say(name, f"trial {trial.number} discarded: the budget of {budget.trials} was spent")
+                    break
+                asked += 1
+                attempt = f"{slug}-{study_id}.t{trial.number}"
+                lease.enter_context(workers.claimed(root, attempt))
+                trial.set_user_attr("attempt_id", attempt)
+            trial.set_user_attr(workers.WORKER_ATTR, workers.worker_name())  # only under the lease
+            try:
+                run, state, value = _run_trial(trial, plan, space, apply, resolved, budget, deadline, clock,
+                                               attempt, tried, frozen, name)
+            except TrainingPreempted:
+                raise  # the trial stays running under this worker's name: the same command resumes it
+            except BaseException:
+                _tell(optuna, study, trial, "failed")
+                raise
+            if run is not None:
+                runs[trial.number] = run
+            stop = _tell(optuna, study, trial, state, value)  # before the lease is released
+        if stop:  # e.g. a GridSampler whose grid is used up
             reason = "exhausted"
             break
     now = clock()
     if reason == "budget" and deadline is not None and asked and now >= deadline:
         overrun = now - deadline
-    outcomes = tuple(TrialOutcome.of(t) for t in study.get_trials(deepcopy=False))
+    outcomes = tuple(TrialOutcome.of(t) for t in study.get_trials(deepcopy=False)
+                     if not t.user_attrs.get(workers.DISCARDED_ATTR))
     return SearchResult(
         outcomes=outcomes, best=_best(outcomes, direction), asked=asked, stop_reason=reason, direction=direction,
         study=study, study_name=name, monitor=None if resolved is None else resolved.key,
-        deadline_overrun_seconds=overrun, trial_runs=MappingProxyType(runs),
+        deadline_overrun_seconds=overrun, trial_runs=MappingProxyType(runs), resumed=tuple(resumed),
     )
+
+
+def _default_sampler(optuna: Any, seed: int | None) -> Any:
+    """TPE, seeded per trial number when ``seed`` is given (``search_workers.trial_seeded_tpe``)."""
+    return optuna.samplers.TPESampler(seed=None) if seed is None else workers.trial_seeded_tpe(optuna, seed)
 
 
 def _scored_plan(plan: Any, monitor: MonitorSpec | None, budget: SearchBudget) -> tuple[ExperimentPlan, Any]:
@@ -490,8 +373,10 @@ def _plan_identity(plan: ExperimentPlan) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _claim(study: Any, name: str, identity: dict[str, Any]) -> None:
-    """Tie a new study to this search; refuse a stored one that belongs to another."""
+def _claim(study: Any, name: str, identity: dict[str, Any]) -> str:
+    """Tie a new study to this search; refuse a stored one that belongs to another. Returns the
+    study's own id, which names its trials' attempts, so that a study made anew under an old name
+    (its database deleted) never meets the runs of the old one."""
     stored = study.user_attrs.get(STUDY_ATTR)
     if stored is None:
         if study.trials:
@@ -501,15 +386,24 @@ def _claim(study: Any, name: str, identity: dict[str, Any]) -> None:
         changed = ", ".join(sorted(k for k in identity if stored.get(k) != identity[k]))
         raise ParamsError("search.study_name", f"study {name!r} belongs to a different search ({changed} differ); use "
                           "another study_name, or search the same space, monitor and plan")
+    if STUDY_ID_ATTR not in study.user_attrs:  # two workers making it at once may both set it: each trial keeps its attempt
+        study.set_user_attr(STUDY_ID_ATTR, uuid.uuid4().hex[:6])
+    return str(study.user_attrs[STUDY_ID_ATTR])
 
 
 def _run_trial(  # noqa: ANN001
-    trial, plan, space, apply, monitor, budget, control, attempt, tried
+    trial, plan, space, apply, monitor, budget, deadline, clock, attempt, tried, resumed, study_name
 ) -> tuple[Any, str, float | None]:
-    """Fit one trial, recording what became of it in the trial's user attributes; ``(run or None,
+    """Fit one trial (``resumed``: the frozen trial a dead worker left, whose run goes on from
+    its LAST), recording what became of it in the trial's user attributes; ``(run or None,
     state, value)``. A configuration error (``apply`` raising or giving a plan the search cannot
-    score) and an interruption are recorded, then raised: they stop the search."""
+    score) is recorded, then raised: it stops the search, as does ``KeyboardInterrupt`` (the trial
+    failed, as NNx records it). A preemption (``TrainingPreempted``) leaves the trial running, to
+    be resumed by the same command."""
+    control = TrialControl(trial, budget.updates_per_trial, deadline=deadline, clock=clock)
     started = control.clock()
+    if resumed is not None:  # what pruning saw before the worker died
+        control.observations.extend(sorted((int(e), float(v)) for e, v in resumed.intermediate_values.items()))
 
     def record(**facts: Any) -> None:
         facts = {"attempt_id": attempt, "epochs": control.epochs, "updates": control.updates,
@@ -521,8 +415,10 @@ def _run_trial(  # noqa: ANN001
     def failed(kind: str, exc: BaseException) -> None:
         record(reason=f"{kind}:{type(exc).__name__}", error=f"{type(exc).__name__}: {exc}")
 
-    values = space.sample(trial)
+    values = space.sample(trial)  # a resumed trial's own values: Optuna returns what it suggested before
     tried.add(repr(sorted(values.items())))
+    workers.say(study_name, f"trial {trial.number} {'resumed from its LAST' if resumed else 'started'}: "
+                f"{dict(values)} (attempt {attempt})")
     try:
         trial_plan = apply(plan, MappingProxyType(dict(values)))
         if not isinstance(trial_plan, ExperimentPlan):
@@ -532,11 +428,16 @@ def _run_trial(  # noqa: ANN001
         failed("config_error" if isinstance(exc, Exception) else "error", exc)
         raise
     try:
-        run = trial_plan.with_callback_factories(*trial_plan.callback_factories, lambda: control).fit(attempt=attempt).run
+        with_control = trial_plan.with_callback_factories(*trial_plan.callback_factories, lambda: control)
+        run = with_control.fit(attempt=attempt, resume="auto" if resumed is not None else None).run
+    except TrainingPreempted:
+        workers.say(study_name, f"trial {trial.number} preempted: the same command resumes it from its LAST")
+        raise
     except BaseException as exc:
         failed("error", exc)
         if not isinstance(exc, Exception):
             raise
+        workers.say(study_name, f"trial {trial.number} failed: {type(exc).__name__}: {exc}")
         return None, "failed", None
     best = run.best()
     value = None if best is None or best.selection is None else best.selection.value
@@ -544,7 +445,7 @@ def _run_trial(  # noqa: ANN001
     on_disk = isinstance(files.storage, FileStorage) and best is not None
     checkpoint = os.path.join(files.storage.root, files.tag_path("best")) if on_disk else None
     facts = dict(run_id=run.id, value=value, best_epoch=None if best is None else best.epoch_idx,
-                 epochs=len(run.epochs), checkpoint=checkpoint)
+                 epochs=len(run.epochs), checkpoint=checkpoint, updates=control.updates or _committed_updates(run))
     if control.reason in ("non_finite", "missing"):
         state, reason = "failed", control.reason
     elif control.pruned_at is not None:
@@ -555,7 +456,15 @@ def _run_trial(  # noqa: ANN001
     else:
         state, reason = "completed", control.reason or "completed"
     record(**facts, reason=reason)
+    workers.say(study_name, f"trial {trial.number} {state}: value {value} (run {run.id})")
     return run, state, value
+
+
+def _committed_updates(run: Any) -> int:
+    """The optimizer updates a run's LAST holds (a resumed trial whose run had already ended
+    makes none in this process)."""
+    point = NNCheckpoint.resume_point(run)
+    return int((point or {}).get("committed_updates") or 0)
 
 
 def _tell(optuna: Any, study: Any, trial: Any, state: str, value: float | None = None) -> bool:
@@ -591,6 +500,7 @@ __all__ = [
     "SearchError",
     "SearchResult",
     "SearchSpace",
+    "StudyStorageError",
     "TrialControl",
     "TrialOutcome",
     "apply_params",
