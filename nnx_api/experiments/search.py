@@ -181,26 +181,42 @@ class TrialControl(Callback):
         self.overrun = now - self.deadline
         return True
 
+    def _stop(self, reason: str) -> None:
+        """Why the trial stops, also written on the trial at once: a worker that resumes it after
+        this process died (between this decision and telling the trial) knows it."""
+        self.reason = reason
+        self.trial.set_user_attr("reason", reason)
+
     def _after_update(self, ctx: CallbackContext) -> None:
         self.updates = ctx.update_count
         if self.max_updates is not None and self.updates >= self.max_updates:
-            ctx.stop_at_update, self.reason = True, self.reason or "update_cap"
+            ctx.stop_at_update = True
+            self._stop(self.reason or "update_cap")
         if self._past_deadline():
-            ctx.stop_at_update, self.reason = True, "deadline"
+            ctx.stop_at_update = True
+            self._stop("deadline")
 
     def on_epoch_end(self, ctx: CallbackContext) -> None:
         self.epochs += 1
         decision = ctx.decision
         value = None if decision is None else decision.value
         if value is None or not math.isfinite(value):
-            self.reason, ctx.should_stop = ("missing" if value is None else "non_finite"), True
+            ctx.should_stop = True
+            self._stop("missing" if value is None else "non_finite")
             return
         self.trial.report(float(value), step=ctx.epoch)  # a resumed epoch's report is already stored: Optuna keeps it
         self.observations[:] = [o for o in self.observations if o[0] < ctx.epoch] + [(ctx.epoch, float(value))]
         if self.trial.should_prune():
             ctx.should_stop, self.pruned_at = True, ctx.epoch
+            self.trial.set_user_attr("pruned_at_epoch", ctx.epoch)
         elif self._past_deadline():
-            ctx.should_stop, self.reason = True, "deadline"
+            ctx.should_stop = True
+            self._stop("deadline")
+
+    def resume(self, frozen: Any) -> None:
+        """Go on from what a dead worker's control saw and decided on trial ``frozen``."""
+        self.observations[:] = sorted((int(e), float(v)) for e, v in frozen.intermediate_values.items())
+        self.pruned_at, self.reason = frozen.user_attrs.get("pruned_at_epoch"), frozen.user_attrs.get("reason")
 
 
 # ---------------------------------------------------------------------------------- search
@@ -402,8 +418,8 @@ def _run_trial(  # noqa: ANN001
     be resumed by the same command."""
     control = TrialControl(trial, budget.updates_per_trial, deadline=deadline, clock=clock)
     started = control.clock()
-    if resumed is not None:  # what pruning saw before the worker died
-        control.observations.extend(sorted((int(e), float(v)) for e, v in resumed.intermediate_values.items()))
+    if resumed is not None:
+        control.resume(resumed)
 
     def record(**facts: Any) -> None:
         facts = {"attempt_id": attempt, "epochs": control.epochs, "updates": control.updates,
