@@ -36,6 +36,7 @@ import contextlib
 import hashlib
 import os
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,6 +46,7 @@ from nnx_adapters.storage.paths import LEASE_FOLDER
 from nnx_api.callbacks.progress import message_stream
 from nnx_api.runs.store import runs_root
 
+OPEN_TRIES = 5  # a study or schema created by workers started together: tried again after a pause
 WORKER_ATTR = "worker"  # the trial's user attribute: "<host>:<pid>" of the worker that holds (held) it
 DISCARDED_ATTR = "discarded"  # a trial asked past the budget by a worker that lost the race for the last one
 
@@ -162,22 +164,35 @@ def trial_seeded_tpe(optuna: Any, seed: int) -> Any:
 
 def open_study(optuna: Any, *, name: str, storage: Any, direction: str, sampler: Any, pruner: Any) -> Any:
     """Create or load study ``name`` (``StudyStorageError`` when its storage cannot be reached;
-    ``ParamsError`` when a stored study of that name optimizes the other way)."""
-    try:
-        study = optuna.create_study(direction=direction, sampler=sampler, pruner=pruner, study_name=name,
-                                    storage=storage, load_if_exists=True)
-    except Exception as exc:  # the driver's or database library's own (sqlalchemy's OperationalError, ImportError, ...)
-        sqlite = isinstance(storage, str) and storage.startswith("sqlite")
-        fix = ("SQLite creates the database file but not its folder: create the folder, or give a path in one that "
-               "exists" if sqlite else "check the URL, that the database server is up and reachable from this "
-               "machine, and that its Python driver is installed")
-        raise StudyStorageError(f"study {name!r}: its storage {_shown(storage)} cannot be opened "
-                                f"({type(exc).__name__}: {exc}). Nothing was run; {fix}") from exc
+    ``ParamsError`` when a stored study of that name optimizes the other way). Workers started
+    together race to create the database's tables and the study; the losers try again."""
+    for attempt in range(OPEN_TRIES):
+        try:
+            study = optuna.create_study(direction=direction, sampler=sampler, pruner=pruner, study_name=name,
+                                        storage=storage, load_if_exists=True)
+            break
+        except Exception as exc:  # the driver's or database library's own (sqlalchemy's OperationalError, ...)
+            if attempt + 1 < OPEN_TRIES and _creation_race(exc):
+                time.sleep(0.2 * (attempt + 1))  # workers started together all create the schema; one wins
+                continue
+            sqlite = isinstance(storage, str) and storage.startswith("sqlite")
+            fix = ("SQLite creates the database file but not its folder: create the folder, or give a path in one "
+                   "that exists" if sqlite else "check the URL, that the database server is up and reachable from "
+                   "this machine, and that its Python driver is installed")
+            raise StudyStorageError(f"study {name!r}: its storage {_shown(storage)} cannot be opened "
+                                    f"({type(exc).__name__}: {exc}). Nothing was run; {fix}") from exc
     stored = study.direction.name.lower()
     if stored != direction:
         raise ParamsError("search.study_name", f"study {name!r} is stored to {stored} and this search's monitor "
                           f"wants to {direction}; use another study_name, or a monitor whose mode matches the study")
     return study
+
+
+def _creation_race(exc: BaseException) -> bool:
+    """Whether ``exc`` is another worker creating the same study or schema at the same moment
+    (a unique constraint, or SQLite's lock), which a moment later is gone."""
+    text = f"{type(exc).__name__}: {exc}"
+    return any(sign in text for sign in ("IntegrityError", "UNIQUE constraint", "already exists", "database is locked"))
 
 
 def _shown(storage: Any) -> str:

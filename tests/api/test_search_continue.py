@@ -125,3 +125,26 @@ def test_fit_continues_a_named_attempt_only_when_asked(tmp_path):
         plan.fit(resume="auto")  # which attempt? refused
     with pytest.raises(PlanError, match="resume"):
         plan.fit("a2", resume="yes")
+
+
+def test_workers_racing_to_create_the_study_try_again(tmp_path, monkeypatch):
+    create, calls = optuna.create_study, []
+
+    class IntegrityError(Exception):  # what SQLAlchemy raises to the worker that loses the race
+        pass
+
+    def racing(**kwargs):
+        calls.append(kwargs["study_name"])
+        if len(calls) == 1:
+            raise IntegrityError("UNIQUE constraint failed: alembic_version.version_num")
+        return create(**kwargs)
+
+    monkeypatch.setattr(optuna, "create_study", racing)
+    assert run_search(tmp_path / "r", 1).counts()["completed"] == 1 and calls == ["s1", "s1"]
+
+    def always(**kwargs):
+        raise IntegrityError("UNIQUE constraint failed: studies.study_name")
+
+    monkeypatch.setattr(optuna, "create_study", always)
+    with pytest.raises(StudyStorageError, match="UNIQUE constraint"):  # a race that never ends is an error too
+        run_search(tmp_path / "r2", 1)
