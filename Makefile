@@ -115,3 +115,11 @@ chaos: $(CHAOS_STAMP)  ## crash every file event of every driver in every mode (
 
 chaos-quick: $(CHAOS_STAMP)  ## a sample of the crash matrix (minutes; run by CI)
 	$(BIN)/python bench/chaos/matrix.py --quick $(CHAOS_ARGS)
+
+# Search workers on a PostgreSQL study (docs/plans-search.md): the test starts its own server from the
+# system's PostgreSQL binaries (skipped, with the reason, where there are none). The database driver
+# is installed for this target only: the package itself does not need it.
+.PHONY: search-postgres
+search-postgres: $(STAMP)  ## two search workers sharing a PostgreSQL study, on a server the test starts
+	$(BIN)/python -m pip install -q -c constraints-dev.txt psycopg2-binary
+	NNX_DEEP=1 $(BIN)/python -m pytest -p no:randomly -rs tests/integration/test_search_workers.py -k postgresql

@@ -394,11 +394,14 @@ def _claim(study: Any, name: str, identity: dict[str, Any]) -> str:
     study's own id, which names its trials' attempts, so that a study made anew under an old name
     (its database deleted) never meets the runs of the old one."""
     stored = study.user_attrs.get(STUDY_ATTR)
-    if stored is None:
-        if study.trials:
-            raise ParamsError("search.study_name", f"study {name!r} holds trials this search did not run; use another name")
+    if stored is None and not study.trials:
         study.set_user_attr(STUDY_ATTR, identity)
-    elif stored != identity:
+        stored = identity
+    elif stored is None:  # trials, but no owner when read: a worker started beside this one may have claimed it since
+        stored = study.user_attrs.get(STUDY_ATTR)
+        if stored is None:
+            raise ParamsError("search.study_name", f"study {name!r} holds trials this search did not run; use another name")
+    if stored != identity:
         changed = ", ".join(sorted(k for k in identity if stored.get(k) != identity[k]))
         raise ParamsError("search.study_name", f"study {name!r} belongs to a different search ({changed} differ); use "
                           "another study_name, or search the same space, monitor and plan")

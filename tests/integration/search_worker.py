@@ -11,6 +11,9 @@ command run again must resume the trial it was in from its LAST. ``--out`` write
 the trials this process ran and resumed. The worker's own log lines go to stdout.
 ``--barrier DIR --barrier-count N``: once its plan is built (imports done), the worker leaves a
 file in ``DIR`` and waits until ``N`` workers have, so workers started together search together.
+``--ask-together`` (with ``--barrier``): the storage makes this worker's first trial only once all
+``N`` workers are about to ask theirs (a second barrier), so that all of them passed their budget
+check before any trial exists: workers beyond the budget then ask past it.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import nnx_api as nnx
 from nnx_api.experiments.plans import ExperimentPlan, PlanData
-from nnx_api.experiments.search import CategoricalParam, FloatParam, SearchBudget, SearchSpace, search
+from nnx_api.experiments.search import FloatParam, SearchBudget, SearchSpace, search
 
 
 def plan(root: str, epochs: int, commit_every: int | None, kill: int | None, marker: Path) -> ExperimentPlan:
@@ -78,13 +81,38 @@ def wait_for_others(folder: Path, count: int, limit: float = 120.0) -> None:
         time.sleep(0.05)
 
 
-def storage_of(text: str):
-    if not text.startswith("journal:"):
+def storage_of(text: str, before_first_ask=None):
+    """The study storage; ``before_first_ask()`` runs in this process before the storage makes
+    the first trial it asks for."""
+    if not text.startswith("journal:") and before_first_ask is None:
         return text
     import optuna
     from optuna.storages.journal import JournalFileBackend
 
-    return optuna.storages.JournalStorage(JournalFileBackend(text.removeprefix("journal:")))
+    if text.startswith("journal:"):
+        kind, args = optuna.storages.JournalStorage, (JournalFileBackend(text.removeprefix("journal:")),)
+    else:
+        kind, args = optuna.storages.RDBStorage, (text,)
+    if before_first_ask is None:
+        return kind(*args)
+
+    held = [before_first_ask]
+
+    def hold() -> None:
+        while held:
+            held.pop()()
+
+    class HeldAsk(kind):  # Optuna's cache over an RDBStorage makes trials through _create_new_trial
+        def create_new_trial(self, study_id, template_trial=None):
+            hold()
+            return super().create_new_trial(study_id, template_trial)
+
+        if hasattr(kind, "_create_new_trial"):
+            def _create_new_trial(self, study_id, template_trial=None):
+                hold()
+                return super()._create_new_trial(study_id, template_trial)
+
+    return HeldAsk(*args)
 
 
 def main() -> int:
@@ -99,6 +127,7 @@ def main() -> int:
     parser.add_argument("--out", default=None)
     parser.add_argument("--barrier", default=None)
     parser.add_argument("--barrier-count", type=int, default=1)
+    parser.add_argument("--ask-together", action="store_true")
     args = parser.parse_args()
     import optuna
 
@@ -112,8 +141,11 @@ def main() -> int:
     base = plan(args.root, args.epochs, args.commit_every, args.kill_after, marker)
     if args.barrier:
         wait_for_others(Path(args.barrier), args.barrier_count)
+    held = None
+    if args.ask_together:
+        held = lambda: wait_for_others(Path(f"{args.barrier}-ask"), args.barrier_count)  # noqa: E731
     result = search(base, space, budget=SearchBudget(trials=args.trials), study_name=args.study,
-                    storage=storage_of(args.storage), pruner=optuna.pruners.NopPruner(),
+                    storage=storage_of(args.storage, held), pruner=optuna.pruners.NopPruner(),
                     apply=apply)
     if args.out:
         Path(args.out).write_text(json.dumps({
