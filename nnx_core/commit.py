@@ -30,8 +30,9 @@ knows idps.csv holds exactly the previous commit's bytes and the new bytes exten
 rename or folder fsync). A crash inside that append can leave a torn or zero-filled tail past
 LAST's ``history_bytes``; readers (``read_history``) cut such a tail off, and the next session's
 first commit replaces the file whole. A journal step keeps its own order outside the group. The
-tags of step 4 are one group too, after LAST is durable. ``refresh_last`` collects what the final
-LAST leaves unnamed.
+tags of step 4 are one group too, after LAST is durable; a crash before they are durable leaves
+them behind LAST, which lists them, and the next writer finishes them (``complete_tags``).
+``refresh_last`` collects what the final LAST leaves unnamed.
 
 A mid-epoch commit (at an optimizer-update boundary inside epoch e) is the same ``commit_epoch``
 in the same order, with less: the blob, the history holding the epoch's records so far, then LAST
@@ -457,6 +458,26 @@ def weights_tag(files: RunFiles, tag: str, epoch: int, payload: bytes) -> TagMan
     )
     files.write_tag(manifest)
     return manifest
+
+
+def complete_tags(files: RunFiles) -> tuple[str, ...]:
+    """Finish step 4 of the newest commit when a crash after LAST left it undone: each tag LAST
+    lists as an alias that is missing or names an earlier epoch becomes a copy of LAST, in one
+    folder fsync, as ``commit_epoch`` writes them. Returns the tags written. (LAST is the commit's
+    own manifest then: ``refresh_last`` runs only after step 4 was durable, and writes no aliases.)"""
+    last = files.read_tag(LAST)  # checked; read back without its aliases, which its bytes list
+    if last is None:
+        return ()
+    behind = []
+    for tag in json.loads(files.storage.read(files.tag_path(LAST))).get("aliases", []):
+        held = files.read_tag(tag)
+        if held is None or held.epoch < last.epoch:
+            behind.append(tag)
+    if behind:
+        with files.storage.sync_group():
+            for tag in behind:
+                copy_file(files.storage, files.tag_path(LAST), files.tag_path(tag))
+    return tuple(behind)
 
 
 def refresh_last(files: RunFiles, payload: bytes | Callable[[BinaryWriter], None]) -> TagManifest | None:

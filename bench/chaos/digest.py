@@ -7,12 +7,19 @@ through its lineage (``nnx.iter_history(..., lineage=True)``: a run resumed with
 ``resume_from_run_id`` continues its source's records). The final run is the one no other run
 names as its ``parent_run_id``. ckpt-chaos compares the output with the fault-free run's: one
 differing byte is a ``SILENT_DIVERGENCE``; a run that fails to load exits non-zero.
+
+For the ``search`` driver (``OUT/study.journal`` exists) it prints ``search_summary`` instead:
+one line per trial of the study (number, params, state, reason, value, BEST epoch, its run
+and attempt, epochs, updates, what pruning saw: not the worker, seconds or checkpoint path,
+which differ from run to run), the best trial, and one line per run under ``OUT/runs`` (LAST
+and BEST: epoch and weights digest; its history's digest).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -71,6 +78,80 @@ def history_digest(run: nnx.NNRun) -> str:
     return h.hexdigest()
 
 
+SEARCH_JOURNAL, SEARCH_STUDY = "study.journal", "chaos-search"
+OUTCOME_FIELDS = ("state", "reason", "value", "best_epoch", "run_id", "attempt_id", "epochs", "updates",
+                  "observations", "pruned_at_epoch", "error")
+
+
+def search_storage(out: Path, grace_seconds: int) -> object:
+    """The ``search`` driver's Optuna study storage: a journal file under ``out`` whose lock is an
+    ``O_EXCL`` file (``JournalFileOpenLock``), broken ``grace_seconds`` after a killed worker left it.
+
+    Appended as Optuna's ``JournalFileBackend`` appends (under the lock: open for append, one
+    write, fsync, close), but with ``os.open`` / ``os.write`` rather than ``open()``, and the file
+    created the same way: ckpt-chaos's ``torn`` mode cuts a file written with ``open()`` to half its
+    size, which for an append-only journal destroys lines fsynced long before (no crash does
+    that), and Optuna cannot read a journal with a cut line followed by more lines. Every journal
+    and lock event stays a crash point of the other modes."""
+    import optuna
+    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+    from optuna.storages.journal._file import get_lock_file
+
+    class Appended(JournalFileBackend):
+        def append_logs(self, logs: list[dict]) -> None:
+            data = ("\n".join(json.dumps(log, separators=(",", ":")) for log in logs) + "\n").encode()
+            with get_lock_file(self._lock):
+                fd = os.open(self._file_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+
+    if not out.is_dir():  # the journal's folder (the runs root's parent): Optuna creates the file, not its folder
+        out.mkdir(parents=True)
+    path = str((out / SEARCH_JOURNAL).resolve())
+    if not os.path.exists(path):  # what JournalFileBackend does with open(path, "ab")
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+    return optuna.storages.JournalStorage(Appended(path, JournalFileOpenLock(path, grace_seconds)))
+
+
+def search_summary(out: Path) -> str:
+    """What the ``search`` driver ended with: every trial's outcome, the best trial, every run.
+    The study's random id (``search.STUDY_ID_ATTR``, in every attempt id and so every run id)
+    differs from one fault-free search to the next: attempts show it as ``{study}`` and runs are
+    named by the trial that names them (``t<number>``; a run no trial names: ``unnamed``)."""
+    import optuna
+
+    from nnx_api.experiments.search import STUDY_ID_ATTR, TrialOutcome
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name=SEARCH_STUDY, storage=search_storage(out, 3))
+    study_id = str(study.user_attrs.get(STUDY_ID_ATTR))
+    trials = study.get_trials(deepcopy=False)
+    runs = sorted(committed_runs(out / "runs"), key=lambda r: r.id)
+    names = {t.user_attrs["run_id"]: f"t{t.number}" for t in trials if t.user_attrs.get("run_id")}
+    lines = []
+    for frozen in trials:
+        o = TrialOutcome.of(frozen)
+        facts = {"params": dict(o.params), **{k: getattr(o, k) for k in OUTCOME_FIELDS}}
+        facts["attempt_id"] = None if o.attempt_id is None else o.attempt_id.replace(study_id, "{study}")
+        facts["run_id"] = None if o.run_id is None else names[o.run_id] + ("" if o.run_id in {r.id for r in runs}
+                                                                          else " (missing)")
+        lines.append(f"trial {o.number} {json.dumps(facts, sort_keys=True)}")
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    lines.append(f"best {study.best_trial.number if complete else None}")
+    for run in sorted(runs, key=lambda r: (r.id not in names, names.get(r.id, ""), r.id)):
+        tags = []
+        for tag in ("last", "best"):
+            ckpt = run.checkpoint(tag)
+            tags.append(f"{tag} {None if ckpt is None else ckpt.epoch} {None if ckpt is None else state_digest(ckpt.weights())}")
+        lines.append(f"run {names.get(run.id, 'unnamed')} {' '.join(tags)} history {history_digest(run)}")
+    return "\n".join(lines) + "\n"
+
+
 def summary(root: Path) -> str:
     """The three lines: LAST's epoch, its weights' digest, the lineage history's digest."""
     last = final_checkpoint(root)
@@ -78,4 +159,5 @@ def summary(root: Path) -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(summary(Path(sys.argv[1]) / "runs"))
+    out = Path(sys.argv[1])
+    sys.stdout.write(search_summary(out) if (out / SEARCH_JOURNAL).exists() else summary(out / "runs"))

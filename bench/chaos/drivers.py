@@ -23,7 +23,18 @@ under ``OUT`` and runs the resume command on what the kill left:
   raises ``TrainingPreempted``, and the script, as a requeued job would, trains the same
   configuration again with ``resume="auto"`` in the same process (the file events of both calls
   are the matrix's). Any other SIGTERM (ckpt-chaos's), also one that arrives while the driver's
-  own is being obeyed, ends the process with ``TrainingPreempted``.
+  own is being obeyed, ends the process with ``TrainingPreempted``;
+* ``search``: a hyperparameter search (``nnx_api.experiments.search.search``) of
+  ``SEARCH_TRIALS`` (3) trials over the learning rate, each a plan fit of a digits MLP with
+  ``commit_every=2`` (6 batches an epoch: 2 commits inside each epoch, 1 at its end), its
+  Optuna study in ``OUT/study.journal`` (``JournalStorage(JournalFileBackend(...,
+  JournalFileOpenLock(...)))``: Python file writes, so the study's bookkeeping -- the lock file,
+  each journal append, the lock's release -- is the matrix's file events too, as are the trial
+  leases under ``OUT/runs/.leases``). The same command continues the study: a trial whose
+  worker died is resumed from its run's LAST. The open lock, not Optuna's default symlink lock:
+  a lock a killed worker leaves is broken after its grace period (``SEARCH_LOCK_GRACE_S``, 3 s
+  here for speed; Optuna's default is 30 s), where a symlink lock on a relative journal path
+  dangles and the next worker spins forever.
 
 ckpt-chaos kills the rank that makes the file events: a DDP run's writer (the other rank
 writes nothing). Every run ends with one line for ``--step-regex`` (``resumed at epoch K``),
@@ -40,10 +51,18 @@ after checking two promises itself, exiting non-zero if either is broken:
   replacement's epochs;
 * the model in memory holds exactly the weights LAST holds on disk: exit 3.
 
+``search`` checks, instead of the first two: every fit this process ran (a new trial or a dead
+worker's) started at the update after its run's LAST as a reader saw it before the search
+(``lost_update``; nothing committed: update 1 of epoch 0), every trial ended completed, with
+one complete run of its own, and the runs root holds no other run (nothing lost, nothing
+duplicated): exit 4. Its result (``digest.search_summary``) is every trial's outcome (number,
+params, state, reason, value, BEST epoch, run and attempt ids, epochs, updates, what pruning
+saw) and every run's LAST and BEST (epoch, weights digest) and history digest.
+
 Then rank 0 writes ``OUT.result`` (``digest.summary``: LAST's epoch, a SHA-256 over its weights and
 one over the committed history, read back from disk), which ``--result-file`` compares with the
-fault-free run's. It lies beside ``OUT``, not in it, so it adds no file event; ``digest.py OUT``
-prints the same three lines on its own (usable as ``--result-cmd``). ``--epochs N`` (default 2)
+fault-free run's (``search``: ``digest.search_summary``). It lies beside ``OUT``, not in it, so
+it adds no file event; ``digest.py OUT`` prints the same lines on its own (usable as ``--result-cmd``). ``--epochs N`` (default 2)
 sets the job's length.
 """
 
@@ -70,7 +89,7 @@ from torch.utils.data import DataLoader, Dataset  # noqa: E402
 import nnx_api as nnx  # noqa: E402
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2] / "examples")]
-from digest import committed_runs, final_checkpoint, state_digest, summary  # noqa: E402
+from digest import SEARCH_STUDY, committed_runs, final_checkpoint, search_storage, search_summary, state_digest, summary  # noqa: E402
 
 import ddp_supervised  # noqa: E402  (examples/: the drivers train what the examples train)
 import gan_trainer  # noqa: E402
@@ -160,6 +179,16 @@ def lost_update(before: tuple[int, int, bool], first: FirstUpdate, epochs: int) 
         return (f"LAST held update {updates} (epoch {epoch}, {'inside it' if mid else 'its end'}); training restarted "
                 f"at update {first.update} in epoch {first.epoch}")
     return None
+
+
+def resume_point(run: nnx.NNRun) -> tuple[int, int, bool]:
+    """``committed_point`` of one run: LAST's epoch (-1: nothing committed), its committed
+    updates, and whether it was committed inside its epoch."""
+    point = nnx.NNCheckpoint.resume_point(run, "last")
+    if point is None:
+        return -1, 0, False
+    mid = point["position"] is not None
+    return (point["position"]["epoch"] if mid else point["completed_epoch"]), int(point["committed_updates"]), mid
 
 
 class Augmented(Dataset):
@@ -360,6 +389,72 @@ def preemption(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.
     return model
 
 
+SEARCH_TRIALS = 3
+SEARCH_LOCK_GRACE_S = 3  # a journal lock left by a killed worker is broken after this long (Optuna's default: 30 s)
+
+
+def search_driver(out: Path, epochs: int) -> int:
+    """``SEARCH_TRIALS`` trials, each a fit of a digits plan with ``commit_every=2``; rerunning
+    continues the study in ``OUT/study.journal``. Returns the exit status (``LOST_WORK`` or 0)."""
+    import optuna
+
+    from nnx_api.experiments.plans import ExperimentPlan, PlanData
+    from nnx_api.experiments.search import FloatParam, SearchBudget, SearchSpace, search
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    root = out / "runs"
+    before = {run.id: resume_point(run) for run in committed_runs(root)}  # what a reader sees before the search
+    train, val = digits()
+    starts: list[FirstUpdate] = []
+
+    def started() -> FirstUpdate:  # one per fit, in the order of the fits
+        starts.append(FirstUpdate())
+        return starts[-1]
+
+    plan = ExperimentPlan(
+        net=nnx.NNParams(input_dim=64, output_dim=10, hidden_dims=(32,), dropout_prob=0.1),
+        model=nnx.NNModelParams(loss=nnx.Losses.CROSS_ENTROPY),
+        train=nnx.NNTrainParams(n_epochs=epochs, optim=nnx.NNOptimParams(name=nnx.Optims.ADAM, max_lr=3e-3),
+                                metrics=(nnx.MetricSpec(id="nll"),), monitor=nnx.MonitorSpec(metric="nll"),
+                                commit_every=2, progress=False),
+        data=PlanData(train=lambda: DataLoader(train, batch_size=256, shuffle=True,
+                                               generator=torch.Generator().manual_seed(0)),
+                      val=lambda: DataLoader(val, batch_size=512)),
+        seed=0, root=root, callback_factories=[started],
+    )
+    result = search(plan, SearchSpace(FloatParam("train.optim.max_lr", 1e-3, 3e-2, log=True)),
+                    budget=SearchBudget(trials=SEARCH_TRIALS), study_name=SEARCH_STUDY,
+                    storage=search_storage(out, SEARCH_LOCK_GRACE_S), pruner=optuna.pruners.NopPruner(),
+                    apply=lambda p, values: p.with_optim(max_lr=values["train.optim.max_lr"]))
+    if len(starts) != len(result.trial_runs):  # a fit that raised: its trial failed (reported below)
+        print(f"LOST_WORK: {len(starts)} fits, {len(result.trial_runs)} trial runs")
+        return LOST_WORK
+    # the fits in order (search() records each trial's run as its fit returns): a new trial starts
+    # at update 1, a dead worker's at the update after its LAST (a finished one trains nothing)
+    for (number, run), first in zip(result.trial_runs.items(), starts, strict=True):
+        if (lost := lost_update(before.get(run.id, (-1, 0, False)), first, epochs)) is not None:
+            print(f"LOST_WORK: trial {number} (run {run.id}, LAST before: {before.get(run.id)}): {lost}")
+            return LOST_WORK
+    runs = {run.id: run for run in committed_runs(root)}
+    outcomes = result.outcomes
+    problems = [f"trial {o.number} is {o.state} ({o.reason})" for o in outcomes if o.state != "completed"]
+    if len(outcomes) != SEARCH_TRIALS:
+        problems.append(f"the study holds {len(outcomes)} trials, not {SEARCH_TRIALS}")
+    if sorted(runs) != sorted(str(o.run_id) for o in outcomes):
+        problems.append(f"the runs root holds {sorted(runs)}, the trials name {[o.run_id for o in outcomes]}")
+    for run_id, run in runs.items():
+        last = run.checkpoint("last")
+        if last is None or last.epoch != epochs - 1:
+            problems.append(f"run {run_id} ended at LAST {None if last is None else last.epoch}")
+    if problems:
+        print("LOST_WORK: " + "; ".join(problems))
+        return LOST_WORK
+    print(f"nnx-chaos search: trials {[o.number for o in outcomes]}, resumed {list(result.resumed)} from "
+          f"{[before.get(run.id) for n, run in result.trial_runs.items() if n in result.resumed]}, "
+          f"{len(starts)} fits here", flush=True)
+    return 0
+
+
 MID_EPOCH = ("mid-epoch", "mid-epoch-journal", "preemption")  # LAST may be committed inside an epoch: the update check
 DRIVERS = {
     "digits-explicit": digits_explicit,
@@ -372,6 +467,7 @@ DRIVERS = {
     "mid-epoch": mid_epoch,
     "mid-epoch-journal": mid_epoch_journal,
     "preemption": preemption,
+    "search": None,  # search_driver: a search of several runs, checked on its own
 }
 
 
@@ -385,6 +481,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     root, result, rank = args.out / "runs", Path(f"{args.out}.result"), os.environ.get("RANK", "0")
     if rank == "0":
         result.unlink(missing_ok=True)  # only this run's own result may be judged
+    if args.driver == "search":
+        if (code := search_driver(args.out, args.epochs)) != 0:
+            return code
+        result.write_text(search_summary(args.out))
+        print("nnx-chaos search: resumed at epoch 0", flush=True)  # --step-regex: a search has no one epoch
+        return 0
     if args.driver == "replace" and not root.exists():  # not seeded yet (or killed before the rename)
         seed_replaced(root, args.epochs)
     # read before training: what the crash left (replace: the replacement's epochs; -1 for the old run)

@@ -21,7 +21,8 @@ is (nothing here knows how many events an epoch makes). ckpt-chaos names a tempo
 its file name, which NNx draws at random (``.tmp-<name>-<16 hex>``); a crash run's event at the
 same position then carries another name, which ckpt-chaos flags as ``[PLAN DRIFT]``. The table
 checks those points itself: same position, same kind of event, same name once the random suffix is
-dropped.
+dropped (``search``: also the study's random id, in its trials' lease and run folder names, and
+the uuid of Optuna's journal-lock release file).
 """
 
 from __future__ import annotations
@@ -59,12 +60,14 @@ DRIVERS = {
     "mid-epoch": (1, 0, False),
     "mid-epoch-journal": (1, 0, False),
     "preemption": (1, 0, False),
+    "search": (1, 0, False),
 }
 # --quick: (modes, max points) per driver, sized for 3 minutes of 2 idle cores (41 interpreter
 # starts). ckpt-chaos spreads a mode's points evenly from the first event on (2 points: the first
 # event and the middle one), and before / unsynced / term share one pool, so each driver samples
 # one mode (trainer-gan adds torn). ddp-writer1 stands for both DDP drivers (the writer is not
-# rank 0, and the rank ckpt-chaos kills is not 0 either)
+# rank 0, and the rank ckpt-chaos kills is not 0 either). search (7 more starts, about 30 s): its first event and one inside
+# its second trial's fit (the rerun resumes that trial from LAST, then runs the third)
 QUICK = {
     "digits-explicit": ("before", 2),
     "digits-auto": ("unsynced", 2),
@@ -72,8 +75,14 @@ QUICK = {
     "trainer-gan": ("before,torn", 3),
     "journal": ("before", 2),
     "replace": ("unsynced", 2),
+    "search": ("before", 2),
 }
 _RANDOM_SUFFIX = re.compile(r"-[0-9a-f]{16}$")
+# search: the study's id (6 hex, drawn when the study is made) is in every attempt id, so in the
+# trials' lease files and run ids (run folders, 32 hex); Optuna releases its journal lock through
+# a file named with a uuid4
+_RANDOM_NAMES = {"search": re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}"
+                                      r"|(?<=-)[0-9a-f]{6}(?=\.t\d)")}
 
 
 def chaos_command(driver: str, modes: str, max_points: int, work: Path, args: argparse.Namespace) -> list[str]:
@@ -91,14 +100,21 @@ def chaos_command(driver: str, modes: str, max_points: int, work: Path, args: ar
     return [*cmd, "--", *script]
 
 
-def landed(point_dir: Path, crash_rank: int) -> bool:
-    """Did the crash run die at the fault-free run's event (position, kind, name without the random suffix)?"""
+def landed(point_dir: Path, crash_rank: int, driver: str = "") -> bool:
+    """Did the crash run die at the fault-free run's event (position, kind, name without the random
+    suffix and the driver's other random parts)?"""
     rec = json.loads((point_dir / "result.json").read_text())
     n, (kind, name) = rec["point"][0], rec["event"]
+    random = _RANDOM_NAMES.get(driver)
+
+    def plain(text: str) -> str:
+        text = _RANDOM_SUFFIX.sub("", text)
+        return random.sub("#", text) if random else text
+
     for line in (point_dir / f"events.log.rank{crash_rank}").read_text().splitlines():
         seen_n, seen_kind, seen_name, _ = line.split("\t")
         if int(seen_n) == n:
-            return seen_kind == kind and _RANDOM_SUFFIX.sub("", seen_name) == _RANDOM_SUFFIX.sub("", name)
+            return seen_kind == kind and plain(seen_name) == plain(name)
     return False
 
 
@@ -133,7 +149,7 @@ def run_driver(driver: str, modes: str, max_points: int, work: Path, args: argpa
     for point in sorted(work.glob("pt_[0-9]*")):
         rec = json.loads((point / "result.json").read_text())
         result["not_crashed"] += not rec["crashed"]
-        result["moved"] += rec["drift"] and not landed(point, crash_rank)
+        result["moved"] += rec["drift"] and not landed(point, crash_rank, driver)
     return result
 
 

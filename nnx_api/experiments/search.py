@@ -52,7 +52,7 @@ from typing import Any
 
 import attrs
 
-from nnx_core.errors import ParamsError, TrainingPreempted
+from nnx_core.errors import ParamsError, RunLeaseError, TrainingPreempted
 from nnx_core.monitor_spec import MonitorSpec
 from nnx_adapters.extras import require
 from nnx_adapters.storage.fs import FileStorage
@@ -290,15 +290,20 @@ def search(
     tried = {repr(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)}
     size, asked, resumed, reason, overrun, runs = space.size(), 0, [], "budget", None, {}
 
+    def attempt_of(number: int) -> str:
+        return f"{slug}-{study_id}.t{number}"
+
     while True:
         now = clock()
         if deadline is not None and now >= deadline:
             reason, overrun = "deadline", now - deadline
             break
         with contextlib.ExitStack() as lease:
-            frozen = workers.take_orphan(study, root, lease)
+            frozen = workers.take_orphan(study, root, attempt_of, lease)
             if frozen is not None:  # a dead worker's trial: its run goes on from LAST
-                trial, attempt = optuna.trial.Trial(study, frozen._trial_id), frozen.user_attrs["attempt_id"]
+                trial = optuna.trial.Trial(study, frozen._trial_id)
+                attempt = frozen.user_attrs.get("attempt_id") or attempt_of(trial.number)
+                trial.set_user_attr("attempt_id", attempt)
                 resumed.append(trial.number)
             else:
                 if workers.counted(study.get_trials(deepcopy=False)) >= budget.trials:
@@ -306,17 +311,22 @@ def search(
                 if size is not None and len(tried) >= size:
                     reason = "exhausted"
                     break
-                trial = study.ask()
+                trial = workers.ask(study)
                 if workers.over_budget(study, trial.number, budget.trials):  # another worker took the last one
                     trial.set_user_attr(workers.DISCARDED_ATTR, True)
                     _tell(optuna, study, trial, "failed")
                     workers.say(name, f"trial {trial.number} discarded: the budget of {budget.trials} was spent")
                     break
+                attempt = attempt_of(trial.number)
+                try:
+                    lease.enter_context(workers.claimed(root, attempt))
+                except RunLeaseError:
+                    continue  # adopted by a worker that took its lease first
+                if not workers.unnamed(study, trial.number):
+                    continue  # adopted, and maybe finished, by another worker meanwhile
                 asked += 1
-                attempt = f"{slug}-{study_id}.t{trial.number}"
-                lease.enter_context(workers.claimed(root, attempt))
                 trial.set_user_attr("attempt_id", attempt)
-            trial.set_user_attr(workers.WORKER_ATTR, workers.worker_name())  # only under the lease
+            trial.set_user_attr(workers.WORKER_ATTR, workers.worker_name())  # only under the lease, made durable
             try:
                 run, state, value = _run_trial(trial, plan, space, apply, resolved, budget, deadline, clock,
                                                attempt, tried, frozen, name)
@@ -335,7 +345,7 @@ def search(
     if reason == "budget" and deadline is not None and asked and now >= deadline:
         overrun = now - deadline
     outcomes = tuple(TrialOutcome.of(t) for t in study.get_trials(deepcopy=False)
-                     if not t.user_attrs.get(workers.DISCARDED_ATTR))
+                     if t.state.name != "WAITING" and not t.user_attrs.get(workers.DISCARDED_ATTR))
     return SearchResult(
         outcomes=outcomes, best=_best(outcomes, direction), asked=asked, stop_reason=reason, direction=direction,
         study=study, study_name=name, monitor=None if resolved is None else resolved.key,

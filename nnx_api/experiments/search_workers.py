@@ -4,30 +4,35 @@ Any number of processes run one search by running the same command against the s
 study storage and the same runs root. Optuna numbers the trials (one number per ``ask``, in
 the storage); everything else is decided here, in this order::
 
-    orphan?  a RUNNING trial with a worker named on it, whose lease file is in this runs root
-      │      and can be taken (its worker's process is gone: the OS released its lock)
-      ├─yes─▶ take its lease ─▶ still RUNNING? ─▶ fit(attempt, resume="auto"): the run goes on
-      │       from its LAST ─▶ tell ─▶ release the lease
+    orphan?  a RUNNING trial a search worker asked, whose lease in this runs root can be taken
+      │      (its worker's process is gone: the OS released its lock; or it never took one)
+      ├─yes─▶ take its lease ─▶ still RUNNING? ─▶ name this worker ─▶ fit(attempt, resume="auto"):
+      │       the run goes on from its LAST (a trial never trained starts) ─▶ tell ─▶ release
       ▼no
     budget left? ─no─▶ stop ("budget")
       ▼yes
-    ask ─▶ fewer than ``trials`` counted trials numbered below this one? ─no─▶ discard it (told
-      │    FAIL, marked discarded: never trained, never counted or reported) ─▶ stop ("budget")
+    ask (marked as a search worker's in the same write) ─▶ fewer than ``trials`` counted trials
+      │    numbered below this one? ─no─▶ discard it (told FAIL, marked discarded: never trained,
+      │    never counted or reported) ─▶ stop ("budget")
       ▼yes
-    take the trial's lease (created locked) ─▶ name the attempt and this worker on the trial
-      ─▶ fit ─▶ tell ─▶ release the lease
+    take the trial's lease (created locked, made durable) ─▶ still RUNNING and nobody named?
+      │    (else another worker adopted it meanwhile: leave it) ─▶ name the attempt and this
+      ▼    worker on the trial
+    fit ─▶ tell ─▶ release the lease
 
 The lease is a file under the runs root, ``.leases/trial-<attempt>.lock``, held with ``flock``
-for as long as the worker trains and tells the trial. A worker names itself on the trial only
-while it holds the lease, so a RUNNING trial that names a worker and whose lease is free was
-left by a process that died (SIGKILL, OOM, a lost node). Telling the trial comes before the
-release, so a worker that takes a free lease and reads the trial again knows whether it is
-still open. A trial left before its worker named itself never trained and stays ``running``.
+for as long as the worker trains and tells the trial, and made durable before the worker names
+itself. A worker names itself on the trial only while it holds the lease, so a RUNNING trial
+whose lease is free was left by a process that died (SIGKILL, OOM, a lost node), and telling the
+trial comes before the release, so a worker that takes a free lease and reads the trial again
+knows whether it is still open. A trial is marked as a search worker's in the very write that
+asks it (a template trial), so one whose worker died before naming itself is adopted too,
+by whoever takes its lease first; a trial asked by other code (plain Optuna) is left alone.
 
-A worker sees another's trial only through a runs root they share: on per-worker runs roots
-a dead worker's trial is continued by rerunning that worker's command. Runs on storage that is
-not a file system (``MemoryStorage``) hold no trial leases, so their orphans are reported, not
-resumed.
+A worker sees another's named trial only through a runs root they share: on per-worker runs
+roots a dead worker's trial is continued by rerunning that worker's command. Runs on storage
+that is not a file system (``MemoryStorage``) hold no trial leases, so their orphans are
+reported, not resumed.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from nnx_api.callbacks.progress import message_stream
 from nnx_api.runs.store import runs_root
 
 OPEN_TRIES = 5  # a study or schema created by workers started together: tried again after a pause
+MARK_ATTR = "nnx.trial"  # set in the write that asks the trial: a search worker's, to adopt if its worker dies
 WORKER_ATTR = "worker"  # the trial's user attribute: "<host>:<pid>" of the worker that holds (held) it
 DISCARDED_ATTR = "discarded"  # a trial asked past the budget by a worker that lost the race for the last one
 
@@ -79,29 +85,63 @@ def _lease_id(attempt: str) -> str:
 
 @contextlib.contextmanager
 def claimed(root: str | None, attempt: str) -> Iterator[None]:
-    """Hold a new trial's lease (nothing to hold when the runs are not on a file system)."""
+    """Hold a trial's lease, made durable (nothing to hold when the runs are not on a file system):
+    a crash after the worker named itself can never leave a named trial without its lease file."""
     if root is None:
         yield
         return
     with flock_lease(root, _lease_id(attempt)):
+        with open(_lease_path(root, _lease_id(attempt)), "ab") as handle:  # the file, then the folders naming it
+            os.fsync(handle.fileno())
+        for folder in (os.path.join(root, LEASE_FOLDER), root):
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         yield
 
 
-def take_orphan(study: Any, root: str | None, stack: contextlib.ExitStack) -> Any:
-    """The first trial another worker left running when it died, its lease now held on
-    ``stack``; None when there is none here."""
+def _lease_path(root: str, lease_id: str) -> str:
+    return os.path.join(root, LEASE_FOLDER, f"{lease_id}.lock")
+
+
+def ask(study: Any) -> Any:
+    """A new trial, marked as a search worker's in the same write that makes it RUNNING: made
+    from a template trial that carries the mark (as Optuna's own ``ask`` makes an empty one). A
+    trial a user enqueued is asked as Optuna asks it, then marked."""
+    import optuna
+
+    if study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+        trial = study.ask()
+        trial.set_user_attr(MARK_ATTR, True)
+        return trial
+    template = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING, user_attrs={MARK_ATTR: True})
+    return optuna.trial.Trial(study, study._storage.create_new_trial(study._study_id, template_trial=template))
+
+
+def unnamed(study: Any, number: int) -> bool:
+    """Whether trial ``number`` is still RUNNING with no worker named (read again, under its lease)."""
+    return any(t.number == number and WORKER_ATTR not in t.user_attrs for t in _running(study))
+
+
+def take_orphan(study: Any, root: str | None, attempt_of: Any, stack: contextlib.ExitStack) -> Any:
+    """The first trial a dead worker left running, its lease now held on ``stack``; None when
+    there is none here. ``attempt_of(number)`` names the attempt of a trial whose worker died
+    before recording it."""
     if root is None:
         return None
-    running = _running(study)
-    for frozen in running:
-        if WORKER_ATTR not in frozen.user_attrs:
-            continue  # its worker never got as far as training it (or is about to: it names itself under the lease)
-        lease_id = _lease_id(frozen.user_attrs["attempt_id"])
-        if not os.path.exists(os.path.join(root, LEASE_FOLDER, f"{lease_id}.lock")):
-            continue  # its runs are on another worker's root
+    for frozen in _running(study):
+        attrs = frozen.user_attrs
+        if not attrs.get(MARK_ATTR) and WORKER_ATTR not in attrs:
+            continue  # asked by other code than a search worker: not ours to train
+        attempt = attrs.get("attempt_id") or attempt_of(frozen.number)
+        lease_id = _lease_id(attempt)
+        if WORKER_ATTR in attrs and not os.path.exists(_lease_path(root, lease_id)):
+            continue  # named under a lease on another runs root: its runs are there
         inner = contextlib.ExitStack()
         try:
-            inner.enter_context(flock_lease(root, lease_id))
+            inner.enter_context(claimed(root, attempt))
         except RunLeaseError:
             continue  # its worker is alive
         if any(t.number == frozen.number for t in _running(study)):  # told meanwhile? then not an orphan

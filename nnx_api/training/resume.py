@@ -23,7 +23,7 @@ import attrs
 
 from nnx_core import admission as adm
 from nnx_core import eager_history, replacement
-from nnx_core.commit import LAST, RunFiles
+from nnx_core.commit import LAST, RunFiles, complete_tags
 from nnx_core.errors import (
     ComponentRestoreError,
     CorruptRunError,
@@ -202,6 +202,7 @@ def admit(
     if settled is not None:
         warnings.warn(f"run {files.run_id[:8]}: an interrupted replacement was settled ({settled})", RuntimeWarning, stacklevel=2)
     files.storage.clean_temporaries(files.run_id)  # a hard kill can leave temporaries behind (never visible)
+    complete_tags(files)  # a crash after LAST left its BEST / phase tags undone: finished as the commit would
     train = entry.train
     with eager_history.parsed_once():  # admission and NNRun.load read the same history: parsed once
         decided = adm.admit(

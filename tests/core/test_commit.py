@@ -27,6 +27,7 @@ from nnx_core.commit import (
     RunFiles,
     TagManifest,
     commit_epoch,
+    complete_tags,
     epoch_tags,
     history_tail,
     phase_tags,
@@ -102,6 +103,24 @@ def test_a_failure_after_last_keeps_the_new_history_with_the_new_last():
         commit(files, 1, tags=(BEST,))
     assert store.read(files.history) == history(2) and files.read_tag(LAST).epoch == 1
     assert files.read_tag(BEST).epoch == 0
+
+
+def test_the_next_writer_finishes_the_tags_a_crash_after_last_left_behind():
+    store = FailingTag(MemoryStorage(), BEST)
+    files = RunFiles(store, RUN)
+    commit(files, 0, tags=(FIRST, BEST))
+    store.armed = True
+    with pytest.raises(OSError, match="writing best"):  # LAST (epoch 1) durable, BEST still epoch 0's
+        commit(files, 1, tags=(Q1, BEST))
+    store.armed = False
+    assert files.read_tag(BEST).epoch == 0 and files.read_tag(Q1).epoch == 1
+    assert complete_tags(files) == (BEST,)  # Q1 made it; BEST is behind LAST, which lists it
+    assert store.read(files.tag_path(BEST)) == store.read(files.tag_path(LAST))  # what step 4 writes: LAST's copy
+    assert files.read_tag(BEST).epoch == 1 and files.read_tag(FIRST).epoch == 0  # a tag LAST does not list stays
+    assert complete_tags(files) == ()  # nothing behind: nothing written
+    store.delete(files.tag_path(Q1))
+    assert complete_tags(files) == (Q1,) and files.read_tag(Q1).epoch == 1  # a missing one too
+    assert complete_tags(RunFiles(MemoryStorage(), RUN)) == ()  # nothing committed
 
 
 # --- the rules of the module docstring and of each function's docstring, one by one -----------------
