@@ -30,7 +30,9 @@ asks it (a template trial), so one whose worker died before naming itself is ado
 by whoever takes its lease first; a trial asked by other code (plain Optuna) is left alone.
 
 A worker sees another's named trial only through a runs root they share: on per-worker runs
-roots a dead worker's trial is continued by rerunning that worker's command. Runs on storage
+roots a dead worker's trial is continued by rerunning that worker's command. (There, a worker on
+another root that adopts an unnamed trial in the moment between its live worker's check and
+naming itself trains it too: two runs on two roots, with the same result.) Runs on storage
 that is not a file system (``MemoryStorage``) hold no trial leases, so their orphans are
 reported, not resumed.
 """
