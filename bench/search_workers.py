@@ -55,6 +55,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from _common import atomic_durable_save  # bench/ is on sys.path when a script of it runs
+
 HERE = Path(__file__).resolve().parent
 WORKER = HERE.parent / "tests" / "integration" / "search_worker.py"
 LR_LOW, LR_HIGH = 1e-3, 5e-2  # the worker's space (FloatParam("train.optim.max_lr", 1e-3, 5e-2, log=True))
@@ -103,29 +105,12 @@ def plain_child(trials: int, epochs: int, storage: str | None, folder: str | Non
             with torch.inference_mode():
                 best = min(best, float(loss_fn(net(val_x), val_y)))
             if folder is not None:
-                durable_save({"epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict()},
-                             os.path.join(folder, f"trial-{t}.pt"))
+                atomic_durable_save({"epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict()},
+                                    os.path.join(folder, f"trial-{t}.pt"))
         if study is not None:
             study.tell(trial, best)
         spans.append((start, time.time()))
     print(json.dumps({"spans": spans}), flush=True)
-
-
-def durable_save(obj: Any, path: str) -> None:
-    """torch.save into a temporary beside ``path``, fsync, rename, fsync the folder."""
-    import torch
-
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(os.path.dirname(path), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # ----------------------------------------------------------------------------- one arm
