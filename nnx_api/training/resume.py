@@ -202,7 +202,13 @@ def admit(
     if settled is not None:
         warnings.warn(f"run {files.run_id[:8]}: an interrupted replacement was settled ({settled})", RuntimeWarning, stacklevel=2)
     files.storage.clean_temporaries(files.run_id)  # a hard kill can leave temporaries behind (never visible)
-    complete_tags(files)  # a crash after LAST left its BEST / phase tags undone: finished as the commit would
+    restored = complete_tags(files)  # a crash after LAST left its BEST / phase tags undone: finished as the commit would
+    if restored:
+        warnings.warn(
+            f"run {files.run_id[:8]}: checkpoints/{', '.join(f'{tag}.json' for tag in restored)} lagged behind LAST, which "
+            "lists them (a commit stopped after LAST, or a file removed): written again from LAST", RuntimeWarning,
+            stacklevel=2,
+        )
     train = entry.train
     with eager_history.parsed_once():  # admission and NNRun.load read the same history: parsed once
         decided = adm.admit(

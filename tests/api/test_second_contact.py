@@ -191,7 +191,7 @@ def test_a_deleted_history_is_reported_and_refused_never_continued_over(tmp_path
     assert _files(folder) == before  # nothing written, nothing dropped
 
 
-def test_a_deleted_best_is_reported_and_the_continuation_warns(tmp_path, capsys):
+def test_a_deleted_best_is_reported_and_the_continuation_writes_it_again(tmp_path, capsys):
     root = tmp_path / "runs"
     with pytest.raises(KeyboardInterrupt):
         _train(root, callbacks=[CtrlC(1)], resume="auto", val_loader=batches(*tiny_data(), 16))
@@ -200,8 +200,36 @@ def test_a_deleted_best_is_reported_and_the_continuation_warns(tmp_path, capsys)
     (folder / "checkpoints" / "best.json").unlink()
     assert main(["runs", "verify", folder.name[:8], "--root", str(root)]) == 1
     assert "checkpoints/best.json is missing, though the history names epoch 0 as the best" in capsys.readouterr().out
+    # LAST is epoch 0's commit, which lists BEST: the continuation writes BEST again from it, and says so
+    with pytest.warns(RuntimeWarning, match=r"checkpoints/best.json lagged behind LAST.*written again from LAST"):
+        _, run = _train(root, resume="auto", val_loader=batches(*tiny_data(), 16))
+    assert (folder / "checkpoints" / "best.json").exists() and run.best() is not None
+
+
+class CtrlCAtUpdate(nnx.Callback):
+    """Ctrl-C right after committed update ``update`` (a commit inside the epoch before it)."""
+
+    def __init__(self, update: int) -> None:
+        self.update = update
+
+    def on_train_begin(self, ctx) -> None:
+        ctx.update_listeners.append(self._after)
+
+    def _after(self, ctx) -> None:
+        if ctx.update_count == self.update:
+            raise KeyboardInterrupt
+
+
+def test_a_deleted_best_that_last_does_not_list_is_warned_of_when_the_run_continues(tmp_path):
+    root = tmp_path / "runs"
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*tiny_data()), batch_size=16)
+    with pytest.raises(KeyboardInterrupt):  # 3 updates an epoch: LAST is update 4's, inside epoch 1 (no tags)
+        _train(root, callbacks=[CtrlCAtUpdate(5)], resume="auto", val_loader=batches(*tiny_data(), 16),
+               train_loader=loader, commit_every=1)
+    (folder,) = [p for p in root.iterdir() if not p.name.startswith(".")]
+    (folder / "checkpoints" / "best.json").unlink()
     with pytest.warns(RuntimeWarning, match="best.json is missing, though epoch 0 was the best"):
-        _train(root, resume="auto", val_loader=batches(*tiny_data(), 16))
+        _train(root, resume="auto", val_loader=batches(*tiny_data(), 16), train_loader=loader, commit_every=1)
 
 
 def test_mps_on_a_machine_without_it_is_a_typed_error(monkeypatch):
