@@ -79,10 +79,10 @@ QUICK = {
 }
 _RANDOM_SUFFIX = re.compile(r"-[0-9a-f]{16}$")
 # search: the study's id (6 hex, drawn when the study is made) is in every attempt id, so in the
-# trials' lease files and run ids (run folders, 32 hex); Optuna releases its journal lock through
-# a file named with a uuid4
+# trials' lease files and run ids (run folders, 32 hex); each search call's worker lease is named
+# by a random id (16 hex); Optuna releases its journal lock through a file named with a uuid4
 _RANDOM_NAMES = {"search": re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}"
-                                      r"|(?<=-)[0-9a-f]{6}(?=\.t\d)")}
+                                      r"|(?<=-)[0-9a-f]{6}(?=\.t\d)|(?<=worker-)[0-9a-f]{16}")}
 
 
 def chaos_command(driver: str, modes: str, max_points: int, work: Path, args: argparse.Namespace) -> list[str]:

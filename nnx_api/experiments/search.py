@@ -52,7 +52,7 @@ from typing import Any
 
 import attrs
 
-from nnx_core.errors import ParamsError, RunLeaseError, TrainingPreempted
+from nnx_core.errors import ParamsError, TrainingPreempted
 from nnx_core.monitor_spec import MonitorSpec
 from nnx_adapters.extras import require
 from nnx_adapters.storage.fs import FileStorage
@@ -293,54 +293,51 @@ def search(
     def attempt_of(number: int) -> str:
         return f"{slug}-{study_id}.t{number}"
 
-    while True:
-        now = clock()
-        if deadline is not None and now >= deadline:
-            reason, overrun = "deadline", now - deadline
-            break
-        with contextlib.ExitStack() as lease:
-            frozen = workers.take_orphan(study, root, attempt_of, lease)
-            if frozen is not None:  # a dead worker's trial: its run goes on from LAST
-                trial = optuna.trial.Trial(study, frozen._trial_id)
-                attempt = frozen.user_attrs.get("attempt_id") or attempt_of(trial.number)
-                trial.set_user_attr("attempt_id", attempt)
-                resumed.append(trial.number)
-            else:
-                if workers.counted(study.get_trials(deepcopy=False)) >= budget.trials:
-                    break
-                if size is not None and len(tried) >= size:
-                    reason = "exhausted"
-                    break
-                trial = workers.ask(study)
-                if workers.over_budget(study, trial.number, budget.trials):  # another worker took the last one
-                    trial.set_user_attr(workers.DISCARDED_ATTR, True)
-                    _tell(optuna, study, trial, "failed")
-                    workers.say(name, f"trial {trial.number} discarded: the budget of {budget.trials} was spent")
-                    break
-                attempt = attempt_of(trial.number)
-                try:
+    me, alive = workers.worker_lease(root)  # held while this worker searches: its trials' askers are alive
+    with alive:
+        while True:
+            now = clock()
+            if deadline is not None and now >= deadline:
+                reason, overrun = "deadline", now - deadline
+                break
+            with contextlib.ExitStack() as lease:
+                frozen = workers.take_orphan(study, root, attempt_of, lease)
+                if frozen is not None:  # a dead worker's trial: its run goes on from LAST
+                    trial = optuna.trial.Trial(study, frozen._trial_id)
+                    attempt = frozen.user_attrs.get("attempt_id") or attempt_of(trial.number)
+                    trial.set_user_attr("attempt_id", attempt)
+                    resumed.append(trial.number)
+                else:
+                    if workers.counted(study.get_trials(deepcopy=False)) >= budget.trials:
+                        break
+                    if size is not None and len(tried) >= size:
+                        reason = "exhausted"
+                        break
+                    trial = workers.ask(study, me)
+                    if workers.over_budget(study, trial.number, budget.trials):  # another worker took the last one
+                        trial.set_user_attr(workers.DISCARDED_ATTR, True)
+                        _tell(optuna, study, trial, "failed")
+                        workers.say(name, f"trial {trial.number} discarded: the budget of {budget.trials} was spent")
+                        break
+                    attempt = attempt_of(trial.number)
                     lease.enter_context(workers.claimed(root, attempt))
-                except RunLeaseError:
-                    continue  # adopted by a worker that took its lease first
-                if not workers.unnamed(study, trial.number):
-                    continue  # adopted, and maybe finished, by another worker meanwhile
-                asked += 1
-                trial.set_user_attr("attempt_id", attempt)
-            trial.set_user_attr(workers.WORKER_ATTR, workers.worker_name())  # only under the lease, made durable
-            try:
-                run, state, value = _run_trial(trial, plan, space, apply, resolved, budget, deadline, clock,
-                                               attempt, tried, frozen, name)
-            except TrainingPreempted:
-                raise  # the trial stays running under this worker's name: the same command resumes it
-            except BaseException:
-                _tell(optuna, study, trial, "failed")
-                raise
-            if run is not None:
-                runs[trial.number] = run
-            stop = _tell(optuna, study, trial, state, value)  # before the lease is released
-        if stop:  # e.g. a GridSampler whose grid is used up
-            reason = "exhausted"
-            break
+                    asked += 1
+                    trial.set_user_attr("attempt_id", attempt)
+                trial.set_user_attr(workers.WORKER_ATTR, workers.worker_name())  # only under the lease, made durable
+                try:
+                    run, state, value = _run_trial(trial, plan, space, apply, resolved, budget, deadline, clock,
+                                                   attempt, tried, frozen, name)
+                except TrainingPreempted:
+                    raise  # the trial stays running under this worker's name: the same command resumes it
+                except BaseException:
+                    _tell(optuna, study, trial, "failed")
+                    raise
+                if run is not None:
+                    runs[trial.number] = run
+                stop = _tell(optuna, study, trial, state, value)  # before the lease is released
+            if stop:  # e.g. a GridSampler whose grid is used up
+                reason = "exhausted"
+                break
     now = clock()
     if reason == "budget" and deadline is not None and asked and now >= deadline:
         overrun = now - deadline

@@ -4,20 +4,19 @@ Any number of processes run one search by running the same command against the s
 study storage and the same runs root. Optuna numbers the trials (one number per ``ask``, in
 the storage); everything else is decided here, in this order::
 
-    orphan?  a RUNNING trial a search worker asked, whose lease in this runs root can be taken
-      │      (its worker's process is gone: the OS released its lock; or it never took one)
+    orphan?  a RUNNING trial whose worker is gone: its trial lease in this runs root is free, or
+      │      (never named) the worker lease of the worker that asked it is free
       ├─yes─▶ take its lease ─▶ still RUNNING? ─▶ name this worker ─▶ fit(attempt, resume="auto"):
       │       the run goes on from its LAST (a trial never trained starts) ─▶ tell ─▶ release
       ▼no
     budget left? ─no─▶ stop ("budget")
       ▼yes
-    ask (marked as a search worker's in the same write) ─▶ fewer than ``trials`` counted trials
+    ask (marked with this worker's id in the same write) ─▶ fewer than ``trials`` counted trials
       │    numbered below this one? ─no─▶ discard it (told FAIL, marked discarded: never trained,
       │    never counted or reported) ─▶ stop ("budget")
       ▼yes
-    take the trial's lease (created locked, made durable) ─▶ still RUNNING and nobody named?
-      │    (else another worker adopted it meanwhile: leave it) ─▶ name the attempt and this
-      ▼    worker on the trial
+    take the trial's lease (created locked, made durable) ─▶ name the attempt and this worker
+      ▼    on the trial
     fit ─▶ tell ─▶ release the lease
 
 The lease is a file under the runs root, ``.leases/trial-<attempt>.lock``, held with ``flock``
@@ -25,14 +24,14 @@ for as long as the worker trains and tells the trial, and made durable before th
 itself. A worker names itself on the trial only while it holds the lease, so a RUNNING trial
 whose lease is free was left by a process that died (SIGKILL, OOM, a lost node), and telling the
 trial comes before the release, so a worker that takes a free lease and reads the trial again
-knows whether it is still open. A trial is marked as a search worker's in the very write that
-asks it (a template trial), so one whose worker died before naming itself is adopted too,
-by whoever takes its lease first; a trial asked by other code (plain Optuna) is left alone.
+knows whether it is still open. Each worker also holds a worker lease while it searches,
+``.leases/worker-<id>.lock``, and the write that asks a trial carries that id (a template
+trial), so a trial whose worker died between asking it and naming itself is adopted too, once
+its asker's worker lease is free; a live worker's trial never is, and a trial asked by other
+code (plain Optuna) is left alone.
 
 A worker sees another's named trial only through a runs root they share: on per-worker runs
-roots a dead worker's trial is continued by rerunning that worker's command. (There, a worker on
-another root that adopts an unnamed trial in the moment between its live worker's check and
-naming itself trains it too: two runs on two roots, with the same result.) Runs on storage
+roots a dead worker's trial is continued by rerunning that worker's command. Runs on storage
 that is not a file system (``MemoryStorage``) hold no trial leases, so their orphans are
 reported, not resumed.
 """
@@ -44,6 +43,7 @@ import hashlib
 import os
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,7 +54,7 @@ from nnx_api.callbacks.progress import message_stream
 from nnx_api.runs.store import runs_root
 
 OPEN_TRIES = 5  # a study or schema created by workers started together: tried again after a pause
-MARK_ATTR = "nnx.trial"  # set in the write that asks the trial: a search worker's, to adopt if its worker dies
+MARK_ATTR = "nnx.asked_by"  # set in the write that asks the trial: the asking worker's id (its worker lease)
 WORKER_ATTR = "worker"  # the trial's user attribute: "<host>:<pid>" of the worker that holds (held) it
 DISCARDED_ATTR = "discarded"  # a trial asked past the budget by a worker that lost the race for the last one
 
@@ -89,11 +89,18 @@ def _lease_id(attempt: str) -> str:
 def claimed(root: str | None, attempt: str) -> Iterator[None]:
     """Hold a trial's lease, made durable (nothing to hold when the runs are not on a file system):
     a crash after the worker named itself can never leave a named trial without its lease file."""
+    with held(root, _lease_id(attempt)):
+        yield
+
+
+@contextlib.contextmanager
+def held(root: str | None, lease_id: str) -> Iterator[None]:
+    """Hold lease ``lease_id`` under ``root``, its file and folders made durable first."""
     if root is None:
         yield
         return
-    with flock_lease(root, _lease_id(attempt)):
-        with open(_lease_path(root, _lease_id(attempt)), "ab") as handle:  # the file, then the folders naming it
+    with flock_lease(root, lease_id):
+        with open(_lease_path(root, lease_id), "ab") as handle:  # the file, then the folders naming it
             os.fsync(handle.fileno())
         for folder in (os.path.join(root, LEASE_FOLDER), root):
             fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
@@ -104,27 +111,29 @@ def claimed(root: str | None, attempt: str) -> Iterator[None]:
         yield
 
 
+def worker_lease(root: str | None) -> tuple[str, contextlib.AbstractContextManager[None]]:
+    """A new worker id and the lease it holds while it searches, ``.leases/worker-<id>.lock``:
+    the trials it asks carry its id, so another worker can tell whether it is alive."""
+    worker = uuid.uuid4().hex[:16]
+    return worker, held(root, f"worker-{worker}")
+
+
 def _lease_path(root: str, lease_id: str) -> str:
     return os.path.join(root, LEASE_FOLDER, f"{lease_id}.lock")
 
 
-def ask(study: Any) -> Any:
-    """A new trial, marked as a search worker's in the same write that makes it RUNNING: made
+def ask(study: Any, worker: str) -> Any:
+    """A new trial, marked with this worker's id in the same write that makes it RUNNING: made
     from a template trial that carries the mark (as Optuna's own ``ask`` makes an empty one). A
     trial a user enqueued is asked as Optuna asks it, then marked."""
     import optuna
 
     if study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
         trial = study.ask()
-        trial.set_user_attr(MARK_ATTR, True)
+        trial.set_user_attr(MARK_ATTR, worker)
         return trial
-    template = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING, user_attrs={MARK_ATTR: True})
+    template = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING, user_attrs={MARK_ATTR: worker})
     return optuna.trial.Trial(study, study._storage.create_new_trial(study._study_id, template_trial=template))
-
-
-def unnamed(study: Any, number: int) -> bool:
-    """Whether trial ``number`` is still RUNNING with no worker named (read again, under its lease)."""
-    return any(t.number == number and WORKER_ATTR not in t.user_attrs for t in _running(study))
 
 
 def take_orphan(study: Any, root: str | None, attempt_of: Any, stack: contextlib.ExitStack) -> Any:
@@ -135,11 +144,10 @@ def take_orphan(study: Any, root: str | None, attempt_of: Any, stack: contextlib
         return None
     for frozen in _running(study):
         attrs = frozen.user_attrs
-        if not attrs.get(MARK_ATTR) and WORKER_ATTR not in attrs:
-            continue  # asked by other code than a search worker: not ours to train
+        if WORKER_ATTR not in attrs and not _asker_died(root, attrs.get(MARK_ATTR)):
+            continue  # asked by other code than a search worker, or its worker is alive (about to name itself)
         attempt = attrs.get("attempt_id") or attempt_of(frozen.number)
-        lease_id = _lease_id(attempt)
-        if WORKER_ATTR in attrs and not os.path.exists(_lease_path(root, lease_id)):
+        if WORKER_ATTR in attrs and not os.path.exists(_lease_path(root, _lease_id(attempt))):
             continue  # named under a lease on another runs root: its runs are there
         inner = contextlib.ExitStack()
         try:
@@ -151,6 +159,18 @@ def take_orphan(study: Any, root: str | None, attempt_of: Any, stack: contextlib
             return frozen
         inner.close()
     return None
+
+
+def _asker_died(root: str, asker: Any) -> bool:
+    """Whether the worker that asked a trial (``asker``: its id) is gone: its worker lease is in
+    this runs root and free."""
+    if not isinstance(asker, str) or not os.path.exists(_lease_path(root, f"worker-{asker}")):
+        return False
+    try:
+        with flock_lease(root, f"worker-{asker}"):
+            return True
+    except RunLeaseError:
+        return False
 
 
 def _running(study: Any) -> list[Any]:
