@@ -148,3 +148,20 @@ def test_workers_racing_to_create_the_study_try_again(tmp_path, monkeypatch):
     monkeypatch.setattr(optuna, "create_study", always)
     with pytest.raises(StudyStorageError, match="UNIQUE constraint"):  # a race that never ends is an error too
         run_search(tmp_path / "r2", 1)
+
+
+def test_a_trial_asked_but_never_named_is_adopted_only_once_its_asker_is_gone(tmp_path):
+    from nnx_adapters.storage.fs import flock_lease
+    from nnx_api.experiments import search_workers as workers
+
+    root, storage = tmp_path / "r", f"sqlite:///{tmp_path}/r.db"
+    run_search(root, 1, storage=storage)
+    study = optuna.load_study(study_name="s1", storage=storage)
+    with flock_lease(str(root), "worker-dead"):  # a worker that took its lease, asked a trial, and died
+        dead = workers.ask(study, "dead").number
+    with flock_lease(str(root), "worker-alive"):  # a worker still between asking and naming itself
+        alive = workers.ask(study, "alive").number
+        result = run_search(root, 3, storage=storage)
+        assert result.resumed == (dead,) and result.asked == 0
+        states = {o.number: o.state for o in result.outcomes}
+        assert states == {0: "completed", dead: "completed", alive: "running"}  # the live one's is left to it
