@@ -14,6 +14,7 @@ This module is the seed's "Lifecycle order" as code. Read ``run_lifecycle`` top 
         on_epoch_end (callbacks may queue deferred writes)
         commit: history → LAST → phase/BEST → deferred        ─ driver.commit
         stop?  (ctx.should_stop, update-boundary stop, n_epochs; a preemption in the last window raises)
+    driver.settle (every commit durable: one written in the background ends first, also on failure)
     on_train_end in reverse order, for every callback whose on_train_begin completed
     driver.finalize (refresh LAST from the final model; not after an update-boundary stop)
 
@@ -62,6 +63,11 @@ class LifecycleDriver(Protocol):
     def should_stop(self) -> bool: ...
 
     def stopped_at_update(self) -> bool: ...
+
+    def settle(self, error: BaseException | None) -> None:
+        """Wait until every commit is durable (asynchronous commits). ``error`` None: a failed commit
+        is raised as the training error; else training already failed with ``error`` and a
+        failed commit is only warned of."""
 
     def finalize(self) -> None: ...
 
@@ -201,8 +207,10 @@ def run_lifecycle(
             driver.commit(epoch)
             if driver.should_stop():
                 break
+        driver.settle(None)  # a deferred write of the last commit comes before on_train_end, as ever
     except BaseException as exc:
         error = exc
+        driver.settle(exc)
         raise
     finally:
         cleanup = finalizer.end(ctx, error)

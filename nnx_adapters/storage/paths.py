@@ -7,6 +7,7 @@ root-level ``.leases`` folder holds lease files; readers never see either.
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 
@@ -94,30 +95,32 @@ class FolderSyncs:
     a removal: outside a group ``sync(folder)`` runs at once; inside one the folder is noted (once,
     in the order first changed) and synced when the outermost group exits normally. A group left
     by an exception syncs nothing: the writes inside are visible, and none of them is known to
-    be durable.
+    be durable. A group is its thread's: a background commit's group never takes in a write made
+    meanwhile by the training thread (which syncs its folder at once).
     """
 
     def __init__(self, sync: Callable[[Hashable], None]) -> None:
         self._sync = sync
-        self._pending: list[Hashable] | None = None
+        self._local = threading.local()  # .pending: this thread's open group's folders
 
     def after_change(self, folder: Hashable) -> None:
-        if self._pending is None:
+        pending = getattr(self._local, "pending", None)
+        if pending is None:
             self._sync(folder)
-        elif folder not in self._pending:
-            self._pending.append(folder)
+        elif folder not in pending:
+            pending.append(folder)
 
     @contextmanager
     def group(self) -> Iterator[None]:
-        if self._pending is not None:  # nested: joins the outer group
+        if getattr(self._local, "pending", None) is not None:  # nested: joins the outer group
             yield
             return
-        self._pending = []
+        self._local.pending = []
         try:
             yield
         except BaseException:
-            self._pending = None
+            self._local.pending = None
             raise
-        folders, self._pending = self._pending, None
+        folders, self._local.pending = self._local.pending, None
         for folder in folders:
             self._sync(folder)

@@ -307,6 +307,7 @@ class _Training(Params):
     progress: bool | None = param(None, check=optional(flag()), state=RUNTIME)
     commit_every: int | timedelta | None = param(None, check=check_commit_every, state=RUNTIME)
     preempt_signals: tuple[signal.Signals, ...] = param((signal.SIGTERM,), check=check_preempt_signals, state=RUNTIME)
+    async_commits: bool = param(True, check=flag(), state=RUNTIME)
 
     def _check(self) -> None:
         if self.resume_from_run_id is not None and self.parent_run_id is None:
@@ -358,7 +359,8 @@ class NNTrainParams(_Training):
     - a ``datetime.timedelta`` > 0: at the first update once that much wall-clock time has passed
       since the last commit (``timedelta(minutes=10)``).
 
-    What it buys: a crash, kill or preemption loses at most that much work instead of up to a
+    What it buys: a crash or kill loses at most that much work (twice that with asynchronous
+    commits, when the commit in flight is lost too) and a preemption none, instead of up to a
     whole epoch, and ``resume="auto"`` continues from inside the epoch with the same batches, in
     the same order, that the uninterrupted run would have drawn. What it costs: every commit
     waits for the device (one host sync) and writes the weights, optimizer state and RNG streams,
@@ -387,6 +389,19 @@ class NNTrainParams(_Training):
     (``B:`` signals the batch shell: start training with ``exec python train.py`` so Python is the
     process that receives it.) Handlers are installed only around ``train()`` on the main thread
     of a single-process run; off the main thread, or in a ``DDP()`` run, preemption is off.
+
+    ``async_commits`` — whether commits are written in the background (default ``True``). At a
+    commit point training stops only while the state is copied (a snapshot of the weights,
+    optimizer, schedules, RNG streams and components, into host buffers reused from commit to
+    commit); the writing, hashing and fsyncs happen while training goes on, in the same order as
+    ever, and LAST is published only once everything it names is durable. At most one commit is in
+    flight: a commit point that comes before the previous commit is durable waits for it. A failed
+    background write (a full disk, an I/O error) stops training at the next update boundary with
+    the error a synchronous commit raises, the previous LAST intact. ``train()`` returns only when
+    the last commit is durable; an exception, a preemption or Ctrl-C waits for the commit in flight
+    (a second Ctrl-C abandons it: the run is then as a crash at that instant leaves it, resumable).
+    ``False`` writes each commit before training goes on (no staging copy: less memory). The run
+    folder, its id and every reader are the same either way.
     """
 
     optim: AnyOptimParams = param(factory=NNOptimParams, check=_optim)
@@ -454,8 +469,8 @@ class NNTrainerParams(_Training):
     """How a ``Trainer`` trains: epochs, named optimizers and their schedulers, seed, metrics,
     monitor, loaders and resume. ``schedulers`` keys must be optimizer names; an optimizer without
     one gets the default (reduce-on-plateau) schedule. ``auto_step_schedulers=False`` leaves every
-    schedule to the step function. Loaders, extra metrics, resume settings, ``commit_every`` and
-    ``preempt_signals`` (see ``NNTrainParams``) are not part of the run id."""
+    schedule to the step function. Loaders, extra metrics, resume settings, ``commit_every``,
+    ``preempt_signals`` and ``async_commits`` (see ``NNTrainParams``) are not part of the run id."""
 
     optims: Mapping[str, AnyOptimParams] = param(check=_named("NNOptimParams", _optim))
     schedulers: Mapping[str, NNSchedulerParams] = param(

@@ -204,9 +204,11 @@ class CheckpointPayload(Stateful):
                 state["rng"] = {**self.rng, "train_loader_generator": self.rng["loaders"][0]}
         return state
 
-    def encoder(self) -> Callable[[Any], None]:
-        """A producer writing this payload to a sink (``Storage.write_blob``)."""
-        return _codec().encoder(self.state())
+    def encoder(self, staging: Any = None) -> Callable[[Any], None]:
+        """A producer writing this payload to a sink (``Storage.write_blob``); with ``staging``
+        (``nnx_adapters.pytorch.staging.Staging``) it writes a snapshot taken now, the same bytes."""
+        state = self.state()
+        return _codec().encoder(state if staging is None else staging.snapshot(state))
 
 
 Payload = CheckpointPayload | WeightsPayload

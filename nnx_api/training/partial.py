@@ -11,6 +11,8 @@ The session asks ``CommitPoints.due`` after every batch's step, and commits when
         → the writer commits: those records → LAST naming the position   (nothing else: no BEST,
           phase tag, epoch-clock tick, monitor decision or deferred write)
         → a preemption raises ``TrainingPreempted`` (the lifecycle then finalizes the callbacks)
+    and at every update boundary: did the background writer's commit fail (asynchronous
+    commits)?                                               yes → its error is raised (``FAILED``)
 
 What LAST's payload adds at such a commit (``Partial``, the payload's ``position``): the batches,
 samples and updates of the epoch so far, the records already committed, the RNG streams as they
@@ -34,41 +36,46 @@ import torch
 
 from nnx_core.errors import TrainingPreempted
 
-PREEMPTED, EVERY = "preempted", "commit_every"
+PREEMPTED, EVERY, FAILED = "preempted", "commit_every", "failed"
 
 
 class CommitPoints:
     """When a mid-epoch commit is due (module docstring): ``every`` committed updates (an ``int``)
-    or wall-clock time (a ``timedelta``), and whenever ``preemption`` asks (a signal arrived).
+    or wall-clock time (a ``timedelta``), and whenever ``preemption`` asks (a signal arrived); and
+    whether the background writer's last commit failed (``failed``: asynchronous commits).
 
-    In a data-parallel group the ranks must answer alike, but a signal reaches one rank and each
-    rank has its own clock. There ``ride()`` makes the two questions numbers that travel with
-    every all-reduce the group makes anyway (``local``: this rank's, ``note``: their sums, kept
-    until consumed; ``nnx_adapters.collective.torch.TorchCollective.rider``), and ``due`` answers
-    from the sums: every rank has made the same all-reduces by the same update boundary, so every
-    rank commits at the same update. A count of updates is the same on every rank: it never rides."""
+    In a data-parallel group the ranks must answer alike, but a signal reaches one rank, the
+    writer alone knows its commit failed, and each rank has its own clock. There ``ride()`` makes
+    the three questions numbers that travel with every all-reduce the group makes anyway
+    (``local``: this rank's, ``note``: their sums, kept until consumed;
+    ``nnx_adapters.collective.torch.TorchCollective.rider``), and ``due`` answers from the sums:
+    every rank has made the same all-reduces by the same update boundary, so every rank commits,
+    or stops, at the same update. A count of updates is the same on every rank: it never rides."""
 
-    def __init__(self, every: int | timedelta | None, preemption: Any = None, clock: Callable[[], float] = time.monotonic) -> None:
-        self.every, self.preemption, self.clock = every, preemption, clock
-        self.agreed: list[float] | None = None  # riding: [ranks preempted, ranks whose clock is due], summed
+    def __init__(self, every: int | timedelta | None, preemption: Any = None, clock: Callable[[], float] = time.monotonic,
+                 failed: Callable[[], bool] | None = None) -> None:
+        self.every, self.preemption, self.clock, self.failed = every, preemption, clock, failed
+        self.agreed: list[float] | None = None  # riding: [ranks preempted, ranks whose clock is due, writer failed], summed
         self.vote: Callable[[list[float]], list[float]] | None = None  # riding on an all-reduce of its own
         self.mark(0)
 
     @property
     def rides(self) -> bool:
-        """Whether a group must agree on these answers (a signal can arrive, or a clock decides)."""
+        """Whether a group must agree on these answers (a signal can arrive, a clock decides, or a
+        background commit can fail)."""
         signals = self.preemption is not None and bool(self.preemption.signals)
-        return signals or isinstance(self.every, timedelta)
+        return signals or isinstance(self.every, timedelta) or self.failed is not None
 
     def ride(self) -> None:
         """Answer from what the group agreed (``note``) from now on."""
-        self.agreed = [0.0, 0.0]
+        self.agreed = [0.0, 0.0, 0.0]
 
     def local(self) -> list[float]:
-        """This rank's answers, as numbers to sum over the ranks: [preempted, the clock is due]."""
+        """This rank's answers, as numbers to sum over the ranks: [preempted, the clock is due, its
+        background commit failed]."""
         every = self.every
         clock_due = isinstance(every, timedelta) and self.clock() - self._since >= every.total_seconds()
-        return [1.0 if self._signalled else 0.0, 1.0 if clock_due else 0.0]
+        return [1.0 if self._signalled else 0.0, 1.0 if clock_due else 0.0, 1.0 if self._failed else 0.0]
 
     def note(self, sums: Sequence[float]) -> None:
         """The sums of every rank's ``local`` at one all-reduce (kept: a later sum of 0 does not undo them)."""
@@ -86,6 +93,10 @@ class CommitPoints:
         return self.preemption is not None and self.preemption.requested
 
     @property
+    def _failed(self) -> bool:
+        return self.failed is not None and self.failed()
+
+    @property
     def preempted(self) -> bool:
         """A preemption signal arrived (in a group: on any rank, as agreed so far)."""
         return self._signalled if self.agreed is None else self.agreed[0] > 0
@@ -97,9 +108,12 @@ class CommitPoints:
         return TrainingPreempted(run_id, epoch, update, name, committed=update is not None)
 
     def due(self, updates: int) -> str | None:
-        """``PREEMPTED``, ``EVERY`` or None, at an update boundary with ``updates`` committed updates."""
+        """``FAILED``, ``PREEMPTED``, ``EVERY`` or None, at an update boundary with ``updates``
+        committed updates."""
         if self.vote is not None:
             self.note(self.vote(self.local()))
+        if self._failed if self.agreed is None else self.agreed[2] > 0:
+            return FAILED
         if self.preempted:
             return PREEMPTED
         every = self.every

@@ -35,7 +35,7 @@ import attrs
 import torch
 
 from nnx_core import agreement
-from nnx_core.commit import RunFiles, epoch_tags, refresh_last, weights_tag
+from nnx_core.commit import RunFiles, epoch_tags, refresh_last
 from nnx_core.eager_history import EagerHistory
 from nnx_core.errors import TrainingInputError, TrainingPreempted
 from nnx_core.journal import JournalWriter
@@ -49,12 +49,12 @@ from nnx_adapters.pytorch.extras import ExtraMetrics, gathered_pass
 from nnx_adapters.pytorch.metrics import EpochAccumulator
 from nnx_api.callbacks import Callback, CallbackContext
 from nnx_api.config.metrics import refuse_unarrived
-from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState, WeightsPayload
+from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState
 from nnx_api.training.checkpoint import component_required, restore_checkpoint, training_state
 from nnx_api.training.epoch import EpochState, Updates, flush_records, records_summary, sample_count, summary_width
 from nnx_api.training.history_setup import JournalWindow
 from nnx_api.training.objectives import ObjectiveSummary
-from nnx_api.training.partial import PREEMPTED, CommitPoints, Partial, load_tree, tree_state
+from nnx_api.training.partial import FAILED, PREEMPTED, CommitPoints, Partial, load_tree, tree_state
 from nnx_api.training.roles import EntryKind, EpochGroup, UpdateOwner
 from nnx_api.training.steps import EvalStepContext, eval_mode_for, score
 from nnx_api.training.writer import RunWriter
@@ -116,18 +116,19 @@ class TrainingSession:
         self._in_history, self._samples = 0, 0  # how many of them the history holds (a mid-epoch commit's); samples so far
         self.positioned = setup.positioned  # the train loader NNx positions (None: iterated as it is)
         self.inside = self.positioned is not None  # commits inside an epoch
-        self.points = CommitPoints(self.params.commit_every, setup.preemption)
+        self.writer = RunWriter(self.files, self.history, background=self.params.async_commits and self.collective.is_writer)
+        failed = self.writer.failed if self.params.async_commits else None  # every rank asks (the writer's rides)
+        self.points = CommitPoints(self.params.commit_every, setup.preemption, failed=failed)
         self.group.ride(self.points)  # a group agrees on its commit points (a signal reaches one rank)
         self._resumed: Partial | None = None  # a mid-epoch resume point's position
         self.last_partial: Partial | None = None  # this call's last commit, when it was inside an epoch
         self._epoch_rng: Any = None  # the RNG streams when this epoch's iterator was made
         self._commit_rng: Any = None  # a mid-epoch resume point's streams, put back once its batches are skipped
-        self.writer = RunWriter(self.files, self.history)  # the writer rank's commits
         self.table = dispatch_table(self.callbacks, Callback)
         self.forward = setup.compiled  # None: model.net (the default step's and validation's forward)
         primary = self.optimizers[self.primary].optimizer
         self.ctx = CallbackContext(  # epoch: the first epoch this call trains, already in on_train_begin (as NNx)
-            model=self.model, run=self.run, optimizer=primary, save_weights=self._save_weights, epoch=setup.start_epoch,
+            model=self.model, run=self.run, optimizer=primary, save_weights=lambda tag: self.writer.weights(tag, self.ctx.epoch, self.model.net), epoch=setup.start_epoch,
             scheduler=None if self.kind.named_optimizers else getattr(self.schedules.get(self.primary), "scheduler", None))
         if self.kind.named_optimizers:
             self.ctx.optimizers = types.MappingProxyType({n: o.optimizer for n, o in self.optimizers.items()})
@@ -212,6 +213,8 @@ class TrainingSession:
         why = self.points.due(self.updates.count)
         if why is None:
             return
+        if why == FAILED:  # the background writer's commit failed: its error, on every rank
+            self.writer.settle(self.collective, "the background commit")
         if self.inside:
             self.commit_partial(epoch, batches)
         if why == PREEMPTED:
@@ -219,6 +222,7 @@ class TrainingSession:
 
     def _preempted(self, epoch: int | None, *, committed: bool = True) -> TrainingPreempted:
         """The error of a preemption obeyed at a commit point."""
+        self.writer.settle(self.collective, "the commit before a preemption")  # durable before the error says so
         return self.points.preempted_error(self.run.id, epoch, self.updates.count if committed else None)
 
     def _resume_partial(self, resumed: Partial) -> int:
@@ -380,12 +384,10 @@ class TrainingSession:
             epoch - self.setup.phase_offset, self.params.n_epochs, phases=self.params.save_phase_checkpoints, improved=improved
         )
 
-        def write(rng: Any) -> None:
+        def write(rng: Any) -> None:  # once it is durable, a replacement's old run goes (after_first_commit)
             self.writer.write(epoch, self.payload(epoch, rng), update_count=self.updates.count, tags=tags,
-                              deferred=self.ctx.deferred_checkpoint_writes)
-            then, self._after_first_commit = self._after_first_commit, None
-            if then is not None:  # a replacement's first commit is durable: the old run goes
-                then()
+                              deferred=self.ctx.deferred_checkpoint_writes, durable=self._after_first_commit)
+            self._after_first_commit = None
 
         self._agreed_write(f"commit of epoch {epoch}", write)
         self.committed_epoch, self.last_partial = epoch, None
@@ -407,12 +409,6 @@ class TrainingSession:
         self.points.mark(self.updates.count)
         self.last_partial = position
 
-    def _save_weights(self, tag: str) -> Callable[[], None]:
-        """A deferred writer of a weights-only tag holding the model as it is now."""
-        epoch = self.ctx.epoch
-        data = WeightsPayload(epoch=epoch, weights=self.model.net.state_dict()).encode()
-        return lambda: weights_tag(self.files, tag, epoch, data)
-
     def should_stop(self) -> bool:
         """EarlyStopping (or any callback) asked to stop after this commit; a preemption signal
         that arrived in the epoch's last window raises here, the epoch committed."""
@@ -423,6 +419,10 @@ class TrainingSession:
     def stopped_at_update(self) -> bool:
         """A callback stopped the run at an update boundary (LAST stays at the last epoch)."""
         return self.updates.stopped
+
+    def settle(self, error: BaseException | None) -> None:
+        """Every commit durable before on_train_end (``nnx_core.lifecycle``); a failure stops every rank."""
+        self.writer.settle(self.collective, "the last commit", after=error)
 
     def agree(self, where: str, error: BaseException | None) -> None:
         """An agreement point of the lifecycle: any rank's error is raised on every rank."""

@@ -71,6 +71,9 @@ class FakeDriver:
     def stopped_at_update(self):
         return False
 
+    def settle(self, error):
+        self.log.append("settled" if error is None else f"settled after {type(error).__name__}")
+
     def finalize(self):
         self.log.append("refresh_last")
 
@@ -90,6 +93,7 @@ def test_full_run_follows_the_seed_order():
     assert log == [
         "A.on_train_begin", "B.on_train_begin",
         *expected_epoch(0), *expected_epoch(1),
+        "settled",  # every commit durable (one in the background included) before on_train_end
         "B.on_train_end", "A.on_train_end",  # reverse order
         "refresh_last",  # LAST refreshed after finalization
     ]
@@ -98,7 +102,7 @@ def test_full_run_follows_the_seed_order():
 def test_stop_after_commit_still_finalizes():
     log = []
     run_lifecycle(FakeDriver(log, n=5, stop_after=0), [Recorder("A", log), Recorder("B", log)], Ctx())
-    assert log[-3:] == ["B.on_train_end", "A.on_train_end", "refresh_last"]
+    assert log[-4:] == ["settled", "B.on_train_end", "A.on_train_end", "refresh_last"]
     assert "batches@1" not in log
 
 
@@ -109,7 +113,8 @@ def test_failure_mid_epoch_finalizes_begun_callbacks_in_reverse_and_reraises():
         with pytest.raises(KeyError, match="validation broke"):
             run_lifecycle(FakeDriver(log, n=3, fail=("validation", 1)), cbs, Ctx())
     tail = log[log.index("validation@1") + 1 :]
-    assert tail == ["C.on_train_end", "B.on_train_end", "A.on_train_end"]  # all attempted, no refresh
+    # the commit in flight ends first; then all attempted, no refresh
+    assert tail == ["settled after KeyError", "C.on_train_end", "B.on_train_end", "A.on_train_end"]
     assert "commit@1" not in log
 
 
@@ -118,7 +123,7 @@ def test_only_callbacks_whose_begin_completed_are_finalized():
     cbs = [Recorder("A", log), Recorder("B", log, fail_on=("on_train_begin", -1)), Recorder("C", log)]
     with pytest.raises(RuntimeError, match="B failed"):
         run_lifecycle(FakeDriver(log), cbs, Ctx())
-    assert log == ["A.on_train_begin", "B.on_train_begin", "A.on_train_end"]
+    assert log == ["A.on_train_begin", "B.on_train_begin", "settled after RuntimeError", "A.on_train_end"]
 
 
 def test_cleanup_error_without_training_error_is_raised_and_others_warned():
@@ -203,7 +208,7 @@ def test_an_update_boundary_stop_finalizes_without_refreshing_last():
     assert log == [
         "A.on_train_begin", "B.on_train_begin", *expected_epoch(0),
         "A.on_epoch_begin@1", "B.on_epoch_begin@1", "batches@1",  # epoch 1 is neither validated nor committed
-        "B.on_train_end", "A.on_train_end",  # LAST stays at epoch 0: no refresh_last
+        "settled", "B.on_train_end", "A.on_train_end",  # LAST stays at epoch 0: no refresh_last
     ]
 
 

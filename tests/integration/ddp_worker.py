@@ -95,8 +95,9 @@ def launch_main(rank: int, out: Path, root: Path) -> dict[str, Any]:
     model = common.model(dropout=0.3)
     run = model.train(common.crash_params(), root=root / "reference", distributed=distributed.DDP())
     result["reference"] = {"id": run.id, "idps": run.idps, "final": final_weights(model)}
-    # 3. a failing writer commit (injected on the writer only) stops both ranks with the same error
-    from nnx_api.training import writer as training
+    # 3. a failing writer commit (injected on the writer only, where the commit runs: the background
+    # writer's, asynchronous commits being the default) stops both ranks with the same error
+    from nnx_core import background as training
 
     real = training.commit_epoch
 

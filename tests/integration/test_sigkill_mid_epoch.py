@@ -10,7 +10,9 @@ wherever the run has got to: in a step, in a commit, between two):
 
 * SIGKILL, at updates in each of the three epochs, each kill on the root the previous rerun left:
   after every kill the on-disk state obeys the load rules (``check_state``) and LAST holds at
-  least the last update announced minus 5 (at most 5 updates are redone); the same command, rerun
+  least the last update announced minus 10: commits are written in the background (the default),
+  so a kill can also take the commit still in flight, and the one before it is LAST — at most
+  2 × 5 updates are redone (the next commit point waits for it); the same command, rerun
   once more, ends bit-identical to the uninterrupted run (weights, LAST, history);
 * SIGTERM (preemption, default ``preempt_signals``): the process commits at the next update
   boundary and exits non-zero with ``TrainingPreempted``; LAST holds the update it stopped at
@@ -193,7 +195,8 @@ def test_sigkill_inside_epochs_redoes_at_most_commit_every_updates(reference: di
         epoch, updates, position = check_state(root, reference["rid"])
         kills.append((seen, announced, epoch, updates, position))
         assert updates <= announced, kills  # nothing is committed before it is announced
-        assert announced - updates <= EVERY, f"{announced - updates} updates to redo after the kill: {kills}"
+        # the commit in flight may be lost with the process; the one before it is durable
+        assert announced - updates <= 2 * EVERY, f"{announced - updates} updates to redo after the kill: {kills}"
     # the kills landed in every epoch, and some left a LAST inside its epoch (what the rerun resumes from)
     assert {(seen - 1) // PER_EPOCH for seen, *_ in kills} == set(range(EPOCHS)), kills
     assert any(position is not None for *_, position in kills), kills

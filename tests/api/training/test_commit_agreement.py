@@ -79,7 +79,7 @@ def test_each_ranks_clock_rides_and_a_commit_resets_it_on_every_rank():
     now = [0.0, 0.0]
     points, _ = group(2, every=timedelta(seconds=10), clocks=[lambda: now[0], lambda: now[1]])
     now[0] = 11.0  # rank 0's clock is due, rank 1's is not yet
-    assert points[0].local() == [0.0, 1.0] and points[1].local() == [0.0, 0.0]
+    assert points[0].local() == [0.0, 1.0, 0.0] and points[1].local() == [0.0, 0.0, 0.0]
     all_reduce(points)
     assert [p.due(3) for p in points] == [EVERY, EVERY]
     for p in points:

@@ -1,0 +1,109 @@
+"""Staging: a consistent snapshot of a checkpoint payload, in buffers reused from commit to commit.
+
+A background commit (``nnx_core.background``) writes the payload while training goes on changing
+the parameters and the optimizer's state in place, so at its commit point the payload is copied
+once. ``Staging.snapshot`` copies every tensor's whole storage into a host buffer and rebuilds the
+tensor as the same view of the copy (same offset, sizes, strides, dtype): tensors sharing a
+storage (tied weights) still share one, so ``torch.save`` writes the snapshot with exactly the
+bytes it writes for the live state. Containers are rebuilt with their types (an ``OrderedDict``
+keeps its ``_metadata``); other values are copied with ``copy.deepcopy``.
+
+Buffers are kept by their place in the payload and reused while the size matches, so staging
+memory is one state's and is not allocated again per commit. A CUDA tensor is copied into pinned
+host memory with ``non_blocking`` copies on a side stream, waited for before the snapshot is
+handed over; a checkpoint holds host tensors either way (``state.encoder`` of a staged payload).
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+
+class Staging:
+    """Reusable host buffers for one writer's payload snapshots."""
+
+    def __init__(self) -> None:
+        self._buffers: list[torch.UntypedStorage] = []  # by the storage's place in the payload
+        self._stream: Any = None  # the CUDA side stream of device-to-host copies
+        self.bytes = 0  # what the last snapshot copied
+
+    def snapshot(self, payload: Any) -> Any:
+        """``payload`` with every tensor in it copied into this staging's buffers (module docstring)."""
+        copies: dict[int, torch.UntypedStorage] = {}  # source storage (its C++ identity) → its copy
+        self.bytes = 0
+        cuda = any(t.is_cuda for t in _tensors(payload))
+        if cuda and self._stream is None:
+            self._stream = torch.cuda.Stream()
+        if cuda:
+            self._stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self._stream):
+                staged = self._copy(payload, copies)
+            self._stream.synchronize()
+        else:
+            staged = self._copy(payload, copies)
+        return staged
+
+    def _copy(self, value: Any, copies: dict[int, torch.UntypedStorage]) -> Any:
+        if isinstance(value, torch.Tensor):
+            return self._tensor(value, copies)
+        if isinstance(value, Mapping):
+            out = collections.OrderedDict() if isinstance(value, collections.OrderedDict) else {}
+            for key, item in value.items():
+                out[key] = self._copy(item, copies)
+            if hasattr(value, "_metadata"):
+                out._metadata = copy.deepcopy(value._metadata)  # type: ignore[union-attr]
+            return out if type(value) in (dict, collections.OrderedDict) else _retyped(value, out)
+        if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+            return type(value)(self._copy(item, copies) for item in value)
+        return copy.deepcopy(value)
+
+    def _tensor(self, tensor: torch.Tensor, copies: dict[int, torch.UntypedStorage]) -> torch.Tensor:
+        if type(tensor) not in (torch.Tensor, torch.nn.Parameter) or tensor.is_sparse or tensor.layout != torch.strided:
+            return tensor.detach().clone().cpu() if not isinstance(tensor, torch.nn.Parameter) else copy.deepcopy(tensor)
+        source = tensor.untyped_storage()
+        key = source._cdata
+        staged = copies.get(key)
+        if staged is None:
+            staged = copies[key] = self._buffer(len(copies), source)
+        view = torch.empty(0, dtype=tensor.dtype).set_(staged, tensor.storage_offset(), tensor.size(), tensor.stride())
+        if isinstance(tensor, torch.nn.Parameter):
+            return torch.nn.Parameter(view, requires_grad=tensor.requires_grad)
+        return view.requires_grad_(tensor.requires_grad) if tensor.is_leaf else view
+
+    def _buffer(self, place: int, source: torch.UntypedStorage) -> torch.UntypedStorage:
+        """The host buffer at ``place``, (re)allocated when its size or kind changed, filled from ``source``."""
+        size, pin = source.nbytes(), source.device.type == "cuda"
+        while len(self._buffers) <= place:
+            self._buffers.append(torch.UntypedStorage(0))
+        buffer = self._buffers[place]
+        if buffer.nbytes() != size or buffer.is_pinned() != pin:
+            buffer = self._buffers[place] = torch.UntypedStorage(size, device="cpu")
+            if pin:
+                buffer = self._buffers[place] = buffer.pin_memory()
+        buffer.copy_(source, non_blocking=pin)
+        self.bytes += size
+        return buffer
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """Every tensor in ``value`` (containers walked)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, Mapping):
+        return [t for item in value.values() for t in _tensors(item)]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    return []
+
+
+def _retyped(original: Mapping[str, Any], items: dict[str, Any]) -> Any:
+    """A mapping of another type rebuilt with its copied items (a deep copy when it cannot be)."""
+    try:
+        return type(original)(items)
+    except TypeError:
+        return copy.deepcopy(original)
