@@ -9,7 +9,7 @@ CORE_VENV := .venv-core
 # The core's proof without torch: exactly these files, by path (docs/testing.md).
 CORE_TESTS := tests/core tests/adapters/test_storage.py tests/adapters/test_storage_blob.py \
 	tests/adapters/test_storage_contract.py tests/adapters/test_storage_fsspec.py tests/adapters/test_commit_ops.py \
-	tests/property/test_commit_machine.py tests/property/test_journal_machine.py
+	tests/property/test_commit_machine.py tests/property/test_journal_machine.py tests/property/test_background_commits.py
 CORE_DEPS := attrs cattrs portalocker fsspec pytest pytest-timeout pytest-randomly pytest-xdist hypothesis
 # Test processes (pytest-xdist): one per core by default, an idle one taking queued tests from a busy
 # one (--dist worksteal: the suite's minute-long tests do not end up queued behind each other);

@@ -71,7 +71,7 @@ class BackgroundCommits:
         """Commit ``commit`` (staged: nothing in it changes any more) in the background, after the
         commit in flight; ``durable`` runs on the writer once its LAST, tags and deferred writes are
         written. A failure of the previous commit is raised here and nothing is submitted."""
-        self.wait()
+        self.commit_point()
 
         def work() -> None:
             try:
@@ -82,12 +82,19 @@ class BackgroundCommits:
         self._pending = self.runner.start(work)
         self.submitted += 1
 
+    def commit_point(self) -> None:
+        """``wait``, at a commit point: counted in ``waits`` when the commit in flight has not ended."""
+        if self._pending is not None and not self._pending.done():
+            self.waits += 1
+        self.wait()
+
     def wait(self) -> None:
-        """Wait for the commit in flight; raise its failure (or an earlier one not yet raised)."""
-        pending, self._pending = self._pending, None
+        """Wait for the commit in flight; raise its failure (or an earlier one not yet raised). A
+        wait interrupted (a signal's exception) leaves the commit in flight, waited for next time."""
+        pending = self._pending
         if pending is not None:
-            self.waits += 0 if pending.done() else 1
             pending.wait()
+            self._pending = None
         error = self.take()
         if error is not None:
             raise error

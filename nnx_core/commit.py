@@ -480,13 +480,14 @@ def complete_tags(files: RunFiles) -> tuple[str, ...]:
     return tuple(behind)
 
 
-def refresh_last(files: RunFiles, payload: bytes | Callable[[BinaryWriter], None]) -> TagManifest | None:
-    """Rewrite LAST from the final model after finalization: the same epoch and meta, a new blob.
-    Nothing happens when nothing was committed."""
+def refresh_last(files: RunFiles, payload: bytes | Callable[[BinaryWriter], None] | None) -> TagManifest | None:
+    """Rewrite LAST from the final model after finalization: the same epoch and meta, a new blob
+    (``payload`` None: the caller knows the final model is the bytes LAST names already; its blob
+    stays). Nothing happens when nothing was committed."""
     previous = files.read_tag(LAST)
     if previous is None:
         return None
-    manifest = attrs.evolve(previous, blobs={"state": files.put_blob(payload)})
+    manifest = attrs.evolve(previous, blobs=previous.blobs if payload is None else {"state": files.put_blob(payload)})
     files.write_tag(manifest)
     files.collect_garbage()
     return manifest

@@ -9,7 +9,9 @@ bytes it writes for the live state. Containers are rebuilt with their types (an 
 keeps its ``_metadata``); other values are copied with ``copy.deepcopy``.
 
 Buffers are kept by their place in the payload and reused while the size matches, so staging
-memory is one state's and is not allocated again per commit. A CUDA tensor is copied into pinned
+memory is one state's and is not allocated again per commit. Until the next snapshot they hold the
+last one: ``holds`` tells whether a payload is still byte for byte what it was then (the end of
+a call: the final LAST refresh has nothing new to write when nothing changed since the last commit). A CUDA tensor is copied into pinned
 host memory with ``non_blocking`` copies on a side stream, waited for before the snapshot is
 handed over; a checkpoint holds host tensors either way (``state.encoder`` of a staged payload).
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import pickle
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,6 +34,7 @@ class Staging:
         self._buffers: list[torch.UntypedStorage] = []  # by the storage's place in the payload
         self._stream: Any = None  # the CUDA side stream of device-to-host copies
         self.bytes = 0  # what the last snapshot copied
+        self.last: Any = None  # the last snapshot (views of the buffers)
 
     def snapshot(self, payload: Any) -> Any:
         """``payload`` with every tensor in it copied into this staging's buffers (module docstring)."""
@@ -46,7 +50,18 @@ class Staging:
             self._stream.synchronize()
         else:
             staged = self._copy(payload, copies)
+        self.last = staged
         return staged
+
+    def holds(self, payload: Any) -> bool:
+        """Whether the last snapshot is still exactly ``payload``: the same containers and keys,
+        values that pickle alike, every tensor the same view of a storage whose bytes equal its
+        copy's (storages shared alike), so ``torch.save`` writes the same bytes for both. False
+        when unsure (a CUDA tensor, another kind of tensor, no snapshot yet)."""
+        try:
+            return self.last is not None and _same(payload, self.last, {})
+        except Exception:  # anything unexpected: not known to be the same
+            return False
 
     def _copy(self, value: Any, copies: dict[int, torch.UntypedStorage]) -> Any:
         if isinstance(value, torch.Tensor):
@@ -88,6 +103,37 @@ class Staging:
         buffer.copy_(source, non_blocking=pin)
         self.bytes += size
         return buffer
+
+
+def _same(live: Any, staged: Any, pairs: dict[int, int]) -> bool:
+    """``Staging.holds`` for one value; ``pairs``: live storage → its staged copy and (negated
+    key) staged copy → live storage, seen so far."""
+    if type(live) is not type(staged):
+        return False
+    if isinstance(live, torch.Tensor):
+        if type(live) not in (torch.Tensor, torch.nn.Parameter) or live.is_cuda or live.layout != torch.strided:
+            return False
+        if (live.dtype, live.size(), live.stride(), live.storage_offset(), live.requires_grad) != (
+            staged.dtype, staged.size(), staged.stride(), staged.storage_offset(), staged.requires_grad
+        ):
+            return False
+        source, copy_ = live.untyped_storage(), staged.untyped_storage()
+        if source._cdata in pairs or -copy_._cdata in pairs:  # shared alike both ways, or not the same
+            return pairs.get(source._cdata) == copy_._cdata and pairs.get(-copy_._cdata) == source._cdata
+        pairs[source._cdata], pairs[-copy_._cdata] = copy_._cdata, source._cdata
+        return source.nbytes() == copy_.nbytes() and torch.equal(_bytes(source), _bytes(copy_))
+    if isinstance(live, Mapping):
+        if list(live) != list(staged) or getattr(live, "_metadata", None) != getattr(staged, "_metadata", None):
+            return False
+        return all(_same(live[k], staged[k], pairs) for k in live)
+    if isinstance(live, (list, tuple)):
+        return len(live) == len(staged) and all(_same(a, b, pairs) for a, b in zip(live, staged, strict=True))
+    return pickle.dumps(live, protocol=2) == pickle.dumps(staged, protocol=2)  # 0.0 and -0.0 differ
+
+
+def _bytes(storage: torch.UntypedStorage) -> torch.Tensor:
+    """A storage's bytes as a uint8 tensor (no copy)."""
+    return torch.empty(0, dtype=torch.uint8).set_(storage)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:

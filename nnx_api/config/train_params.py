@@ -399,7 +399,7 @@ class NNTrainParams(_Training):
     background write (a full disk, an I/O error) stops training at the next update boundary with
     the error a synchronous commit raises, the previous LAST intact. ``train()`` returns only when
     the last commit is durable; an exception, a preemption or Ctrl-C waits for the commit in flight
-    (a second Ctrl-C abandons it: the run is then as a crash at that instant leaves it, resumable).
+    (Ctrl-C again is raised once it is durable; killing the process abandons it, resumable).
     ``False`` writes each commit before training goes on (no staging copy: less memory). The run
     folder, its id and every reader are the same either way.
     """

@@ -35,7 +35,7 @@ import attrs
 import torch
 
 from nnx_core import agreement
-from nnx_core.commit import RunFiles, epoch_tags, refresh_last
+from nnx_core.commit import RunFiles, epoch_tags
 from nnx_core.eager_history import EagerHistory
 from nnx_core.errors import TrainingInputError, TrainingPreempted
 from nnx_core.journal import JournalWriter
@@ -432,7 +432,7 @@ class TrainingSession:
         """Refresh LAST from the final model (on_train_end changes and transforms persisted)."""
         epoch = self.committed_epoch
         if epoch is not None:
-            self._agreed_write("final LAST refresh", lambda rng: refresh_last(self.files, self.payload(epoch, rng).encoder()))
+            self._agreed_write("final LAST refresh", lambda rng: self.writer.refresh(self.payload(epoch, rng)))
 
     # ----------------------------------------------------------------- resume
     def restore(self, payload: Payload, *, stateful: bool) -> None:

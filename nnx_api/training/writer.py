@@ -21,7 +21,7 @@ from typing import Any
 
 from nnx_core import agreement
 from nnx_core.background import BackgroundCommits
-from nnx_core.commit import POSITION, EpochCommit, RunFiles, commit_epoch, weights_tag
+from nnx_core.commit import POSITION, EpochCommit, RunFiles, commit_epoch, refresh_last, weights_tag
 from nnx_core.eager_history import EagerHistory
 from nnx_core.journal import JournalWriter
 from nnx_core.lifecycle import CleanupWarning
@@ -51,7 +51,7 @@ class RunWriter:
         journal = self.history if isinstance(self.history, JournalWriter) else None  # chunks + manifest
         background = self.background if journal is None else None
         if self.background is not None:
-            self.background.wait()  # the commit in flight is durable (or raises), its buffers free
+            self.background.commit_point()  # the commit in flight is durable (or raises), its buffers free
         history = self.history.render() if journal is None else None
         meta: dict[str, Any] = {"update_count": update_count}
         selection = next((r.selection for r in reversed(self.history.idps) if r.selection is not None), None)
@@ -76,6 +76,14 @@ class RunWriter:
             written()
         else:
             background.submit(commit, written)
+
+    def refresh(self, payload: Any) -> None:
+        """The final LAST refresh (``nnx_core.commit.refresh_last``), after the last commit is
+        durable. When the payload is still byte for byte the last commit's snapshot (nothing
+        changed it since: ``Staging.holds``), LAST already names those bytes: its blob is not
+        encoded and written again."""
+        unchanged = self.staging is not None and self.staging.holds(payload.state())
+        refresh_last(self.files, None if unchanged else payload.encoder())
 
     def weights(self, tag: str, epoch: int, net: Any) -> Callable[[], None]:
         """A deferred writer of a weights-only tag holding ``net`` as it is now (``ctx.save_weights``)."""
@@ -108,7 +116,7 @@ class RunWriter:
     def drain_after(self, error: BaseException) -> None:
         """Training ends with ``error``: wait for the commit in flight all the same (what it
         commits stays); its own failure is warned, never raised over ``error``. Ctrl-C while
-        waiting abandons it, as a crash at that instant would."""
+        waiting is raised once it has ended (``nnx_adapters.runner.ThreadRun.wait``)."""
         try:
             self.drain()
         except Exception as exc:

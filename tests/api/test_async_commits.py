@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from nnx_adapters import runner as runner_module
 import nnx_api as nnx
+from nnx_api.runs import payload as payload_module
 from nnx_api.training import writer as writer_module
 
 
@@ -38,7 +39,8 @@ def _train(root: Path, callbacks=(), **kw) -> nnx.NNRun:
     x, y = torch.randn(96, 4, generator=torch.Generator().manual_seed(0)), torch.arange(96) % 3
     loader = DataLoader(TensorDataset(x, y), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(1))
     val = DataLoader(TensorDataset(x[:32], y[:32]), batch_size=16)
-    params = nnx.NNTrainParams(n_epochs=4, seed=0, train_loader=loader, val_loader=val, progress=False, commit_every=5,
+    kw.setdefault("n_epochs", 4)
+    params = nnx.NNTrainParams(seed=0, train_loader=loader, val_loader=val, progress=False, commit_every=5,
                                optim=nnx.NNOptimParams(name="adam", max_lr=0.01), **kw)
     torch.manual_seed(0)
     model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(16,)), nnx.NNModelParams())
@@ -99,6 +101,27 @@ def test_the_same_training_writes_the_same_files_with_and_without_async_commits(
     assert written == _files(tmp_path / "sync")
 
 
+def test_an_unchanged_final_model_is_not_written_again_and_last_is_the_same(tmp_path, monkeypatch):
+    """One epoch: its commit moves FIRST and BEST too. The final refresh finds the model as the
+    commit staged it and writes no blob; LAST is the file a synchronous run's refresh writes."""
+    encoded = []
+    encoder = payload_module.CheckpointPayload.encoder
+    def counted(self, staging=None):
+        encoded.append(staging)
+        return encoder(self, staging)
+
+    monkeypatch.setattr(payload_module.CheckpointPayload, "encoder", counted)
+    sync = _train(tmp_path / "sync", async_commits=False, n_epochs=1)
+    commits = len(encoded) - 1  # two inside the epoch (commit_every=5 of 12 updates), its end; then the refresh
+    assert commits == 3 and encoded == [None] * 4
+    encoded.clear()
+    _train(tmp_path / "async", async_commits=True, n_epochs=1)
+    assert len(encoded) == commits and None not in encoded  # the commits' snapshots only: no refresh blob
+    written = _files(tmp_path / "async")
+    assert {f"{sync.id}/checkpoints/{tag}.json" for tag in ("first", "best", "last")} <= set(written)
+    assert written == _files(tmp_path / "sync")
+
+
 def test_the_writer_writes_the_commit_points_snapshot_while_training_moves_on(tmp_path, monkeypatch):
     gate = Gate(updates=2)
     monkeypatch.setattr(writer_module, "ThreadRunner", lambda: gate)
@@ -135,3 +158,21 @@ def test_a_training_error_waits_for_the_commit_in_flight(tmp_path, monkeypatch):
 def test_async_commits_is_a_flag():
     with pytest.raises(nnx.ParamsError, match="async_commits"):
         nnx.NNTrainParams(n_epochs=1, async_commits="yes")
+
+
+class HalvesAtEnd(nnx.Callback):
+    """Changes the model after the last commit: the final LAST refresh must write it."""
+
+    def on_train_end(self, ctx) -> None:
+        with torch.no_grad():
+            next(ctx.model.net.parameters()).mul_(0.5)
+
+
+def test_a_model_changed_after_the_last_commit_is_written_by_the_final_refresh(tmp_path):
+    sync = _train(tmp_path / "sync", callbacks=[HalvesAtEnd()], async_commits=False, n_epochs=1)
+    background = _train(tmp_path / "async", callbacks=[HalvesAtEnd()], async_commits=True, n_epochs=1)
+    assert _files(tmp_path / "async") == _files(tmp_path / "sync")
+    unchanged = _train(tmp_path / "plain", async_commits=True, n_epochs=1)
+    halved, kept = background.checkpoint("last").weights(), unchanged.checkpoint("last").weights()
+    first = next(iter(kept))
+    assert torch.equal(halved[first], kept[first] * 0.5) and sync.id == background.id

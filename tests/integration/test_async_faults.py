@@ -50,20 +50,12 @@ from nnx_adapters.storage.fs import FileStorage
 import nnx_api as nnx
 from nnx_api import cli
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("one_thread")]
 
 HERE = Path(__file__).resolve().parent
 N_EPOCHS = 3  # three epoch commits: the second is the one faulted (training goes on after it)
 LAUNCH_S = 120  # hard wall-clock limit of the 2-rank launch
 PRIMARY = {"write": errno.ENOSPC, "fsync": errno.EIO}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def train(root: Path, mp: pytest.MonkeyPatch | None, fail: tuple[int, str, int, int] | None, *, async_commits: bool,

@@ -23,19 +23,11 @@ from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.paths import split_path, temporary_name
 import nnx_api as nnx
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("one_thread")]
 
 
 class ProcessKilled(BaseException):
     """The simulated process died at a file operation."""
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 class KillAt:

@@ -33,20 +33,12 @@ from nnx_core.commit import LAST, RunFiles
 from nnx_adapters.storage.fs import FileStorage
 import nnx_api as nnx
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("one_thread")]
 
 N_EPOCHS = 2
 DEEP = os.environ.get("NNX_DEEP") == "1"
 STORAGE_OPS = ("write", "write_blob", "append", "copy", "delete", "remove_tree", "clean_temporaries")
 GROUP_SYNC = " (sync_group)"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 class Injector:

@@ -31,19 +31,11 @@ from nnx_adapters.storage.fs import FileStorage
 import nnx_api as nnx
 from nnx_api.cli import main as cli
 
-pytestmark = [pytest.mark.timeout(180), pytest.mark.filterwarnings("ignore:Detected pickle protocol")]
+pytestmark = [pytest.mark.timeout(180), pytest.mark.filterwarnings("ignore:Detected pickle protocol"), pytest.mark.usefixtures("one_thread")]
 
 N_EPOCHS = 2
 BAD_IDS = ["../x", "a/b", "..", ".", "a\\b", "x\x00y", "run*", "r?n", "[ab]", ".hidden", "/abs", ""]
 BAD_TAGS = ["../last", "a/b", "..", "last\x00", "*", ".last", ""]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
