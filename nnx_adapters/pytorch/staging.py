@@ -13,7 +13,8 @@ memory is one state's and is not allocated again per commit. Until the next snap
 last one: ``holds`` tells whether a payload is still byte for byte what it was then (the end of
 a call: the final LAST refresh has nothing new to write when nothing changed since the last commit). A CUDA tensor is copied into pinned
 host memory with ``non_blocking`` copies on a side stream, waited for before the snapshot is
-handed over; a checkpoint holds host tensors either way (``state.encoder`` of a staged payload).
+handed over. A synchronous commit stages device tensors too (``devices_only``, no pinning), so a
+checkpoint holds host tensors either way and both kinds of commit write the same bytes.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ import torch
 class Staging:
     """Reusable host buffers for one writer's payload snapshots."""
 
-    def __init__(self) -> None:
+    def __init__(self, devices_only: bool = False) -> None:
+        """``devices_only``: a payload without device (CUDA) tensors is handed through as it is (a
+        synchronous commit: its checkpoint then holds host tensors, as an asynchronous one's)."""
+        self.devices_only = devices_only
         self._buffers: list[torch.UntypedStorage] = []  # by the storage's place in the payload
         self._stream: Any = None  # the CUDA side stream of device-to-host copies
         self.bytes = 0  # what the last snapshot copied
@@ -41,6 +45,8 @@ class Staging:
         copies: dict[int, torch.UntypedStorage] = {}  # source storage (its C++ identity) → its copy
         self.bytes = 0
         cuda = any(t.is_cuda for t in _tensors(payload))
+        if self.devices_only and not cuda:
+            return payload
         if cuda and self._stream is None:
             self._stream = torch.cuda.Stream()
         if cuda:
@@ -92,7 +98,7 @@ class Staging:
 
     def _buffer(self, place: int, source: torch.UntypedStorage) -> torch.UntypedStorage:
         """The host buffer at ``place``, (re)allocated when its size or kind changed, filled from ``source``."""
-        size, pin = source.nbytes(), source.device.type == "cuda"
+        size, pin = source.nbytes(), source.device.type == "cuda" and not self.devices_only
         while len(self._buffers) <= place:
             self._buffers.append(torch.UntypedStorage(0))
         buffer = self._buffers[place]

@@ -36,8 +36,9 @@ class RunWriter:
 
     def __init__(self, files: RunFiles, history: Any, background: bool = False) -> None:
         self.files, self.history = files, history
-        self.background = BackgroundCommits(files, ThreadRunner()) if background else None
-        self.staging = Staging() if background else None
+        journal = isinstance(history, JournalWriter)  # its step runs in order on the training thread
+        self.background = BackgroundCommits(files, ThreadRunner()) if background and not journal else None
+        self.staging = Staging(devices_only=self.background is None)  # a synchronous commit stages CUDA tensors only
         self.previous = history.render() if isinstance(history, EagerHistory) and history.idps else None
         self.on_disk = False  # idps.csv holds exactly ``previous`` (after this session's first commit)
 
@@ -49,9 +50,9 @@ class RunWriter:
         (``nnx_api.training.partial.Partial``), named in LAST's meta; ``durable``: called once all
         of it is written."""
         journal = self.history if isinstance(self.history, JournalWriter) else None  # chunks + manifest
-        background = self.background if journal is None else None
-        if self.background is not None:
-            self.background.commit_point()  # the commit in flight is durable (or raises), its buffers free
+        background = self.background
+        if background is not None:
+            background.commit_point()  # the commit in flight is durable (or raises), its buffers free
         history = self.history.render() if journal is None else None
         meta: dict[str, Any] = {"update_count": update_count}
         selection = next((r.selection for r in reversed(self.history.idps) if r.selection is not None), None)
@@ -61,7 +62,7 @@ class RunWriter:
             meta[POSITION] = position.meta()
         appendable, self.on_disk = self.on_disk, False
         commit = EpochCommit(
-            epoch=epoch, payload=payload.encoder(self.staging if background is not None else None), history=history,
+            epoch=epoch, payload=payload.encoder(self.staging), history=history,
             previous_history=self.previous, append_history=appendable, history_step=journal, tags=tuple(tags), meta=meta,
             deferred=list(deferred),
         )
@@ -82,7 +83,7 @@ class RunWriter:
         durable. When the payload is still byte for byte the last commit's snapshot (nothing
         changed it since: ``Staging.holds``), LAST already names those bytes: its blob is not
         encoded and written again."""
-        unchanged = self.staging is not None and self.staging.holds(payload.state())
+        unchanged = self.staging.holds(payload.state())
         refresh_last(self.files, None if unchanged else payload.encoder())
 
     def weights(self, tag: str, epoch: int, net: Any) -> Callable[[], None]:

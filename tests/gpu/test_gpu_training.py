@@ -98,3 +98,18 @@ def test_training_does_not_synchronize_with_the_host_per_batch(runs):
     synchronizing_calls(4, runs / "warm-up")
     few, many = synchronizing_calls(4, runs / "few"), synchronizing_calls(16, runs / "many")
     assert many == few, f"{few} synchronizing calls with 4 batches per epoch, {many} with 16"
+
+
+def test_asynchronous_and_synchronous_commits_write_the_same_files_on_cuda(runs, deterministic):
+    """The background writer stages CUDA tensors into pinned host buffers (a side stream); a
+    synchronous commit stages them too: both checkpoints hold host tensors, byte for byte alike."""
+    import hashlib
+
+    def files(root):
+        return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
+                if p.is_file() and ".leases" not in p.parts and p.name != "attempt.json"}
+
+    for async_commits in (True, False):
+        model, params = mlp_job(3, async_commits=async_commits, commit_every=2)
+        model.train(params, root=runs / str(async_commits))
+    assert files(runs / "True") == files(runs / "False")
