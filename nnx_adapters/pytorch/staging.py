@@ -10,11 +10,13 @@ keeps its ``_metadata``); other values are copied with ``copy.deepcopy``.
 
 Buffers are kept by their place in the payload and reused while the size matches, so staging
 memory is one state's and is not allocated again per commit. Until the next snapshot they hold the
-last one: ``holds`` tells whether a payload is still byte for byte what it was then (the end of
-a call: the final LAST refresh has nothing new to write when nothing changed since the last commit). A CUDA tensor is copied into pinned
-host memory with ``non_blocking`` copies on a side stream, waited for before the snapshot is
-handed over. A synchronous commit stages device tensors too (``devices_only``, no pinning), so a
-checkpoint holds host tensors either way and both kinds of commit write the same bytes.
+last one: ``holds`` tells whether a payload is still byte for byte what it was then (at the end of
+a call the final LAST refresh then has nothing new to write).
+
+A CUDA tensor is copied into pinned host memory with ``non_blocking`` copies on a side stream,
+waited for before the snapshot is handed over. A synchronous commit stages device tensors too
+(``devices_only``, no pinning), so a checkpoint holds host tensors either way and both kinds of
+commit write the same bytes.
 """
 
 from __future__ import annotations

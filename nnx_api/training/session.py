@@ -116,9 +116,8 @@ class TrainingSession:
         self._in_history, self._samples = 0, 0  # how many of them the history holds (a mid-epoch commit's); samples so far
         self.positioned = setup.positioned  # the train loader NNx positions (None: iterated as it is)
         self.inside = self.positioned is not None  # commits inside an epoch
-        self.writer = RunWriter(self.files, self.history, background=self.params.async_commits and self.collective.is_writer)
-        failed = self.writer.failed if self.params.async_commits else None  # every rank asks (the writer's rides)
-        self.points = CommitPoints(self.params.commit_every, setup.preemption, failed=failed)
+        self.writer = RunWriter(self.files, self.history, background=self.params.async_commits, writer=self.collective.is_writer)
+        self.points = CommitPoints(self.params.commit_every, setup.preemption, failed=self.writer.failed)
         self.group.ride(self.points)  # a group agrees on its commit points (a signal reaches one rank)
         self._resumed: Partial | None = None  # a mid-epoch resume point's position
         self.last_partial: Partial | None = None  # this call's last commit, when it was inside an epoch
@@ -128,7 +127,8 @@ class TrainingSession:
         self.forward = setup.compiled  # None: model.net (the default step's and validation's forward)
         primary = self.optimizers[self.primary].optimizer
         self.ctx = CallbackContext(  # epoch: the first epoch this call trains, already in on_train_begin (as NNx)
-            model=self.model, run=self.run, optimizer=primary, save_weights=lambda tag: self.writer.weights(tag, self.ctx.epoch, self.model.net), epoch=setup.start_epoch,
+            model=self.model, run=self.run, optimizer=primary, epoch=setup.start_epoch,
+            save_weights=lambda tag: self.writer.weights(tag, self.ctx.epoch, self.model.net),
             scheduler=None if self.kind.named_optimizers else getattr(self.schedules.get(self.primary), "scheduler", None))
         if self.kind.named_optimizers:
             self.ctx.optimizers = types.MappingProxyType({n: o.optimizer for n, o in self.optimizers.items()})

@@ -9,8 +9,8 @@ bytes (after this session's first commit) and the new bytes extend them.
 Asynchronous commits (``NNTrainParams.async_commits``, ``nnx_core.background``): at a commit point
 the writer waits for the commit in flight (raising its failure), stages a snapshot of the payload
 (``nnx_adapters.pytorch.staging``) and the history's bytes, and hands the same commit to the
-background writer; training goes on. A journal's history step is run in order here, on the
-training thread, after the commit before it is durable (its writer is not staged).
+background writer; training goes on. With a history journal every commit is written here, before
+training goes on (the journal's writer is not staged).
 """
 
 from __future__ import annotations
@@ -31,13 +31,16 @@ from nnx_api.runs.payload import WeightsPayload
 
 
 class RunWriter:
-    """Commits one session's epochs and mid-epoch points (module docstring); ``background``: in a
-    background thread (the writer rank's asynchronous commits), else before ``write`` returns."""
+    """Commits one session's epochs and mid-epoch points (module docstring); ``background``: the
+    run's commits are asynchronous (a thread of the ``writer`` rank's writes them), else each is
+    written before ``write`` returns. ``failed``: whether a background commit failed, asked on
+    every rank of an asynchronous run (the writer's answer rides its agreement); None otherwise."""
 
-    def __init__(self, files: RunFiles, history: Any, background: bool = False) -> None:
+    def __init__(self, files: RunFiles, history: Any, background: bool = False, writer: bool = True) -> None:
         self.files, self.history = files, history
         journal = isinstance(history, JournalWriter)  # its step runs in order on the training thread
-        self.background = BackgroundCommits(files, ThreadRunner()) if background and not journal else None
+        self.background = BackgroundCommits(files, ThreadRunner()) if background and writer and not journal else None
+        self.failed: Callable[[], bool] | None = self._failed if background else None
         self.staging = Staging(devices_only=self.background is None)  # a synchronous commit stages CUDA tensors only
         self.previous = history.render() if isinstance(history, EagerHistory) and history.idps else None
         self.on_disk = False  # idps.csv holds exactly ``previous`` (after this session's first commit)
@@ -91,7 +94,7 @@ class RunWriter:
         data = WeightsPayload(epoch=epoch, weights=net.state_dict()).encode()
         return lambda: weights_tag(self.files, tag, epoch, data)
 
-    def failed(self) -> bool:
+    def _failed(self) -> bool:
         """Whether a background commit failed (its error not raised yet)."""
         return self.background is not None and self.background.failed
 
