@@ -1,12 +1,17 @@
 """What a crash-matrix run ended with, for ckpt-chaos ``--result-cmd``: ``python bench/chaos/digest.py OUT``.
 
-Reads ``OUT/runs`` through the public API only (what any reader sees) and prints three lines:
+Reads ``OUT/runs`` through the public API only (what any reader sees) and prints five lines:
 the final run's LAST epoch, a SHA-256 over LAST's weights (every tensor of the state dict in
-key order: name, dtype, shape, bytes) and a SHA-256 over its committed history, followed back
+key order: name, dtype, shape, bytes), a SHA-256 over its committed history, followed back
 through its lineage (``nnx.iter_history(..., lineage=True)``: a run resumed with
-``resume_from_run_id`` continues its source's records). The final run is the one no other run
-names as its ``parent_run_id``. ckpt-chaos compares the output with the fault-free run's: one
-differing byte is a ``SILENT_DIVERGENCE``; a run that fails to load exits non-zero.
+``resume_from_run_id`` continues its source's records), BEST (its epoch, committed updates and
+weights digest; a continuation none of whose epochs improved on its source's best has no BEST
+of its own, so BEST is followed back through the lineage too) and the phase tags (``first``,
+``q1``..``q3``: each one's epoch and committed updates; ``--no-phases``, the driver whose resume
+is a new lineage run, prints ``phases -``: a continuation's phases are its own plan's). The final
+run is the one no other run names as its ``parent_run_id``. ckpt-chaos compares the output with
+the fault-free run's: one differing byte is a ``SILENT_DIVERGENCE`` (so a lost or lagging BEST
+or phase tag fails a point); a run that fails to load exits non-zero.
 
 For the ``search`` driver (``OUT/study.journal`` exists) it prints ``search_summary`` instead:
 one line per trial of the study (number, params, state, reason, value, BEST epoch, its run
@@ -152,12 +157,46 @@ def search_summary(out: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def summary(root: Path) -> str:
-    """The three lines: LAST's epoch, its weights' digest, the lineage history's digest."""
+PHASES = ("first", "q1", "q2", "q3")  # NNx's phase tags (LAST aside)
+
+
+def committed_updates(ckpt: nnx.Checkpoint) -> object:
+    """The update count a tag's manifest commits (its meta's ``update_count``)."""
+    return ckpt.manifest.meta.get("update_count")
+
+
+def lineage_best(run: nnx.NNRun) -> nnx.Checkpoint | None:
+    """BEST of ``run``, else of the nearest run up its lineage that has one (a continuation whose
+    epochs never improved on its source's best writes none: that best is the source's)."""
+    while True:
+        best = run.checkpoint("best")
+        parent = run.config.get("train", {}).get("parent_run_id")
+        if best is not None or parent is None:
+            return best
+        run = nnx.NNRun.load(parent, run.root)
+
+
+def tags_summary(run: nnx.NNRun, phases: bool = True) -> str:
+    """BEST (epoch, committed updates, weights digest) and the phase tags (epoch/updates)."""
+    best = lineage_best(run)
+    line = "best None" if best is None else (
+        f"best {best.epoch} {committed_updates(best)} {state_digest(best.weights())}")
+    if not phases:
+        return line + "\nphases -\n"
+    held = [(tag, run.checkpoint(tag)) for tag in PHASES]
+    return line + "\nphases " + " ".join(
+        f"{tag}={'None' if c is None else f'{c.epoch}/{committed_updates(c)}'}" for tag, c in held) + "\n"
+
+
+def summary(root: Path, phases: bool = True) -> str:
+    """The five lines: LAST's epoch, its weights' digest, the lineage history's digest, BEST and
+    the phase tags (``phases=False``: ``phases -``)."""
     last = final_checkpoint(root)
-    return f"epoch {last.epoch}\nweights {state_digest(last.weights())}\nhistory {history_digest(last.run)}\n"
+    return (f"epoch {last.epoch}\nweights {state_digest(last.weights())}\nhistory {history_digest(last.run)}\n"
+            + tags_summary(last.run, phases))
 
 
 if __name__ == "__main__":
     out = Path(sys.argv[1])
-    sys.stdout.write(search_summary(out) if (out / SEARCH_JOURNAL).exists() else summary(out / "runs"))
+    no_phases = "--no-phases" in sys.argv[2:]
+    sys.stdout.write(search_summary(out) if (out / SEARCH_JOURNAL).exists() else summary(out / "runs", not no_phases))

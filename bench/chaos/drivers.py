@@ -24,6 +24,16 @@ under ``OUT`` and runs the resume command on what the kill left:
   configuration again with ``resume="auto"`` in the same process (the file events of both calls
   are the matrix's). Any other SIGTERM (ckpt-chaos's), also one that arrives while the driver's
   own is being obeyed, ends the process with ``TrainingPreempted``;
+* ``async``: the background commit while training has moved on: ``async_commits=True``
+  (spelled out), ``commit_every=3`` over ``mid-epoch``'s loader (3 commits inside each epoch for
+  1 at its end), a wider MLP (hidden 1024 × 1024: a 13.5 MB payload with Adam's moments). Every
+  commit's file events after admission (blob, history, LAST, phase tags and BEST) are made by the
+  ``nnx-commit`` thread, and the driver holds each commit's blob write (``CommitWatch``, a
+  slow disk) until training has trained 2 more updates, or until training waits for that commit
+  (the next commit point, a preemption, the end of ``train()``): a crash at any event of the
+  blob, history, LAST or tags then comes while training is past the snapshot being written;
+* ``sync``: ``mid-epoch`` with ``async_commits=False``: every commit is written on the training
+  thread before training goes on (the synchronous path stays in the matrix);
 * ``search``: a hyperparameter search (``nnx_api.experiments.search.search``) of
   ``SEARCH_TRIALS`` (3) trials over the learning rate, each a plan fit of a digits MLP with
   ``commit_every=2`` (6 batches an epoch: 2 commits inside each epoch, 1 at its end), its
@@ -36,13 +46,20 @@ under ``OUT`` and runs the resume command on what the kill left:
   here for speed; Optuna's default is 30 s), where a symlink lock on a relative journal path
   dangles and the next worker spins forever.
 
+The other drivers keep ``NNTrainParams``'s default, ``async_commits=True``: their commits are
+written in the background as well, except the journal drivers' (a run with a ``HistoryJournal``
+commits on the training thread: the journal's writer is not staged). ``async`` and ``sync`` check where their commits were written: a process of
+``async`` that trained must have made file events on ``nnx-commit``, one of ``sync`` none
+(exit 6, ``WRONG_THREAD``).
+
 ckpt-chaos kills the rank that makes the file events: a DDP run's writer (the other rank
 writes nothing). Every run ends with one line for ``--step-regex`` (``resumed at epoch K``),
 after checking two promises itself, exiting non-zero if either is broken:
 
 * the first epoch this process trained is the one after the newest epoch a reader saw
-  committed before it started (a crash never costs a committed epoch): exit 4. For ``mid-epoch``
-  and ``preemption``, whose LAST may be committed inside an epoch: the first update trained is
+  committed before it started (a crash never costs a committed epoch): exit 4. For ``mid-epoch``,
+  ``mid-epoch-journal``, ``async``, ``sync``, ``preemption`` and the DDP drivers (a SIGTERM
+  preempts a DDP run on every rank, inside an epoch), whose LAST may be committed inside an epoch: the first update trained is
   the one after LAST's committed updates (``NNCheckpoint.resume_point``), and the first epoch is
   LAST's own when LAST is inside it; ``preemption`` checks its second call the same way;
 * ``replace`` only: what a reader sees before training is exactly one of two runs, the finished
@@ -60,7 +77,8 @@ params, state, reason, value, BEST epoch, run and attempt ids, epochs, updates, 
 saw) and every run's LAST and BEST (epoch, weights digest) and history digest.
 
 Then rank 0 writes ``OUT.result`` (``digest.summary``: LAST's epoch, a SHA-256 over its weights and
-one over the committed history, read back from disk), which ``--result-file`` compares with the
+one over the committed history, BEST and the phase tags, read back from disk; ``digits-explicit``
+without the phase tags, which its continuation run counts by its own plan), which ``--result-file`` compares with the
 fault-free run's (``search``: ``digest.search_summary``). It lies beside ``OUT``, not in it, so
 it adds no file event; ``digest.py OUT`` prints the same lines on its own (usable as ``--result-cmd``). ``--epochs N`` (default 2)
 sets the job's length.
@@ -76,6 +94,7 @@ import random
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -95,7 +114,7 @@ import ddp_supervised  # noqa: E402  (examples/: the drivers train what the exam
 import gan_trainer  # noqa: E402
 
 torch.set_num_threads(1)
-LOST_WORK, WRONG_MODEL, NEITHER = 4, 3, 5
+LOST_WORK, WRONG_MODEL, NEITHER, WRONG_THREAD = 4, 3, 5, 6
 
 
 class FirstEpoch(nnx.Callback):
@@ -340,6 +359,119 @@ def mid_epoch_journal(root: Path, epochs: int, first: FirstEpoch, resume: bool) 
     return mid_epoch(root, epochs, first, resume, history=nnx.HistoryJournal(retention=8, chunk_size=4))
 
 
+COMMIT_THREAD = "nnx-commit"  # nnx_adapters.runner: the thread of a background commit
+ASYNC_HIDDEN, ASYNC_EVERY, ASYNC_HOLD = (1024, 1024), 3, 2
+_FILE_EVENTS = {"open", "os.rename", "os.replace", "os.remove", "os.unlink", "os.mkdir", "os.rmdir", "os.link",
+                "os.truncate", "shutil.rmtree"}
+
+
+class CommitWatch(nnx.Callback):
+    """Where the run's file events under ``out`` are made (an audit hook that only looks: it
+    adds no event) and, with ``hold``, a slow disk: a background commit's blob write (its
+    ``.tmp-blob-*`` open, before any byte of the snapshot is serialized) waits until training
+    has trained ``hold`` more updates, or until the training thread waits for the commit itself
+    (the next commit point, a preemption's commit, the end of ``train()``). The hook waits on a
+    condition, which raises no audit event; ``sys._current_frames`` raises one that is no file
+    event."""
+
+    def __init__(self, out: Path, hold: int = 0) -> None:
+        self.out, self.hold = str(out.resolve()), hold
+        self.updates = 0  # updates trained by this process (on_optimizer_update)
+        self.cond = threading.Condition()
+        self.main = threading.main_thread().ident
+        self.events: dict[str, int] = {}  # thread name -> file events under out
+        self.commits: list[list[int]] = []  # per background commit (thread): updates at its first and last event
+        self.held = self.timeouts = 0
+        sys.addaudithook(self._hook)
+
+    def on_optimizer_update(self, ctx: nnx.CallbackContext, event: Any) -> None:
+        with self.cond:
+            self.updates += 1
+            self.cond.notify_all()
+
+    def _hook(self, event: str, args: tuple) -> None:
+        if event not in _FILE_EVENTS or not args or not isinstance(args[0], (str, os.PathLike)):
+            return
+        path = os.path.abspath(os.fspath(args[0]))
+        if not (path == self.out or path.startswith(self.out + os.sep)):
+            return
+        if event == "open" and not (args[2] & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)) and not (
+                isinstance(args[1], str) and any(c in args[1] for c in "wax+")):
+            return  # a read
+        thread = threading.current_thread()
+        self.events[thread.name] = self.events.get(thread.name, 0) + 1
+        if thread.name != COMMIT_THREAD:
+            return
+        seen = getattr(thread, "nnx_chaos_seen", None)
+        if seen is None:  # the commit's first event (each commit has a thread of its own)
+            seen = [self.updates, self.updates]
+            thread.nnx_chaos_seen = seen  # type: ignore[attr-defined]
+            self.commits.append(seen)
+        if self.hold and event == "open" and os.path.basename(path).startswith(".tmp-blob-"):
+            self._hold()
+        seen[1] = self.updates
+
+    def _hold(self) -> None:
+        self.held += 1
+        with self.cond:
+            target, waited = self.updates + self.hold, 0.0
+            while self.updates < target and not self._training_waits():
+                if waited > 30:  # never seen; a hung commit would otherwise hang the point
+                    self.timeouts += 1
+                    return
+                self.cond.wait(0.005)
+                waited += 0.005
+
+    def _training_waits(self) -> bool:
+        """Whether the training thread is waiting for a background commit (``ThreadRun.wait``)."""
+        frame = sys._current_frames().get(self.main)
+        while frame is not None:
+            if frame.f_code.co_name == "wait" and frame.f_code.co_filename.endswith(os.path.join("nnx_adapters", "runner.py")):
+                return True
+            frame = frame.f_back
+        return False
+
+    def check(self, background: bool, trained: bool) -> int:
+        """Print where the events were made; ``WRONG_THREAD`` if a process that trained made no
+        background file event (``background``) or any (not ``background``)."""
+        on_thread = self.events.get(COMMIT_THREAD, 0)
+        spans = [last - first for first, last in self.commits]
+        print(f"nnx-chaos commits: file events {dict(sorted(self.events.items()))}, {len(spans)} background commits, "
+              f"updates trained during each one's file events {spans}, blob writes held {self.held} "
+              f"(timed out {self.timeouts})", flush=True)
+        if trained and (on_thread == 0 if background else on_thread > 0):
+            print(f"WRONG_THREAD: {on_thread} file events on {COMMIT_THREAD} with async_commits={background}")
+            return WRONG_THREAD
+        return 0
+
+
+def async_commits(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+    """``commit_every=3`` with background commits of a 13.5 MB payload, each held until training
+    has moved 2 updates on (``CommitWatch``)."""
+    watch = CommitWatch(root.parent, hold=ASYNC_HOLD)
+    nnx.set_seed(0)
+    model = nnx.NNModel(
+        nnx.NNParams(input_dim=64, output_dim=10, hidden_dims=ASYNC_HIDDEN, dropout_prob=0.1),
+        nnx.NNModelParams(loss=nnx.Losses.CROSS_ENTROPY),
+    )
+    params = augmented_params(epochs, workers=0, commit_every=ASYNC_EVERY, async_commits=True)
+    model.train(params, callbacks=[first, watch], root=root)
+    if code := watch.check(background=True, trained=watch.updates > 0):
+        sys.exit(code)
+    return model
+
+
+def sync_commits(root: Path, epochs: int, first: FirstEpoch, resume: bool) -> nnx.NNModel:
+    """``mid_epoch`` with ``async_commits=False``: every commit on the training thread."""
+    watch = CommitWatch(root.parent)
+    model = mlp()
+    model.train(augmented_params(epochs, workers=0, commit_every=2, async_commits=False), callbacks=[first, watch],
+                root=root)
+    if code := watch.check(background=False, trained=watch.updates > 0):
+        sys.exit(code)
+    return model
+
+
 PREEMPT_AT = 17  # epoch 1's fifth update (12 an epoch)
 
 
@@ -455,7 +587,9 @@ def search_driver(out: Path, epochs: int) -> int:
     return 0
 
 
-MID_EPOCH = ("mid-epoch", "mid-epoch-journal", "preemption")  # LAST may be committed inside an epoch: the update check
+# LAST may be committed inside an epoch: the update check (a DDP run obeys SIGTERM too, on every
+# rank: ckpt-chaos's term mode leaves a DDP run's LAST inside an epoch)
+MID_EPOCH = ("mid-epoch", "mid-epoch-journal", "preemption", "async", "sync", "ddp-writer0", "ddp-writer1")
 DRIVERS = {
     "digits-explicit": digits_explicit,
     "digits-auto": digits_auto,
@@ -467,6 +601,8 @@ DRIVERS = {
     "mid-epoch": mid_epoch,
     "mid-epoch-journal": mid_epoch_journal,
     "preemption": preemption,
+    "async": async_commits,
+    "sync": sync_commits,
     "search": None,  # search_driver: a search of several runs, checked on its own
 }
 
@@ -505,7 +641,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"WRONG_MODEL rank {rank}: the model does not hold the weights of the final run's LAST")
         return WRONG_MODEL
     if rank == "0":
-        result.write_text(summary(root))
+        result.write_text(summary(root, phases=args.driver != "digits-explicit"))
     print(f"nnx-chaos rank {rank}: committed epoch {committed} before this run, resumed at epoch {resumed}", flush=True)
     return 0
 

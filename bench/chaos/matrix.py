@@ -60,6 +60,8 @@ DRIVERS = {
     "mid-epoch": (1, 0, False),
     "mid-epoch-journal": (1, 0, False),
     "preemption": (1, 0, False),
+    "async": (1, 0, False),
+    "sync": (1, 0, False),
     "search": (1, 0, False),
 }
 # --quick: (modes, max points) per driver, sized for 3 minutes of 2 idle cores (41 interpreter
@@ -67,7 +69,9 @@ DRIVERS = {
 # event and the middle one), and before / unsynced / term share one pool, so each driver samples
 # one mode (trainer-gan adds torn). ddp-writer1 stands for both DDP drivers (the writer is not
 # rank 0, and the rank ckpt-chaos kills is not 0 either). search (7 more starts, about 30 s): its first event and one inside
-# its second trial's fit (the rerun resumes that trial from LAST, then runs the third)
+# its second trial's fit (the rerun resumes that trial from LAST, then runs the third). async (6 more
+# starts): its first event and its middle one, a kill inside a background commit of epoch 0 while
+# training is past the snapshot being written
 QUICK = {
     "digits-explicit": ("before", 2),
     "digits-auto": ("unsynced", 2),
@@ -76,6 +80,7 @@ QUICK = {
     "journal": ("before", 2),
     "replace": ("unsynced", 2),
     "search": ("before", 2),
+    "async": ("before", 2),
 }
 _RANDOM_SUFFIX = re.compile(r"-[0-9a-f]{16}$")
 # search: the study's id (6 hex, drawn when the study is made) is in every attempt id, so in the
