@@ -440,6 +440,11 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
             continue
         if manifest is None:
             continue
+        written = files.read_written(tag) if tag != LAST else manifest
+        if written is None or written.epoch < manifest.epoch:  # LAST lists it: readers take LAST's
+            notes.append(f"checkpoints/{tag}.json {'is missing' if written is None else 'lags behind LAST'}; LAST lists "
+                         f"it (a commit stopped after LAST), so it reads as LAST (epoch {manifest.epoch}) until the next "
+                         "train() of this run writes it again")
         if last is None or manifest.epoch > last.epoch:
             problems.append(f"tag {tag!r} names epoch {manifest.epoch}, after LAST ({None if last is None else last.epoch})")
         for name, ref in sorted(manifest.blobs.items()):

@@ -47,7 +47,8 @@ epoch. After finalization LAST is refreshed from the final model (``refresh_last
 committed epoch and its meta, so ``on_train_end`` changes reach the checkpoint.
 
 A failure after LAST keeps the committed history/LAST pair. Load rules (``load_last`` and
-friends): no LAST means nothing committed; an empty, unparsable or mismatched LAST is refused
+friends): no LAST means nothing committed; a tag LAST lists whose file is missing or names an
+earlier epoch reads as LAST (``RunFiles.read_tag``: step 4 undone, finished by the next writer); an empty, unparsable or mismatched LAST is refused
 with ``CorruptRunError`` and never read as "erase history"; history newer than LAST's epoch is
 truncated in what readers see (``read_history``); a blob is verified against its SHA-256 before a
 resume uses it. A mid-epoch LAST at epoch e (``position_of``; a malformed position is
@@ -290,17 +291,42 @@ class RunFiles:
         return self.storage.exists(self.run_yaml)
 
     def tags(self) -> list[str]:
-        """Every committed tag name."""
+        """Every committed tag name: the tag files, and the tags LAST lists (``read_tag``)."""
+        return sorted({*self.written_tags(), *self._last_aliases()[1]})
+
+    def written_tags(self) -> list[str]:
+        """The tags with a file."""
         return sorted(n[:-5] for n in self.storage.list(self.checkpoints) if n.endswith(".json"))
 
     def read_tag(self, tag: str) -> TagManifest | None:
-        """The tag's manifest, None when absent; CorruptRunError when unreadable."""
-        path = self.tag_path(tag)
+        """The tag's manifest, None when absent; CorruptRunError when unreadable. A tag the newest
+        commit's LAST lists (its phase tag, BEST) reads as LAST while its file is missing or names
+        an earlier epoch: a crash after LAST left step 4 undone, and the next writer finishes it
+        (``complete_tags``); readers never see the tag behind the commit that moved it."""
+        manifest = self.read_written(tag)
+        if tag == LAST:
+            return manifest
+        last, aliases = self._last_aliases()
+        if last is not None and tag in aliases and (manifest is None or manifest.epoch < last.epoch):
+            return attrs.evolve(last, tag=tag)
+        return manifest
+
+    def read_written(self, tag: str) -> TagManifest | None:
+        """The tag's own file, as it is (None when absent; CorruptRunError when unreadable)."""
         try:
-            data = self.storage.read(path)
+            data = self.storage.read(self.tag_path(tag))
         except FileNotFoundError:
             return None
         return TagManifest.from_bytes(data, tag=tag, run_id=self.run_id)
+
+    def _last_aliases(self) -> tuple[TagManifest | None, tuple[str, ...]]:
+        """LAST and the tags its file lists; (None, ()) without a readable LAST (its own reads say why)."""
+        try:
+            data = self.storage.read(self.tag_path(LAST))
+            last = TagManifest.from_bytes(data, tag=LAST, run_id=self.run_id)
+        except (FileNotFoundError, CorruptRunError):
+            return None, ()
+        return last, tuple(json.loads(data).get("aliases", []))
 
     def write_tag(self, manifest: TagManifest) -> None:
         """Durably replace a tag's manifest."""
@@ -348,7 +374,7 @@ class RunFiles:
 
     def collect_garbage(self) -> int:
         """Delete blobs that no tag names; return how many were deleted."""
-        live = {ref.sha256 for tag in self.tags() if (m := self.read_tag(tag)) for ref in m.blobs.values()}
+        live = {ref.sha256 for tag in self.written_tags() if (m := self.read_written(tag)) for ref in m.blobs.values()}
         dead = [name for name in self.storage.list(self.objects) if name not in live]
         for name in dead:
             self.storage.delete(self.blob_path(name))
@@ -470,7 +496,7 @@ def complete_tags(files: RunFiles) -> tuple[str, ...]:
         return ()
     behind = []
     for tag in json.loads(files.storage.read(files.tag_path(LAST))).get("aliases", []):
-        held = files.read_tag(tag)
+        held = files.read_written(tag)
         if held is None or held.epoch < last.epoch:
             behind.append(tag)
     if behind:

@@ -58,7 +58,18 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from nnx_core import replacement
-from nnx_core.commit import BEST, LAST, EpochCommit, RunFiles, TagManifest, commit_epoch, history_cut, phase_tags, read_history
+from nnx_core.commit import (
+    BEST,
+    LAST,
+    EpochCommit,
+    RunFiles,
+    TagManifest,
+    commit_epoch,
+    complete_tags,
+    history_cut,
+    phase_tags,
+    read_history,
+)
 from nnx_core.eager_history import EagerHistory
 from nnx_core.journal import HistoryJournal, JournalWriter
 from nnx_core.journal_format import JournalFiles, encode_record, epoch_summary
@@ -348,9 +359,11 @@ class _CommitMachine(RuleBasedStateMachine):
         return twin
 
     def restart(self, store: Storage, view: View, where: str) -> JournalWriter | None:
-        """What the next writer does first: clean stale temporaries, reopen the journal (checked)."""
+        """What the next writer does first: clean stale temporaries, finish the tags a crash after
+        LAST left behind (readers already saw them as LAST), reopen the journal (checked)."""
         store.clean_temporaries("")
         assert store.temporaries("") == [], f"{where}: temporaries survive clean_temporaries"
+        complete_tags(RunFiles(store, RUN_ID))
         if not self.journal:
             assert observe(store, journal=False) == view, f"{where}: cleaning changed what readers see"
             return None

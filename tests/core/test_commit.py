@@ -102,7 +102,8 @@ def test_a_failure_after_last_keeps_the_new_history_with_the_new_last():
     with pytest.raises(OSError, match="writing best"):
         commit(files, 1, tags=(BEST,))
     assert store.read(files.history) == history(2) and files.read_tag(LAST).epoch == 1
-    assert files.read_tag(BEST).epoch == 0
+    assert files.read_written(BEST).epoch == 0  # the file behind; readers see it as LAST, which lists it
+    assert files.read_tag(BEST).epoch == 1 and files.read_tag(BEST).blobs == files.read_tag(LAST).blobs
 
 
 def test_the_next_writer_finishes_the_tags_a_crash_after_last_left_behind():
@@ -113,13 +114,18 @@ def test_the_next_writer_finishes_the_tags_a_crash_after_last_left_behind():
     with pytest.raises(OSError, match="writing best"):  # LAST (epoch 1) durable, BEST still epoch 0's
         commit(files, 1, tags=(Q1, BEST))
     store.armed = False
-    assert files.read_tag(BEST).epoch == 0 and files.read_tag(Q1).epoch == 1
+    assert files.read_written(BEST).epoch == 0 and files.read_tag(Q1).epoch == 1
+    assert files.read_tag(BEST).epoch == 1  # a reader never sees a tag behind the commit that moved it
+    dead = files.read_written(BEST).blobs["state"].sha256
+    files.collect_garbage()
+    assert store.exists(files.blob_path(dead))  # the file still names it: kept until the tag is finished
     assert complete_tags(files) == (BEST,)  # Q1 made it; BEST is behind LAST, which lists it
     assert store.read(files.tag_path(BEST)) == store.read(files.tag_path(LAST))  # what step 4 writes: LAST's copy
     assert files.read_tag(BEST).epoch == 1 and files.read_tag(FIRST).epoch == 0  # a tag LAST does not list stays
     assert complete_tags(files) == ()  # nothing behind: nothing written
     store.delete(files.tag_path(Q1))
-    assert complete_tags(files) == (Q1,) and files.read_tag(Q1).epoch == 1  # a missing one too
+    assert Q1 in files.tags() and files.read_tag(Q1).epoch == 1 and files.read_written(Q1) is None  # read as LAST
+    assert complete_tags(files) == (Q1,) and files.read_written(Q1).epoch == 1  # a missing one too
     assert complete_tags(RunFiles(MemoryStorage(), RUN)) == ()  # nothing committed
 
 

@@ -7,7 +7,7 @@ is held by another process (``RunLeaseError``), 4 ``--hold`` waited past its han
 
 Options: ``--epochs N``; ``--overwrite`` (``overwrite_existing=True`` instead of resuming);
 ``--hold FILE`` (after epoch 0's ``on_epoch_end`` — ``--hold-epoch E``: epoch E's, so epochs
-before E are committed —, print ``holding`` and wait until FILE exists,
+before E are committed, once durable —, print ``holding`` and wait until FILE exists,
 keeping the lease; after ``HOLD_GUARD_S`` it gives up, so an orphan never lingers — far longer
 than any test waits, so a loaded machine cannot make the hold end before the test releases it);
 ``--kill-at KIND:J`` (SIGKILL this process right before its J-th file-system call of KIND, one of
@@ -46,6 +46,8 @@ torch.set_num_threads(1)
 import tinyrun  # noqa: E402
 from tinyrun import FILE_OPS  # noqa: E402
 
+from nnx_core.commit import RunFiles  # noqa: E402
+from nnx_adapters.storage.fs import FileStorage  # noqa: E402
 import nnx_api as nnx  # noqa: E402
 
 HOLD_GUARD_S = 900.0
@@ -81,14 +83,19 @@ class Announce(nnx.Callback):
 
 
 class Hold(nnx.Callback):
-    def __init__(self, path: str, epoch: int = 0) -> None:
-        self.path, self.epoch = path, epoch
+    def __init__(self, path: str, epoch: int = 0, root: str = ".") -> None:
+        self.path, self.epoch, self.root = path, epoch, root
 
     def on_epoch_end(self, ctx: nnx.CallbackContext) -> None:
         if ctx.epoch != self.epoch:
             return
-        print("holding", flush=True)
         deadline = time.monotonic() + HOLD_GUARD_S  # a hang guard only: the test releases or kills us
+        files = RunFiles(FileStorage(self.root), ctx.run.id)
+        while self.epoch and ((last := files.read_tag("last")) is None or last.epoch < self.epoch - 1):
+            time.sleep(0.01)  # the commit before is written in the background: held once it is durable
+            if time.monotonic() > deadline:
+                os._exit(4)
+        print("holding", flush=True)
         while not os.path.exists(self.path):
             if time.monotonic() > deadline:
                 print("hold timed out", flush=True)
@@ -136,7 +143,7 @@ def main(argv: list[str]) -> int:
         kill_at = (kind, int(j))
     counts = count_file_ops(kill_at) if kill_at or args.ops else {}
     kw = {"resume": None, "overwrite_existing": True} if args.overwrite else {}
-    callbacks = [Hold(args.hold, args.hold_epoch)] if args.hold else None
+    callbacks = [Hold(args.hold, args.hold_epoch, args.root)] if args.hold else None
     if args.commit_every is not None:
         kw["commit_every"] = args.commit_every
     if args.workers is not None:
