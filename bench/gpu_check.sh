@@ -5,10 +5,14 @@
 #                  the collective, a DDP run on CUDA, a bounded shutdown          <= 90 s
 #   2. test_gpu    pytest -m gpu tests/gpu (what `make test-gpu` runs)           <= 200 s
 #   3. bench_gpu   bench/gpu.py: the overhead table on the GPU                    <= 180 s
+#   4. bench_async bench/async_commits.py --device cuda: blocked time per commit and the
+#                  loop with a commit every epoch, 50 MB and 500 MB states, 3 epochs;
+#                  its tables also to async_commits.md beside the logs            <= 100 s
 #
-# 470 s in all at most, so one device call of 8 minutes holds it. Every step runs even when an
-# earlier one failed; the exit code is the first failing step's (0: all passed). Logs (one per
-# step, and env.log: GPU, driver, CUDA, torch) go to $OUT when it is set, else bench/out/gpu/.
+# 570 s in all at most, so one device call of 10 minutes (the per-call limit) holds it, with
+# little to spare: give the call the whole limit. Every step runs even when an earlier one
+# failed; the exit code is the first failing step's (0: all passed). Logs (one per step, and
+# env.log: GPU, driver, CUDA, torch) go to $OUT when it is set, else bench/out/gpu/.
 #
 #   bench/gpu_check.sh --fetch-wheels   # here, before the device call: the pinned pure-Python
 #                                       # dependencies, as cp312 wheels, into .whl/ (git-ignored)
@@ -64,5 +68,6 @@ step() {  # step NAME SECONDS COMMAND...: run it under a timeout, log it, keep t
 step nccl_smoke 90 "$PY" tests/gpu/nccl_smoke.py
 step test_gpu 200 "$PY" -m pytest -m gpu tests/gpu -rs -p no:randomly
 step bench_gpu 180 "$PY" bench/gpu.py
+step bench_async 100 "$PY" bench/async_commits.py --device cuda --sizes 50,500 --epochs 3 --reps 2 --out "$LOG/async_commits.md"
 echo "gpu_check: exit $status (logs in $LOG)"
 exit "$status"
