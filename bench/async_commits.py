@@ -69,7 +69,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C
 
 from nnx_core.background import BackgroundCommits
-from nnx_adapters.pytorch.staging import Staging
+from nnx_adapters.pytorch.staging import Staging, tensors
 import nnx_api as nnx
 from nnx_api.training.session import TrainingSession
 
@@ -102,16 +102,6 @@ def free() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-
-
-def tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in tensors(v)]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in tensors(v)]
-    return []
 
 
 def step(net: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> None:

@@ -46,7 +46,7 @@ class Staging:
         """``payload`` with every tensor in it copied into this staging's buffers (module docstring)."""
         copies: dict[int, torch.UntypedStorage] = {}  # source storage (its C++ identity) → its copy
         self.bytes = 0
-        cuda = any(t.is_cuda for t in _tensors(payload))
+        cuda = any(t.is_cuda for t in tensors(payload))
         if self.devices_only and not cuda:
             return payload
         if cuda and self._stream is None:
@@ -144,14 +144,14 @@ def _bytes(storage: torch.UntypedStorage) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8).set_(storage)
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    """Every tensor in ``value`` (containers walked)."""
+def tensors(value: Any) -> list[torch.Tensor]:
+    """Every tensor in ``value`` (mappings, lists and tuples walked), in order."""
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, Mapping):
-        return [t for item in value.values() for t in _tensors(item)]
+        return [t for item in value.values() for t in tensors(item)]
     if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors(item)]
+        return [t for item in value for t in tensors(item)]
     return []
 
 
