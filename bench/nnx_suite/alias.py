@@ -137,8 +137,14 @@ def install() -> None:
 
 
 def pytest_configure(config) -> None:
-    """The plugin's hook: make pytest's test-module import tolerant of private names (once)."""
+    """The plugin's hook: make pytest's test-module import tolerant of private names (once).
+
+    And pay torch's one-time import of ``torch._dynamo`` (2–3 s, made by the first optimizer step
+    of a process) before any item: an item comparing two runs' printed summaries, which show each
+    run's duration (``test_run_display_path.py``'s "identical across working directories"),
+    otherwise passes or fails by whether its worker had already paid it."""
     import _pytest.python
+    import torch._dynamo  # noqa: F401
 
     if not getattr(_pytest.python.importtestmodule, "_nnx_tolerant", False):
         _pytest.python.importtestmodule = _tolerant(_pytest.python.importtestmodule)

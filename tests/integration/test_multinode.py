@@ -185,7 +185,9 @@ def test_writer_lost_then_node_ranks_swapped_continues_from_the_root_that_holds_
     job. Nothing is written under B's root; A's attempt.json counts the lost attempt."""
     roots = (tmp_path / "node-a", tmp_path / "node-b")
     two_nodes(tmp_path / "first", "static", epochs=4, kill_epoch=2, victim=0, roots=roots, succeed=False)
-    assert nnx.NNRun.load(reference4[0]["id"], roots[0]).idps[-1].epoch_idx == 1  # epochs 0-1 committed on A only
+    # committed on A only: epochs 0-1, or epoch 0 when epoch 1's commit was still being written in the
+    # background when the writer was killed (it is lost with the process)
+    assert nnx.NNRun.load(reference4[0]["id"], roots[0]).idps[-1].epoch_idx in (0, 1)
     ranks = two_nodes(tmp_path / "second", "static", epochs=4, roots=roots, node_ranks=(1, 0))
     assert [r["info"][4] for r in ranks] == [0, 1]  # rank 0 is node 0: agent B, whose root was empty
     folder = check_continued(ranks, reference4, roots)
