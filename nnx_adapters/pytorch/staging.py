@@ -39,13 +39,11 @@ class Staging:
         self.devices_only = devices_only
         self._buffers: list[torch.UntypedStorage] = []  # by the storage's place in the payload
         self._stream: Any = None  # the CUDA side stream of device-to-host copies
-        self.bytes = 0  # what the last snapshot copied
         self.last: Any = None  # the last snapshot (views of the buffers)
 
     def snapshot(self, payload: Any) -> Any:
         """``payload`` with every tensor in it copied into this staging's buffers (module docstring)."""
         copies: dict[int, torch.UntypedStorage] = {}  # source storage (its C++ identity) → its copy
-        self.bytes = 0
         cuda = any(t.is_cuda for t in tensors(payload))
         if self.devices_only and not cuda:
             return payload
@@ -109,7 +107,6 @@ class Staging:
             if pin:
                 buffer = self._buffers[place] = buffer.pin_memory()
         buffer.copy_(source, non_blocking=pin)
-        self.bytes += size
         return buffer
 
 
