@@ -6,7 +6,8 @@ On a terminal (stderr is a TTY) one tqdm bar counts the batches of the current e
 previous epoch's mean training loss and its validation loss and accuracy as the postfix. It moves on each committed optimizer update
 (``on_optimizer_update``: a batch index, no tensor is read, so no host synchronisation is added),
 and at each epoch's end. When stderr is not a terminal (CI logs, ``| tee``) there is no bar and no
-``\\r``: one plain line per epoch. Either way a final summary line stays on screen::
+``\\r``: one plain line per epoch. Either way a final summary line stays on screen (on stderr, with the
+bar and the epoch lines)::
 
     run 1a2b3c4d: 10 epochs in 4.2s · loss 0.0312 · val_loss 0.0876 · val_acc 0.975 · BEST epoch 7 (val.loss 0.0851)
 
@@ -18,8 +19,9 @@ hook, the final LAST refresh and the attempt record included. So the pipeline, n
 
 Switches: ``progress=False`` (``NNTrainParams``) or ``NNX_PROGRESS=0`` turn every line off (the
 bar, the summary, ``continuing run`` and ``Run saved to``); ``NNX_TQDM_DISABLE=1`` keeps the lines
-and drops the bar; ``NNX_QUIET=1`` sends the lines that go to stdout (the summary, ``continuing
-run``, ``Run saved to``) to stderr, so a program's stdout holds only its own output.
+and drops the bar; ``NNX_QUIET=1`` sends the two lines that go to stdout (``continuing run``,
+``Run saved to``) to stderr, so a program's stdout holds only its own output. Everything with a
+clock in it goes to stderr, so two identical trainings print the same stdout (apart from the run id).
 """
 
 from __future__ import annotations
@@ -148,5 +150,5 @@ class ProgressBar(Callback):
         parts += [f"{k} {v}" for k, v in self.last.items()]
         if self.best:
             parts.append(self.best)
-        print(" · ".join(parts), file=message_stream(), flush=True)
+        print(" · ".join(parts), file=self.stream, flush=True)
 

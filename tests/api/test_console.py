@@ -56,8 +56,8 @@ class CtrlC(nnx.Callback):
 
 def test_the_summary_says_the_wall_time_of_the_whole_train_call(tmp_path, capsys):
     run = _train(tmp_path / "runs", callbacks=[Slow()])
-    out, _ = capsys.readouterr()
-    summary, saved = out.splitlines()
+    out, err = capsys.readouterr()
+    (saved,), summary = out.splitlines(), err.splitlines()[-1]
     found = re.match(rf"run {run.id[:8]}: 3 epochs in ([\d.]+)s · ", summary)
     assert found, summary
     seconds = float(found.group(1))
@@ -75,8 +75,9 @@ def test_a_continued_run_says_from_which_epoch_and_only_then(tmp_path, capsys):
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert lines[0] == f"continuing run {run.id[:8]} from epoch 2 (epochs 0..1 committed)", out
-    assert lines[1].startswith(f"run {run.id[:8]}: 1 epoch in "), lines[1]  # the summary: this call's epochs
-    assert lines[2].startswith("Run saved to ") and "continuing" not in err
+    summary = err.splitlines()[-1]
+    assert summary.startswith(f"run {run.id[:8]}: 1 epoch in "), summary  # the summary: this call's epochs
+    assert lines[1].startswith("Run saved to ") and len(lines) == 2 and "continuing" not in err
     assert sorted({r.epoch_idx for r in run.idps}) == [0, 1, 2]
     _train(root, resume="auto")  # finished: its own line, no "continuing"
     out, _ = capsys.readouterr()
