@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Protocol, Union
 
 import attrs
 
+from nnx_core.dataclass_view import expose_dataclass_fields
 from nnx_core.decision_questions import InvalidDecisionResponse, Question, check_question
 
 PROBABILITY_TOLERANCE = 1e-6
@@ -254,6 +255,12 @@ DecisionResult = Union[ChoiceResult, BooleanResult, ScoreResult]  # noqa: UP007 
 
 RESULT_TYPES: dict[str, type] = {"choice": ChoiceResult, "boolean": BooleanResult, "score": ScoreResult}
 """The result type answering each question kind."""
+
+# dataclasses.fields() / replace() / asdict() work on the results as on NNx's dataclasses: replace() builds the
+# result again through its constructor, so a changed field is validated as a new answer is
+expose_dataclass_fields(ChoiceResult)
+expose_dataclass_fields(BooleanResult)
+expose_dataclass_fields(ScoreResult, ("question_digest", "distribution", "provider", "vendor_score", "raw"))
 
 def _response_pairs(response: Any) -> list[tuple[Any, Any]]:
     if isinstance(response, Mapping):

@@ -115,7 +115,19 @@ __all__ = [
 ]
 
 
-def _labels(value: Any, width: int) -> tuple[str, ...]:
+def _head(model: Any) -> tuple[str, int | None, tuple[str, ...] | None]:
+    """The head's kind, output width and labels. The width of an ``NNModel`` built from a
+    ``module=`` without ``TaskSpec(n=...)`` is None: unknown until the head runs (as NNx)."""
+    if isinstance(model, NNModel) and model.net_params is None and not (model.params.task and model.params.task.n):
+        task = model.params.resolved_task
+        return task.kind, None, task.labels
+    head = model.head
+    return head.kind, int(head.width), head.labels
+
+
+def _labels(value: Any, width: int | None) -> tuple[str, ...]:
+    """``value`` checked as a head's labels: unique non-empty strings, one per output unit (at
+    least two when the width is unknown)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise InvalidDecisionRequest(f"labels must be a sequence of strings, got {value!r}")
     labels = tuple(value)
@@ -123,7 +135,9 @@ def _labels(value: Any, width: int) -> tuple[str, ...]:
         raise InvalidDecisionRequest(f"labels must be non-empty strings, got {list(labels)}")
     if len(set(labels)) != len(labels):
         raise InvalidDecisionRequest(f"labels must be unique, got {list(labels)}")
-    if len(labels) != width:
+    if width is None and len(labels) < 2:
+        raise InvalidDecisionRequest(f"a categorical head needs at least two labels, got {list(labels)}")
+    if width is not None and len(labels) != width:
         raise InvalidDecisionRequest(
             f"{len(labels)} labels for a head with {width} output classes: give one label per output unit"
         )
@@ -166,7 +180,7 @@ class _BooleanRows:
         }
 
 
-def _refuse_invalid_rows(probabilities: torch.Tensor, first_row: int, sums: bool) -> None:
+def _refuse_invalid_rows(probabilities: torch.Tensor, sums: bool) -> None:
     """Vectorised ``validate_response`` for a batch: finite, in [0, 1], rows sum to 1."""
     low, high = torch.aminmax(probabilities)
     ok = bool(low >= 0.0) and bool(high <= 1.0)  # NaN compares False
@@ -180,16 +194,9 @@ def _refuse_invalid_rows(probabilities: torch.Tensor, first_row: int, sums: bool
         bad |= (rows.sum(-1) - 1.0).abs() > PROBABILITY_TOLERANCE
     row = int(bad.nonzero()[0, 0])
     raise InvalidDecisionResponse(
-        f"input row {first_row + row}: the model's probabilities {rows[row].tolist()} are not a "
+        f"input row {row}: the model's probabilities {rows[row].tolist()} are not a "
         "valid answer (non-finite logits?); answers are never renormalised"
     )
-
-
-def _rows_slice(inputs: Any, start: int, stop: int) -> Any:
-    """Rows ``start:stop`` of a tensor, an array or a tuple of them."""
-    if isinstance(inputs, tuple):
-        return tuple(part[start:stop] for part in inputs)
-    return inputs[start:stop]
 
 
 def _softmax64(logits: torch.Tensor) -> torch.Tensor:
@@ -233,13 +240,17 @@ class FixedHeadProvider:
     * A single Bernoulli logit (head kind ``"bernoulli"``, or ``"multilabel"`` of width 1)
       answers only the ``Boolean`` it was trained for, given as ``question=``.
     * Regression and multi-output multilabel heads raise ``UnsupportedCapability`` here, at
-      construction: no typed question fits them.
+      construction: no typed question fits them. The width of an ``NNModel`` built from a
+      ``module=`` without ``TaskSpec(n=...)`` shows only when the head runs: a multi-output
+      Bernoulli head is then refused on the first ``decide`` (``UnsupportedCapability``), and
+      labels that do not fit a categorical head too (``InvalidDecisionRequest``).
 
     ``labels`` default to ``model.head.labels``; there must be one per output unit. A request's
     option ids must be the labels (any order), or map onto them one-to-one through
     ``option_map = {option_id: label}``. Probabilities are recomputed from the logits in float64,
     put in the question's order and validated (never renormalised); each result's ``raw`` holds
-    a copy of its row's logits. ``max_batch`` caps the rows per model call.
+    a copy of its row's logits. ``max_batch`` caps the rows of a request: a larger batch is
+    refused before the model runs (``UnsupportedCapability``), as NNx does.
 
     The model is run through ``predict_proba``; for a plain ``NNModel`` the provider takes the
     logits from the inference pass ``predict_proba`` is built on, without the float32
@@ -256,11 +267,10 @@ class FixedHeadProvider:
     def __init__(self, model: Any, labels: Sequence[str] | None = None,
                  option_map: Mapping[str, str] | None = None, ordinal: bool = False,
                  max_batch: int | None = None, question: Question | None = None) -> None:
-        head = model.head
-        kind, width = head.kind, head.width
+        kind, width, head_labels = _head(model)
         if kind == "regression":
             raise UnsupportedCapability("a regression head answers no typed question")
-        if kind == "multilabel" and width != 1:
+        if kind == "multilabel" and width not in (None, 1):
             raise UnsupportedCapability(
                 f"a multi-output Bernoulli head (multilabel, {width} outputs) answers no single typed question; "
                 "only a one-output head (a Bernoulli logit) can answer a Boolean"
@@ -274,20 +284,21 @@ class FixedHeadProvider:
 
         self._model = model
         self._bernoulli = kind != "categorical"
-        self._width = int(width)
+        self._width_known = width is not None  # not for a module= head without TaskSpec(n=...)
         self._max_batch = None if max_batch is None else int(max_batch)
         self._model_calls = 0
         self.ordinal = bool(ordinal)
         self.question = question
-        if labels is not None and head.labels is not None and tuple(labels) != tuple(head.labels):
+        if labels is not None and head_labels is not None and tuple(labels) != tuple(head_labels):
             raise InvalidDecisionRequest(
-                f"labels {tuple(labels)} disagree with the model's task labels {tuple(head.labels)}; "
+                f"labels {tuple(labels)} disagree with the model's task labels {tuple(head_labels)}; "
                 "leave labels= out to use the task's"
             )
-        raw_labels = head.labels if labels is None else labels
+        raw_labels = head_labels if labels is None else labels
 
         if self._bernoulli:
-            if width != 1:
+            self._width = 1
+            if width not in (None, 1):
                 raise UnsupportedCapability(
                     f"a multi-output Bernoulli head has {width} logits; only a one-output head answers a Boolean"
                 )
@@ -310,7 +321,7 @@ class FixedHeadProvider:
             )
             return
 
-        if width < 2:
+        if width is not None and width < 2:
             raise UnsupportedCapability(f"a categorical head needs at least two classes, got {width}")
         if question is not None:
             raise InvalidDecisionRequest(
@@ -323,6 +334,7 @@ class FixedHeadProvider:
                 "TaskSpec.categorical(..., labels=...)"
             )
         self.labels = _labels(raw_labels, width)
+        self._width = len(self.labels)
         self.option_map = self._check_option_map(option_map)
         self._class_of = {label: index for index, label in enumerate(self.labels)}
         self._capabilities = Capabilities(
@@ -357,8 +369,8 @@ class FixedHeadProvider:
 
     @property
     def model_calls(self) -> int:
-        """How many times the model was run, one inference pass per batch of at most
-        ``max_batch`` rows (refused or empty requests do not count)."""
+        """How many times the model was run, one inference pass per ``decide`` (refused or
+        empty requests do not count)."""
         return self._model_calls
 
     def capabilities(self) -> Capabilities:
@@ -383,7 +395,7 @@ class FixedHeadProvider:
         first = inputs[0] if isinstance(inputs, tuple) and inputs else inputs
         if isinstance(first, str) or (isinstance(first, (list, tuple)) and first and isinstance(first[0], str)):
             raise UnsupportedCapability(
-                f"this provider reads ['tensor'] inputs (a tensor, an array or a tuple of them), not text; "
+                f"this provider reads tensor inputs (a tensor, an array or a tuple of them), not text; "
                 f"got {type(inputs).__name__}"
             )
         if isinstance(first, (torch.Tensor, np.ndarray)) and first.ndim >= 1:
@@ -405,13 +417,12 @@ class FixedHeadProvider:
             )
         count = self._row_count(inputs)
         self._capabilities.check(
-            question, modality="tensor", batch_size=min(count, self._max_batch or count),
-            label_ids=self._label_ids(question),
+            question, modality="tensor", batch_size=count, label_ids=self._label_ids(question),
         )
 
     def decide(self, question: Question, inputs: Any) -> list[DecisionResult]:
-        """One validated result per row of ``inputs``, in row order; ``[]`` for no rows. A batch
-        larger than ``max_batch`` is answered in several model calls of at most that many rows."""
+        """One validated result per row of ``inputs``, in row order, from one model call; ``[]``
+        for no rows. A batch larger than ``max_batch`` is refused (``UnsupportedCapability``)."""
         self.check(question, inputs)
         count = self._row_count(inputs)
         if count == 0:
@@ -421,13 +432,7 @@ class FixedHeadProvider:
             order = [self._class_of[label] for label in self._label_ids(question)]
             if order != list(range(self._width)):
                 columns = torch.tensor(order)
-        step = self._max_batch or count
-        results: list[DecisionResult] = []
-        for start in range(0, count, step):
-            rows = inputs if step >= count else _rows_slice(inputs, start, start + step)
-            logits = self._logits(rows, min(step, count - start))
-            results += self._answer(question, logits, columns, start)
-        return results
+        return self._answer(question, self._logits(inputs, count), columns)
 
     def _spec(self) -> ProbabilitySpec:
         """The head's ``ProbabilitySpec`` (classes on axis 1, its labels)."""
@@ -470,24 +475,30 @@ class FixedHeadProvider:
         if self._bernoulli and logits.dim() == 1:
             logits = logits.unsqueeze(-1)
         if tuple(logits.shape) != (count, self._width):
+            if not self._width_known and logits.dim() == 2 and len(logits) == count:  # the width shows only now
+                if self._bernoulli:
+                    raise UnsupportedCapability(
+                        f"a Boolean needs a one-output head; this head gives {logits.shape[1]} logits a row")
+                raise InvalidDecisionRequest(
+                    f"{self.name}: the head's output does not fit its labels: {logits.shape[1]} logits a row for "
+                    f"the {self._width} labels {list(self.labels)}")
             raise InvalidDecisionResponse(
                 f"the model returned logits of shape {tuple(logits.shape)}, "
                 f"expected {(count, self._width)}"
             )
         return logits.to(device="cpu", dtype=torch.float64)
 
-    def _answer(self, question: Question, logits: torch.Tensor, columns: torch.Tensor | None,
-                first_row: int) -> list[DecisionResult]:
+    def _answer(self, question: Question, logits: torch.Tensor, columns: torch.Tensor | None) -> list[DecisionResult]:
         digest = question.digest()
         if self._bernoulli:
             p_true = torch.sigmoid(logits[:, 0])
-            _refuse_invalid_rows(p_true, first_row, sums=False)
+            _refuse_invalid_rows(p_true, sums=False)
             rows = _BooleanRows(digest, p_true.numpy(), logits[:, 0].numpy())
         else:
             probabilities = _softmax64(logits)
             if columns is not None:
                 probabilities = probabilities[:, columns]
-            _refuse_invalid_rows(probabilities, first_row, sums=True)
+            _refuse_invalid_rows(probabilities, sums=True)
             rows = _DistributionRows(digest, question.option_ids, self.labels,
                                      probabilities.numpy(), logits.numpy())
         with _collector_paused():

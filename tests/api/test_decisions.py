@@ -406,16 +406,24 @@ def test_empty_inputs_make_no_model_call() -> None:
     assert provider.model_calls == 0 and model.calls == []
 
 
-def test_max_batch_splits_into_several_calls() -> None:
+def test_max_batch_refuses_a_larger_batch_before_the_model_runs() -> None:
     model, X = FakeModel(), rows(10)
     provider = FixedHeadProvider(model, max_batch=4)
     assert provider.capabilities().max_batch == 4
-    batched = provider.decide(animals(), X)
-    assert model.calls == [4, 4, 2] and provider.model_calls == 3
-    # each call answers its own rows: an unbatched provider asked the same three chunks (the same
-    # kernels, so the same bits; a 10-row batch may round differently on another machine)
-    unbatched = FixedHeadProvider(model)
-    assert batched == [r for chunk in (X[0:4], X[4:8], X[8:10]) for r in unbatched.decide(animals(), chunk)]
+    with pytest.raises(UnsupportedCapability, match="max_batch=4"):  # NNx refuses it too
+        provider.check(animals(), X)
+    with pytest.raises(UnsupportedCapability, match="max_batch=4"):
+        provider.decide(animals(), X)
+    assert provider.model_calls == 0 and model.calls == []
+    results = provider.decide(animals(), X[:4])  # at the cap: one model call
+    assert len(results) == 4 and model.calls == [4] and provider.model_calls == 1
+
+
+def test_text_inputs_are_refused_as_a_modality() -> None:
+    provider = FixedHeadProvider(FakeModel())
+    with pytest.raises(UnsupportedCapability, match="tensor inputs"):
+        provider.decide(animals(), ["a photo of a fox"])
+    assert provider.model_calls == 0
 
 
 def test_model_errors_become_provider_failures_and_modes_are_restored() -> None:
@@ -478,8 +486,9 @@ def nn_model(kind: str = "categorical", width: int = 3, labels: Any = LABELS) ->
     torch.manual_seed(0)
     task = (nnx.TaskSpec.categorical(labels=labels) if kind == "categorical"
             else nnx.TaskSpec.multilabel(labels=labels))
+    loss = nnx.Losses.CROSS_ENTROPY if kind == "categorical" else nnx.Losses.BINARY_CROSS_ENTROPY
     model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=width, hidden_dims=(5,), dropout_prob=0.25),
-                        nnx.NNModelParams(task=task))
+                        nnx.NNModelParams(task=task, loss=loss))
     return model
 
 
@@ -506,13 +515,11 @@ def test_nnmodel_answers_match_its_predict_proba_logits_in_float64() -> None:
 def test_nnmodel_bernoulli_head_and_batches() -> None:
     model, X = nn_model(kind="multilabel", width=1, labels=("spam",)), rows(7)
     question = Boolean("Is this spam?")
-    provider = FixedHeadProvider(model, question=question, max_batch=3)
+    provider = FixedHeadProvider(model, question=question, max_batch=7)
     results = provider.decide(question, X)
-    assert provider.model_calls == 3
-    # the float64 sigmoid of what predict_proba gives for the rows of each call (3, 3, 1): the
-    # same batching on both sides, as a 7-row batch may round differently on another machine
-    logits = torch.cat([torch.from_numpy(model.predict_proba(X[a:b]).logits) for a, b in ((0, 3), (3, 6), (6, 7))])
-    expected = torch.sigmoid(logits.double())[:, 0]
+    assert provider.model_calls == 1
+    # the float64 sigmoid of what predict_proba gives for the same 7 rows
+    expected = torch.sigmoid(torch.from_numpy(model.predict_proba(X).logits).double())[:, 0]
     assert [r.p_true for r in results] == pytest.approx(expected.tolist(), abs=1e-12)
 
 
@@ -555,6 +562,28 @@ def test_nnmodel_failures_and_modes() -> None:
     assert [m.training for m in model.net.modules()] == flags
     assert first == provider.decide(animals(), rows(4))  # eval mode: dropout is off
     assert provider.model_calls == 3
+
+
+def test_a_module_head_without_a_declared_width_is_checked_when_it_runs() -> None:
+    """NNx reads the head's width from a task's count or a built-in net's ``output_dim``; a
+    ``module=`` head's width shows only on the first ``decide`` (as the NNx 0.4.1 wheel does)."""
+    import nnx_api as nnx
+
+    wide = nnx.NNModel(module=torch.nn.Linear(4, 3), params=nnx.NNModelParams(loss=nnx.Losses.BINARY_CROSS_ENTROPY))
+    provider = FixedHeadProvider(wide, question=Boolean("Spam?"))
+    with pytest.raises(UnsupportedCapability, match="one-output head"):
+        provider.decide(Boolean("Spam?"), rows(2))
+    four = nnx.NNModel(module=torch.nn.Linear(4, 4), params=nnx.NNModelParams(loss=nnx.Losses.CROSS_ENTROPY))
+    provider = FixedHeadProvider(four, labels=LABELS)  # three labels for four logits: found on the call
+    with pytest.raises(InvalidDecisionRequest, match="does not fit its labels"):
+        provider.decide(animals(), rows(2))
+    three = nnx.NNModel(module=torch.nn.Linear(4, 3), params=nnx.NNModelParams(loss=nnx.Losses.CROSS_ENTROPY))
+    X = rows(2)
+    expected = torch.softmax(three.net(X).detach().double(), -1)
+    results = FixedHeadProvider(three, labels=LABELS).decide(animals(), X)
+    assert [p for r in results for _, p in r.distribution] == pytest.approx(expected.flatten().tolist(), abs=1e-6)
+    with pytest.raises(InvalidDecisionRequest, match="3 labels for a head with 4"):  # a declared width: at once
+        FixedHeadProvider(nn_model(width=4, labels=None), labels=LABELS)
 
 
 # ----------------------------------------------------------------------------- the example

@@ -10,13 +10,15 @@ outcomes, calls, status)``; ``arun(cancel=asyncio.Event)``."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 import nnx_api as nnx
 from nnx_api import decisions as d
-from nnx_api.decide import jobs
+from nnx_api.decide import runner
 from nnx_api.decisions import Boolean, Choice, DecisionJob, Follow, Limits
 
 STATE = ["row one", "row two", "row three"]
@@ -152,7 +154,7 @@ def test_request_limit_and_timeout(monkeypatch):
     assert list(caught.value.completed) == ["x", "y"] and caught.value.outcomes["z"].kind == "skipped"
     assert len(provider.calls) == 2
     now = [0.0]
-    monkeypatch.setattr(jobs, "_clock", lambda: now[0])
+    monkeypatch.setattr(runner, "_clock", lambda: now[0])
 
     class Slow(Provider):  # every call takes one second of the run's clock
         def decide(self, q, inputs):
@@ -190,3 +192,159 @@ def test_the_docs_example_runs(capsys):
     block = text.split("## Decision jobs", 1)[1].split("```python", 1)[1].split("```", 1)[0]
     exec(block, {})  # noqa: S102 - the page's own example
     assert capsys.readouterr().out.strip() == "2 ['topic', 'urgent']"
+
+
+# --- rounds, hooks, tokens and async cancellation (the behaviour of the NNx 0.4.1 wheel) --------------
+
+
+class Counting(BatchingProvider):
+    """Counts ten tokens a question; ``broken_after`` token counts, the next one raises."""
+
+    def __init__(self, broken_after=None, **kw):
+        super().__init__(**kw)
+        self.counts, self.broken_after = 0, broken_after
+
+    def count_tokens(self, questions, inputs):
+        self.counts += 1
+        if self.broken_after is not None and self.counts > self.broken_after:
+            raise ConnectionError("token service down")
+        return 10 * len(questions)
+
+
+def test_continuations_over_one_state_object_share_a_call():
+    shared = ["a", "b"]
+    provider = BatchingProvider()
+    job = DecisionJob.collect({
+        k: DecisionJob.ask(question(k), id=k).then(
+            lambda _, k=k: Follow(DecisionJob.ask(question(k + "2"), id=k + "2"), state=shared))
+        for k in ("x", "y")})
+    result = job.run(provider, state=STATE)
+    assert provider.calls == [["x?", "y?"], ["x2?", "y2?"]] and result.calls == 2
+    assert [len(result.value[k]) for k in ("x", "y")] == [2, 2]  # the follow-ups answered the two shared rows
+    copy = ["a", "b"]  # an equal state that is another object: its own call
+    job = DecisionJob.collect({
+        "x": DecisionJob.ask(question("x"), id="x").then(lambda _: Follow(DecisionJob.ask(question("p"), id="p"), shared)),
+        "y": DecisionJob.ask(question("y"), id="y").then(lambda _: Follow(DecisionJob.ask(question("q"), id="q"), copy))})
+    assert job.run(BatchingProvider(), state=STATE).calls == 3
+
+
+def test_a_token_cap_packs_questions_greedily_and_a_broken_count_fails_the_job():
+    provider = Counting()
+    result = three().run(provider, state=STATE, limits=Limits(max_tokens=25))  # 10 a question: 2 + 1
+    assert provider.calls == [["x?", "y?"], ["z?"]] and result.calls == 2
+    with pytest.raises(d.InvalidJob, match="alone exceeds max_tokens=5") as refused:
+        three().run(Counting(), state=STATE, limits=Limits(max_tokens=5))
+    assert refused.value.outcomes == {}  # before any call
+    job = DecisionJob.collect({
+        "x": DecisionJob.ask(question("x"), id="x").then(lambda _: Follow(DecisionJob.ask(question("w"), id="w"), STATE)),
+        "y": DecisionJob.ask(question("y"), id="y")})
+    for run in (lambda p: job.run(p, state=STATE, limits=Limits(max_tokens=50)),
+                lambda p: asyncio.run(job.arun(p, state=STATE, limits=Limits(max_tokens=50)))):
+        provider = Counting(broken_after=2)  # round one counts [x] and [x, y]; round two's count raises
+        with pytest.raises(d.JobFailed) as caught:
+            run(provider)
+        error = caught.value
+        assert isinstance(error.__cause__, ConnectionError) and list(error.completed) == ["x", "y"]
+        assert error.skipped == ("w",) and error.outcomes["w"].kind == "skipped" and provider.calls == [["x?", "y?"]]
+
+    class Nonsense(BatchingProvider):
+        def count_tokens(self, questions, inputs):
+            return "3"
+
+    with pytest.raises(d.JobFailed, match="count_tokens") as caught:
+        three().run(Nonsense(), state=STATE, limits=Limits(max_tokens=5))
+    assert isinstance(caught.value.__cause__, d.InvalidDecisionResponse)
+
+
+def test_a_question_refused_after_a_call_reports_every_unsent_question():
+    class Picky(Provider):
+        def check(self, q, inputs):
+            if q.prompt == "w?":
+                raise d.UnsupportedCapability("no w here")
+
+    follow = DecisionJob.collect({"v": DecisionJob.ask(question("v"), id="v"), "w": DecisionJob.ask(question("w"), id="w")})
+    job = DecisionJob.ask(question("x"), id="x").then(lambda _: Follow(follow, STATE))
+    with pytest.raises(d.InvalidJob, match="no w here") as caught:
+        job.run(Picky(), state=STATE)
+    assert {k: o.kind for k, o in caught.value.outcomes.items()} == {"x": "answered", "v": "skipped", "w": "skipped"}
+
+    class Broken(Provider):
+        def check(self, q, inputs):
+            raise RuntimeError("capability service down")
+
+    with pytest.raises(d.JobFailed, match="pre-call check failed") as broken:
+        three().run(Broken(), state=STATE)
+    assert broken.value.outcomes == {} and isinstance(broken.value.__cause__, RuntimeError)
+
+
+def test_a_job_of_questions_is_plain_data_and_immutable():
+    import pickle
+
+    job = three()
+    assert pickle.loads(pickle.dumps(job)).state() == job.state() == {
+        "collect": [[k, {"ask": k, "question": question(k).state()}] for k in ("x", "y", "z")]}
+    with pytest.raises(TypeError, match="cannot be serialised"):
+        pickle.dumps(job.map(len))
+    with pytest.raises(AttributeError, match="immutable"):
+        job._node = None
+
+
+class Sleepy(BatchingProvider):
+    """An asynchronous provider whose calls take ``seconds``."""
+
+    def __init__(self, seconds, **kw):
+        super().__init__(**kw)
+        self.seconds, self.began = seconds, 0
+
+    async def adecide_many(self, questions, inputs):
+        self.began += 1
+        await asyncio.sleep(self.seconds)
+        return self.decide_many(questions, inputs)
+
+
+def test_arun_cancels_calls_in_flight_on_cancel_and_on_the_timeout():
+    async def cancelled():
+        cancel = asyncio.Event()
+        task = asyncio.ensure_future(three().arun(Sleepy(30.0, max_questions=1), state=STATE, cancel=cancel))
+        await asyncio.sleep(0.05)
+        cancel.set()
+        return await asyncio.wait_for(task, timeout=10)  # not the 30 s the call would take
+
+    result = asyncio.run(cancelled())
+    assert result.status == "cancelled" and result.value is None and result.calls == 1
+    assert [(o.kind, o.sent) for o in result.outcomes.values()] == [("cancelled", True), ("cancelled", False),
+                                                                   ("cancelled", False)]
+    began = time.monotonic()
+    with pytest.raises(d.JobTimeout, match="not rolled back") as caught:
+        asyncio.run(three().arun(Sleepy(30.0), state=STATE, limits=Limits(timeout=0.1)))
+    assert time.monotonic() - began < 10 and caught.value.outcomes["x"].kind == "cancelled"
+    with pytest.raises(d.InvalidJob, match="asyncio.Event"):
+        asyncio.run(three().arun(Provider(), state=STATE, cancel=threading.Event()))
+
+
+def test_a_limit_in_arun_lets_calls_in_flight_finish():
+    provider = Sleepy(0.02, max_questions=1)
+    with pytest.raises(d.JobLimitExceeded, match="max_requests=2") as caught:
+        asyncio.run(three().arun(provider, state=STATE, limits=Limits(max_requests=2, max_concurrency=2)))
+    assert {k: (o.kind, o.sent) for k, o in caught.value.outcomes.items()} == {
+        "x": ("answered", True), "y": ("answered", True), "z": ("skipped", False)}
+
+
+def test_cancelling_the_task_waits_for_a_synchronous_call_in_its_thread():
+    class Slow(Provider):
+        finished = 0
+
+        def decide(self, q, inputs):
+            time.sleep(0.3)
+            Slow.finished += 1
+            return super().decide(q, inputs)
+
+    async def scenario():
+        task = asyncio.ensure_future(DecisionJob.ask(question("x"), id="x").arun(Slow(), state=STATE))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return Slow.finished
+
+    assert asyncio.run(scenario()) == 1  # the borrowed provider is no longer in use when the task ends

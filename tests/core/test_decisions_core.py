@@ -5,6 +5,7 @@ answers, deferred results, and what ``Capabilities.check`` refuses. Oracles: doc
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -400,6 +401,22 @@ class Rows:
     def fields(self, index: int) -> dict[str, Any]:
         self.reads += 1
         return self.rows[index]
+
+
+def test_results_take_dataclasses_replace_and_fields_as_nnx_dataclasses_do() -> None:
+    # field names and order: NNx 0.4.1's wheel (dataclasses.fields of its ChoiceResult / BooleanResult / ScoreResult)
+    assert [f.name for f in dataclasses.fields(ChoiceResult)] == ["question_digest", "distribution", "provider", "raw"]
+    assert [f.name for f in dataclasses.fields(BooleanResult)] == ["question_digest", "p_true", "provider", "raw"]
+    assert [f.name for f in dataclasses.fields(ScoreResult)] == [
+        "question_digest", "distribution", "provider", "vendor_score", "raw"]
+    choice = ChoiceResult(DIGEST, (("a", 0.25), ("b", 0.75)), provider="p")
+    swapped = dataclasses.replace(choice, raw={"logits": [1, 2]})
+    assert type(swapped) is ChoiceResult and swapped.raw == {"logits": [1, 2]} and swapped == choice  # raw not compared
+    assert dataclasses.replace(BooleanResult(DIGEST, 0.5), p_true=1).p_true == 1.0
+    with pytest.raises(InvalidDecisionResponse, match="sum to"):  # a replaced field is validated as a new answer
+        dataclasses.replace(choice, distribution=(("a", 0.5), ("b", 0.75)))
+    deferred = deferred_results(ChoiceResult, Rows([{"question_digest": DIGEST, "distribution": (("a", 1.0), ("b", 0.0))}]), 1)[0]
+    assert dataclasses.replace(deferred, provider="q") == ChoiceResult(DIGEST, (("a", 1.0), ("b", 0.0)), provider="q")
 
 
 def test_deferred_results_read_their_row_once_and_equal_constructed_ones() -> None:

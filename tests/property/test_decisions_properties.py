@@ -81,7 +81,7 @@ def mapped_requests(draw: Any) -> tuple[FixedHeadProvider, Choice, torch.Tensor,
     rows = draw(st.integers(1, 5))
     logits = torch.tensor(draw(st.lists(st.lists(logit_values, min_size=width, max_size=width),
                                         min_size=rows, max_size=rows)), dtype=torch.float32)
-    max_batch = draw(st.none() | st.integers(1, 4))
+    max_batch = draw(st.none() | st.integers(rows, 6))  # a larger batch is refused (tested apart)
     provider = FixedHeadProvider(IdentityModel(width, labels), option_map=option_map, max_batch=max_batch)
     return provider, question, logits, option_map
 
