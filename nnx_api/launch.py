@@ -34,6 +34,7 @@ from nnx_core.identity import canonical_json, text_id
 from nnx_core.identity import run_id as content_address
 from nnx_core.lifecycle import run_lifecycle
 from nnx_core.monitor import Monitor
+from nnx_core.precision import run_surfaces
 from nnx_core.schedules import ClockComponent
 from nnx_adapters.pytorch import state as torch_state
 from nnx_adapters.pytorch.metrics import metric_mode
@@ -49,6 +50,7 @@ from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import load_yaml, run_folders, runs_root
 from nnx_api.training import batch_checks, checks, compilation, fingerprint, history_setup, optimizers, resume
 from nnx_api.training import code as user_code
+from nnx_api.training.builtin_step import default_train_step
 from nnx_api.training.checkpoint import collect_components, restore_problems
 from nnx_api.training.defaults import defaults_problem
 from nnx_api.training.group import SingleProcess
@@ -107,7 +109,9 @@ def _launch(entry: TrainingEntry, group: Any, started: float) -> NNRun:
     group.agree_given(entry)  # 0. what each rank was given, agreed before any other collective
     train = entry.train
     storage = entry.storage if entry.storage is not None else FileStorage(runs_root(entry.root))
-    run = NNRun(config=entry.config, root=runs_root(entry.root), storage=storage, precision=entry.model.resolved_precision,
+    precision = entry.model.resolved_precision.scoped(run_surfaces(  # what this run applies its precision to
+        trainer=entry.kind.owner_required, step_function=entry.step_fn not in (None, default_train_step)))
+    run = NNRun(config=entry.config, root=runs_root(entry.root), storage=storage, precision=precision,
                 trained=user_code.trained(entry))
     # 0. where the run lives: each rank's own root may hold it; the newest committed state's holder writes
     note, writer = group.place_writer(run.id, storage), group.writer_rank

@@ -5,6 +5,13 @@
     >>> import nnx_api as nnx
     >>> nnx.precision.precision_support("cpu")
     {'cpu': {'fp32': 'verified', 'fp16': 'unsupported', 'bf16': 'verified'}}
+
+A run's ``NNRun.precision`` is its ``ResolvedPrecision``, narrowed to the surfaces it applied the
+precision to (``TRAIN``, ``TRAINER_OBJECTIVE``, ``EVALUATE``, ``PREDICT``); ``record()`` is what
+inspection shows, TF32 apart (read, never set)::
+
+    >>> nnx.PrecisionPolicy("bf16").resolve("cpu").record()["autocast_dtype"]
+    'bfloat16'
 """
 
 from __future__ import annotations
@@ -16,9 +23,10 @@ from typing import Any
 import torch
 
 from nnx_core.errors import PrecisionUnsupportedError
-from nnx_core.precision import ResolvedPrecision
+from nnx_core.precision import EVALUATE, NOT_COVERED, PREDICT, SURFACES, TRAIN, TRAINER_OBJECTIVE, ResolvedPrecision
 from nnx_adapters.pytorch.devices import precision_problem
 from nnx_adapters.pytorch.devices import resolve_precision as resolve
+from nnx_adapters.pytorch.precision import tf32_settings as _tf32  # noqa: F401 - NNx's private name of the TF32 read
 from nnx_api.config.params import PrecisionPolicy
 
 SUPPORT_MODES = ("fp32", "fp16", "bf16")
@@ -86,7 +94,11 @@ def precision_support(device: str | torch.device | None = None) -> dict[str, dic
     return matrix
 
 
+COVERS = SURFACES
+"""NNx's name of every surface a precision applies to (``nnx_core.precision.SURFACES``)."""
+
 __all__ = [
+    "COVERS", "EVALUATE", "NOT_COVERED", "PREDICT", "TRAIN", "TRAINER_OBJECTIVE",
     "REFERENCE_TOLERANCES", "PrecisionPolicy", "PrecisionUnsupportedError", "ReferenceTolerance", "ResolvedPrecision",
     "precision_support", "resolve_precision",
 ]

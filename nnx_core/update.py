@@ -40,8 +40,8 @@ COMMITTED, MASKED, NONFINITE, OVERFLOW = "committed", "masked", "nonfinite", "ov
 NONFINITE_POLICIES = ("fail", "skip")
 
 NONFINITE_MESSAGE = (
-    "non-finite training loss: the loss or its gradients are not finite; no parameter was updated. Lower the learning rate, check the "
-    "inputs for NaN/inf, or set grad_clip_norm"
+    "non-finite training loss: a non-finite loss or non-finite gradient was found, so nothing was stepped; no parameter was "
+    "updated. Lower the learning rate, check the inputs for NaN/inf, or set grad_clip_norm"
 )
 
 

@@ -13,12 +13,14 @@ that into ``PrecisionUnsupportedError`` unless its policy falls back to fp32.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
 
 from nnx_core.errors import PrecisionUnsupportedError
 from nnx_core.precision import ResolvedPrecision
+from nnx_adapters.pytorch import precision as _runtime  # noqa: F401 - registers the torch runtime
 
 BF16_MIN_CAPABILITY = (8, 0)  # Ampere: native bfloat16 tensor-core math
 
@@ -30,31 +32,57 @@ def cuda_capability(device: torch.device) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def missing_cuda(device: torch.device) -> str | None:
+    """Why ``device`` (a CUDA device) is not on this machine — no CUDA at all, or an index past
+    the devices there are; None when it is there (or ``device`` is not CUDA)."""
+    if device.type != "cuda":
+        return None
+    if not torch.cuda.is_available():
+        return "CUDA is not available on this host"
+    count = torch.cuda.device_count()
+    if device.index is not None and not 0 <= device.index < count:
+        return f"{device} does not exist on this host ({count} CUDA device(s))"
+    return None
+
+
 def bf16_supported(device: torch.device) -> bool:
-    """Whether bfloat16 autocast runs natively on ``device``: always on the CPU, on CUDA from
-    compute capability 8.0, never elsewhere (MPS) or on a CUDA device this machine does not have."""
+    """Whether bfloat16 autocast runs natively on ``device``: always on the CPU; on a CUDA device
+    whose own bf16 support is native (compute capability 8.0 on, as torch's
+    ``is_bf16_supported(including_emulation=False)`` reads it on that device), never where
+    bf16 is only emulated, elsewhere (MPS), or on a CUDA device this machine does not have."""
     if device.type == "cpu":
         return True
-    if device.type != "cuda" or not torch.cuda.is_available():
+    if device.type != "cuda" or missing_cuda(device) is not None:
         return False
-    return cuda_capability(device) >= BF16_MIN_CAPABILITY
+    with torch.cuda.device(device.index) if device.index is not None else contextlib.nullcontext():
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
 
 
 def precision_problem(mode: str, device: torch.device) -> str | None:
     """Why ``mode`` ("fp32", "bf16", "fp16") cannot run on ``device``; None when it can."""
+    missing = missing_cuda(device)
+    if missing is not None and (mode != "fp32" or torch.cuda.is_available()):
+        return f"{mode} was requested on {device}, but {missing}; use fallback='fp32' or another device"
     if mode == "fp16" and device.type != "cuda":
         return ("fp16 needs CUDA (fp16 runs with a GradScaler, on CUDA only); "
                 "use PrecisionPolicy('bf16') on CPU or fallback='fp32'")
     if mode == "bf16" and not bf16_supported(device):
-        if device.type == "cuda" and torch.cuda.is_available():
-            major, minor = cuda_capability(device)
+        if device.type == "cuda":
             return (
                 f"bf16 needs native bf16 support, not emulation: a CUDA device of compute capability ≥ 8.0 "
-                f"(Ampere or newer); {device} has "
-                f"{major}.{minor}; use PrecisionPolicy('fp16') on this GPU, or fallback='fp32'"
+                f"(Ampere or newer){_capability_note(device)}; use PrecisionPolicy('fp16') on this GPU, or "
+                "fallback='fp32'"
             )
         return f"bf16 runs on the CPU or on CUDA (compute capability ≥ 8.0), not on {device}; use fallback='fp32'"
     return None
+
+
+def _capability_note(device: torch.device) -> str:
+    try:
+        major, minor = cuda_capability(device)
+    except (AssertionError, RuntimeError):  # a build or driver that cannot say
+        return f", which {device} is not"
+    return f"; {device} has {major}.{minor}"
 
 
 def resolve_precision(policy: Any, mixed_precision: bool, device: str | torch.device) -> ResolvedPrecision:
@@ -69,10 +97,12 @@ def resolve_precision(policy: Any, mixed_precision: bool, device: str | torch.de
         return ResolvedPrecision("fp16", effective, device.type, "mixed_precision", reason)
     if policy is None:
         return ResolvedPrecision("fp32", "fp32", device.type)
-    problem = None if policy.mode == "fp32" else precision_problem(policy.mode, device)
+    problem = precision_problem(policy.mode, device)
     if problem is not None and policy.fallback != "fp32":
         raise PrecisionUnsupportedError(problem)
     return ResolvedPrecision(policy.mode, "fp32" if problem else policy.mode, device.type, "policy", problem)
 
 
-__all__ = ["BF16_MIN_CAPABILITY", "bf16_supported", "cuda_capability", "precision_problem", "resolve_precision"]
+__all__ = [
+    "BF16_MIN_CAPABILITY", "bf16_supported", "cuda_capability", "missing_cuda", "precision_problem", "resolve_precision",
+]

@@ -101,7 +101,9 @@ def test_a_loaded_run_has_nnx_fields_net_train_model_trainer_salt(trained):
     assert loaded.net == model.net_params and loaded.model == model.params
     assert loaded.train.n_epochs == N_EPOCHS and loaded.train.optim == nnx.NNTrainParams(n_epochs=1).optim
     assert loaded.trainer is None and loaded.salt is None
-    assert loaded.precision == run.precision == model.resolved_precision  # metadata.yaml's record
+    assert loaded.precision == run.precision  # metadata.yaml's record
+    # the model's resolution, scoped to what a default-step run applies it to
+    assert run.precision == model.resolved_precision.scoped(("NNModel.train (default step and objectives)", "evaluate()", "predict() / predict_proba()"))
     conv = nnx.NNConvParams(input_dim=64, output_dim=2, conv_channels=(2,), kernel_size=3)
     run_config = {**loaded.config, "net": conv.state(), "salt": "s"}
     assert attrs.evolve(loaded, config=run_config).net == conv  # read back as the subclass that wrote it
