@@ -141,6 +141,11 @@ PATHS: dict[str, NNxPath] = {
         "ShardedValidationLoader", "WriterOnly", "init_process_group", "refuse_process_group", "shutdown",
         "train_loader", "validation_loader", "writer_only",
     )}),
+    "nnx_api.export_conformance": NNxPath(HOME, {"nnx_api.export_conformance": (
+        "EXIT_CODES", "FAILURES", "FORMAT", "LEVELS", "MODEL", "PROFILES", "STAGES", "ConformanceError", "Profile",
+        "build_model", "execute", "exit_code", "run_profile", "run_profiles", "save_report", "summary_lines",
+        "validate_record", "verify_artifacts",
+    )}),
     "nnx_api.finetune": NNxPath(HOME, {"nnx_api.finetune": (
         "LoadPretrainedResult", "NNParamGroupSpec", "build_param_groups", "freeze", "frozen", "load_pretrained",
         "read_state_dict", "unfreeze",
@@ -228,6 +233,10 @@ PATHS: dict[str, NNxPath] = {
     "nnx_api.trainer": NNxPath(HOME, {"nnx_api.trainer": (
         "NNTrainerParams", "NNTrainerParamsBuilder", "Trainer", "TrainerStepContext",
     )}),
+    "nnx_api.trainer.params": NNxPath(SHIM, {"nnx_api.config.train_params": ("NNTrainerParams",)}),
+    "nnx_api.trainer.params_builder": NNxPath(SHIM, {"nnx_api.config.builders": ("NNTrainerParamsBuilder",)}),
+    "nnx_api.trainer.trainer": NNxPath(SHIM, {"nnx_api.trainer": ("Trainer",),
+                                              "nnx_api.training.steps": ("TrainerStepContext", "TrainerStepFn")}),
     "nnx_api.transforms": NNxPath(OUT_OF_SCOPE, {"nnx_api.transforms": (
         "RecipeError", "TransformOp", "TransformRecipe", "check_optimizer", "lora", "low_rank",
     )}, scope=TRANSFORMS),
@@ -398,8 +407,6 @@ NOT_MIRRORED: dict[str, str] = {
         "nets", "objective", "sampling", "schedules", "training")], PARADIGMS),
     **dict.fromkeys(["nnx_api.embeddings", "nnx_api.embeddings.contrastive_trainer",
                      "nnx_api.embeddings.faiss_export"], SCOPES["embeddings"]),
-    "nnx_api.export_conformance": _NOT_PROVIDED.format(
-        "the ONNX conformance profiles are proved by tests/api/test_export.py instead"),
     **dict.fromkeys(["nnx_api.generation"] + [f"nnx_api.generation.{name}" for name in (
         "logits_chain", "logits_processors", "pipeline", "sampling")], LM),
     "nnx_api.graph_tasks": GRAPH,
@@ -419,8 +426,6 @@ NOT_MIRRORED: dict[str, str] = {
     "nnx_api.ranking": "out of scope: the ranking task family (docs/nnx-compat.md)",
     **dict.fromkeys(["nnx_api.surgery"] + [f"nnx_api.surgery.{name}" for name in (
         "_utils", "deepen", "drop_layer", "embedding", "low_rank", "widen")], SURGERY),
-    **dict.fromkeys(["nnx_api.trainer.params", "nnx_api.trainer.params_builder", "nnx_api.trainer.trainer"],
-                    _PACKAGE.format("nnx_api.trainer, or the top-level nnx_api")),
     **dict.fromkeys([f"nnx_api.viz.{name}" for name in (
         "activation", "attribute", "gradient_flow", "netron", "summary", "weight_histogram")], VIZ),
 }

@@ -133,6 +133,12 @@ class PredictionInputError(TrainingInputError, RuntimeError):
     ``ValueError``, as REFERENCE documents."""
 
 
+class InputWidthError(TrainingInputError, RuntimeError):
+    """A batch whose feature width is not the built-in net's ``input_dim``, refused before training
+    starts. A ``RuntimeError`` too, as the forward itself raises there (torch's ``mat1 and mat2
+    shapes cannot be multiplied``), and a ``ValueError`` as every ``TrainingInputError``."""
+
+
 class TaskValidationError(TrainingInputError):
     """A batch the model's task refuses (target shape, dtype, range or width), raised before
     backward, or a ``TaskSpec`` whose width differs from the net's ``output_dim``, raised when

@@ -158,7 +158,8 @@ class ClockComponent:
 
     Its position lives with the schedule's own state; this component makes a stateful resume
     refuse a checkpoint whose schedule ran on another clock, kind or budget (its ticks would mean
-    something else).
+    something else). A cosine schedule has no budget to hold to: its period (``T_max``) is restored
+    with its state and passing it warns (the learning rate rises again, as torch's formula goes on).
     """
 
     def __init__(self, clock: Any, name: str = "nnx.scheduler_clock") -> None:
@@ -179,7 +180,7 @@ class ClockComponent:
         mine = self.component_state()
         problems = [f"{self.name}: saved {key} {state.get(key)!r} != {mine[key]!r}"
                     for key in ("clock", "kind") if state.get(key) != mine[key]]
-        if state.get("budget") != mine["budget"]:
+        if state.get("budget") != mine["budget"] and mine["kind"] in BUDGETED:  # a cosine's T_max is restored with it
             problems.append(f"{self.name}: the checkpoint's scheduler budget is {state.get('budget')} optimizer "
                             f"updates, this run's is {mine['budget']}; configure the same total_steps")
         return problems

@@ -168,15 +168,17 @@ class TorchClock:
     (``UpdateOwnerError``): torch counts every ``step()`` in ``last_epoch``, one int compared."""
 
     def __init__(
-        self, scheduler: Any, clock: ClockKind, kind: str, budget: int | None = None, *, implicit_budget: bool = False
+        self, scheduler: Any, clock: ClockKind, kind: str, budget: int | None = None, *, implicit_budget: bool = False,
+        period: int | None = None,
     ) -> None:
         self.scheduler = scheduler
         self._clock = clock
         self.kind = kind
         self.budget = budget
         self.implicit_budget = implicit_budget  # derived from the run's length, not configured
+        self.period = period  # a cosine period configured on purpose (T_max), None: left to the run's length
         self.ticks = 0
-        self._warn_past_budget = implicit_budget and kind == "cosine_annealing"
+        self._period_warned = False
         self._seen = getattr(scheduler, "last_epoch", None)  # torch's step count after NNx's last tick
 
     @property
@@ -203,15 +205,27 @@ class TorchClock:
             self.scheduler.step()
         self.ticks += 1
         self._seen = getattr(self.scheduler, "last_epoch", None)
-        if self._warn_past_budget and self.budget is not None and self.ticks > self.budget:
-            self._warn_past_budget = False  # once
-            warnings.warn(
-                f"cosine annealing stepped past its implicit T_max={self.budget} ({self._clock} ticks derived from "
-                "the run's length); the learning rate now rises again. Set NNSchedulerParams(T_max=...) to the "
-                "number of ticks the schedule should span",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        self._warn_past_period()
+
+    def _warn_past_period(self) -> None:
+        """A cosine schedule past its live ``T_max`` (a restored one included) rises again, as
+        torch's formula goes on: warned of once per run, unless this run configured that very
+        period (running past a chosen ``T_max`` is the user's choice, as in torch)."""
+        period = getattr(self.scheduler, "T_max", None)
+        if self._period_warned or not isinstance(self.scheduler, torch.optim.lr_scheduler.CosineAnnealingLR):
+            return
+        if self.scheduler.last_epoch <= period or period == self.period:
+            return
+        self._period_warned = True
+        unit = "optimizer updates" if self._clock == "optimizer_update" else "epochs"
+        warnings.warn(
+            f"the cosine_annealing schedule passed its T_max of {period} {unit} (step {self.scheduler.last_epoch}), "
+            "so its learning rate now rises again, as torch's CosineAnnealingLR goes on. To anneal over the whole "
+            f"run, set T_max to its {unit} (NNSchedulerParams(T_max=...)); a stateful resume keeps the checkpoint's "
+            "T_max, so set it in the run that starts the schedule",
+            UserWarning,
+            stacklevel=3,
+        )
 
     def state(self) -> dict[str, Any]:
         """Scheduler state, kind, clock and tick count."""
@@ -297,7 +311,7 @@ def build_scheduler(
     else:  # pragma: no cover - params validate kinds
         raise ValueError(kind)
     implicit = (T_max if kind == "cosine_annealing" else total_steps) is None  # the horizon, not a configured one
-    return TorchClock(sched, clock, kind, budget, implicit_budget=implicit)
+    return TorchClock(sched, clock, kind, budget, implicit_budget=implicit, period=T_max)
 
 
 def named_params(module: torch.nn.Module) -> dict[int, str]:

@@ -5,7 +5,9 @@ in-fit validation's forward (``"val_forward"``, when there is a ``val_loader`` a
 ``eval_step_fn``) of a built-in net, in one process. Everything else is refused with a
 ``ParamsError`` naming ``compile`` and the fix: a ``Trainer`` run, a custom ``train_step_fn``, an
 objective, a requested precision other than fp32, a ``module=`` / ``ModelSpec`` net, ``DDP()``,
-and a callback that changes the net's topology (one that declares ``checkpoint_transforms``).
+and a callback that changes the net's topology (one that declares ``checkpoint_transforms``);
+a backend ``torch.compile`` does not know is refused the same way (``compile.backend``), under
+either ``on_failure``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import attrs
 
 from nnx_core.errors import ParamsError
-from nnx_adapters.pytorch.compilation import CompiledForward
+from nnx_adapters.pytorch.compilation import CompiledForward, known_backends
 from nnx_api.callbacks import Callback
 from nnx_api.config.compilation import CompileSpec
 
@@ -31,6 +33,10 @@ def prepare(entry: Any, callbacks: Sequence[Any]) -> CompiledForward | None:
     problem = _refusal(entry, spec, callbacks)
     if problem is not None:
         raise ParamsError("compile", problem)
+    backends = known_backends()
+    if spec.backend not in backends:  # a misspelt name is the configuration's error, whatever on_failure says
+        raise ParamsError("compile.backend", f"{spec.backend!r} is not a torch.compile backend here; available: "
+                                             f"{sorted(backends)} (torch._dynamo.list_backends(exclude_tags=()))")
     builtin_val = entry.train.val_loader is not None and entry.eval_step_fn is None
     return CompiledForward.wrap(
         entry.model.net, backend=spec.backend, mode=spec.mode, fullgraph=spec.fullgraph, dynamic=spec.dynamic,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import warnings
 
 import pytest
 import torch
@@ -61,7 +62,7 @@ def test_the_eager_backend_trains_bit_for_bit_what_the_uncompiled_run_trains(tmp
     plain = plain_model.train(params, root=tmp_path / "plain")
     model, params = job()
     compiled = model.train(params, root=tmp_path / "compiled", compile=EAGER)
-    assert compiled.compile.status == "compiled"
+    assert compiled.compile.effective == "compiled"
     assert same_state(model.net.state_dict(), plain_model.net.state_dict())
     assert compiled.idps == plain.idps  # every batch's loss and every validation record
     for tag in plain.tags():
@@ -85,14 +86,14 @@ def test_a_resumed_compiled_run_rewraps_records_its_attempt_and_equals_the_unint
     with pytest.raises(RuntimeError, match="interrupted"):
         model.train(params, root=root, callbacks=[CrashAt(2)], compile=EAGER)
     first = json.loads((root / whole.id / "attempt.json").read_text())
-    assert first["status"] == "failed" and first["compile"]["status"] == "compiled"
+    assert first["status"] == "failed" and first["compile"]["effective"] == "compiled"
     torch._dynamo.reset()  # the second attempt compiles afresh, as a new process would
     model, params = job(n_epochs=4)
     resumed = model.train(params, root=root, compile=EAGER)
     assert resumed.resume_status.mode == "stateful" and resumed.resume_status.source_epoch == 1
     attempt = json.loads((root / whole.id / "attempt.json").read_text())
-    assert attempt["attempt_id"] != first["attempt_id"] and attempt["compile"]["status"] == "compiled"
-    assert resumed.compile.status == "compiled" and nnx.NNRun.load(resumed.id, root).compile == resumed.compile
+    assert attempt["attempt_id"] != first["attempt_id"] and attempt["compile"]["effective"] == "compiled"
+    assert resumed.compile.effective == "compiled" and nnx.NNRun.load(resumed.id, root).compile == resumed.compile
     assert same_state(model.net.state_dict(), whole_model.net.state_dict())
     assert resumed.idps == whole.idps
 
@@ -145,11 +146,11 @@ def test_without_compile_nothing_new_is_written_and_compile_adds_one_metadata_re
     assert plain_events[-1][1].endswith("attempt.json")
 
 
-def test_on_failure_error_refuses_an_unknown_backend_before_anything_is_written(runs):
+@pytest.mark.parametrize("on_failure", ["error", "eager"])
+def test_an_unknown_backend_is_refused_before_anything_is_written_under_either_policy(runs, on_failure):
     model, params = job()
-    with pytest.raises(nnx.CompileError, match="no-such-backend.*on_failure='eager'") as raised:
-        model.train(params, root=runs, compile=nnx.CompileSpec(backend="no-such-backend"))
-    assert raised.value.record.status == "failed" and "InvalidBackend" in raised.value.record.reason
+    with pytest.raises(nnx.ParamsError, match="compile.backend: 'no-such-backend' is not a torch.compile backend"):
+        model.train(params, root=runs, compile=nnx.CompileSpec(backend="no-such-backend", on_failure=on_failure))
     assert not runs.exists()
 
 
@@ -164,7 +165,8 @@ def test_torch_compile_raising_falls_back_to_the_eager_forward(tmp_path, monkeyp
     model, params = job()
     with pytest.warns(RuntimeWarning, match="cannot compile.*eager forward"):
         run = model.train(params, root=tmp_path / "compiled", compile=nnx.CompileSpec(on_failure="eager"))
-    assert run.compile.status == "eager" and "this platform cannot compile" in run.compile.reason
+    assert run.compile.effective == "eager" and "this platform cannot compile" in run.compile.restart["message"]
+    assert run.compile.restart["stage"] == "wrap"
     assert nnx.NNRun.load(run.id, tmp_path / "compiled").compile == run.compile
     assert same_state(model.net.state_dict(), plain_model.net.state_dict())
 
@@ -188,7 +190,9 @@ def test_a_backend_failing_at_the_first_call_with_on_failure_error(runs, broken_
     model, params = job()
     with pytest.raises(nnx.CompileError, match="BackendCompilerFailed") as raised:
         model.train(params, root=runs, compile=nnx.CompileSpec(backend=broken_backend))
-    assert raised.value.record.status == "failed"
+    assert raised.value.record.effective == "failed"
+    restart = raised.value.record.restart
+    assert (restart["phase"], restart["epoch"], restart["batch"], restart["error"]) == ("train", 0, 0, "BackendCompilerFailed")
     assert not runs.exists() or not any(p.is_dir() and not p.name.startswith(".") for p in runs.iterdir())  # never committed: removed
 
 
@@ -198,8 +202,8 @@ def test_a_backend_failing_at_the_first_call_with_on_failure_eager(tmp_path, bro
     model, params = job()
     with pytest.warns(RuntimeWarning, match="BackendCompilerFailed"):
         run = model.train(params, root=tmp_path / "c", compile=nnx.CompileSpec(backend=broken_backend, on_failure="eager"))
-    assert run.compile.status == "eager" and "the backend failed" in run.compile.reason
-    assert run.checkpoint("last").payload()["compile"]["status"] == "eager"
+    assert run.compile.effective == "eager" and "the backend failed" in run.compile.restart["message"]
+    assert run.checkpoint("last").payload()["compile"]["effective"] == "eager"
     # the failed first call ran nothing (the backend refused the graph before it ran): the same run
     assert same_state(model.net.state_dict(), plain_model.net.state_dict()) and run.idps == plain.idps
 
@@ -237,7 +241,7 @@ def test_inductor_makes_one_sgd_step_within_the_float32_rounding_bound(tmp_path)
                                                                        reduction="sum") / len(x), x, lr=0.5)
     eager.train(params, root=tmp_path / "eager")
     run = compiled.train(params, root=tmp_path / "inductor", compile=nnx.CompileSpec())
-    assert run.compile.status == "compiled" and run.compile.backend == "inductor"
+    assert run.compile.effective == "compiled" and run.compile.backend == "inductor"
     moved = max(float((p.detach() - b).abs().max()) for p, b in zip(eager.net.parameters(), before, strict=True))
     assert moved > 100 * tol  # the step is far above the rounding it is compared within
     for a, b in zip(compiled.net.parameters(), eager.net.parameters(), strict=True):
@@ -255,7 +259,7 @@ def test_every_run_compiles_afresh_so_many_runs_in_one_process_stay_compiled(tmp
         model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(width,)))
         compiled_before = counters["stats"]["unique_graphs"]
         run = model.train(nnx.NNTrainParams(n_epochs=1, train_loader=[(x, y)]), root=tmp_path / str(width), compile=EAGER)
-        assert run.compile.status == "compiled"
+        assert run.compile.effective == "compiled"
         assert counters["stats"]["unique_graphs"] > compiled_before, f"width {width}: the forward ran uncompiled"
 
 
@@ -272,7 +276,7 @@ def test_the_conv_net_compiles_too_and_trains_bit_for_bit_with_the_eager_backend
 
     plain, _ = fit(tmp_path / "plain")
     compiled, run = fit(tmp_path / "compiled", EAGER)
-    assert run.compile.status == "compiled" and type(compiled.net).__name__ == "ConvNN"
+    assert run.compile.effective == "compiled" and type(compiled.net).__name__ == "ConvNN"
     assert same_state(compiled.net.state_dict(), plain.net.state_dict())
 
 
@@ -285,13 +289,13 @@ def test_the_record_is_pending_on_disk_until_the_attempt_ends(runs):
         def on_epoch_begin(self, ctx):
             if ctx.epoch == 0:
                 seen["meta"] = (ctx.run.path / "metadata.yaml").read_text()
-                seen["attempt"] = json.loads((ctx.run.path / "attempt.json").read_text())["compile"]["status"]
+                seen["attempt"] = json.loads((ctx.run.path / "attempt.json").read_text())["compile"]["effective"]
 
     model, params = job(n_epochs=2)
     run = model.train(params, root=runs, callbacks=[Look()], compile=EAGER)
-    assert "status: pending" in seen["meta"] and seen["attempt"] == "pending"
-    assert run.checkpoint("first").payload()["compile"]["status"] == "compiled"
-    assert "status: compiled" in (run.path / "metadata.yaml").read_text()
+    assert "effective: pending" in seen["meta"] and seen["attempt"] == "pending"
+    assert run.checkpoint("first").payload()["compile"]["effective"] == "compiled"
+    assert "effective: compiled" in (run.path / "metadata.yaml").read_text()
 
 
 def test_compile_under_ddp_is_refused_by_the_checks():
@@ -312,3 +316,43 @@ def test_a_finished_run_is_returned_with_its_recorded_compile_record(runs):
     model, params = job(n_epochs=1)
     again = model.train(params, root=runs, compile=EAGER)  # resume="auto": already finished, nothing trained
     assert again.id == first.id and again.compile == first.compile == nnx.NNRun.load(first.id, runs).compile
+
+
+@pytest.mark.parametrize("compile_spec", [None, EAGER], ids=["eager", "compiled"])
+def test_a_wrong_input_width_is_refused_before_training_as_the_error_torch_would_raise(runs, compile_spec):
+    """The forward's own mistake, not a compile failure: refused by the checks before anything is
+    written, as the type torch's forward raises (a RuntimeError naming mat1 and mat2)."""
+    wide = torch.randn(4, 5)
+    with pytest.raises(RuntimeError) as torch_says:
+        torch.nn.Linear(4, 3)(wide)  # plain torch: what the forward would have raised mid-run
+    model, _ = job()
+    params = nnx.NNTrainParams(n_epochs=1, train_loader=[(wide, torch.tensor([0, 1, 2, 0]))])
+    with pytest.raises(RuntimeError) as raised:
+        model.train(params, root=runs, compile=compile_spec)
+    assert not isinstance(raised.value, nnx.CompileError) and isinstance(raised.value, nnx.TrainingInputError)
+    assert "mat1 and mat2 shapes cannot be multiplied" in str(torch_says.value) and "mat1 and mat2" in str(raised.value)
+    assert "input_dim is 4" in str(raised.value) and not runs.exists()
+
+
+@pytest.mark.parametrize("compile_spec", [None, nnx.CompileSpec(backend="eager", fullgraph=True, on_failure="eager")],
+                         ids=["eager", "restarted"])
+def test_a_forward_side_effect_happens_once_per_trained_batch(runs, compile_spec):
+    """The checks' probe forward and a failed compiled call both put the net's buffers back: a
+    buffer the forward bumps counts the trained batches only (3 batches × 2 epochs), as a plain
+    torch loop over the same batches would count."""
+    x, y = tiny_data(n=12)
+    torch.manual_seed(0)
+    model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)))
+    model.net.register_buffer("calls", torch.zeros(()))
+
+    def bump(module, args):
+        module.calls += 1
+        if compile_spec is not None:
+            torch._dynamo.graph_break()  # every compiled call fails under fullgraph: restarted eagerly
+
+    model.net.register_forward_pre_hook(bump)
+    params = nnx.NNTrainParams(n_epochs=2, seed=0, train_loader=batches(x, y, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        model.train(params, root=runs, compile=compile_spec)
+    assert model.net.calls.item() == 2 * 3

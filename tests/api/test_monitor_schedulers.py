@@ -394,7 +394,7 @@ def test_several_early_stoppings_get_numbered_component_names(tmp_path):
     assert set(run.checkpoint("last").payload()["components"]) == {
         "nnx.monitor", "early_stopping", "early_stopping.2", "early_stopping.slow"}
     assert max(run.epochs) == 1 and a.stopped_epoch == 1 and b.wait == 1
-    with pytest.raises(ParamsError, match="named"):
+    with pytest.raises(ParamsError, match=r"duplicate component name 'x' \(checkpointed as 'early_stopping.x'\)"):
         model().train(params(1), callbacks=[nnx.EarlyStopping(name="x"), nnx.EarlyStopping(name="x")], root=tmp_path)
 
 
@@ -538,3 +538,45 @@ class Tally:
 
     def load_component_state(self, state, *, version=None):
         pass
+
+
+class Overlong:
+    """A loader whose len() says 2 batches but which yields 4 (a streaming source miscounting)."""
+
+    def __init__(self, batches):
+        self.batches = batches
+
+    def __len__(self):
+        return 2
+
+    def __iter__(self):
+        return iter(self.batches)
+
+
+def test_an_update_clock_cosine_past_its_default_period_warns_once_and_runs_torchs_formula(tmp_path):
+    """The default T_max is the planned updates (2 epochs × len 2 = 4); the loader yields 4 a
+    epoch, so the schedule passes it: NNx warns once and goes on, the LRs torch's own."""
+    cosine = nnx.NNSchedulerParams(kind=nnx.Schedulers.COSINE_ANNEALING, clock="optimizer_update")
+    lrs = nnx.LRMonitor()
+    with pytest.warns(UserWarning, match=r"passed its T_max of 4 optimizer updates") as caught:
+        model().train(params(2, train_loader=Overlong(loader()), val_loader=None, optim=sgd(), scheduler=cosine),
+                      root=tmp_path, callbacks=[lrs])
+    assert len([w for w in caught if "T_max" in str(w.message)]) == 1
+    reference = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    plain = torch.optim.lr_scheduler.CosineAnnealingLR(reference, T_max=4, eta_min=cosine.min_lr)
+    expected = []
+    for _ in range(8):
+        reference.step()
+        plain.step()
+        expected.append(reference.param_groups[0]["lr"])
+    assert [lr for _, lr in lrs.update_history] == pytest.approx(expected)  # it rises again after update 4
+
+
+def test_a_resumed_cosine_keeps_the_checkpoints_period_whatever_this_run_configures(tmp_path):
+    cosine = nnx.NNSchedulerParams(kind=nnx.Schedulers.COSINE_ANNEALING, clock="optimizer_update")
+    parent = model().train(params(1, val_loader=None, optim=sgd(), scheduler=cosine), root=tmp_path)
+    longer = nnx.NNSchedulerParams(kind=nnx.Schedulers.COSINE_ANNEALING, clock="optimizer_update", T_max=10)
+    with pytest.warns(UserWarning, match="T_max of 4 .*stateful resume keeps the checkpoint's T_max"):
+        resumed = model(seed=9).train(params(1, val_loader=None, optim=sgd(), scheduler=longer,
+                                             resume_from_run_id=parent.id), root=tmp_path)
+    assert resumed.resume_status.mode == "stateful"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import nnx_api as nnx
-from nnx_api.components import COMPONENT_STATE_VERSION, ComponentRestoreError, ResumeStatus, StatefulComponent
+from nnx_api.components import COMPONENT_STATE_VERSION, ComponentRegistry, ComponentRestoreError, ResumeStatus, StatefulComponent
 
 
 def model(seed: int = 0) -> nnx.NNModel:
@@ -39,6 +39,13 @@ def test_the_components_module_names_nnxs_public_parts():
     assert issubclass(ComponentRestoreError, ValueError) and ComponentRestoreError is nnx.ComponentRestoreError
     assert ResumeStatus is nnx.ResumeStatus and COMPONENT_STATE_VERSION == 1
     assert isinstance(nnx.EarlyStopping(), StatefulComponent)
+
+
+def test_a_duplicate_name_in_discovery_names_what_the_user_wrote():
+    # NNx's wheel refuses two EarlyStopping(name="es") with "duplicate component name 'es'"; here the component is
+    # checkpointed as early_stopping.es, and the refusal says both
+    with pytest.raises(ValueError, match=r"duplicate component name 'es' \(checkpointed as 'early_stopping.es'\)"):
+        ComponentRegistry.discover([nnx.EarlyStopping(name="es"), nnx.EarlyStopping(name="es")])
 
 
 def test_a_resume_past_the_one_cycle_budget_is_a_component_restore_error(tmp_path):

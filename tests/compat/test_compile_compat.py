@@ -6,8 +6,8 @@ checkpoint's training state "adds … compile"):
 on_failure="error"|"eager"))`` compiles only the built-in FP32 default-step forward (and in-fit
 validation) for built-in non-graph nets; the wrapper is never assigned to ``model.net``
 (checkpoint keys stay eager); refused with a custom step, an objective, reduced precision,
-topology-changing callbacks; ``CompileRecord`` (pending|compiled|eager|failed, graph_breaks,
-capture) in ``NNRun.compile``, metadata.yaml, checkpoints, attempt.json; never part of the run id.
+topology-changing callbacks; ``CompileRecord`` (effective pending|compiled|eager|failed,
+graph_breaks, capture full|partial, restart) in ``NNRun.compile``, metadata.yaml, checkpoints, attempt.json; never part of the run id.
 
 The backend here is torch's ``"eager"`` backend (dynamo traces the forward; no C++ compiler
 needed); the inductor cases are in ``tests/api/test_compile.py``.
@@ -63,9 +63,11 @@ def test_a_compiled_run_records_what_was_compiled_on_the_run(runs):
     run = model().train(params(), root=runs, compile=EAGER)
     record = run.compile
     assert isinstance(record, nnx.CompileRecord)
-    assert record.status in ("pending", "compiled", "eager", "failed") and record.status == "compiled"
-    assert set(record.capture) == {"train_forward", "val_forward"}  # the default step and in-fit validation
-    assert record.graph_breaks == 0
+    assert record.effective in ("pending", "compiled", "eager", "failed") and record.effective == "compiled"
+    assert set(record.forwards) == {"train_forward", "val_forward"}  # the default step and in-fit validation
+    assert record.graph_breaks == 0 and record.capture == "full" and record.restart is None
+    assert (record.backend, record.on_failure, record.torch_version) == ("eager", "error", torch.__version__)
+    assert record.options == {"mode": None, "fullgraph": False, "dynamic": None}
     assert nnx.NNRun.load(run.id, runs).compile == record
 
 
@@ -90,7 +92,7 @@ def test_the_wrapper_is_never_model_net_and_checkpoint_keys_stay_eager(runs):
 
 def test_the_record_is_in_metadata_the_checkpoints_and_the_attempt_record(runs):
     run = model().train(params(), root=runs, compile=EAGER)
-    state = run.compile.state()
+    state = run.compile.record()
     meta = YAML(typ="safe").load((run.path / "metadata.yaml").read_text())
     attempt = json.loads((run.path / "attempt.json").read_text())
     assert meta["compile"] == state and attempt["compile"] == state
@@ -119,13 +121,31 @@ def test_compile_is_refused_before_anything_is_written(runs, build, call):
     assert snapshot(runs) is None
 
 
-def test_on_failure_eager_falls_back_warns_and_records_why(runs):
+def test_an_unknown_backend_is_a_value_error_before_anything_is_written(runs):
+    with pytest.raises(ValueError, match="not a torch.compile backend"):
+        model().train(params(), root=runs, compile=nnx.CompileSpec(backend="no-such-backend"))
+    assert snapshot(runs) is None
+
+
+class BreakEveryForward(nnx.Callback):
+    """A deliberate graph break in every forward of the net (a forward pre-hook)."""
+
+    def on_train_begin(self, ctx):
+        ctx.model.net.register_forward_pre_hook(lambda module, args: torch._dynamo.graph_break())
+
+
+def test_on_failure_eager_restarts_the_forward_warns_and_records_where_and_why(runs):
     with pytest.warns(RuntimeWarning, match="eager"):
-        run = model().train(params(), root=runs, compile=nnx.CompileSpec(backend="no-such-backend", on_failure="eager"))
-    assert run.compile.status == "eager" and "no-such-backend" in run.compile.reason
+        run = model().train(params(), root=runs, callbacks=[BreakEveryForward()],
+                            compile=nnx.CompileSpec(backend="eager", fullgraph=True, on_failure="eager"))
+    restart = run.compile.restart
+    assert run.compile.effective == "eager" and run.compile.capture is None
+    assert (restart["phase"], restart["epoch"], restart["batch"], restart["error"]) == ("train", 0, 0, "Unsupported")
 
 
 def test_on_failure_error_raises_a_typed_error_saying_what_to_do(runs):
-    with pytest.raises(nnx.NNxError, match="on_failure='eager'"):
-        model().train(params(), root=runs, compile=nnx.CompileSpec(backend="no-such-backend"))
-    assert snapshot(runs) is None
+    with pytest.raises(nnx.CompileError, match="on_failure='eager'") as raised:
+        model().train(params(), root=runs, callbacks=[BreakEveryForward()],
+                      compile=nnx.CompileSpec(backend="eager", fullgraph=True))
+    assert raised.value.record.effective == "failed" and raised.value.record.restart["stage"] == "forward"
+    assert isinstance(raised.value.__cause__, torch._dynamo.exc.Unsupported)

@@ -223,3 +223,15 @@ def test_clock_component_refuses_another_clock_kind_or_budget_but_not_another_po
     ]
     assert comp.load_component_state(state) is None and comp.component_state() == state
 
+
+
+def test_a_cosine_clock_holds_no_budget_on_resume_its_period_comes_back_with_its_state():
+    """A stateful resume restores a cosine schedule's own T_max with its state (torch's
+    CosineAnnealingLR.state_dict holds it), so another configured T_max is no reason to refuse:
+    only the clock and kind must match. A budgeted kind still refuses another budget."""
+    cosine = ClockComponent(Clock(kind="cosine_annealing", budget=10))
+    saved = {"clock": "optimizer_update", "kind": "cosine_annealing", "budget": 5, "ticks": 5}
+    assert cosine.check_component_state(saved) == []
+    assert cosine.check_component_state({**saved, "clock": "epoch"}) == [
+        "nnx.scheduler_clock: saved clock 'epoch' != 'optimizer_update'"]
+    assert ClockComponent(Clock(budget=10)).check_component_state({**saved, "kind": "one_cycle"}) != []
