@@ -166,7 +166,7 @@ def breakdown(graph: Graph, epochs: int, fsyncs: FsyncClock) -> list[tuple[str, 
     loader = graph.cum_from("dataloader.py", "__next__", [(BATCHES, "lookahead")])
     forward = graph.cum_from(BATCHES, "forward", step)
     backward = graph.cum_from("_tensor.py", "backward", step)
-    loss = graph.cum_from(TASKS, "loss_terms", step)
+    loss = graph.cum_from(TASKS, "sum_terms", step)
     correct = graph.cum(STEPS, "add_output")
     update = graph.cum("nnx_core/update.py", "commit_window")
     opt_step = graph.cum(OPTIM, "step")

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         DivergedCopiesError,
         ExtraMetricError,
         HistoryCorruptionError,
+        InputWidthError,
         InvalidRunIdError,
         MonitorUnavailableError,
         NNxError,
@@ -179,7 +180,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "nnx_core.compilation": ("CompileRecord",),
     "nnx_core.errors": (
         "CodeChangedError", "CompileError", "CompileError as CompileFailed", "ComponentRestoreError", "ContextAttributeError", "CorruptRunError", "DataChangedError",
-        "DivergedCopiesError", "ExtraMetricError", "HistoryCorruptionError", "InvalidRunIdError", "MonitorUnavailableError", "NNxError", "NonFiniteLossError",
+        "DivergedCopiesError", "ExtraMetricError", "HistoryCorruptionError", "InputWidthError", "InvalidRunIdError", "MonitorUnavailableError", "NNxError", "NonFiniteLossError",
         "OutOfScopeError", "ParamsError", "PrecisionUnsupportedError", "PredictionInputError", "ResumeMismatchError",
         "ResumePointError", "RunExistsError", "RunLeaseError", "RunNotFoundError", "ScheduleBudgetError",
         "TaskValidationError", "TrainingInputError", "TrainingPreempted", "UpdateOwnerError",

@@ -98,7 +98,9 @@ class ComponentRegistry:
         ComponentSpec(name)  # a slug
         held = self._components.get(name)
         if held is not None and held is not component:
-            raise ParamsError("components", f"duplicate component name {name!r}: give each component its own name")
+            given = component.name if isinstance(component, EarlyStopping) else None  # the user's name, if it differs
+            said = f"{given!r} (checkpointed as {name!r})" if given is not None and given != name else repr(name)
+            raise ParamsError("components", f"duplicate component name {said}: give each component its own name")
         self._components[name] = component
         return name
 

@@ -9,6 +9,7 @@ and ``iter_predict`` are thin: the prediction pass lives in ``nnx_api.parts.infe
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import hashlib
 import os
@@ -22,7 +23,7 @@ import torch
 from torch import nn
 
 from nnx_core.commit import LAST
-from nnx_core.errors import CorruptRunError, ParamsError, ResumeMismatchError, TaskValidationError, TrainingInputError
+from nnx_core.errors import CorruptRunError, ParamsError, ResumeMismatchError, TrainingInputError
 from nnx_core.precision import ResolvedPrecision
 from nnx_core.records import EvaluationDataPoint
 from nnx_adapters.pytorch.devices import resolve_precision
@@ -109,6 +110,11 @@ def _missing_device(device: torch.device) -> str | None:
     return None
 
 
+_DEFAULT_LOSS = NNModelParams().loss
+_RESTORING = contextvars.ContextVar("nnx_restoring_checkpoint", default=False)
+"""True while ``from_checkpoint`` builds a model: a trained configuration loads as it was trained."""
+
+
 class NNModel:
     """A trainable model: a built-in net (``Nets`` member in ``NNModelParams.net``, shaped by
     ``NNParams``), a registered one (``ModelSpec``), or any ``torch.nn.Module`` passed as
@@ -135,6 +141,13 @@ class NNModel:
             raise ParamsError(
                 "NNModel.batch_adapter", f"must be PositionalInputs, KeywordInputs or a BatchAdapter, got {batch_adapter!r}"
             )
+        spec = params.resolved_task
+        task = TaskAdapter(spec.kind, params.loss.value, spec.ignore_index, spec.threshold,
+                           explicit=params.task is not None, n=spec.n, spec=params.task)
+        if params.task is not None and not _RESTORING.get():  # a checkpoint loads as it was trained
+            # the default loss yields to the declared task (the task's own loss trains); another one is checked
+            loss = None if params.loss == _DEFAULT_LOSS else params.loss
+            task.check_model(loss=loss, output_dim=getattr(net_params, "output_dim", None))
         if module is not None or isinstance(params.net, (ModelSpec, RuntimeModule)):
             if net_params is not None:
                 raise ParamsError(
@@ -168,18 +181,10 @@ class NNModel:
         self.net = net.to(self.device)
         self._loss_fn = params.loss().to(self.device)
         self.loss_assigned = False  # True once a user assigns loss_fn (else the task's own loss is used)
-        task = params.resolved_task
-        width = getattr(net_params, "output_dim", None)
-        if params.task is not None and params.task.n is not None and width is not None and width != params.task.n:
-            raise TaskValidationError(
-                f"NNModelParams.task.n is {params.task.n} (a {params.task.kind} TaskSpec) but NNParams.output_dim is "
-                f"{width}; make them equal (or leave n unset)"
-            )
-        self._task = self.task_adapter = TaskAdapter(
-            task.kind, params.loss.value, task.ignore_index, task.threshold, explicit=params.task is not None
-        )
+        self._task = self.task_adapter = task
         self._resolved_precision = self._resolve_precision()
         self.precision = self._resolved_precision.effective
+        self._precision_key = self._precision_request()
         self._topology_transforms: tuple[Any, ...] = ()
 
     @property
@@ -234,13 +239,22 @@ class NNModel:
     def _resolve_precision(self) -> ResolvedPrecision:
         return resolve_precision(self.params.precision, self.params.mixed_precision, self.device)
 
+    def _precision_request(self) -> tuple[Any, ...]:
+        return self.params.precision, self.params.mixed_precision, self.device
+
     @property
     def resolved_precision(self) -> ResolvedPrecision:
-        """What the precision request became on this device (``effective`` is ``self.precision``)."""
+        """What the precision request became on this device (``effective`` is ``self.precision``);
+        resolved again once ``params``' precision or the device changed (an unsupported request
+        then raises ``PrecisionUnsupportedError``)."""
+        if self._precision_request() != getattr(self, "_precision_key", None):
+            self._resolved_precision = self._resolve_precision()
+            self.precision, self._precision_key = self._resolved_precision.effective, self._precision_request()
         return self._resolved_precision
 
     def autocast_context(self) -> Callable[[], Any]:
         """A factory of the forward's autocast context for the resolved precision."""
+        self.resolved_precision  # noqa: B018 - re-resolved if the request changed
         if self.precision == "fp32":
             return contextlib.nullcontext
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
@@ -377,6 +391,18 @@ class NNModel:
                 "NNModel.from_checkpoint.device",
                 f"the checkpoint was trained on {params.device} and this machine has no {missing}; pass device='cpu'",
             )
+        restoring = _RESTORING.set(True)
+        try:
+            model = cls._restored(checkpoint, params, module, batch_adapter)
+        finally:
+            _RESTORING.reset(restoring)
+        model.net.load_state_dict(checkpoint.net_state)
+        return model
+
+    @classmethod
+    def _restored(cls, checkpoint: NNCheckpoint, params: NNModelParams, module: nn.Module | None,
+                  batch_adapter: BatchAdapter | None) -> NNModel:
+        """The model a checkpoint's parameters build (``from_checkpoint``), its weights not loaded."""
         if checkpoint.net_params is not None:
             model = cls(checkpoint.net_params, params, batch_adapter=batch_adapter)
         elif isinstance(params.net, ModelSpec):
@@ -399,11 +425,10 @@ class NNModel:
                 warnings.warn(
                     f"run {checkpoint.run_id} trained a {trained}; the given {class_path(type(module))} has the same "
                     "parameter names and shapes, so its weights load, but its forward may compute something else",
-                    UserWarning, stacklevel=2,
+                    UserWarning, stacklevel=3,
                 )
             params = dataclasses.replace(params, net=None)  # the descriptor of the given module
             model = cls(params=params, module=module, batch_adapter=batch_adapter)
-        model.net.load_state_dict(checkpoint.net_state)
         return model
 
     def to_onnx(self, path: str | os.PathLike[str] | None = None, example_input: Any = None, **options: Any) -> Any:
@@ -484,12 +509,18 @@ class NNModel:
 
 
 def _check_same_shapes(net: nn.Module, state: Mapping[str, Any]) -> None:
-    """Refuse weights whose names or shapes differ from ``net``'s, before loading any of them."""
+    """Refuse weights whose names or shapes differ from ``net``'s, before loading any of them, naming
+    the keys reshaped, missing (the net has them, the weights do not) and unexpected (the reverse)."""
     have = {k: tuple(v.shape) for k, v in net.state_dict().items()}
     want = {k: tuple(v.shape) for k, v in state.items()}
     if have != want:
-        differ = sorted(k for k in have.keys() | want.keys() if have.get(k) != want.get(k))
-        raise ResumeMismatchError(f"the checkpoint's weights do not fit this net: {differ[:5]} differ in name or shape")
+        kinds = (("reshaped", sorted(k for k in have.keys() & want.keys() if have[k] != want[k])),
+                 ("missing", sorted(have.keys() - want.keys())), ("unexpected", sorted(want.keys() - have.keys())))
+        said = "; ".join(f"{kind}: {', '.join(keys[:5])}{', …' if len(keys) > 5 else ''}" for kind, keys in kinds if keys)
+        raise ResumeMismatchError(
+            f"the checkpoint's weights do not fit this net: its topology does not match the saved weights ({said}); "
+            "register the factory that built the trained net under this id and version (a changed topology is a new version)"
+        )
 
 
 __all__ = ["Head", "NNModel", "PredictResult", "PredictionResult", "CorruptRunError"]

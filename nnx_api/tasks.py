@@ -15,4 +15,5 @@ def task_adapter(spec: TaskSpec) -> TaskAdapter:
     target, loss=...)``)."""
     if not isinstance(spec, TaskSpec):
         raise TypeError(f"task_adapter needs a TaskSpec, got {type(spec).__name__}")
-    return TaskAdapter(spec.kind, _LOSS_OF_KIND[spec.kind], spec.ignore_index, spec.threshold, explicit=True)
+    return TaskAdapter(spec.kind, _LOSS_OF_KIND[spec.kind], spec.ignore_index, spec.threshold, explicit=True, n=spec.n,
+                       spec=spec)

@@ -176,10 +176,10 @@ def _finite(value: float | None) -> float | None:
 
 
 def _mean(pairs: list[tuple[float, int]]) -> float | None:
+    """The weighted mean (each weight ≥ 1: a record's count, never negative, or 1 when it is 0 or unset)."""
     if not pairs:
         return None
-    total = sum(w for _, w in pairs)
-    return sum(v * w for v, w in pairs) / total if total else None
+    return sum(v * w for v, w in pairs) / sum(w for _, w in pairs)
 
 
 def epoch_summary(records: Sequence[IterationDataPoint]) -> dict[str, Any]:

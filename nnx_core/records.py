@@ -61,7 +61,10 @@ class EvaluationDataPoint(Stateful):
     """A scored pass over data. Every value is a plain float or None (not computed); ``kind`` is
     the declared ``TaskSpec``'s kind (``"categorical"``, ``"multilabel"``, ``"regression"``) or
     None without one, ``count`` the valid targets scored (None where NNx leaves it unset);
-    ``status`` is NNx 0.4's field of that name, kept for code that reads or passes it."""
+    ``status`` is NNx 0.4's field of that name, kept for code that reads or passes it: when given,
+    the record is a task record, so it needs a ``kind``, and ``status`` says whether it scored
+    anything (``"ok"`` with a positive ``count``, ``"empty"`` with none). ``count`` is never
+    negative."""
 
     loss: float | None = _unset()
     error: float | None = _unset()
@@ -71,9 +74,22 @@ class EvaluationDataPoint(Stateful):
     recall: float | None = _unset()
     count: int | None = _unset()
     kind: str | None = _unset()
-    status: str | None = _unset()  # NNx 0.4's "ok" / "empty"; never set by this implementation's records
+    status: str | None = _unset()  # NNx 0.4's "ok" / "empty" (checked when given); never set by this implementation's records
     metrics: Mapping[str, float] = attrs.field(factory=dict, converter=_frozen_mapping, metadata=OMIT)
     extra: Mapping[str, float] = attrs.field(factory=dict, converter=_frozen_mapping, metadata=OMIT)
+
+    def __attrs_post_init__(self) -> None:
+        count = self.count
+        if count is not None and (isinstance(count, bool) or not isinstance(count, (int, float)) or not count >= 0):
+            raise ParamsError("EvaluationDataPoint.count", f"must be a non-negative integer (valid targets), got {count!r}")
+        if self.status is None:
+            return
+        if self.kind is None:
+            raise ParamsError("EvaluationDataPoint.status", "count / status describe a task record and need a kind "
+                              "(categorical, multilabel or regression)")
+        expected = "ok" if count else "empty"
+        if self.status != expected:
+            raise ParamsError("EvaluationDataPoint.status", f"status must be {expected!r} for count={count}, got {self.status!r}")
 
     def state(self) -> dict[str, Any]:
         """The plain mapping of this record: ``loss`` and ``error`` always (None while unset, as
@@ -162,10 +178,23 @@ def _labels(values: Any, what: str) -> list[Any]:
     return listed
 
 
-@attrs.frozen(kw_only=True)
+class _Absent:
+    """The default of ``MonitorRecord``'s positional ``monitor``: none given (None is the fallback's)."""
+
+
+_ABSENT = _Absent()
+
+
+@attrs.frozen(kw_only=True, init=False)
 class MonitorRecord(Stateful):
     """The epoch's monitor decision as stored with history and checkpoints. Every field is in
-    ``state()``; a missing value / no best yet may be left out of a saved one (e.g. by CSV)."""
+    ``state()``; a missing value / no best yet may be left out of a saved one (e.g. by CSV).
+
+    Built by keyword from its fields (``metric=``, ``split=``, ``mode=``, ``value=``, ``status=``,
+    ``improved=``, ``best=``), or as NNx code builds it: ``MonitorRecord(monitor, value, status,
+    improved)``, where ``monitor`` is a ``MonitorSpec`` with a known ``mode`` (its metric, split
+    and mode are kept; ``min_delta`` and the policies are the monitor's, not the record's) or None
+    for the documented fallback signal. Either way the record, and its ``state()``, are the same."""
 
     metric: str
     split: str
@@ -174,6 +203,28 @@ class MonitorRecord(Stateful):
     status: str
     improved: bool
     best: float | None = None
+
+    def __init__(
+        self, monitor: MonitorSpec | None | _Absent = _ABSENT, value: float | None = None, status: str | None = None,
+        improved: bool | None = None, *, metric: str | None = None, split: str | None = None, mode: str | None = None,
+        best: float | None = None,
+    ) -> None:
+        if not isinstance(monitor, _Absent):
+            if metric is not None or split is not None or mode is not None:
+                raise ParamsError("MonitorRecord.monitor", "give the monitor or its metric / split / mode, not both")
+            if monitor is not None and not isinstance(monitor, MonitorSpec):
+                raise ParamsError("MonitorRecord.monitor", f"must be a MonitorSpec or None (the fallback signal), "
+                                                           f"got {type(monitor).__name__}")
+            if monitor is not None and monitor.mode is None:
+                raise ParamsError("MonitorRecord.monitor", f"{monitor.key!r} has no mode; give mode='min' or 'max'")
+            metric, split = (FALLBACK, FALLBACK) if monitor is None else (monitor.metric, monitor.split)
+            mode = "min" if monitor is None else monitor.mode
+        if metric is None or split is None or mode is None or status is None or improved is None:
+            given = {"metric": metric, "split": split, "mode": mode, "status": status, "improved": improved}
+            lacking = [name for name, held in given.items() if held is None]
+            raise TypeError(f"MonitorRecord() needs {', '.join(lacking)} (or a monitor and its status and improved)")
+        self.__attrs_init__(metric=metric, split=split, mode=mode, value=value, status=status, improved=improved,
+                            best=best)
 
     @property
     def monitor(self) -> MonitorSpec | None:

@@ -137,18 +137,27 @@ def install() -> None:
 
 
 def pytest_configure(config) -> None:
-    """The plugin's hook: make pytest's test-module import tolerant of private names (once).
-
-    And pay torch's one-time import of ``torch._dynamo`` (2–3 s, made by the first optimizer step
-    of a process) before any item: an item comparing two runs' printed summaries, which show each
-    run's duration (``test_run_display_path.py``'s "identical across working directories"),
-    otherwise passes or fails by whether its worker had already paid it."""
+    """The plugin's hook: make pytest's test-module import tolerant of private names (once)."""
     import _pytest.python
-    import torch._dynamo  # noqa: F401
 
     if not getattr(_pytest.python.importtestmodule, "_nnx_tolerant", False):
         _pytest.python.importtestmodule = _tolerant(_pytest.python.importtestmodule)
         _pytest.python.importtestmodule._nnx_tolerant = True
+
+
+def pytest_runtest_teardown(item) -> None:
+    """Undo what pytest's ``monkeypatch`` does to torch's dynamo config after an item that patched it.
+
+    ``monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)`` records no old value (the
+    entry lives in the config module's table, not its ``__dict__``), so its undo deletes the
+    entry, and torch 2.13's config module hides a deleted entry for the rest of the process:
+    every later ``torch.compile`` on that worker then fails with AttributeError. Hidden entries
+    come back here with their defaults, as a fresh process would have them."""
+    config = sys.modules.get("torch._dynamo.config")
+    table = getattr(config, "_config", None) if config is not None else None
+    for entry in (table or {}).values():
+        if getattr(entry, "hide", False) and not getattr(entry, "alias", None):
+            entry.hide = False
 
 
 install()  # at import: before pytest loads the suite's conftest.py, and in the torchrun children (sitecustomize.py)

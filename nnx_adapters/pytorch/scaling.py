@@ -129,9 +129,9 @@ class ScaledLoss:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._task, name)
 
-    def loss_terms(self, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, int]:
+    def sum_terms(self, output: torch.Tensor, target: torch.Tensor, count: int | None = None) -> tuple[torch.Tensor, int]:
         """The task's (numerator, count); the numerator's gradient is multiplied by the scale."""
-        total, count = self._task.loss_terms(output, target)
+        total, count = self._task.sum_terms(output, target, count)
         if total.requires_grad:
             total.register_hook(self._scaler.scale)
         return total, count

@@ -64,7 +64,8 @@ class CallbackContext:
     """What callbacks see during one ``train()`` (mutable; lives for the call).
 
     ``epoch`` is the global epoch index; ``idp`` the epoch's last record (validation, training
-    summary and the decision as ``selection``); ``idps`` the running history; ``decision`` the
+    summary and the decision as ``selection``); ``idps`` the running history, one object for the
+    call, live inside an epoch too (``nnx_api.training.context_views``); ``decision`` the
     epoch's one :class:`MonitorDecision`; set ``should_stop`` to stop after this epoch commits;
     append zero-argument writers to ``deferred_checkpoint_writes`` (run after the epoch commits);
     ``update_count`` counts committed optimizer updates; ``update_lrs`` is the
@@ -72,9 +73,10 @@ class CallbackContext:
     ``update_listeners`` are ``fn(ctx)`` called after each committed update and its scheduler step;
     ``stop_at_update`` stops right after the current committed update. ``retention`` is the
     history journal's retention (records kept in memory), None with the eager history.
-    ``scheduler`` is the optimizer's torch LR scheduler, to read (NNx steps it); None for the
-    plateau schedule (this project's monitor-driven rule, no torch scheduler) and in a ``Trainer``
-    (its named schedules are its own). ``committed_updates`` is ``update_count``.
+    ``scheduler`` is the optimizer's torch LR scheduler, to read (NNx steps it); for the plateau
+    schedule (this project's monitor-driven rule) a read-only view with torch's
+    ``ReduceLROnPlateau`` names; None in a ``Trainer`` (its named schedules are its own).
+    ``committed_updates`` is ``update_count``.
 
     An attribute it does not have, read or set (Keras's ``ctx.stop_training = True``), raises
     ``ContextAttributeError`` naming NNx's (``should_stop``).

@@ -47,7 +47,9 @@ def normalize_callbacks(callbacks: Sequence[Any] | None) -> list[Callback]:
         else:
             cb.component_name = f"early_stopping.{cb.name}"
         if cb.component_name in taken:
-            raise ParamsError("EarlyStopping.name", f"two EarlyStopping callbacks are named {cb.component_name!r}")
+            said = repr(cb.component_name) if cb.name is None else f"{cb.name!r} (checkpointed as {cb.component_name!r})"
+            raise ParamsError("EarlyStopping.name", f"duplicate component name {said}: two EarlyStopping callbacks "
+                              "carry it; give each its own name")
         taken.add(cb.component_name)
     return out
 

@@ -216,7 +216,8 @@ def instance(cls: type, hint: Callable[[Any], str] | None = None) -> Check:
         if isinstance(value, Mapping) and issubclass(cls, Stateful):
             return cls.from_state(value)
         advice = hint(value) if hint else f"{cls.__name__}(...)"
-        raise ParamsError(path, f"expects {cls.__name__}, got {type(value).__name__} {value!r}; write {advice}")
+        article = "an" if cls.__name__[0] in "AEIOU" or cls.__name__.startswith("NN") else "a"
+        raise ParamsError(path, f"must be {article} {cls.__name__}, got {type(value).__name__} {value!r}; write {advice}")
 
     return run
 

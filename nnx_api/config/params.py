@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nnx_core.convert import OMIT, as_given
-from nnx_core.errors import ParamsError
+from nnx_core.errors import ParamsError, TaskValidationError
 from nnx_adapters.pytorch.devices import resolve_precision
 from nnx_api.config.base import (
     FrozenDims,
@@ -169,6 +169,19 @@ class TaskSpec(Params):
         """NNx's name of ``n``: the class, label or target count along the output axis (None: unset)."""
         return self.n
 
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> TaskSpec:
+        """A saved task: this project's ``{kind, n, ...}`` (what ``state()`` writes, part of run ids),
+        or NNx's versioned layout ``{version: 1, kind, num_outputs, ...}`` read as the same spec."""
+        if "version" in state or "num_outputs" in state:
+            if state.get("version", 1) != 1:
+                raise TaskValidationError(f"TaskSpec state version {state.get('version')!r} is not supported (1 is)")
+            state = {("n" if key == "num_outputs" else key): value for key, value in state.items() if key != "version"}
+        return super(TaskSpec, cls).from_state(state)  # noqa: UP008  (zero-argument super() fails in a slotted dataclass)
+
+
+converter.register_structure_hook(TaskSpec | None, as_given)  # the field's check decodes (TaskSpec.from_state)
+
 
 def _task_hint(value: Any) -> str:
     return "TaskSpec.categorical(...), TaskSpec.multilabel(...) or TaskSpec.regression(...)"
@@ -177,14 +190,27 @@ def _task_hint(value: Any) -> str:
 PRECISION_MODES = ("fp32", "bf16", "fp16")
 
 
+def _policy_choice(*choices: str) -> Any:
+    """One of ``choices``, the refusal naming the field twice as NNx's does: ``PrecisionPolicy.mode:
+    the mode must be one of …``."""
+
+    def run(path: str, value: Any) -> Any:
+        if value not in choices:
+            field = path.rpartition(".")[2]
+            raise ParamsError(path, f"the {field} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+        return value
+
+    return run
+
+
 @positional_params_class
 class PrecisionPolicy(Params):
     """Autocast policy: ``PrecisionPolicy("bf16")`` (CPU/CUDA), ``"fp16"`` (CUDA, GradScaler) or
     ``"fp32"`` (default). ``fallback="fp32"`` runs full precision where the mode is unsupported
     instead of refusing. Parameters always stay float32."""
 
-    mode: str = param("fp32", check=one_of(*PRECISION_MODES))
-    fallback: str = param("error", check=one_of("error", "fp32"))
+    mode: str = param("fp32", check=_policy_choice(*PRECISION_MODES))
+    fallback: str = param("error", check=_policy_choice("error", "fp32"))
 
     def resolve(self, device: Any) -> Any:
         """The ``ResolvedPrecision`` this policy becomes on ``device`` (a name or ``torch.device``);

@@ -216,7 +216,7 @@ def joined_record(
     """One record for the group from each rank's (a custom step's batch, a custom validation's
     epoch): loss, accuracy and each ``extra`` value averaged with the records' ``count`` as
     weights (1 where a record has none), as one process would weigh the union's rows; ``count``
-    summed. Any rank's ``error`` is raised on every rank first. ``phase``: the agreement's marker
+    summed; ``kind`` kept as this rank's. Any rank's ``error`` is raised on every rank first. ``phase``: the agreement's marker
     and its check (a custom step's batch end meets its optimizer steps' agreements)."""
     loss, accuracy = (None, None) if record is None else (record.loss, record.accuracy)
     w = float(record.count) if record is not None and record.count else 1.0
@@ -241,5 +241,5 @@ def joined_record(
     mean_acc = reduced[3] / reduced[4] if reduced[4] else None
     return EvaluationDataPoint(
         loss=mean_loss, accuracy=mean_acc, error=None if mean_acc is None else 1.0 - mean_acc,
-        count=int(reduced[5]) or None, extra=extra,
+        count=int(reduced[5]) or None, extra=extra, kind=record.kind,
     )

@@ -220,6 +220,37 @@ def horizon_problems(resume: Resume | None, train: NNTrainParams) -> Iterator[tu
             "resume_mode='weights_only' drops: use resume_mode='stateful' or 'auto', or resume_epochs='additional'"
 
 
+HELD_FIELDS = ("optim", "scheduler", "extra_metrics")
+"""The training params' fields whose refused change a plan holds, as a diagnostic, until
+``validate()`` reports it with every other problem (as NNx's plans do); a refused change to any
+other field (the epoch count, metrics, monitor, resume settings) is a :class:`PlanError` at once."""
+
+
+def edit_train(
+    current: NNTrainParams, changes: Mapping[str, Any], held: tuple[Diagnostic, ...]
+) -> tuple[NNTrainParams, tuple[Diagnostic, ...]]:
+    """``current`` with ``changes``, and the diagnostics the plan holds after the edit: an accepted
+    change drops what was held for its field; a refused change to a :data:`HELD_FIELDS` field is
+    held (``current`` keeps that field), any other refused change raises :class:`PlanError`
+    naming ``train.<field>``."""
+    changes = dict(changes)
+    held = tuple(d for d in held if d.path.removeprefix("train.") not in changes)
+    while True:
+        try:
+            return current.replace(**changes), held
+        except (ValueError, TypeError) as exc:
+            where = str(getattr(exc, "path", "") or "")
+            named = where.split(".", 1)[1].split("[")[0] if where.startswith("NNTrainParams.") else None
+            if named in changes:
+                path = f"train.{named}"
+            else:
+                path = f"train.{next(iter(changes))}" if len(changes) == 1 and not named else "train"
+            if named not in changes or named not in HELD_FIELDS:
+                raise PlanError([Diagnostic(path, str(exc))]) from exc
+            held = (*held, Diagnostic(path, getattr(exc, "detail", None) or str(exc)))
+            del changes[named]
+
+
 def _items(value: Any) -> tuple[Any, ...]:
     """A collection field's items (none when it is not a tuple: ``validate()`` names that)."""
     return value if isinstance(value, tuple) else ()
@@ -278,6 +309,6 @@ def _preserved_global_state() -> Iterator[None]:
 
 
 __all__ = [
-    "INHERIT", "KEEP", "Diagnostic", "PlanData", "PlanError", "PlanValidation", "Resume", "SingleProcessError",
-    "horizon_problems", "refuse_multi_rank", "resume_problems",
+    "HELD_FIELDS", "INHERIT", "KEEP", "Diagnostic", "PlanData", "PlanError", "PlanValidation", "Resume", "SingleProcessError",
+    "edit_train", "horizon_problems", "refuse_multi_rank", "resume_problems",
 ]

@@ -58,6 +58,7 @@ from nnx_api.experiments.plan_parts import (
     _preserved_global_state,
     _seed_live_streams,
     _source_problem,
+    edit_train,
     horizon_problems,
     refuse_multi_rank,
     resume_problems,
@@ -68,6 +69,7 @@ from nnx_api.parts.models import registered_model_factories
 from nnx_api.runs.run import NNRun
 from nnx_api.runs.store import runs_root
 from nnx_api.scope import refuse
+from nnx_api.training.steps import streaming_eval_step
 
 SALT_PREFIX = "plan-attempt:"
 
@@ -80,7 +82,10 @@ class ExperimentPlan:
 
     Borrowed objects — a loader, a callback instance, the ``extra_metrics`` functions, the step
     functions, the objective and the components — are shared by every fit and keep their state;
-    a factory (a zero-argument callable) gives a fresh one per fit. See the module docstring."""
+    a factory (a zero-argument callable) gives a fresh one per fit. ``pending`` holds the
+    changes to the optimizer, schedule or extra metrics the training params refused
+    (``with_optim("adam")``), as diagnostics ``validate()`` reports with every other problem;
+    ``train`` keeps the last accepted value. See the module docstring."""
 
     net: NNParams | None
     model: NNModelParams
@@ -100,6 +105,7 @@ class ExperimentPlan:
     module_factory: Callable[[], torch.nn.Module] | None
     root: Path | None
     storage: Any = dataclasses.field(compare=False)
+    pending: tuple[Diagnostic, ...] = ()
 
     def __init__(  # noqa: PLR0913
         self, *, net: NNParams | None = None, model: NNModelParams | None = None, train: NNTrainParams | None = None,
@@ -107,7 +113,7 @@ class ExperimentPlan:
         callbacks: Any = (), callback_factories: Any = (), train_step_fn: Any = None, eval_step_fn: Any = None,
         objective: Any = None, components: Any = (), batch_adapter: Any = None, resume: Resume | None = None,
         module_factory: Callable[[], torch.nn.Module] | None = None, root: Any = None, storage: Any = None,
-        data: PlanData | None = None,
+        data: PlanData | None = None, pending: Any = (),
     ) -> None:
         if data is not None:  # this implementation's spelling: data=PlanData(train=..., val=...)
             train_data, val_data = getattr(data, "train", data), getattr(data, "val", INHERIT)
@@ -117,6 +123,7 @@ class ExperimentPlan:
             callback_factories=_frozen(callback_factories), train_step_fn=train_step_fn, eval_step_fn=eval_step_fn,
             objective=objective, components=_frozen(components), batch_adapter=batch_adapter, resume=resume,
             module_factory=module_factory, root=None if root is None else Path(root), storage=storage,
+            pending=tuple(pending),
         )
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -140,21 +147,15 @@ class ExperimentPlan:
         return self._evolve(model=_changed(model if model is not None else self.model, changes, "model"))
 
     def with_train(self, train: NNTrainParams | None = None, /, **changes: Any) -> ExperimentPlan:
-        """A plan with another ``NNTrainParams`` (or this one's with ``changes``); a change the
-        params refuse is a :class:`PlanError` naming ``train.<field>``."""
+        """A plan with another ``NNTrainParams`` (or this one's with ``changes``). A change the
+        params refuse to the optimizer, schedule or extra metrics is held until ``validate()``
+        (``pending``); any other refused change is a :class:`PlanError` naming ``train.<field>``."""
         current = train if train is not None else self.train
+        held = self.pending if train is None else tuple(d for d in self.pending if not d.path.startswith("train"))
         if not changes or not isinstance(current, NNTrainParams):
-            return self._evolve(train=_changed(current, changes, "train"))
-        try:
-            return self._evolve(train=current.replace(**changes))
-        except (ValueError, TypeError) as exc:
-            where = str(getattr(exc, "path", "") or "")
-            named = where.split(".", 1)[1].split("[")[0] if where.startswith("NNTrainParams.") else None
-            if named in changes:
-                path = f"train.{named}"
-            else:
-                path = f"train.{next(iter(changes))}" if len(changes) == 1 and not named else "train"
-            raise PlanError([Diagnostic(path, str(exc))]) from exc
+            return self._evolve(train=_changed(current, changes, "train"), pending=held)
+        params, held = edit_train(current, changes, held)
+        return self._evolve(train=params, pending=held)
 
     def _edit_train(self, what: str, **changes: Any) -> ExperimentPlan:
         if self.train is None:
@@ -282,6 +283,7 @@ class ExperimentPlan:
             add("train", "no training params: give train=NNTrainParams(...) or .with_train(...)")
         elif not isinstance(train, NNTrainParams):
             add("train", f"must be NNTrainParams, got {type(train).__name__}")
+        out.extend(self.pending)
         if not isinstance(model, NNModelParams):
             add("model", f"must be NNModelParams, got {type(model).__name__}")
         for path, message in self._net_problems():
@@ -395,9 +397,11 @@ class ExperimentPlan:
         if hasattr(optim, "is_valid") and not optim.is_valid():
             yield "train.optim", f"{optim} is not valid (is_valid() is False): check its momentum for {optim.name}"
         broken: set[str] = set()
+        streamed = self.eval_step_fn is streaming_eval_step and self._has_val()
         for i, spec in enumerate(train.metrics):
             for problem in resolve((spec,), kind, width):
                 broken.add(spec.label)  # an unregistered one by its index, what it cannot score by the field
+                problem += " (streaming_eval_step() scores it on the validation data)" if streamed else ""
                 yield f"train.metrics[{i}]" if (spec.id, spec.version) not in REGISTRY else "train.metrics", problem
         labels = [spec.label for spec in train.metrics]
         for label in sorted({lb for lb in labels if labels.count(lb) > 1}):
@@ -502,7 +506,7 @@ class ExperimentPlan:
                 if has_target:
                     target = to_device(target, model.device)
                     model.task_adapter.check(output, target)
-                    loss_sum, count = model.task_adapter.loss_terms(output, target)
+                    loss_sum, count = model.task_adapter.sum_terms(output, target)
                     own_step = self.train_step_fn is not None or self.objective is not None  # its loss is its own
                     loss = float(loss_sum) / count if count and not own_step else None
             parameters = list(model.net.parameters())
@@ -586,9 +590,6 @@ class ExperimentPlan:
                 for p in self._monitor_problems(cb.monitor, self.train, kind, loaders[1] is not None, default_step):
                     problems.append(Diagnostic(f"{path}.monitor", p))
         PlanValidation(problems).raise_for_errors()
-
-
-
 
 
 __all__ = [

@@ -8,9 +8,10 @@ its BEST holds — the value stored with that checkpoint — so the winner can a
 with ``NNModel.from_checkpoint(outcome.run_id, "best")``.
 
 The space, budget, monitor (a validation monitor, equal to the plan's own when it has one) and
-plan are checked before any study or trial exists. A fit that raises fails its trial and the
-search goes on; a configuration error (``apply`` raising or returning a plan the search cannot
-score) is recorded on its trial and stops the search, as is an interruption.
+plan are checked before any study or trial exists; a plan holding callback instances is refused
+there (each trial needs fresh ones: give callback factories). A fit that raises fails its trial
+and the search goes on; a configuration error (``apply`` raising or returning a plan the search
+cannot score) is recorded on its trial and stops the search, as is an interruption.
 
 Pruning sees the run's one monitor decision: a trial callback reports ``ctx.decision.value`` at
 ``step = epoch`` and, when the pruner says so, sets ``ctx.should_stop`` (the epoch still
@@ -380,6 +381,12 @@ def _scored_plan(plan: Any, monitor: MonitorSpec | None, budget: SearchBudget) -
         if own is None and isinstance(train, NNTrainParams):
             plan = plan.with_monitor(monitor)
     plan.check()
+    if plan.callbacks:
+        raise ParamsError(
+            "search.plan.callbacks", f"{len(plan.callbacks)} borrowed callback instance(s): each trial needs fresh "
+            "callbacks, or one trial's callback state (counters, bests) would carry into the next; pass factories "
+            "instead, plan.with_callbacks().with_callback_factories(lambda: MyCallback(...))",
+        )
     if budget.updates_per_trial is not None and plan.train_step_fn is not None:
         raise ParamsError(
             "SearchBudget.updates_per_trial", "counts committed updates, which a train_step_fn reports only through "

@@ -9,6 +9,8 @@ hint an error carries so that each audience reads its own fix.
   tag belongs; the root is keyword-only (``root=...``).
 * Where a run is: ``enclosing_run`` walks a path's ancestors to the run folder it lies in, at any
   depth (``<run>/checkpoints`` is inside run ``<run>``).
+* An edited run.yaml (``edited_fields``): its parts read back through the params' own checks, so
+  the content-hash refusal also names a field that no longer passes them.
 
 An error that says where a run is carries a ``Where`` (``error.where``): what went wrong, the run
 id and the runs root to pass. Its message speaks Python (``root=...``); the ``nnx`` command line
@@ -21,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -208,3 +211,18 @@ __all__ = [
     "refuse_run_folder",
     "pretrained_source", "swapped", "tag_argument",
 ]
+
+
+def edited_fields(run: Any) -> str:
+    """What an edited run.yaml's configuration gets wrong, read back through the params' own
+    checks (``run.model``, ``.net``, ``.train``, ``.trainer``): ``"; it fails its own checks:
+    train: NNTrainParams.n_epochs: must be …"``, or "" when every part still reads. Said next to
+    the content-hash refusal, which alone cannot name a field."""
+    said = []
+    for part in ("model", "net", "train", "trainer"):
+        if isinstance(run.config.get(part), Mapping):
+            try:
+                getattr(run, part)
+            except ParamsError as error:
+                said.append(f"{part}: {error.detail}")
+    return f"; it fails its own checks: {'; '.join(said)}" if said else ""

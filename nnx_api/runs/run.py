@@ -53,11 +53,12 @@ from nnx_core.resume import ResumeStatus
 from nnx_adapters.storage.fs import FileStorage
 from nnx_api.config.identity import run_config
 from nnx_api.runs.checkpoint import NNCheckpointTransform, transforms_of
-from nnx_api.runs.hints import checked_tag, load_arguments, refuse_run_folder, tag_argument
+from nnx_api.runs.hints import checked_tag, edited_fields, load_arguments, refuse_run_folder, tag_argument
 from nnx_api.runs.html import run_html
 from nnx_api.runs.partial import PartialEpoch, committed_journal, complete_records, split_partial
 from nnx_api.runs.payload import CheckpointPayload, Payload
 from nnx_api.runs.plots import plot_run
+from nnx_api.runs.records import Records, as_records, checked_records, refuse_truncated_history
 from nnx_api.runs.standalone import read_checkpoint_file, write_checkpoint_file
 from nnx_api.runs.store import dump_yaml, environment, load_yaml, resolve_run_id, run_folders, run_not_found, runs_root
 from nnx_api.runs.summary import run_summary
@@ -103,7 +104,7 @@ class NNRun:
 
     config: Mapping[str, Any]
     root: Path = attrs.field(converter=Path)
-    idps: tuple[IterationDataPoint, ...] = attrs.field(default=(), converter=tuple, repr=False)
+    idps: Records = attrs.field(default=Records(), converter=as_records, repr=False)
     partial: PartialEpoch | None = attrs.field(default=None, repr=False)
     resume_status: ResumeStatus | None = attrs.field(default=None, converter=ResumeStatus.coerce)
     precision: ResolvedPrecision | None = attrs.field(default=None, converter=ResolvedPrecision.coerce, eq=False)
@@ -145,6 +146,23 @@ class NNRun:
         """``{"id": ..., **config, "trained": ...}`` — run.yaml (``load`` hashes it without ``trained``); a
         copy: changing it changes nothing of the run."""
         return copy.deepcopy({"id": self.id, **self.config, **({"trained": dict(self.trained)} if self.trained else {})})
+
+    def with_idps(self, idps: Any) -> NNRun:
+        """A copy of this run holding the records ``idps`` (IterationDataPoints); nothing is written
+        (``save()`` writes them, and ``NNRun.load`` shows only what LAST committed of them)."""
+        return attrs.evolve(self, idps=checked_records(idps, "NNRun.with_idps"))
+
+    def with_resume_status(self, status: Any) -> NNRun:
+        """A copy of this run with this ``ResumeStatus`` (or its state, or None); nothing is written."""
+        return attrs.evolve(self, resume_status=status)
+
+    def with_precision(self, precision: Any) -> NNRun:
+        """A copy of this run with this ``ResolvedPrecision`` (or its state, or None); nothing is written."""
+        return attrs.evolve(self, precision=precision)
+
+    def with_compile(self, record: Any) -> NNRun:
+        """A copy of this run with this ``CompileRecord`` (or its state, or None); nothing is written."""
+        return attrs.evolve(self, compile=record)
 
     def files(self) -> RunFiles:
         """This run's files over its store."""
@@ -213,13 +231,15 @@ class NNRun:
         stored_id, trained = doc.pop("id", None), doc.pop("trained", None)
         run = cls(config=doc, root=base, storage=storage, folder=None if folder == run_id else folder, trained=trained)
         if stored_id != run.id:
-            raise CorruptRunError(f"run {run_id}: run.yaml's configuration hashes to {run.id}, not {stored_id}")
+            raise CorruptRunError(f"run {run_id}: run.yaml's configuration hashes to {run.id}, not {stored_id}{edited_fields(run)}")
         if run.id != run_id:
             raise CorruptRunError(f"run folder {run_id} holds run {run.id}")
         last = files.read_tag(LAST)
         journal = committed_journal(files.storage, run_id, last, files.root)
         # a journal run loads its last `retention` committed records; nnx.iter_history streams all
         history = journal.tail() if journal is not None else read_history(files, last)
+        if journal is None:
+            refuse_truncated_history(files, last, history)
         if journal is None and last is not None and not history and not files.storage.exists(files.history):
             warnings.warn(
                 f"run {run_id[:8]}: its history (idps.csv) is missing, though LAST committed epoch {last.epoch}: no "

@@ -5,7 +5,8 @@ batch the built-in step could not train on.
 batch of each loader, before admission (no run folder, no lease file): batches that are not
 ``(inputs, targets)``, NumPy or float64 inputs, a feature width other than ``NNParams.input_dim``,
 a forward that fails, an output width other than the head's, targets of the wrong dtype or shape,
-class labels ≥ the output width or negative without ``ignore_index``. The probe forward runs under
+class labels ≥ the output width or negative (other than the ignored one: ``ignore_index``, else
+-100), a declared multilabel task's labels other than 0/1. The probe forward runs under
 ``torch.no_grad()`` in eval mode (no BatchNorm statistics move) with every RNG stream put back, so
 training is bit-for-bit what it is without it; ``extra_metrics`` functions are called once on its
 outputs. ``batch_problem`` runs the same checks on a later batch, only after the step failed on it.
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nnx_core.errors import BatchKeyError, ExtraMetricError, TaskValidationError, TrainingInputError
+from nnx_core.errors import BatchKeyError, ExtraMetricError, InputWidthError, TaskValidationError, TrainingInputError
 from nnx_adapters.pytorch.batches import forward, net_output, restored_modes, split_batch, to_device
 from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_api.config.nets import NNConvParams
@@ -101,9 +102,10 @@ def _check_batch(model: Any, batch: Any, where: str, at: str | None = None) -> t
         image = isinstance(net, NNConvParams) and inputs.dim() > 1
         width = (inputs.shape[1:].numel() if image else inputs.shape[-1]) if inputs.dim() else None
         if width != net.input_dim:
-            raise TrainingInputError(
+            torch_says = "" if image else " (the forward would fail: mat1 and mat2 shapes cannot be multiplied)"
+            raise InputWidthError(
                 f"{at} holds inputs of shape {list(inputs.shape)} ({width} features per row) but "
-                f"NNParams.input_dim is {net.input_dim}; set input_dim={width} or fix the data"
+                f"NNParams.input_dim is {net.input_dim}{torch_says}; set input_dim={width} or fix the data"
             )
 
     def call(net: Any) -> Any:
@@ -132,6 +134,10 @@ def _check_batch(model: Any, batch: Any, where: str, at: str | None = None) -> t
         raise type(exc)(f"{at}: {exc}") from None
     if head.kind == "categorical":
         _check_labels(model, target, head.width, at)
+    try:
+        model.task_adapter.check_values(target)
+    except TaskValidationError as exc:
+        raise type(exc)(f"{at}: {exc}") from None
     return output, target
 
 
@@ -220,12 +226,17 @@ def _tensors(value: Any) -> list[torch.Tensor]:
 
 def _probe(model: Any, call: Any, inputs: Any, at: str) -> torch.Tensor:
     """One forward of the first batch, changing nothing: no autograd, eval mode (every module's
-    mode restored), every RNG stream put back."""
+    mode restored), every RNG stream and every buffer (a forward hook's counter) put back."""
     net = model.net
+    buffers = [(buffer, buffer.detach().clone()) for buffer in net.buffers()]
     try:
         with untouched_rng(()), restored_modes(net), torch.no_grad(), model.autocast_context()():
             net.eval()
-            output = call(net)
+            try:
+                output = call(net)
+            finally:
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
     except TrainingInputError as exc:
         raise TrainingInputError(f"{at}: {exc}") from None
     except (RuntimeError, TypeError, ValueError, IndexError) as exc:
@@ -245,7 +256,7 @@ def _probe(model: Any, call: Any, inputs: Any, at: str) -> torch.Tensor:
 
 
 def _check_labels(model: Any, target: torch.Tensor, width: int, at: str) -> None:
-    ignore = model.task_adapter.ignore_index  # the TaskSpec's, or an assigned CrossEntropyLoss / NLLLoss's
+    ignore = model.task_adapter.ignore_index  # the TaskSpec's (else -100), or an assigned CrossEntropyLoss / NLLLoss's
     labels = target if ignore is None else target[target != ignore]
     if not labels.numel():
         return

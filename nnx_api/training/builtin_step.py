@@ -90,15 +90,19 @@ class DefaultStep:
         """Forward, loss numerator, agreement, backward, window accounting, and the update at the
         window's end; the batch's outputs go to ``extras`` (an ``extra_metrics`` collector) when given."""
         model, task, sync, window = state.model, state.task, self.sync, self.window
+        if state.forward is not None:  # where the compiled forward's call is, for its record
+            state.forward.at("train", epoch, batch_idx)
         with sync.microbatch(window.closes(is_last)):  # DDP: gradients sync on the window's last microbatch only
             error: BaseException | None = None
             part: Any = None
             try:
-                args, kwargs, target = to_device(batch_parts(model, batch), state.device)
+                args, kwargs, target = parts = batch_parts(model, batch)
+                valid = task.host_count(target)  # masked class targets, counted before the move: no device read
+                args, kwargs, target = to_device(parts, state.device)
                 with state.autocast():
                     output = net_output(model, self.net, args, kwargs)
                 task.check(output, target)
-                loss_sum, count = task.loss_terms(output, target)
+                loss_sum, count = task.sum_terms(output, target, valid)
                 part = Microbatch(loss=loss_sum.detach(), count=count, output=output.detach(), target=target)
             except Exception as exc:  # agreed: every rank raises it (one process: here, naming the batch)
                 error = exc
@@ -255,6 +259,9 @@ def _hand_built(ctx: TrainStepContext) -> tuple[EpochState, DefaultStep]:
     ``scaler``), its clip norm, and its open window read from ``ctx.accumulation_state`` and
     ``batch_idx``."""
     model, accumulate, acc = ctx.model, ctx.accumulate_grad_batches, ctx.accumulation_state
+    if getattr(ctx.precision, "effective", ctx.precision) == "fp16" and ctx.scaler is None:  # a mode or a ResolvedPrecision
+        raise ParamsError("TrainStepContext.scaler", "fp16 trains through a GradScaler, and this context has none: "
+                          "pass scaler=torch.amp.GradScaler(...) (ResolvedPrecision.build_scaler())")
     if accumulate != 1 and acc is None:
         raise ParamsError(
             "TrainStepContext.accumulation_state",

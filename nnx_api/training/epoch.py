@@ -23,12 +23,13 @@ import torch
 from nnx_core import update
 from nnx_core.errors import ParamsError, ScheduleBudgetError, UpdateOwnerError
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
-from nnx_core.schedules import PlateauRule, PlateauView
+from nnx_core.schedules import BUDGETED, PlateauRule
 from nnx_adapters.pytorch.extras import gathered_batches
 from nnx_adapters.pytorch.metrics import BatchScores
 from nnx_adapters.pytorch.optim import TorchClock
 from nnx_adapters.pytorch.tasks import regression_errors
 from nnx_api.callbacks import CallbackContext, UpdateEvent
+from nnx_api.training.context_views import PlateauScheduler
 
 
 class Updates:
@@ -102,7 +103,7 @@ class Updates:
         clock = self.schedules[event.optimizer]
         if not isinstance(clock, TorchClock) or clock.clock != "optimizer_update" or not self.auto_step:
             return
-        if clock.budget is not None and clock.ticks >= clock.budget:
+        if clock.budget is not None and clock.kind in BUDGETED and clock.ticks >= clock.budget:  # cosine: warns past T_max
             derived = " (derived from len(train_loader) and n_epochs)" if getattr(
                 clock, "implicit_budget", False) else ""
             raise ScheduleBudgetError(
@@ -168,6 +169,7 @@ class EpochState:
     summary: Any = None  # the whole-epoch summary accumulator (None: no summary wanted)
     train_extras: Any = None  # the default step's extra_metrics collector, scored at the epoch's end
     batch_lr: float = 0.0  # the lr noted before the current batch's step (begin_batch)
+    record_check: Callable[[EvaluationDataPoint], None] | None = None  # the first step-function record's (mark_batch)
 
     def begin(self, epoch: int, summary: Any) -> None:
         """A fresh epoch's statistics (an owner's ``begin_epoch`` may add its own collectors)."""
@@ -175,9 +177,11 @@ class EpochState:
 
     def schedule_object(self, name: str) -> Any:
         """What a step sees as optimizer ``name``'s scheduler: the torch scheduler, or the plateau
-        rule's ``PlateauView`` (its ``step()`` refused: NNx steps the rule)."""
+        rule's ``PlateauScheduler`` (its ``step()`` refused: NNx steps the rule)."""
         sched = self.schedules[name]
-        return sched.scheduler if isinstance(sched, TorchClock) else PlateauView(sched) if isinstance(sched, PlateauRule) else sched
+        if isinstance(sched, PlateauRule):
+            return PlateauScheduler(sched, self.optimizers[name].optimizer)
+        return sched.scheduler if isinstance(sched, TorchClock) else sched
 
     def begin_batch(self) -> None:
         """Note the learning rate the batch's update uses (the primary's group 0), read before the
@@ -188,7 +192,12 @@ class EpochState:
         self.batch_lr = lr.detach().clone() if isinstance(lr, torch.Tensor) else lr
 
     def mark_batch(self) -> None:
-        """Record the batch's learning rate (noted by ``begin_batch``) and the update count so far."""
+        """Record the batch's learning rate (noted by ``begin_batch``) and the update count so far;
+        the call's first step-function record goes through ``record_check`` (a journal refuses a
+        value it cannot store at the first batch, not at the epoch's commit)."""
+        if self.record_check is not None and self.stats.records:
+            check, self.record_check = self.record_check, None
+            check(self.stats.records[-1])
         self.stats.lrs.append(self.batch_lr)
         self.stats.updates.append(self.updates.count)
 
@@ -199,6 +208,7 @@ class EpochStats:
 
     __slots__ = (
         "losses", "counts", "corrects", "rows", "lrs", "updates", "records", "labels", "additive", "kind", "errors",
+        "flushed",
     )
 
     def __init__(self) -> None:
@@ -213,9 +223,23 @@ class EpochStats:
         self.additive = False  # a sum-reduced loss_fn: a record's loss is the batch's sum
         self.kind: str | None = None  # a declared TaskSpec's kind, written on each default-step record
         self.errors: list[torch.Tensor] = []  # a declared regression's per-batch [Σ squared, Σ absolute, valid count]
+        self.flushed = 0  # step-function records made into the epoch's records so far (``clear``)
 
     def __len__(self) -> int:
         return len(self.lrs)
+
+    @property
+    def made(self) -> int:
+        """How many records step functions returned this epoch (flushed or still held)."""
+        return self.flushed + len(self.records)
+
+    def clear(self) -> None:
+        """Start over in place: a step that holds this object's lists (``records.append`` bound
+        before a step function runs, which may read ``ctx.idps`` and so flush) still adds to them."""
+        self.flushed += len(self.records)
+        for name in ("losses", "counts", "corrects", "rows", "lrs", "updates", "records", "errors"):
+            getattr(self, name).clear()
+        self.labels, self.additive, self.kind = None, False, None
 
     def add_batch(self, loss: torch.Tensor, count: int, correct: torch.Tensor | None, rows: int | None) -> None:
         """One batch's on-device loss numerator and correct count (host-side valid count, rows)."""
@@ -337,21 +361,21 @@ def flush_records(
     """The epoch's statistics held so far as its next records, numbered on from ``iter_idx`` and
     (within the epoch) ``first``: one host sync for all of them; an objective run's (``counted``)
     carry the committed-update count after their microbatch, other runs' None, as NNx. The
-    statistics and the ``extra_metrics`` collector start over (a mid-epoch commit's records are
-    final)."""
+    statistics start over in place (``EpochStats.clear``), the ``extra_metrics`` collector anew (a
+    mid-epoch commit's records, or those a mid-epoch read of ``ctx.idps`` made, are final)."""
     stats, extras = state.stats, state.train_extras
     if not stats.records and not stats.losses:
         return []
-    edps = stats.edps(total)
+    edps, lrs, counts = list(stats.edps(total)), list(stats.lrs), list(stats.updates)
     if extras is not None:
         scored = [extras.values(rows) for rows in gathered_batches(extras, collective)]
         edps = [attrs.evolve(edp, extra=extra) if extra else edp for edp, extra in zip(edps, scored, strict=True)]
         state.train_extras = type(extras)(extras.task, extras.fns)
-    state.stats = EpochStats()
+    stats.clear()
     return [
         IterationDataPoint(
-            iter_idx=iter_idx + i, epoch_idx=epoch, batch_idx=first + i, lr=float(stats.lrs[i]), train_edp=edp,
-            update_count=stats.updates[i] if counted else None,
+            iter_idx=iter_idx + i, epoch_idx=epoch, batch_idx=first + i, lr=float(lrs[i]), train_edp=edp,
+            update_count=counts[i] if counted else None,
         )
         for i, edp in enumerate(edps)
     ]

@@ -208,18 +208,14 @@ class Objective:
         """After a commit's optimizers stepped (e.g. an EMA target advances here)."""
 
 
-IGNORED_CLASS = -100
-"""The class target an objective leaves out of its supervised term when the task names no
-``ignore_index``: ``F.cross_entropy``'s own default, as NNx follows it."""
-
-
 def supervised_terms(task: Any, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, Any]:
-    """The task loss's (numerator, denominator) for an objective. A categorical task without an
-    ``ignore_index`` leaves targets of -100 out, as ``F.cross_entropy`` does: the denominator is
-    then the valid count on the device (read with the terms, no sync of its own)."""
-    if task.categorical and task.ignore_index is None and not isinstance(task, ModuleLossTask):
-        return task.masked_terms(output, target, IGNORED_CLASS)
-    return task.loss_terms(output, target)
+    """The task loss's (numerator, denominator) for an objective. A categorical task with the
+    built-in loss leaves its ignored targets out (``ignore_index``, else -100, as ``F.cross_entropy``
+    does): the denominator is then the valid count on the device (read with the terms, no sync of
+    its own)."""
+    if task.categorical and not isinstance(task, ModuleLossTask):
+        return task.masked_terms(output, target, task.ignore_index)
+    return task.sum_terms(output, target)
 
 
 def supervised_term(name: str, task: Any, numerator: torch.Tensor, count: Any, weight: float = 1.0) -> LossTerm:
@@ -230,8 +226,9 @@ def supervised_term(name: str, task: Any, numerator: torch.Tensor, count: Any, w
 
 
 def _record(task: Any, output: torch.Tensor, target: torch.Tensor, count: Any) -> EvaluationDataPoint:
-    """Accuracy/error and valid-target count of a batch (its loss is filled in from the terms);
-    ``count`` may be a 0-d tensor, read in the same host sync as the correct count."""
+    """Accuracy/error and valid-target count of a batch (its loss is filled in from the terms), and
+    the declared task's ``kind`` (as the default step's records carry it); ``count`` may be a 0-d
+    tensor, read in the same host sync as the correct count."""
     correct, rows = task.correct(output.detach(), target)
     if isinstance(count, torch.Tensor):
         hits, count = torch.stack([correct.double(), count.double()]).tolist() if correct is not None else (None, float(count))
@@ -239,10 +236,11 @@ def _record(task: Any, output: torch.Tensor, target: torch.Tensor, count: Any) -
     else:
         hits = None if correct is None else float(correct)
     if hits is None:
-        return EvaluationDataPoint(count=count)
+        return EvaluationDataPoint(count=count, kind=task.record_kind)
     denominator = rows if rows is not None else count
     accuracy = hits / denominator if denominator else None
-    return EvaluationDataPoint(accuracy=accuracy, error=None if accuracy is None else 1.0 - accuracy, count=count)
+    return EvaluationDataPoint(accuracy=accuracy, error=None if accuracy is None else 1.0 - accuracy, count=count,
+                               kind=task.record_kind)
 
 
 class SupervisedObjective(Objective):

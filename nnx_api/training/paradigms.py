@@ -48,7 +48,7 @@ def kd_train_step_factory(teacher: Any, *, alpha: float = 0.5, temperature: floa
         output = forward(model.net, inputs)
         task.check(output, target)
         rows = output.numel() // output.shape[-1]
-        supervised, count = task.loss_terms(output, target)
+        supervised, count = task.sum_terms(output, target)
         soft_term = softened_kl(output, soft, kd.temperature) / rows
         loss = kd.alpha * soft_term + (1.0 - kd.alpha) * supervised / max(count, 1)
         value = finalize_step(loss, ctx, paradigm="distillation")

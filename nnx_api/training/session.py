@@ -51,6 +51,7 @@ from nnx_api.callbacks import Callback, CallbackContext
 from nnx_api.config.metrics import refuse_unarrived
 from nnx_api.runs.payload import CheckpointPayload, Payload, SavedState
 from nnx_api.training.checkpoint import component_required, restore_checkpoint, training_state
+from nnx_api.training.context_views import live_records, scheduler_view, storable_check
 from nnx_api.training.epoch import EpochState, Updates, flush_records, records_summary, sample_count, summary_width
 from nnx_api.training.history_setup import JournalWindow
 from nnx_api.training.objectives import ObjectiveSummary
@@ -127,9 +128,9 @@ class TrainingSession:
         self.forward = setup.compiled  # None: model.net (the default step's and validation's forward)
         primary = self.optimizers[self.primary].optimizer
         self.ctx = CallbackContext(  # epoch: the first epoch this call trains, already in on_train_begin (as NNx)
-            model=self.model, run=self.run, optimizer=primary, epoch=setup.start_epoch,
+            model=self.model, run=self.run, optimizer=primary, epoch=setup.start_epoch, idps=live_records(self),
             save_weights=lambda tag: self.writer.weights(tag, self.ctx.epoch, self.model.net),
-            scheduler=None if self.kind.named_optimizers else getattr(self.schedules.get(self.primary), "scheduler", None))
+            scheduler=None if self.kind.named_optimizers else scheduler_view(self.schedules.get(self.primary), primary))
         if self.kind.named_optimizers:
             self.ctx.optimizers = types.MappingProxyType({n: o.optimizer for n, o in self.optimizers.items()})
             self.ctx.trainer = setup.trainer
@@ -142,7 +143,7 @@ class TrainingSession:
             model=self.model, task=self.task, device=self.device, autocast=self.autocast, forward=self.forward,
             optimizers=self.optimizers, schedules=self.schedules, optim_params=setup.optim_params, primary=self.primary,
             named_optimizers=self.ctx.optimizers if self.kind.named_optimizers else None, specs=self.specs,
-            extra_fns=self.extra_fns, updates=self.updates,
+            extra_fns=self.extra_fns, updates=self.updates, record_check=storable_check(self.history),
         )
         self.owner.bind(self.state)
 
@@ -189,13 +190,13 @@ class TrainingSession:
         batch_idx = start - 1
         for batch_idx, (batch, is_last) in enumerate(pairs if pairs is not None else lookahead(loader), start=start):
             state.begin_batch()
-            held = len(state.stats.records)
+            held = state.stats.made
             self.updates.closed = False
             self.owner.step(state, batch, epoch, batch_idx, is_last)
             size = sample_count(batch)
             self._samples += size
-            if len(state.stats.records) > held:  # a step function's records weigh by their batch's samples
-                self._record_sizes += [size] * (len(state.stats.records) - held)
+            if state.stats.made > held:  # a step function's records weigh by their batch's samples
+                self._record_sizes += [size] * (state.stats.made - held)
             if self.updates.stopped:  # stop_at_update: with commit_every the update is committed
                 if self.points.every is not None and self.inside and not is_last:
                     self.commit_partial(epoch, batch_idx + 1)
@@ -312,12 +313,11 @@ class TrainingSession:
         return attrs.evolve(base, **terms.result(samples))
 
     def _flush(self, epoch: int) -> list[IterationDataPoint]:
-        """The batch statistics so far become the epoch's next records (``flush_records``)."""
+        """The batch statistics so far as the epoch's next records (``flush_records``); returns those the history lacks."""
         records = flush_records(self.state, epoch, self._iter_idx, len(self._epoch_records), self.group.total,
                                 self.collective, counted=self.owner.records_updates)
-        self._iter_idx += len(records)
-        self._epoch_records += records
-        return records
+        self._iter_idx, self._epoch_records = self._iter_idx + len(records), self._epoch_records + records
+        return self._epoch_records[self._in_history:]
 
     def decide(self, epoch: int) -> None:
         """The epoch's one monitor decision, stored on its last record."""
@@ -329,7 +329,7 @@ class TrainingSession:
         self._epoch_records[-1] = attrs.evolve(last, selection=self.monitor.record(decision))
         self.history.extend(self._epoch_records[self._in_history:])
         ctx = self.ctx
-        ctx.decision, ctx.idp, ctx.idps = decision, self.history.idps[-1], self.history.idps
+        ctx.decision, ctx.idp = decision, self.history.idps[-1]
 
     def tick_epoch_clocks(self, epoch: int) -> None:
         """Each optimizer's epoch-clock schedule steps once; plateau rules follow the decision."""

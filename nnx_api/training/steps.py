@@ -58,10 +58,12 @@ def score(model: Any, loader: Any, accumulator: Any, extras: Any = None, *, forw
     with restored_modes(net), torch.inference_mode(), model.autocast_context()():
         net.eval()
         for batch in loader:
-            args, kwargs, target = to_device(batch_parts(model, batch), device)
+            args, kwargs, target = parts = batch_parts(model, batch)
+            valid = task.host_count(target)  # masked class targets, counted before the move: no device read
+            args, kwargs, target = to_device(parts, device)
             out = net_output(model, call, args, kwargs)
             task.check(out, target)
-            loss_sum, count = task.loss_terms(out, target)
+            loss_sum, count = task.sum_terms(out, target, valid)
             accumulator.add_loss(loss_sum, count)
             accumulator.update(out, target)
             if extras is not None:

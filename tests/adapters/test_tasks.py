@@ -18,7 +18,7 @@ from nnx_adapters.pytorch.tasks import TaskAdapter
 def test_categorical_loss_is_computed_in_the_outputs_precision_or_float32_for_half(dtype, scored_in):
     logits = torch.tensor([[0.1, 2.0, -1.0], [1.0, 0.0, 0.3]], dtype=dtype)
     target = torch.tensor([1, 2])
-    total, n = TaskAdapter("categorical", "cross_entropy").loss_terms(logits, target)
+    total, n = TaskAdapter("categorical", "cross_entropy").sum_terms(logits, target)
     assert total.dtype == scored_in and n == 2
     assert total.item() == F.cross_entropy(logits.to(scored_in), target, reduction="sum").item()
     assert TaskAdapter("categorical", "cross_entropy").probabilities(logits).dtype == scored_in
@@ -27,13 +27,13 @@ def test_categorical_loss_is_computed_in_the_outputs_precision_or_float32_for_ha
 def test_a_float64_regression_keeps_float64_digits():
     out = torch.tensor([1.0 + 1e-12, 2.0], dtype=torch.float64)
     target = torch.tensor([1.0, 2.0], dtype=torch.float64)
-    total, _ = TaskAdapter("regression", "mse").loss_terms(out, target)
+    total, _ = TaskAdapter("regression", "mse").sum_terms(out, target)
     assert total.dtype == torch.float64 and total.item() == pytest.approx(1e-24, rel=1e-3)  # float32 would give 0
 
 
 @pytest.mark.parametrize("kind,loss", [("regression", "mse"), ("multilabel", "binary_cross_entropy")])
 def test_float_targets_of_another_precision_follow_the_output(kind, loss):
     out = torch.tensor([[0.5, -0.5]], requires_grad=True)
-    total, _ = TaskAdapter(kind, loss).loss_terms(out, torch.tensor([[1.0, 0.0]], dtype=torch.float64))
+    total, _ = TaskAdapter(kind, loss).sum_terms(out, torch.tensor([[1.0, 0.0]], dtype=torch.float64))
     total.backward()  # no dtype mismatch in backward
     assert total.dtype == torch.float32 and out.grad is not None

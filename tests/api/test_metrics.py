@@ -48,7 +48,7 @@ def categorical_batches(seed: int, classes: int, *, ignore: int | None = IGNORE,
 def accumulate(batches, task: TaskAdapter, width: int, specs, *, full_scores: bool = True) -> dict:
     acc = EpochAccumulator(task, width, tuple(specs), full_scores=full_scores)
     for output, target in batches:
-        loss_sum, count = task.loss_terms(output, target)
+        loss_sum, count = task.sum_terms(output, target)
         acc.add_loss(loss_sum, count)
         acc.update(output, target)
     return acc.result()

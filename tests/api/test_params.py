@@ -202,6 +202,21 @@ def test_wrong_types_say_what_to_write_instead(build, path, advice):
     assert info.value.path == path and advice in str(info.value)
 
 
+def test_precision_policy_refusals_read_as_nnx_words_them_in_this_projects_form():
+    # NNx 0.4.1's wheel: "mode must be one of", "fallback must be one of", "must be a PrecisionPolicy"
+    for build, said in (
+        (lambda: nnx.PrecisionPolicy("fp8"), "PrecisionPolicy.mode: the mode must be one of 'fp32', 'bf16', 'fp16'; got 'fp8'"),
+        (lambda: nnx.PrecisionPolicy("bf16", fallback="ignore"),
+         "PrecisionPolicy.fallback: the fallback must be one of 'error', 'fp32'; got 'ignore'"),
+        (lambda: nnx.NNModelParams(precision="bf16"),
+         "NNModelParams.precision: must be a PrecisionPolicy, got str 'bf16'; write PrecisionPolicy('bf16')"),
+        (lambda: nnx.NNTrainParams(n_epochs=1, scheduler="plateau"), "NNTrainParams.scheduler: must be an NNSchedulerParams"),
+    ):
+        with pytest.raises(nnx.ParamsError) as info:
+            build()
+        assert str(info.value).startswith(said)
+
+
 def test_every_config_error_is_an_nnx_error_a_value_error_and_a_type_error():
     with pytest.raises(nnx.NNxError):
         nnx.NNParams(input_dim="8", output_dim=2)

@@ -79,6 +79,33 @@ def test_validate_is_pure_and_names_each_problem_by_field_path(tmp_path):
     assert [p.path for p in ExperimentPlan(train=nnx.NNTrainParams(n_epochs=1)).validate()] == ["net", "data.train"]
 
 
+def test_refused_optimizer_schedule_and_extra_metric_edits_are_held_until_validate(tmp_path):
+    # NNx 0.4.1's plans (the wheel) hold these three edits and report them at validate(), every
+    # problem at once, while a refused epoch count is a PlanError at the call
+    plan = digits_plan(tmp_path)
+    held = plan.with_optim("adam").with_scheduler("plateau").with_extra_metrics([("acc", len)])
+    assert held.train == plan.train and held != plan  # the last accepted params, and the held problems
+    assert held.validate().paths == ("train.optim", "train.scheduler", "train.extra_metrics")
+    assert "NNOptimParams" in held.validate()[0].message
+    with pytest.raises(PlanError) as err:
+        held.fit()
+    assert err.value.diagnostics == tuple(held.validate())
+    fixed = held.with_optim(nnx.NNOptimParams(max_lr=1e-3)).with_train(extra_metrics={"acc": len})
+    assert fixed.validate().paths == ("train.scheduler",) and fixed.train.optim.max_lr == 1e-3
+    assert held.with_train(plan.train).validate().ok  # whole params replace whatever was held
+    with pytest.raises(PlanError, match="train.n_epochs"):
+        plan.with_epochs(0)
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_validate_names_the_streaming_step_for_a_metric_it_cannot_score(tmp_path):
+    regression = nnx.NNModelParams(loss="mean_squared_error")
+    plan = digits_plan(tmp_path).with_model(regression).with_metrics([NLL])
+    streamed = plan.with_step_fns(eval_step_fn=nnx.streaming_eval_step).validate()
+    assert streamed.paths == ("train.metrics",) and "streaming_eval_step()" in streamed[0].message
+    assert "streaming_eval_step()" not in plan.validate()[0].message  # the default step is not named
+
+
 def test_probe_runs_one_forward_and_restores_every_rng_and_the_environment(tmp_path):
     plan = digits_plan(tmp_path)
     batch = digits_loaders()[0][0]
@@ -198,6 +225,26 @@ def test_stop_reasons_exhausted_and_deadline_and_failed_trials_count(tmp_path):
     assert sorted(o.state for o in mixed.outcomes) == ["completed", "failed"]
     failed = next(o for o in mixed.outcomes if o.state == "failed")
     assert failed.reason.startswith("error:") and failed.error and mixed.asked == 2 and mixed.best.params == {"train.n_epochs": 1}
+
+
+def test_a_search_refuses_borrowed_callbacks_before_any_trial(tmp_path):
+    import optuna
+
+    # a callback instance keeps its state from one trial into the next: NNx 0.4.1 refuses it too
+    plan = digits_plan(tmp_path, epochs=1)
+    space = SearchSpace(IntParam("seed", 0, 3))
+    with pytest.raises(nnx.ParamsError, match="search.plan.callbacks.*fresh callbacks"):
+        search(plan.with_callbacks(nnx.EarlyStopping(patience=1)), space, budget=SearchBudget(trials=2))
+    assert not (tmp_path / "runs").exists()
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    with pytest.raises(nnx.ParamsError, match="fresh callbacks"):  # apply adding one: a configuration error
+        search(plan, space, apply=lambda p, v: p.with_callbacks(nnx.EarlyStopping(patience=1)),
+               budget=SearchBudget(trials=3), storage=storage, study_name="borrowed")
+    (trial,) = optuna.load_study(study_name="borrowed", storage=storage).trials
+    assert trial.state.name == "FAIL" and trial.user_attrs["reason"] == "config_error:ParamsError"
+    made = search(plan.with_callback_factories(lambda: nnx.EarlyStopping(patience=1)), space,
+                  budget=SearchBudget(trials=1))
+    assert [o.state for o in made.outcomes] == ["completed"]
 
 
 def test_search_maximizes_a_max_metric_and_names_its_extra(tmp_path, monkeypatch):

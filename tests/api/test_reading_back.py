@@ -59,3 +59,53 @@ def test_load_pretrained_given_a_folder_says_it_reads_one_file(trained):
         model.load_pretrained(run.path)
     with pytest.raises(nnx.ParamsError, match=r"is a folder; load_pretrained reads one file \(a state dict saved with torch.save, or a .safetensors file\)'?$"):
         model.load_pretrained(top)
+
+
+def _copy_of(run, tmp_path):
+    """The run's folder copied under a root of this test's own (the module's run stays as trained)."""
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(run.path, root / run.id)
+    return root
+
+
+def test_run_idps_equal_a_list_of_the_same_records_and_stay_read_only(trained):
+    _top, run = trained
+    loaded = nnx.NNRun.load(run.id, run.root)
+    records = [*loaded.idps]  # a plain list of the records, built here
+    assert len(records) == 4  # 32 samples in batches of 8, one epoch
+    assert loaded.idps == records and loaded.idps == tuple(records) and not loaded.idps != records
+    assert loaded.idps != records[:-1] and loaded.idps != [*records, records[0]]
+    assert nnx.NNRun(config=loaded.config, root=run.root).idps == []  # no records: NNx's `run.idps == []`
+    with pytest.raises(AttributeError):
+        loaded.idps.append(records[0])
+
+
+def test_with_idps_is_a_copy_and_a_load_shows_only_what_last_committed(trained, tmp_path):
+    import dataclasses
+
+    _top, run = trained
+    root = _copy_of(run, tmp_path)
+    loaded = nnx.NNRun.load(run.id, root)
+    committed = [*loaded.idps]
+    speculative = dataclasses.replace(committed[-1], epoch_idx=99, iter_idx=999)  # an epoch LAST never committed
+    longer = loaded.with_idps([*committed, speculative])
+    assert loaded.idps == committed and longer.idps == [*committed, speculative] and longer.id == loaded.id
+    longer.save(update_best=False)
+    again = nnx.NNRun.load(run.id, root)
+    assert again.idps == committed  # the one epoch trained (0): the record of epoch 99 is past LAST
+    with pytest.raises(nnx.ParamsError, match="NNRun.with_idps: takes IterationDataPoints, got dict"):
+        loaded.with_idps([{"epoch_idx": 0}])
+
+
+def test_an_empty_history_under_a_committed_last_is_refused_naming_the_file(trained, tmp_path):
+    _top, run = trained
+    root = _copy_of(run, tmp_path)
+    history = root / run.id / "idps.csv"
+    history.write_bytes(b"")  # truncated outside any writer: not even the header is left
+    with pytest.raises(nnx.CorruptRunError, match=r"idps.csv\) is empty, though LAST committed epoch 0"):
+        nnx.NNRun.load(run.id, root)
+    history.unlink()  # deleted on purpose: the run loads without records, with a warning
+    with pytest.warns(RuntimeWarning, match=r"idps.csv\) is missing"):
+        assert nnx.NNRun.load(run.id, root).idps == []

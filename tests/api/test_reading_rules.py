@@ -157,3 +157,52 @@ def test_to_onnx_names_the_example_when_the_forward_fails(tmp_path):
     with pytest.raises(nnx.ParamsError, match=r"the net's forward fails on example_input \[2, 4\] torch.float32 \(RuntimeError"):
         model.to_onnx(tmp_path / "m.onnx", torch.randn(2, 4))
     assert not (tmp_path / "m.onnx").exists()
+
+
+# -- an edited run.yaml ------------------------------------------------------------------------------
+
+
+def _edited_copy(trained, tmp_path, part: str, field: str, value) -> str:
+    """A copy of the trained run under ``tmp_path`` whose run.yaml has ``part.field`` set to ``value``."""
+    import shutil
+
+    from nnx_api.runs.store import dump_yaml, load_yaml
+
+    root, run = trained
+    shutil.copytree(root / run.id, tmp_path / run.id)
+    path = tmp_path / run.id / "run.yaml"
+    doc = load_yaml(path.read_bytes(), where="test")
+    doc[part][field] = value
+    path.write_bytes(dump_yaml(doc))
+    return run.id
+
+
+def test_an_edited_run_yaml_is_refused_naming_the_field_its_own_checks_refuse(trained, tmp_path):
+    run_id = _edited_copy(trained, tmp_path, "train", "n_epochs", 1.5)
+    with pytest.raises(nnx.CorruptRunError, match=rf"run {run_id}: run.yaml's configuration hashes to [0-9a-f]+, "
+                       rf"not {run_id}; it fails its own checks: train: NNTrainParams.n_epochs: must be an integer"):
+        nnx.NNRun.load(run_id, root=tmp_path)
+    with pytest.raises(nnx.ParamsError, match="n_epochs"):  # the same check a hand-built one meets
+        nnx.NNTrainParams(n_epochs=1.5)
+
+
+def test_an_edit_its_checks_accept_is_still_refused_by_the_hash_alone(trained, tmp_path):
+    run_id = _edited_copy(trained, tmp_path, "train", "n_epochs", 2)
+    with pytest.raises(nnx.CorruptRunError, match=rf"hashes to [0-9a-f]+, not {run_id}$"):
+        nnx.NNRun.load(run_id, root=tmp_path)
+
+
+def test_every_kind_of_saved_configuration_reads_back_through_its_checks(trained, runs):
+    from nnx_api.runs.hints import edited_fields
+
+    from tests.api.tiny import two_part_model
+
+    x, y = tiny_data()
+    optim = nnx.NNOptimParams(name=nnx.Optims.SGD, max_lr=0.1, momentum=0.0)
+    trainer = nnx.Trainer(two_part_model()).train(
+        nnx.NNTrainerParams(n_epochs=1, optims={"all": optim}, train_loader=batches(x, y, 16), progress=False),
+        objective=nnx.supervised_objective(), root=runs)
+    module = nnx.NNModel(module=nn.Linear(4, 3)).train(nnx.NNTrainParams(n_epochs=1, train_loader=batches(x, y, 16),
+                                                                  progress=False), root=runs)
+    for run in (trained[1], trainer, module):  # an unedited configuration has nothing to say
+        assert edited_fields(run) == "", run.config

@@ -346,7 +346,13 @@ def test_a_registered_net_trains_and_reloads_through_its_factory(factory, runs):
     again = nnx.NNModel.from_checkpoint(ckpt)
     assert np.array_equal(again.predict(x).logits, model.predict(x).logits)
     nnx.register_model_factory("compat-mlp", 1, lambda c: nn.Linear(4, 3), replace=True)
-    with pytest.raises(nnx.ResumeMismatchError, match="do not fit"):
+    with pytest.raises(nnx.ResumeMismatchError, match=r"do not fit.*\(missing: bias, weight; unexpected: 0.bias, "
+                       r"0.weight, 2.bias, 2.weight\)"):
+        nnx.NNModel.from_checkpoint(ckpt)
+    # the same layers, twice as wide: every tensor but the last bias (3 outputs either way) changes shape
+    nnx.register_model_factory("compat-mlp", 1, lambda c: factory({"width": 2 * c["width"]}), replace=True)
+    with pytest.raises(nnx.ResumeMismatchError,
+                       match=r"topology does not match the saved weights \(reshaped: 0.bias, 0.weight, 2.weight\)"):
         nnx.NNModel.from_checkpoint(ckpt)
     nnx.unregister_model_factory("compat-mlp", 1)
     with pytest.raises(nnx.MissingModelFactoryError, match="register_model_factory"):

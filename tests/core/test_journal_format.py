@@ -266,12 +266,6 @@ def test_an_epoch_row_without_train_values_and_with_nan_validation():
     assert row["improved"] is False
 
 
-def test_a_zero_total_batch_size_has_no_mean():
-    records = [idp(0, 0, train_edp=EvaluationDataPoint(loss=2.0, count=-1)),
-               idp(1, 0, train_edp=EvaluationDataPoint(loss=3.0, count=1))]
-    assert epoch_summary(records)["train_loss"] is None
-
-
 # -- parse_index ----------------------------------------------------------------------------------
 
 

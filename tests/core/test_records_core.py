@@ -8,6 +8,7 @@ import pytest
 
 from nnx_core.errors import ParamsError
 from nnx_core.monitor import fallback_signal, first_finite
+from nnx_core.monitor_spec import MonitorSpec
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint, MonitorRecord
 
 EDP = EvaluationDataPoint
@@ -127,3 +128,41 @@ def test_a_monitor_record_keeps_every_field_in_its_state():
     record = MonitorRecord(metric="loss", split="val", mode="min", status="ok", improved=True)
     assert record.state() == {"metric": "loss", "split": "val", "mode": "min", "value": None, "status": "ok",
                               "improved": True, "best": None}
+
+
+def test_a_monitor_record_is_also_built_as_nnx_code_builds_it():
+    # NNx's MonitorRecord(monitor, value, status, improved): the spec's metric, split and mode are what is kept
+    spec = MonitorSpec(metric="nll", mode="min", min_delta=0.01, on_missing="error")
+    record = MonitorRecord(spec, 0.7, "ok", True)
+    assert record == MonitorRecord(metric="nll", split="val", mode="min", value=0.7, status="ok", improved=True)
+    assert MonitorRecord.from_state(record.state()) == record and record.monitor.key == "val.nll"
+    assert MonitorRecord(MonitorSpec("error"), None, "missing", False).mode == "min"  # the natural direction
+    fallback = MonitorRecord(None, 2.0, "ok", False)  # no named monitor: the documented fallback signal
+    assert (fallback.metric, fallback.split, fallback.mode, fallback.monitor) == ("fallback", "fallback", "min", None)
+    with pytest.raises(ParamsError, match=r"MonitorRecord.monitor: give the monitor or its metric"):
+        MonitorRecord(spec, 0.7, "ok", True, metric="nll")
+    with pytest.raises(ParamsError, match=r"MonitorRecord.monitor: 'val.f1' has no mode"):
+        MonitorRecord(MonitorSpec("f1"), 0.7, "ok", True)
+    with pytest.raises(ParamsError, match=r"MonitorRecord.monitor: must be a MonitorSpec or None"):
+        MonitorRecord("val.nll", 0.7, "ok", True)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="needs improved"):
+        MonitorRecord(spec, 0.7, "ok")
+
+
+@pytest.mark.parametrize(("fields", "why"), [
+    ({"count": 3, "status": "ok"}, "need a kind"),
+    ({"kind": "regression", "count": 0, "status": "ok"}, "status must be 'empty' for count=0"),
+    ({"kind": "regression", "count": 3, "status": "empty"}, "status must be 'ok' for count=3"),
+    ({"kind": "regression", "count": -1}, "non-negative integer"),
+    ({"count": True}, "non-negative integer"),
+])
+def test_a_task_records_status_and_count_are_checked_as_nnx_checks_them(fields, why):
+    """NNx 0.4.1's NNEvaluationDataPoint refuses these (ValueError; ParamsError is one)."""
+    with pytest.raises(ParamsError, match=why):
+        EvaluationDataPoint(**fields)
+
+
+def test_consistent_task_records_and_records_without_a_status_are_accepted():
+    assert EvaluationDataPoint(kind="regression", count=3.0, status="ok").count == 3  # a CSV's float
+    assert EvaluationDataPoint(kind="regression", count=0, status="empty").state()["status"] == "empty"
+    assert EvaluationDataPoint(count=4).status is None  # this implementation's records carry none
