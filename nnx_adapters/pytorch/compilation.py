@@ -9,10 +9,13 @@ The built-in step says where each training call is (:meth:`CompiledForward.at`);
 mode after them is the epoch's validation, counted from its batch 0: the record's ``restart`` names it.
 
 A failure of ``torch.compile`` itself, or a compiler error (``torch._dynamo``'s exceptions) at a
-call, ends compilation. Before a compiled call the global RNG streams and the net's buffers are
-saved; after a compiler error they are put back and the call is run again eagerly, so the eager
-call draws and mutates exactly what an uncompiled call would (a real error of the forward, which
-dynamo also reports, then surfaces as itself). With ``on_failure="error"`` the state is put back
+call, ends compilation. Before a compiled call that dynamo may compile first — the first with its
+mode and input shapes, dtypes and devices (later calls of a signature that ran compiled reuse its
+code, so they copy nothing) — the global RNG streams and the net's buffers are saved; after a
+compiler error they are put back and the call is run again eagerly, so the eager call draws and
+mutates exactly what an uncompiled call would (a real error of the forward, which
+dynamo also reports, then surfaces as itself; a failure at a signature that already ran compiled
+is rerun from the state the failed call left). With ``on_failure="error"`` the state is put back
 once more, as the failed call found it, and ``CompileError`` is raised from the compiler's error
 (effective ``failed``); with ``"eager"`` a ``RuntimeWarning`` is given and the eager result is
 used, and every later call runs ``net`` eagerly (effective ``eager``). Any other exception of a
@@ -54,6 +57,16 @@ def _cached(code: Any) -> bool:
         return False
 
 
+def _signature(net: torch.nn.Module, args: Any, kwargs: Any) -> tuple[Any, ...]:
+    """What dynamo's guards mostly key a compiled forward on: the net's mode and each input
+    tensor's shape, dtype and device (other inputs by type)."""
+    def key(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return tuple(value.shape), value.dtype, value.device
+        return type(value)
+    return net.training, tuple(key(a) for a in args), tuple((k, key(v)) for k, v in sorted(kwargs.items()))
+
+
 class _Saved:
     """The global RNG streams and a net's buffers before a compiled call, to put back after a failure."""
 
@@ -82,6 +95,7 @@ class CompiledForward:
         self._where: dict[str, Any] = {}
         self._fresh = True  # no earlier run of the net's class compiled in this process
         self._next_batch = 0
+        self._ran: set[tuple[Any, ...]] = set()  # the call signatures (_signature) that ran compiled
 
     @classmethod
     def wrap(
@@ -115,16 +129,19 @@ class CompiledForward:
         self._next_batch += 1
         if self._compiled is None:
             return self.net(*args, **kwargs)
-        saved = _Saved(self.net)
+        signature = _signature(self.net, args, kwargs)
+        saved = _Saved(self.net) if signature not in self._ran else None  # a call dynamo may compile first
         graphs, breaks = self._count("stats", "unique_graphs"), self._count("graph_break")
         try:
             out = self._compiled(*args, **kwargs)
         except self._failures() as exc:  # the compiler's error (or the forward's own, which the eager call shows)
-            saved.put_back()
+            if saved is not None:
+                saved.put_back()
             out = self.net(*args, **kwargs)
             self._fail(exc, {**where, "stage": "forward"}, "compiling the forward failed", saved)
             return out
         self._note(self._count("stats", "unique_graphs") - graphs, self._count("graph_break") - breaks)
+        self._ran.add(signature)
         return out
 
     def _failures(self) -> tuple[type[BaseException], ...]:

@@ -138,6 +138,30 @@ def test_an_eager_restart_draws_and_bumps_exactly_what_one_eager_call_does():
     assert counted.calls.item() == plain.calls.item() == 1
 
 
+def test_state_is_saved_only_before_a_call_dynamo_may_compile(monkeypatch):
+    """The RNG streams and buffers are copied before the first call of each (mode, input shapes)
+    signature, not on every call: a signature that ran compiled reuses its code."""
+    from nnx_adapters.pytorch import compilation
+
+    made = []
+    original = compilation._Saved.__init__
+
+    def counted(self, net):
+        made.append(net.training)
+        original(self, net)
+
+    monkeypatch.setattr(compilation._Saved, "__init__", counted)
+    net = Counting()
+    forward = wrap(net)
+    for rows in (2, 2, 2, 5, 2, 5):  # two shapes in training
+        forward(torch.randn(rows, 4))
+    net.eval()
+    forward(torch.randn(2, 4))
+    forward(torch.randn(2, 4))
+    assert made == [True, True, False]  # (train, 2 rows), (train, 5 rows), (eval, 2 rows)
+    assert net.calls.item() == 8
+
+
 def test_a_call_in_eval_mode_after_training_calls_is_the_epochs_validation():
     net = Breaking()
     forward = wrap(net, fullgraph=True, on_failure="eager")
