@@ -160,6 +160,8 @@ class TaskAdapter:
         if not self.categorical:
             self.check_values(target)
             return None
+        if not target.numel() or int(target.min()) > self.ignore_index:  # nothing ignored: one reduction
+            return target.numel()
         return int((target != self.ignore_index).sum())
 
     def check_values(self, target: Any) -> None:
