@@ -40,10 +40,11 @@ from nnx_adapters.testing.oscalls import OsTrace  # noqa: E402
 import nnx_api as nnx  # noqa: E402
 
 SESSION = "nnx_api/training/session.py"
-OWNERS = "nnx_api/training/owners.py"
+OWNERS = "nnx_api/training/builtin_step.py"
 STEPS = "nnx_api/training/steps.py"
 BATCHES = "nnx_adapters/pytorch/batches.py"
 TASKS = "nnx_adapters/pytorch/tasks.py"
+POSITIONED = "nnx_adapters/pytorch/positioned.py"  # the loader NNx positions (the default for a DataLoader)
 OPTIM = "nnx_adapters/pytorch/optim.py"
 KINDS = ("create", "write", "fsync", "fsync_dir", "rename", "unlink", "mkdir")
 
@@ -163,17 +164,17 @@ def breakdown(graph: Graph, epochs: int, fsyncs: FsyncClock) -> list[tuple[str, 
     step = [(OWNERS, "update")]
     scoring = [(STEPS, "score")]
     train_epoch = graph.cum(SESSION, "train_epoch")
-    loader = graph.cum_from("dataloader.py", "__next__", [(BATCHES, "lookahead")])
-    forward = graph.cum_from(BATCHES, "forward", step)
+    loader = graph.cum_from("dataloader.py", "__next__", [(BATCHES, "lookahead"), (POSITIONED, "_pairs")])
+    forward = graph.cum_from(BATCHES, "net_output", step)
     backward = graph.cum_from("_tensor.py", "backward", step)
     loss = graph.cum_from(TASKS, "sum_terms", step)
-    correct = graph.cum(STEPS, "add_output")
+    correct = graph.cum("nnx_api/training/epoch.py", "add_output")
     update = graph.cum("nnx_core/update.py", "commit_window")
     opt_step = graph.cum(OPTIM, "step")
     opt_zero = graph.cum(OPTIM, "zero_grad")
     evaluate = graph.cum(STEPS, "score")
     val_loader = graph.cum_from("dataloader.py", "__next__", scoring)
-    val_forward = graph.cum_from(BATCHES, "forward", scoring)
+    val_forward = graph.cum_from(BATCHES, "net_output", scoring)
     validate = graph.cum(SESSION, "validate")
     decide = graph.cum(SESSION, "decide")
     commit = graph.cum(SESSION, "commit")
@@ -197,7 +198,7 @@ def breakdown(graph: Graph, epochs: int, fsyncs: FsyncClock) -> list[tuple[str, 
         ("records: per-batch + epoch records, summaries", validate - evaluate),
         ("decision + history rows", decide),
         ("commit: fsync waits (epoch commits only)", fsync),
-        ("commit: payload encode (torch.save of weights, optimizer, RNG)", encode),
+        ("commit: payload encode (torch.save; on the commit thread, unprofiled, with async_commits)", encode),
         ("commit: idps.csv render", render),
         ("commit: other (hashing, writes, JSON, collection)", commit - fsync - encode - render),
         ("per-call fixed cost, spread over the epochs", total - in_epochs),
