@@ -123,7 +123,6 @@ class LiveRecords(list):  # type: ignore[type-arg]
         return list.index(self, item, *args)
 
 
-
 def _synced(name: str) -> Any:
     def edit(self: LiveRecords, *args: Any, **kwargs: Any) -> Any:
         self._sync()
