@@ -180,7 +180,7 @@ class NNModel:
                               "(or device='auto': CUDA, then MPS, then the CPU)")
         self.net = net.to(self.device)
         self._loss_fn = params.loss().to(self.device)
-        self.loss_assigned = False  # True once a user assigns loss_fn (else the task's own loss is used)
+        self._loss_assigned = False
         self._task = self.task_adapter = task
         self._resolved_precision = self._resolve_precision()
         self.precision = self._resolved_precision.effective
@@ -202,8 +202,13 @@ class NNModel:
         if getattr(fn, "reduction", "mean") not in ("mean", "sum", "none"):
             raise ParamsError("NNModel.loss_fn", f"reduction must be 'mean', 'sum' or 'none', got {fn.reduction!r}")
         self._loss_fn = fn
-        self.loss_assigned = True
+        self._loss_assigned = True
         self.task_adapter = self._task.with_loss(fn)
+
+    @property
+    def loss_assigned(self) -> bool:
+        """Whether a loss of your own was assigned to ``loss_fn`` (False: the task's built-in loss trains)."""
+        return self._loss_assigned
 
     # ------------------------------------------------------------------ description
     @property
