@@ -93,10 +93,14 @@ class TorchOptimizer:
         self.params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
         self._names = names or {}
         self.factory = factory  # a registered factory's spec state (id, version, config), else None
+        self.keep_grads = False  # True: zero_grad leaves them (a hand-built step context, as NNx's)
 
     def zero_grad(self) -> None:
-        """Drop every gradient (set to None)."""
-        self.optimizer.zero_grad(set_to_none=True)
+        """Drop every gradient (set to None) — the update window's clearing after its update —
+        unless ``keep_grads``: a step context built by hand leaves the applied gradients in
+        ``.grad`` after the update, as NNx's does (its next window's start drops them)."""
+        if not self.keep_grads:
+            self.optimizer.zero_grad(set_to_none=True)
 
     def _grads(self) -> list[torch.Tensor]:
         return [p.grad for p in self.params if p.grad is not None]

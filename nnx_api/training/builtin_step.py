@@ -250,10 +250,6 @@ class _Reporter:
             self.report()
 
 
-def _kept() -> None:
-    """A hand-built context's gradients after its update: kept (the next window's start drops them)."""
-
-
 def _hand_built(ctx: TrainStepContext) -> tuple[EpochState, DefaultStep]:
     """The epoch state and built-in step of a context built by hand: its optimizer (through its
     ``scaler``), its clip norm, and its open window read from ``ctx.accumulation_state`` and
@@ -271,7 +267,7 @@ def _hand_built(ctx: TrainStepContext) -> tuple[EpochState, DefaultStep]:
     task, port = model.task_adapter, port_of(ctx, "default", ctx.optimizer)
     if ctx.batch_idx % accumulate == 0:
         port.zero_grad()  # a window starts: no gradient of an earlier call is added to
-    port.zero_grad = _kept  # … and the applied gradients stay in .grad after the update, as in NNx
+    port.keep_grads = True  # … and the applied gradients stay in .grad after the update, as in NNx
     state = EpochState(
         model=model, task=task if ctx.scaler is None else ScaledLoss(task, ctx.scaler), device=model.device,
         autocast=model.autocast_context(), forward=None, optimizers={"default": port},
