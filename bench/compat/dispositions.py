@@ -116,7 +116,7 @@ _fixed(
 
 _kept(
     "asdict() works on NNTrainerParams (its read-only optims / schedulers mappings deep-copy); its keys differ with "
-    "the fields (ours adds parent_checkpoint, progress, resume)",
+    "the fields (ours adds async_commits, parent_checkpoint, progress, resume)",
     "s10_params_dataclasses/NNTrainerParams.asdict_keys",
 )
 
