@@ -279,9 +279,6 @@ _keep("semantics", "checkpoints are verified tag manifests and content-addressed
       "*::test_legacy_resume_base_exception*", "*::test_sidecar_cleanup_treats_root_glob*",
       "*::test_ancillary_checkpoint_failure*", "*::test_component_state_never_mixes_checkpoint_generations*",
       "*::test_nn_run_load_rejects_empty_last_checkpoint")
-_keep("semantics", "state() holds plain YAML values: an old run.yaml's momentum string '(0.9, 0.999)' is not "
-      "evaluated on load", "*::test_f2_accumulate_grad_batches_default_back_compat",
-      "*::test_r2_grad_clip_back_compat_with_old_yaml", "*::test_v1_train_params_from_state_legacy_yaml_no_seed_key")
 _keep("semantics", "a window whose every target is ignored makes no update and raises nothing (masked, as an "
       "objective's window is); NNx raises FloatingPointError",
       "*::test_f2_all_ignored_accumulation_cycle_rejects_before_optimizer_step*",

@@ -8,6 +8,9 @@ this module registers the hooks; the params modules (``nnx_api.config.params``,
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from nnx_core.convert import as_given, converter
 from nnx_api.config.enums import Device, Devices, ValueEnum
 
@@ -20,4 +23,21 @@ converter.register_unstructure_hook(ValueEnum, str)
 converter.register_structure_hook(ValueEnum, as_given)
 converter.register_unstructure_hook(Device, str)
 converter.register_structure_hook(Devices | Device, as_given)
-converter.register_structure_hook(Momentum | None, as_given)  # None: the optimizer's default
+_SAVED_BETAS = re.compile(r"\(\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\)")
+
+
+def _saved_momentum(value: Any, _type: Any) -> Any:
+    """A saved momentum as the class takes it. NNx 0.4's ``run.yaml`` wrote Adam's betas as the
+    text ``"(0.9, 0.999)"``: read as the pair of numbers (matched, never evaluated); anything else
+    is handed on as given (None: the optimizer's default), for the class to check."""
+    if isinstance(value, str):
+        found = _SAVED_BETAS.fullmatch(value.strip())
+        if found is not None:
+            try:
+                return float(found.group(1)), float(found.group(2))
+            except ValueError:
+                return value
+    return value
+
+
+converter.register_structure_hook(Momentum | None, _saved_momentum)

@@ -335,3 +335,17 @@ def test_trainer_params_asdict_deepcopy_and_pickle_work_and_optims_stay_read_onl
         with pytest.raises(TypeError, match="read-only"):
             mapping.update({})
     assert params.state() == nnx.NNTrainerParams.from_state(params.state()).state()
+
+
+def test_nnx_s_saved_betas_text_is_read_as_the_pair_and_only_when_reading_a_state():
+    """NNx 0.4.1's NNOptimParams.state() writes Adam's betas as the text "(0.9, 0.999)" (its wheel's
+    output): from_state reads that text as the pair, matched and never evaluated; built directly, a
+    string is still refused, and so is text that is not two numbers."""
+    nnx_state = {"max_lr": 0.001, "momentum": "(0.9, 0.999)", "name": "adam", "weight_decay": 0.0}
+    params = nnx.NNOptimParams.from_state(nnx_state)
+    assert params.momentum == (0.9, 0.999)
+    assert params.state()["momentum"] == [0.9, 0.999]  # written as this project writes it
+    with pytest.raises(nnx.ParamsError, match="momentum"):
+        nnx.NNOptimParams(name="adam", max_lr=0.001, momentum="(0.9, 0.999)")
+    with pytest.raises(nnx.ParamsError, match="momentum"):
+        nnx.NNOptimParams.from_state({**nnx_state, "momentum": "(0.9, __import__('os'))"})
