@@ -6,6 +6,7 @@
 * ``to_device``: a tensor, or a tuple/list/mapping of tensors, on a device.
 * ``forward``, ``net_output``: call a net on a batch's inputs.
 * ``restored_modes``: run inference without changing any submodule's train/eval flag.
+* ``saved_buffers``: a copy of a net's buffers, to put back after a call that moved them.
 
 ``nnx_api.training.steps`` re-exports them for user step functions.
 """
@@ -13,14 +14,16 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
 
 from nnx_core.errors import TrainingInputError
 
-__all__ = ["batch_parts", "forward", "lookahead", "net_output", "restored_modes", "split_batch", "to_device"]
+__all__ = [
+    "batch_parts", "forward", "lookahead", "net_output", "restored_modes", "saved_buffers", "split_batch", "to_device",
+]
 
 
 def lookahead(loader: Any) -> Iterator[tuple[Any, bool]]:
@@ -90,3 +93,16 @@ def restored_modes(net: torch.nn.Module) -> Iterator[None]:
     finally:
         for module, flag in flags:
             module.training = flag
+
+
+def saved_buffers(net: torch.nn.Module) -> Callable[[], None]:
+    """A copy of every buffer of ``net`` now (running statistics, a hook's counter); calling the
+    result puts them back in place."""
+    saved = [(buffer, buffer.detach().clone()) for buffer in net.buffers()]
+
+    def put_back() -> None:
+        with torch.no_grad():
+            for buffer, value in saved:
+                buffer.copy_(value)
+
+    return put_back

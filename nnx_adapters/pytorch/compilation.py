@@ -40,6 +40,8 @@ import torch
 
 from nnx_core.compilation import COMPILED, EAGER, FAILED, CompileRecord
 from nnx_core.errors import CompileError
+from nnx_adapters.pytorch.batches import saved_buffers
+from nnx_adapters.pytorch.state import capture_rng, restore_rng
 
 
 def known_backends() -> list[str]:
@@ -68,20 +70,15 @@ def _signature(net: torch.nn.Module, args: Any, kwargs: Any) -> tuple[Any, ...]:
 
 
 class _Saved:
-    """The global RNG streams and a net's buffers before a compiled call, to put back after a failure."""
+    """Every RNG stream and a net's buffers before a compiled call, to put back after a failure."""
 
     def __init__(self, net: torch.nn.Module) -> None:
-        self.cpu = torch.get_rng_state()
-        self.cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-        self.buffers = [(buffer, buffer.detach().clone()) for buffer in net.buffers()]
+        self.rng = capture_rng()
+        self.buffers = saved_buffers(net)
 
     def put_back(self) -> None:
-        torch.set_rng_state(self.cpu)
-        if self.cuda is not None:
-            torch.cuda.set_rng_state_all(self.cuda)
-        with torch.no_grad():
-            for buffer, saved in self.buffers:
-                buffer.copy_(saved)
+        restore_rng(self.rng)
+        self.buffers()
 
 
 class CompiledForward:

@@ -72,7 +72,6 @@ class TaskAdapter:
         self.loss = loss
         self.categorical = kind == "categorical"
         # the declared ignore_index; a categorical task that declares none masks torch's default -100
-        self.declared_ignore_index = ignore_index
         self.ignore_index = IGNORED_CLASS if ignore_index is None and self.categorical else ignore_index
         self.threshold = threshold
         self.explicit = explicit  # a TaskSpec the user declared (not the one the loss implies)
@@ -185,16 +184,7 @@ class TaskAdapter:
         from the device. (``loss_terms`` is the public per-batch protocol, with a loss of the
         caller's.)"""
         if self.categorical:
-            logits = _wide(output)
-            if self.loss == "negative_log_likelihood":
-                logits = F.log_softmax(logits, dim=-1)
-                fn = F.nll_loss
-            else:
-                fn = F.cross_entropy
-            # (B, C) logits with (B,) targets go in as they are: a reshape would add autograd nodes
-            flat_logits = logits if logits.dim() == 2 else logits.reshape(-1, logits.shape[-1])
-            flat_target = target if target.dim() == 1 else target.reshape(-1)
-            total = fn(flat_logits, flat_target, reduction="sum", ignore_index=self.ignore_index)
+            total, flat_target = self._class_sum(output, target)
             return total, int((flat_target != self.ignore_index).sum()) if count is None else count
         if self.kind == "multilabel":
             out = _wide(output)
@@ -206,17 +196,23 @@ class TaskAdapter:
             wanted = torch.where(valid, wanted, out.detach())
         return F.mse_loss(out, wanted, reduction="sum"), count
 
-    def masked_terms(self, output: torch.Tensor, target: torch.Tensor, ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """A categorical loss's (sum over the targets other than ``ignore_index``, their count as a
-        0-d tensor on the device): read with the caller's next host sync, not one of its own."""
+    def _class_sum(self, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A categorical loss's sum over the targets other than ``ignore_index``, and the flat targets."""
         logits = _wide(output)
         if self.loss == "negative_log_likelihood":
             logits, fn = F.log_softmax(logits, dim=-1), F.nll_loss
         else:
             fn = F.cross_entropy
-        flat_target = target.reshape(-1)
-        total = fn(logits.reshape(-1, logits.shape[-1]), flat_target, reduction="sum", ignore_index=ignore_index)
-        return total, (flat_target != ignore_index).sum()
+        # (B, C) logits with (B,) targets go in as they are: a reshape would add autograd nodes
+        flat_logits = logits if logits.dim() == 2 else logits.reshape(-1, logits.shape[-1])
+        flat_target = target if target.dim() == 1 else target.reshape(-1)
+        return fn(flat_logits, flat_target, reduction="sum", ignore_index=self.ignore_index), flat_target
+
+    def masked_terms(self, output: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A categorical loss's (sum over the targets other than ``ignore_index``, their count as a
+        0-d tensor on the device): read with the caller's next host sync, not one of its own."""
+        total, flat_target = self._class_sum(output, target)
+        return total, (flat_target != self.ignore_index).sum()
 
     def prepare(self, output: torch.Tensor, target: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Check one batch (``check``; class indices in ``[0, C)``, 0/1 labels, finite regression

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from nnx_core.errors import BatchKeyError, ExtraMetricError, InputWidthError, TaskValidationError, TrainingInputError
-from nnx_adapters.pytorch.batches import forward, net_output, restored_modes, split_batch, to_device
+from nnx_adapters.pytorch.batches import forward, net_output, restored_modes, saved_buffers, split_batch, to_device
 from nnx_adapters.pytorch.extras import ExtraMetrics
 from nnx_api.config.nets import NNConvParams
 from nnx_api.parts.models import output_items, prediction_hint
@@ -228,15 +228,14 @@ def _probe(model: Any, call: Any, inputs: Any, at: str) -> torch.Tensor:
     """One forward of the first batch, changing nothing: no autograd, eval mode (every module's
     mode restored), every RNG stream and every buffer (a forward hook's counter) put back."""
     net = model.net
-    buffers = [(buffer, buffer.detach().clone()) for buffer in net.buffers()]
+    put_back = saved_buffers(net)
     try:
         with untouched_rng(()), restored_modes(net), torch.no_grad(), model.autocast_context()():
             net.eval()
             try:
                 output = call(net)
             finally:
-                for buffer, saved in buffers:
-                    buffer.copy_(saved)
+                put_back()
     except TrainingInputError as exc:
         raise TrainingInputError(f"{at}: {exc}") from None
     except (RuntimeError, TypeError, ValueError, IndexError) as exc:

@@ -214,7 +214,7 @@ def supervised_terms(task: Any, output: torch.Tensor, target: torch.Tensor) -> t
     does): the denominator is then the valid count on the device (read with the terms, no sync of
     its own)."""
     if task.categorical and not isinstance(task, ModuleLossTask):
-        return task.masked_terms(output, target, task.ignore_index)
+        return task.masked_terms(output, target)
     return task.sum_terms(output, target)
 
 
