@@ -9,6 +9,8 @@ Read ``BackgroundCommits`` top to bottom; this is the order it owns:
       stage: a snapshot of the state, history bytes   (the only part training waits for: the caller's)
       submit(commit k) ─────────────────────────────→ commit_epoch: blob → history → LAST → phase/BEST
       training goes on                                  → deferred writes   (``nnx_core.commit``)
+                                                      (its blob's producer a ``BackgroundProducer``:
+                                                      written with the least of the machine)
                                                       then durable(LAST): the caller's bookkeeping
                                                       a failure is kept, never swallowed
     every update boundary: ``failed`` ─ a kept error stops training there (``take``)
@@ -29,7 +31,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+import attrs
+
 from nnx_core.commit import EpochCommit, RunFiles, TagManifest, commit_epoch
+from nnx_core.ports import BackgroundProducer
 
 
 class Pending(Protocol):
@@ -72,6 +77,8 @@ class BackgroundCommits:
         commit in flight; ``durable`` runs on the writer once its LAST, tags and deferred writes are
         written. A failure of the previous commit is raised here and nothing is submitted."""
         self.commit_point()
+        if callable(commit.payload):  # a store may write it with the least of the machine
+            commit = attrs.evolve(commit, payload=BackgroundProducer(commit.payload))
 
         def work() -> None:
             try:

@@ -27,6 +27,22 @@ class BinaryWriter(Protocol):
 
 
 @attrs.frozen
+class BackgroundProducer:
+    """A producer for ``Storage.write_blob`` run by a background commit (``nnx_core.background``):
+    its blob is written off training's critical path, while training goes on. Called, it produces
+    the bytes ``produce`` does. A store may write such a blob with the least of the machine rather
+    than in the least time (``FileStorage`` hashes it on the writing thread and writes it around
+    the page cache, instead of hashing on a helper thread beside a buffered write); a store that
+    does not look writes it as any other producer."""
+
+    produce: Callable[[BinaryWriter], None]
+
+    def __call__(self, sink: BinaryWriter) -> None:
+        """Write the blob's bytes to ``sink``."""
+        self.produce(sink)
+
+
+@attrs.frozen
 class Receipt:
     """What a durable write produced: the path written, its size in bytes and its SHA-256."""
 

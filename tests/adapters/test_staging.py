@@ -48,14 +48,28 @@ def test_a_snapshot_is_saved_with_the_live_states_bytes_and_stays_when_training_
     assert _saved(snapshot) == before and _saved(payload) != before
 
 
+def test_storages_of_every_size_are_copied_whole():
+    """A storage is copied as the widest words that tile it: every byte count (1, 2, 3, 6, 12,
+    empty...) and dtype keeps its bytes."""
+    torch.manual_seed(1)
+    payload = {
+        f"{dtype}-{n}": (torch.randn(n) * 100).to(dtype) for dtype in (torch.uint8, torch.int16, torch.bool,
+                                                                     torch.float16, torch.float32, torch.float64)
+        for n in (0, 1, 3, 5)
+    }
+    snapshot = Staging().snapshot(payload)
+    assert _saved(snapshot) == _saved(payload)
+    assert all(torch.equal(snapshot[k], payload[k]) for k in payload)
+
+
 def test_buffers_are_reused_and_a_new_snapshot_overwrites_them():
     _, _, payload = _payload()
     staging = Staging()
     staging.snapshot(payload)
-    buffers = [b.data_ptr() for b in staging._buffers]
+    buffers = [b.data_ptr() for b, _ in staging._buffers]
     payload["weights"]["0.weight"].add_(1)
     again = staging.snapshot(payload)
-    assert [b.data_ptr() for b in staging._buffers] == buffers  # no allocation per commit
+    assert [b.data_ptr() for b, _ in staging._buffers] == buffers  # no allocation per commit
     assert _saved(again) == _saved(payload)
 
 

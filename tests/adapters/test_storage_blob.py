@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from nnx_core.ports import BackgroundProducer
 from nnx_adapters.storage.fs import FileStorage
 from nnx_adapters.storage.memory import MemoryStorage
 
@@ -90,3 +91,107 @@ def test_failure_after_a_large_chunk_leaves_nothing_and_no_thread(store):
         store.write_blob("o", produce)
     assert store.list("o") == [] and store.clean_temporaries("") == 0
     assert threading.active_count() == before
+
+
+# ---- a background commit's blob (BackgroundProducer): one thread, around the page cache ----------
+@pytest.mark.parametrize(
+    "sizes", [(10,), (1 << 20,), (10, 1 << 20), ((1 << 20) - 1, 1, 2 << 20, 7), (3 << 20, 4096, 5), (500_000,) * 7]
+)
+def test_a_background_blob_is_the_same_blob_whatever_the_chunking(store, sizes):
+    """Oracle: hashlib over the joined bytes, and the blob an ordinary producer stores."""
+    chunks = [os.urandom(n) for n in sizes]
+    receipt = store.write_blob("o", BackgroundProducer(produce_chunks(*chunks)))
+    data = b"".join(chunks)
+    assert receipt.sha256 == hashlib.sha256(data).hexdigest() and receipt.size == len(data)
+    assert store.read(receipt.path) == data
+    assert store.write_blob("o", produce_chunks(*chunks)) == receipt and store.list("o") == [receipt.sha256]
+
+
+def test_a_background_blob_goes_around_the_page_cache_until_a_write_ends_off_the_alignment(tmp_path, monkeypatch):
+    """Whole chunks go through O_DIRECT; a flush that ends off the 4 KiB alignment (the tail, here
+    a producer's flush in the middle) turns it off for the rest, and the bytes are the same."""
+    import fcntl
+
+    direct = getattr(os, "O_DIRECT", 0)
+    if not direct:
+        pytest.skip("no O_DIRECT on this platform")
+    seen, refused, real = [], [], os.write
+    parts = [os.urandom(2 << 20), os.urandom(5000), os.urandom(3 << 20)]
+
+    def write(fd, data):  # no direct write is ever refused: the off-alignment one is not tried
+        try:
+            return real(fd, data)
+        except OSError as exc:
+            refused.append(exc)
+            raise
+
+    def produce(sink):
+        sink.write(parts[0])
+        seen.append(bool(fcntl.fcntl(sink.fd, fcntl.F_GETFL) & direct))
+        sink.write(parts[1])
+        sink.flush()  # 5,000 bytes: off the alignment
+        seen.append(bool(fcntl.fcntl(sink.fd, fcntl.F_GETFL) & direct))
+        sink.write(parts[2])
+
+    store = FileStorage(tmp_path / "store")
+    monkeypatch.setattr(os, "write", write)
+    receipt = store.write_blob("o", BackgroundProducer(produce))
+    assert store.read(receipt.path) == b"".join(parts)
+    assert seen == [True, False] and refused == []
+
+
+def test_a_background_blob_starts_no_thread_and_a_failure_leaves_nothing(tmp_path):
+    import threading
+
+    store, threads = FileStorage(tmp_path / "store"), []
+    real = threading.Thread.start
+
+    def produce(sink):
+        sink.write(os.urandom(3 << 20))
+        raise OSError(errno.EIO, "Input/output error")
+
+    threading.Thread.start = lambda self: (threads.append(self.name), real(self))  # type: ignore[method-assign]
+    try:
+        with pytest.raises(OSError, match="Input/output"):
+            store.write_blob("o", BackgroundProducer(produce))
+    finally:
+        threading.Thread.start = real  # type: ignore[method-assign]
+    assert threads == [] and store.list("o") == [] and store.clean_temporaries("") == 0
+
+
+def test_a_device_that_refuses_a_direct_write_gets_it_through_the_page_cache(tmp_path, monkeypatch):
+    """EINVAL from a direct write (a device wanting another alignment): the write is redone
+    buffered, and the blob is whole."""
+    from nnx_adapters.storage import fs
+    real, refused = os.write, []
+
+    def write(fd, data):
+        if not refused and memoryview(data).nbytes == fs._CHUNK_BYTES:  # the first whole chunk, sent direct
+            refused.append(fd)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, data)
+
+    monkeypatch.setattr(fs.os, "write", write)
+    data = os.urandom(3 << 20)
+    receipt = FileStorage(tmp_path / "store").write_blob("o", BackgroundProducer(produce_chunks(data)))
+    assert refused and receipt.sha256 == hashlib.sha256(data).hexdigest()
+    assert FileStorage(tmp_path / "store").read(receipt.path) == data
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
+def test_a_failed_write_of_a_background_blob_raises_its_own_error_and_leaves_nothing(tmp_path, monkeypatch, code):
+    real, calls = os.write, []
+
+    def write(fd, data):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(code, os.strerror(code))
+        return real(fd, data)
+
+    store = FileStorage(tmp_path / "store")
+    monkeypatch.setattr(os, "write", write)
+    with pytest.raises(OSError) as raised:
+        store.write_blob("o", BackgroundProducer(produce_chunks(os.urandom(3 << 20))))
+    monkeypatch.undo()
+    assert raised.value.errno == code
+    assert store.list("o") == [] and store.clean_temporaries("") == 0

@@ -303,3 +303,35 @@ def test_a_thread_commit_failure_is_raised_by_drain():
     with pytest.raises(OSError) as caught:
         background.drain()
     assert caught.value is error and background.take() is None and last_epoch(files) is None
+
+
+def test_the_writer_hands_the_store_a_background_producer_and_a_synchronous_commit_does_not():
+    """A background commit's blob producer is a ``BackgroundProducer`` (a store may write it with
+    the least of the machine); the same producer is written with the same bytes."""
+    from nnx_core.ports import BackgroundProducer
+
+    seen: list[Any] = []
+
+    class Spying(MemoryStorage):
+        def write_blob(self, folder: str, produce: Any) -> Any:
+            seen.append(produce)
+            return super().write_blob(folder, produce)
+
+    def produce(sink: Any) -> None:
+        sink.write(b"streamed state")
+
+    stores = []
+    for background in (True, False):
+        store = Spying()
+        store.write(f"{RUN_ID}/run.yaml", b"id: " + RUN_ID.encode() + b"\n")
+        files = RunFiles(store, RUN_ID)
+        commit = EpochCommit(epoch=0, payload=produce, history=staged(0).history)
+        if background:
+            writer = BackgroundCommits(files, HeldRunner())
+            writer.submit(commit)
+            writer.drain()
+        else:
+            commit_epoch(files, commit)
+        stores.append(files.read_tag(LAST).blobs["state"])
+    assert isinstance(seen[0], BackgroundProducer) and seen[0].produce is produce
+    assert seen[1] is produce and stores[0] == stores[1]
