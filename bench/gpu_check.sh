@@ -68,6 +68,6 @@ step() {  # step NAME SECONDS COMMAND...: run it under a timeout, log it, keep t
 step nccl_smoke 90 "$PY" tests/gpu/nccl_smoke.py
 step test_gpu 200 "$PY" -m pytest -m gpu tests/gpu -rs -p no:randomly
 step bench_gpu 180 "$PY" bench/gpu.py
-step bench_async 100 "$PY" bench/async_commits.py --device cuda --sizes 50,500 --epochs 3 --reps 2 --out "$LOG/async_commits.md"
+step bench_async 100 "$PY" bench/async_commits.py --device cuda --sizes 50,500 --epochs 3 --reps 2 --loop-reps 1 --out "$LOG/async_commits.md"
 echo "gpu_check: exit $status (logs in $LOG)"
 exit "$status"

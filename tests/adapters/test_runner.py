@@ -53,8 +53,14 @@ def test_ctrl_c_while_waiting_is_raised_after_the_commit_ended(monkeypatch):
         assert said.wait(30)
         steps.append("written")
 
-    run = ThreadRunner().start(commit)
-    with pytest.raises(KeyboardInterrupt):
-        run.wait()
+    # Ctrl-C's own handler, whatever this process inherited (a shell's background job starts with
+    # SIGINT ignored, and Python then installs none)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        run = ThreadRunner().start(commit)
+        with pytest.raises(KeyboardInterrupt):
+            run.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert steps == ["written"] and run.done()
     assert "finishing the commit in flight" in stderr.getvalue()
