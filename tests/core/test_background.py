@@ -22,6 +22,7 @@ import pytest
 from nnx_core.background import BackgroundCommits
 from nnx_core.commit import BEST, FIRST, LAST, EpochCommit, RunFiles, TagManifest, commit_epoch
 from nnx_core.eager_history import EagerHistory
+from nnx_core.ports import BackgroundProducer
 from nnx_adapters.runner import ThreadRunner
 from nnx_adapters.storage.memory import MemoryStorage
 from nnx_adapters.testing.commit import RUN_ID, epoch_rows
@@ -308,8 +309,6 @@ def test_a_thread_commit_failure_is_raised_by_drain():
 def test_the_writer_hands_the_store_a_background_producer_and_a_synchronous_commit_does_not():
     """A background commit's blob producer is a ``BackgroundProducer`` (a store may write it with
     the least of the machine); the same producer is written with the same bytes."""
-    from nnx_core.ports import BackgroundProducer
-
     seen: list[Any] = []
 
     class Spying(MemoryStorage):
@@ -320,7 +319,7 @@ def test_the_writer_hands_the_store_a_background_producer_and_a_synchronous_comm
     def produce(sink: Any) -> None:
         sink.write(b"streamed state")
 
-    stores = []
+    refs = []
     for background in (True, False):
         store = Spying()
         store.write(f"{RUN_ID}/run.yaml", b"id: " + RUN_ID.encode() + b"\n")
@@ -332,6 +331,6 @@ def test_the_writer_hands_the_store_a_background_producer_and_a_synchronous_comm
             writer.drain()
         else:
             commit_epoch(files, commit)
-        stores.append(files.read_tag(LAST).blobs["state"])
+        refs.append(files.read_tag(LAST).blobs["state"])
     assert isinstance(seen[0], BackgroundProducer) and seen[0].produce is produce
-    assert seen[1] is produce and stores[0] == stores[1]
+    assert seen[1] is produce and refs[0] == refs[1]
