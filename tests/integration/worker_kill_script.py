@@ -1,7 +1,9 @@
 """A run read by two loader worker processes: ``python worker_kill_script.py ROOT [--kill]``.
 
-With ``--kill`` it prints ``run <id>`` and SIGKILLs itself in the middle of epoch 1, while its
-workers are alive (they notice their parent's death seconds later); without, it trains to the end
+With ``--kill`` it prints ``run <id>`` and SIGKILLs itself in the middle of epoch 2, while its
+workers are alive (they notice their parent's death seconds later). Epoch 0's commit is durable by
+then, whatever the background writer was doing: epoch 1's commit point waited for it (one commit in
+flight), so the run always has a committed epoch to continue from. Without ``--kill`` it trains to the end
 with ``resume="auto"`` and prints ``done <id> <resume mode>``.
 """
 
@@ -21,7 +23,7 @@ import nnx_api as nnx  # noqa: E402
 
 class KillMidEpoch(nnx.Callback):
     def on_optimizer_update(self, ctx, event) -> None:
-        if event.epoch_idx == 1 and event.batch_idx == 2:
+        if event.epoch_idx == 2 and event.batch_idx == 2:
             print(f"run {ctx.run.id}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -32,7 +34,7 @@ def main(root: str, kill: bool) -> None:
     loader = DataLoader(TensorDataset(x, y), batch_size=8, shuffle=True, num_workers=2,
                         generator=torch.Generator().manual_seed(1))
     model = nnx.NNModel(nnx.NNParams(input_dim=4, output_dim=3, hidden_dims=(8,)), nnx.NNModelParams())
-    params = nnx.NNTrainParams(n_epochs=3, seed=0, resume="auto", train_loader=loader, progress=False)
+    params = nnx.NNTrainParams(n_epochs=4, seed=0, resume="auto", train_loader=loader, progress=False)
     run = model.train(params, root=root, callbacks=[KillMidEpoch()] if kill else [])
     print(f"done {run.id} {run.resume_status.mode if run.resume_status else None}", flush=True)
 
