@@ -44,7 +44,7 @@ from nnx_core import replacement
 from nnx_core.admission import COMPLETED, FAILED, INTERRUPTED, RUNNING, STOPPED, attempt_now
 from nnx_core.commit import LAST, RunFiles, committed_coverage, history_tail, read_history
 from nnx_core.eager_history import continuity_problems, parse_history
-from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunNotFoundError
+from nnx_core.errors import CorruptRunError, InvalidRunIdError, NNxError, RunNotFoundError, StaleCheckpointError
 from nnx_core.identity import ID_HEX_DIGITS
 from nnx_api.commands.runs_extra import UsageError, load_run, register, root_problem, store
 from nnx_api.config.base import TORCH_NAMES
@@ -453,6 +453,10 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
                 payload = decode_payload(data, f"tag {tag!r} blob {name!r}")
             except CorruptRunError as exc:
                 problems.append(f"tag {tag!r}: {exc}")
+                continue
+            except StaleCheckpointError:
+                notes.append(f"tag {tag!r} moved on while it was checked (a commit landed: the run is training); "
+                             "verify again to check the new one")
                 continue
             if int(payload.epoch) != manifest.epoch:
                 problems.append(f"tag {tag!r} names epoch {manifest.epoch} but its blob holds epoch {payload.epoch}")

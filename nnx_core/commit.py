@@ -68,7 +68,7 @@ from typing import Any, Protocol
 import attrs
 
 from nnx_core.eager_history import coverage_problems, parse_history
-from nnx_core.errors import CorruptRunError
+from nnx_core.errors import CorruptRunError, NNxError, StaleCheckpointError
 from nnx_core.identity import validate_run_id, validate_tag
 from nnx_core.ports import BinaryWriter, Storage, copy_file
 
@@ -352,7 +352,7 @@ class RunFiles:
         try:
             receipt = self.storage.digest(self.blob_path(ref.sha256))
         except FileNotFoundError as exc:
-            raise CorruptRunError(f"run {self.run_id}: blob {ref.sha256} is missing") from exc
+            raise self._missing(ref) from exc
         if receipt.size != ref.size or receipt.sha256 != ref.sha256:
             raise CorruptRunError(
                 f"run {self.run_id}: blob {ref.sha256} does not match its SHA-256 (corrupted on disk); "
@@ -364,7 +364,7 @@ class RunFiles:
         try:
             data = self.storage.read(self.blob_path(ref.sha256))
         except FileNotFoundError as exc:
-            raise CorruptRunError(f"run {self.run_id}: blob {ref.sha256} is missing") from exc
+            raise self._missing(ref) from exc
         if verify and (len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256):
             raise CorruptRunError(
                 f"run {self.run_id}: blob {ref.sha256} does not match its SHA-256 (corrupted on disk); "
@@ -372,9 +372,29 @@ class RunFiles:
             )
         return data
 
+    def _missing(self, ref: BlobRef) -> NNxError:
+        """The error for a blob that is not there. A tag still names it: the run lost a file
+        (``CorruptRunError``). None does: the caller read its tag before a later commit or the
+        run's replacement released the blob (``collect_garbage``), and must read the tag again."""
+        try:
+            named = ref.sha256 in self._live_blobs()
+        except (OSError, CorruptRunError):
+            named = True  # the tags cannot say: the blob's absence is what is known
+        if named:
+            return CorruptRunError(f"run {self.run_id}: blob {ref.sha256} is missing")
+        return StaleCheckpointError(
+            f"run {self.run_id}: blob {ref.sha256} was released after its checkpoint was read (a later commit "
+            "moved every tag that named it, or the run's replacement committed); nothing is corrupt: read the "
+            "checkpoint again (NNRun.load(...).checkpoint(tag))"
+        )
+
+    def _live_blobs(self) -> set[str]:
+        """The SHA-256 of every blob a tag's file names."""
+        return {ref.sha256 for tag in self.written_tags() if (m := self.read_written(tag)) for ref in m.blobs.values()}
+
     def collect_garbage(self) -> int:
         """Delete blobs that no tag names; return how many were deleted."""
-        live = {ref.sha256 for tag in self.written_tags() if (m := self.read_written(tag)) for ref in m.blobs.values()}
+        live = self._live_blobs()
         dead = [name for name in self.storage.list(self.objects) if name not in live]
         for name in dead:
             self.storage.delete(self.blob_path(name))

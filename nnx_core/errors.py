@@ -47,6 +47,12 @@ class CorruptRunError(NNxError, ValueError):
     """Committed state on disk is unreadable, torn or inconsistent; nothing was erased."""
 
 
+class StaleCheckpointError(NNxError, RuntimeError):
+    """A checkpoint read earlier names a payload its run keeps no more: after the tag was read, a
+    later commit moved every tag that named it (training went on) or the run's replacement
+    committed. Nothing is corrupt; read the checkpoint again (``NNRun.load(...).checkpoint(tag)``)."""
+
+
 class ResumeMismatchError(NNxError, ValueError):
     """A resume point does not fit the run being resumed (optimizer, topology, world size...)."""
 

@@ -531,7 +531,8 @@ class NNCheckpoint:
         run: str | NNRun, type: Any = LAST, root: str | os.PathLike[str] | None = None, *, storage: Any = None,
     ) -> dict[str, Any] | None:
         """Check the checkpoint's blobs against their SHA-256 (hashed in place, nothing decoded)
-        and return its ``resume_point``; ``CorruptRunError`` names a missing or damaged blob."""
+        and return its ``resume_point``; ``CorruptRunError`` names a missing or damaged blob,
+        ``StaleCheckpointError`` one a commit released after the tag was read (verify again)."""
         found = _committed(run, type, root, storage)
         if found is None:
             return None

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from nnx_core.commit import LAST, RunFiles, TagManifest
+from nnx_core.errors import StaleCheckpointError
 from nnx_adapters.storage.fs import FileStorage
 import nnx_api as nnx
 from nnx_api.cli import main
@@ -193,6 +194,24 @@ def test_verify_reports_a_missing_blob(copy, capsys):
     os.unlink(root / files.blob_path(files.read_tag("first").blobs["state"].sha256))
     code, out, _ = cli(capsys, "runs", "verify", rid, "--root", str(root))
     assert code == 1 and "is missing" in out
+
+
+def test_verify_of_a_training_run_notes_a_tag_that_moved_on_and_reports_no_problem(copy, capsys, monkeypatch):
+    """A commit that lands while ``verify`` reads (the run is training elsewhere) releases the blob of
+    the tag just read: a note to verify again, not a damaged run."""
+    root, rid, _ = copy
+    read_blob, calls = RunFiles.read_blob, []
+
+    def landed(files, ref, **kw):
+        calls.append(ref)
+        if len(calls) == 1:
+            raise StaleCheckpointError(f"run {rid}: blob {ref.sha256} was released after its checkpoint was read")
+        return read_blob(files, ref, **kw)
+
+    monkeypatch.setattr(RunFiles, "read_blob", landed)
+    code, out, _ = cli(capsys, "runs", "verify", rid, "--root", str(root))
+    assert code == 0 and "PROBLEM" not in out
+    assert "moved on while it was checked (a commit landed: the run is training); verify again" in out
 
 
 @pytest.mark.filterwarnings("ignore:Detected pickle protocol")

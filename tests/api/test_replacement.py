@@ -17,7 +17,6 @@ import torch
 
 from nnx_core import replacement
 from nnx_core.commit import RunFiles
-from nnx_core.errors import CorruptRunError
 from nnx_adapters.storage.fs import FileStorage
 import nnx_api as nnx
 from nnx_api.cli import main as cli
@@ -117,7 +116,7 @@ def test_the_previous_run_is_retired_once_the_first_epoch_is_durable(finished, a
         def on_epoch_begin(self, ctx):  # what readers see before each epoch of the replacement
             try:
                 seen.append((ctx.epoch, *read()))
-            except CorruptRunError:  # the old run was retired between reading its LAST and its blob
+            except nnx.StaleCheckpointError:  # the old run was retired between reading its LAST and its blob
                 assert async_commits and not (root / replacement.aside(run.id)).exists()
                 seen.append((ctx.epoch, *read()))  # a reader loads again: the new run, whole
 
@@ -131,6 +130,27 @@ def test_the_previous_run_is_retired_once_the_first_epoch_is_durable(finished, a
     else:  # the new run's first commit (its writer may not have removed the old one yet)
         assert last1 == 0 and weights1 != old and (aside1 is False or async_commits)
     assert replaced.checkpoint("last").epoch == 1 and not (root / replacement.aside(run.id)).exists()
+
+
+def test_a_checkpoint_of_the_old_run_read_before_the_replacement_committed_is_stale_after(finished):
+    """A reader holds the old run's LAST (read from the folder aside) while the replacement trains;
+    once the replacement has committed, the old run's files are gone. Its payload read then says
+    so and what to do, and is never reported as a corrupt run; loaded again, the new run reads whole."""
+    root, run, _ = finished
+    held = []
+
+    class Reader(nnx.Callback):
+        def on_epoch_begin(self, ctx):
+            if ctx.epoch == 0:
+                held.append(nnx.NNRun.load(run.id, root).checkpoint("last"))
+
+    replaced = _model().train(_params(_other_data(), overwrite_existing=True), root=root, callbacks=[Reader()])
+    assert not (root / replacement.aside(run.id)).exists()
+    with pytest.raises(nnx.StaleCheckpointError, match="read the checkpoint again") as stale:
+        held[0].weights()
+    assert not isinstance(stale.value, nnx.CorruptRunError)
+    again = nnx.NNRun.load(run.id, root).checkpoint("last")
+    assert again.epoch == 1 and _digest(again.weights()) == _digest(replaced.checkpoint("last").weights())
 
 
 def test_a_killed_replacement_is_settled_by_the_next_train(finished, monkeypatch):

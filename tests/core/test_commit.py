@@ -37,7 +37,7 @@ from nnx_core.commit import (
     weights_tag,
 )
 from nnx_core.eager_history import EagerHistory
-from nnx_core.errors import CorruptRunError
+from nnx_core.errors import CorruptRunError, StaleCheckpointError
 from nnx_core.records import EvaluationDataPoint, IterationDataPoint
 from nnx_adapters.storage.memory import MemoryStorage
 
@@ -241,6 +241,8 @@ def test_read_and_verify_a_blob_refuse_a_missing_or_corrupted_one():
     assert files.read_blob(ref) == b"payload"
     files.verify_blob(ref)
     missing = BlobRef("0" * 64, 1)
+    commit(files, 0)  # a tag naming the missing blob: it is damage (named by none, it is a stale read, below)
+    files.write_tag(attrs.evolve(files.read_tag(LAST), tag=BEST, blobs={"state": missing}))
     for check in (files.read_blob, files.verify_blob):
         with pytest.raises(CorruptRunError, match=f"run {RUN}: blob {'0' * 64} is missing"):
             check(missing)
@@ -513,3 +515,37 @@ def test_an_unparsable_history_without_last_is_refused_as_corrupt():
     store.write(files.history, EagerHistory(rows(0)).render() + b"\0" * 8)  # no LAST: no committed size to cut at
     with pytest.raises(CorruptRunError):
         read_history(files, None)
+
+
+def test_a_blob_released_after_its_tag_was_read_is_a_stale_read_not_a_corrupt_run():
+    """Each commit releases the blobs no tag names any more, so a reader holding a manifest read
+    two commits ago finds its blob gone: ``StaleCheckpointError`` (read the tag again), never a
+    ``CorruptRunError`` claiming damage. A blob a tag still names that is not there is damage."""
+    store = MemoryStorage()
+    files = RunFiles(store, RUN)
+    commit(files, 0)
+    held = files.read_tag(LAST)
+    commit(files, 1)  # LAST names epoch 1's blob; epoch 0's stays until the next commit's collection
+    assert files.read_blob(held.blobs["state"]) == b"state 0"
+    commit(files, 2)
+    for read in (files.read_blob, files.verify_blob):
+        with pytest.raises(StaleCheckpointError, match="released after its checkpoint was read.*read the checkpoint again"):
+            read(held.blobs["state"])
+    assert not issubclass(StaleCheckpointError, CorruptRunError)
+    assert files.read_blob(files.read_tag(LAST).blobs["state"]) == b"state 2"  # read again: the run is whole
+
+    store.delete(files.blob_path(files.read_tag(LAST).blobs["state"].sha256))
+    for read in (files.read_blob, files.verify_blob):
+        with pytest.raises(CorruptRunError, match="is missing"):
+            read(files.read_tag(LAST).blobs["state"])
+
+
+def test_a_missing_blob_whose_tags_cannot_be_read_is_reported_as_missing():
+    store = MemoryStorage()
+    files = RunFiles(store, RUN)
+    commit(files, 0)
+    ref = files.read_tag(LAST).blobs["state"]
+    store.delete(files.blob_path(ref.sha256))
+    store.write(files.tag_path(BEST), b"{not json")
+    with pytest.raises(CorruptRunError, match="is missing"):
+        files.read_blob(ref)
