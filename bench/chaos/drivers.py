@@ -380,7 +380,7 @@ class CommitWatch(nnx.Callback):
         self.cond = threading.Condition()
         self.main = threading.main_thread().ident
         self.events: dict[str, int] = {}  # thread name -> file events under out
-        self.commits: list[list[int]] = []  # per background commit (thread): updates at its first and last event
+        self.commits: list[list[int]] = []  # per background commit: updates at its blob's open and its last event
         self.held = self.timeouts = 0
         sys.addaudithook(self._hook)
 
@@ -402,14 +402,12 @@ class CommitWatch(nnx.Callback):
         self.events[thread.name] = self.events.get(thread.name, 0) + 1
         if thread.name != COMMIT_THREAD:
             return
-        seen = getattr(thread, "nnx_chaos_seen", None)
-        if seen is None:  # the commit's first event (each commit has a thread of its own)
-            seen = [self.updates, self.updates]
-            thread.nnx_chaos_seen = seen  # type: ignore[attr-defined]
-            self.commits.append(seen)
-        if self.hold and event == "open" and os.path.basename(path).startswith(".tmp-blob-"):
+        blob = event == "open" and os.path.basename(path).startswith(".tmp-blob-")
+        if blob or not self.commits:  # a commit's blob write opens its span (one writer thread runs them all)
+            self.commits.append([self.updates, self.updates])
+        if self.hold and blob:
             self._hold()
-        seen[1] = self.updates
+        self.commits[-1][1] = self.updates
 
     def _hold(self) -> None:
         self.held += 1

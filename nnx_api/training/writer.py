@@ -39,7 +39,8 @@ class RunWriter:
     def __init__(self, files: RunFiles, history: Any, background: bool = False, writer: bool = True) -> None:
         self.files, self.history = files, history
         journal = isinstance(history, JournalWriter)  # its step runs in order on the training thread
-        self.background = BackgroundCommits(files, ThreadRunner()) if background and writer and not journal else None
+        self.runner = ThreadRunner() if background and writer and not journal else None
+        self.background = BackgroundCommits(files, self.runner) if self.runner is not None else None
         self.failed: Callable[[], bool] | None = self._failed if background else None
         self.staging = Staging(devices_only=self.background is None)  # a synchronous commit stages CUDA tensors only
         self.previous = history.render() if isinstance(history, EagerHistory) and history.idps else None
@@ -113,9 +114,14 @@ class RunWriter:
         agreement.raise_if_failed(collective, error, where)
 
     def drain(self) -> None:
-        """Wait until every commit handed to the background writer is durable (its failure raised)."""
+        """Wait until every commit handed to the background writer is durable (its failure raised);
+        its worker thread ends (a later commit starts another)."""
         if self.background is not None:
-            self.background.drain()
+            try:
+                self.background.drain()
+            finally:
+                if self.runner is not None and not self.background.in_flight:
+                    self.runner.close()
 
     def drain_after(self, error: BaseException) -> None:
         """Training ends with ``error``: wait for the commit in flight all the same (what it

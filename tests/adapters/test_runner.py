@@ -1,6 +1,6 @@
-"""``ThreadRunner``: a background commit runs on its own thread, and Ctrl-C while the training
-thread waits for it is raised only once the commit has ended (never a half-abandoned write in a
-live process)."""
+"""``ThreadRunner``: background commits run in order on one worker thread of their own, which
+``close`` (or idleness) ends; Ctrl-C while the training thread waits for a commit is raised only
+once the commit has ended (never a half-abandoned write in a live process)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,42 @@ def test_the_work_runs_on_its_own_thread_and_wait_returns_when_it_ended():
     run = ThreadRunner().start(lambda: ran.append(threading.current_thread().name))
     run.wait()
     assert ran == ["nnx-commit"] and run.done()
+
+
+def _workers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "nnx-commit"]
+
+
+def test_commits_run_in_order_on_one_worker_that_close_ends():
+    before = set(_workers())
+    runner, ran = ThreadRunner(), []
+    release = threading.Event()
+    first = runner.start(lambda: (release.wait(30), ran.append(("first", threading.get_ident()))))
+    second = runner.start(lambda: ran.append(("second", threading.get_ident())))  # queued behind the first
+    assert not second.done()
+    release.set()
+    second.wait()
+    assert first.done() and [name for name, _ in ran] == ["first", "second"]
+    assert ran[0][1] == ran[1][1] != threading.get_ident()  # one worker, not a thread per commit
+    (worker,) = set(_workers()) - before
+    runner.close()
+    assert not worker.is_alive()
+    runner.start(lambda: ran.append(("third", threading.get_ident()))).wait()  # a new worker after close
+    assert ran[-1][1] != threading.get_ident()
+    runner.close()
+    assert set(_workers()) == before
+
+
+def test_an_idle_worker_ends_by_itself_and_the_next_commit_starts_another():
+    runner = ThreadRunner(idle_s=0.05)
+    runner.start(lambda: None).wait()
+    (worker,) = [t for t in _workers() if t is runner._worker]
+    worker.join(30)  # ends once idle for 0.05 s
+    assert not worker.is_alive()
+    ran = []
+    runner.start(lambda: ran.append(threading.current_thread())).wait()
+    assert ran[0] is not worker and ran[0].name == "nnx-commit"
+    runner.close()
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals reach the main thread")

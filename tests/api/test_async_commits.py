@@ -58,6 +58,8 @@ class Gate:
     def __init__(self, updates: int) -> None:
         self.updates, self.seen, self.open = updates, 0, None
         self.moved_on = 0  # commits whose write began after training had moved on
+        self.runner = runner_module.ThreadRunner()
+        self.close = self.runner.close
 
     def start(self, work):
         gate = threading.Event()
@@ -67,7 +69,7 @@ class Gate:
             gate.wait()
             work()
 
-        run = runner_module.ThreadRun(held)
+        run = self.runner.start(held)
         wait = run.wait
 
         def waited() -> None:

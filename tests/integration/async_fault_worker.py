@@ -8,8 +8,9 @@ the K-th call FN of commit C with OSError(ERRNO) — only on the thread named ``
 the background writer; "MainThread": a synchronous commit, the oracle). ``Updates`` (a callback on
 every rank) records the updates; once training has made an update after the faulted commit's
 point, the injector fires (so training has moved on while the commit was in flight), and with
-``settle`` the callback then waits for the faulted commit's thread to end: the failure is then
-known before the next update boundary, so where it surfaces is exact, not a race.
+``settle`` the callback then waits for the faulted commit's work to end on the writer's thread
+(``fault_ended``): the failure is then known before the next update boundary, so where it
+surfaces is exact, not a race.
 
 The launch: ``ddp_common``'s data and net (``crash_params``, 3 epochs: updates 1-4, 5-10, 11-16; epoch commits),
 ``distributed=DDP()``; the faults are injected on rank 0 (the writer) only, one training per
@@ -35,6 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import nnx_core.background as background_module  # noqa: E402
+import nnx_adapters.runner as runner_module  # noqa: E402
 import nnx_api as nnx  # noqa: E402
 import nnx_api.training.writer as writer_module  # noqa: E402
 
@@ -66,9 +68,11 @@ class Faults:
         self.fault_thread: threading.Thread | None = None  # the thread running the faulted commit
         self.fault_update: int | None = None  # the faulted commit's update count
         self.moved_on = threading.Event()  # training made an update after the faulted commit's point
+        self.fault_ended = threading.Event()  # the background work running the faulted commit returned
         self.waited_in_vain = False
         for module in (background_module, writer_module):  # the background and the synchronous path
             mp.setattr(module, "commit_epoch", self._commit(module.commit_epoch))
+        mp.setattr(runner_module.ThreadRunner, "start", self._start(runner_module.ThreadRunner.start))
         for fn in ("write", "fsync"):
             mp.setattr(os, fn, self._os_call(fn, getattr(os, fn)))
 
@@ -86,6 +90,20 @@ class Faults:
                 self._inside = outer
 
         return commit_epoch
+
+    def _start(self, original: Any) -> Any:
+        def start(runner: Any, work: Any) -> Any:
+            def tracked() -> None:  # one background commit: sets fault_ended once it has kept its failure
+                before = len(self.commits)
+                try:
+                    work()
+                finally:
+                    if self.fail is not None and any(c["n"] == self.fail[0] for c in self.commits[before:]):
+                        self.fault_ended.set()
+
+            return original(runner, tracked)
+
+        return start
 
     def _os_call(self, fn: str, original: Any) -> Any:
         def call(fd: int, *args: Any) -> Any:
@@ -111,14 +129,14 @@ class Faults:
 
 class Updates(nnx.Callback):
     """Every update this rank made; wakes the injector once training moved past the faulted
-    commit; with ``settle``, then waits for the faulted commit's thread to end (module docstring)."""
+    commit; with ``settle``, then waits for the faulted commit's work to end (module docstring)."""
 
     distributed = "all"
 
     def __init__(self, faults: Faults | None = None, *, settle: bool = True) -> None:
         self.faults, self.settle = faults, settle
         self.seen: list[int] = []
-        self.writer_alive_after_wait = False
+        self.commit_running_after_wait = False
 
     def on_optimizer_update(self, ctx: Any, event: Any) -> None:
         self.seen.append(int(event.update_idx))
@@ -128,8 +146,7 @@ class Updates(nnx.Callback):
         faults.moved_on.set()
         thread = faults.fault_thread
         if self.settle and thread is not None and thread.name == "nnx-commit":
-            thread.join(WAIT_S)
-            self.writer_alive_after_wait |= thread.is_alive()
+            self.commit_running_after_wait |= not faults.fault_ended.wait(WAIT_S)
 
 
 # ------------------------------------------------------------------------------- the 2-rank launch
@@ -171,7 +188,7 @@ def main(argv: list[str]) -> None:
         finally:
             mp.undo()
         result["updates"] = updates.seen
-        result["writer_alive_after_wait"] = updates.writer_alive_after_wait
+        result["commit_running_after_wait"] = updates.commit_running_after_wait
         if faults is not None:
             result["injected"] = None if faults.injected is None else str(faults.injected)
             result["injected_on"] = faults.injected_on

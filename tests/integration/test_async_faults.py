@@ -175,7 +175,7 @@ def check_faults(reference: dict[str, Any], tmp_path: Path, monkeypatch: pytest.
         assert last.epoch in (commit - 2, commit - 1), where  # the previous commit, or (folder fsync) this one
         # where it surfaced: training had moved on, and stopped at the first update boundary after
         # the failure was known (the callback waited for the writer): one update past the commit
-        assert not faults.waited_in_vain and not updates.writer_alive_after_wait, where
+        assert not faults.waited_in_vain and not updates.commit_running_after_wait, where
         fault_update = commits[commit - 1]["update"]
         expected = reference["updates"][: reference["updates"].index(fault_update) + 2]
         if commit == len(commits):  # the last commit: no update after it, the end of train() raises
@@ -323,7 +323,7 @@ def test_two_ranks_stop_with_the_writers_background_error_and_keep_the_previous_
                 assert errors[0]["message"].split(" failed on rank 0: ", 1)[1] == oracle.split(" failed on rank 0: ", 1)[1]
                 # where: the next update boundary once the failure is known (it rides on the next
                 # all-reduce: one more update), on every rank alike; the last commit: at the end
-                assert not writer["waited_in_vain"] and not writer["writer_alive_after_wait"], where
+                assert not writer["waited_in_vain"] and not writer["commit_running_after_wait"], where
                 stops = {seen[mode][r][i]["updates"][-1] for r in range(2)}
                 assert len(stops) == 1, f"{where}: the ranks stopped at different updates: {stops}"
                 (stop,) = stops
