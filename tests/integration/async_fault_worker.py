@@ -65,7 +65,6 @@ class Faults:
         self._inside: tuple[int, dict[str, Any]] | None = None  # (thread ident, commit entry)
         self.injected: OSError | None = None
         self.injected_on: str | None = None  # the thread the fault was raised on
-        self.fault_thread: threading.Thread | None = None  # the thread running the faulted commit
         self.fault_update: int | None = None  # the faulted commit's update count
         self.moved_on = threading.Event()  # training made an update after the faulted commit's point
         self.fault_ended = threading.Event()  # the background work running the faulted commit returned
@@ -73,6 +72,8 @@ class Faults:
         for module in (background_module, writer_module):  # the background and the synchronous path
             mp.setattr(module, "commit_epoch", self._commit(module.commit_epoch))
         mp.setattr(runner_module.ThreadRunner, "start", self._start(runner_module.ThreadRunner.start))
+        mp.setattr(background_module.BackgroundCommits, "submit", self._submit(background_module.BackgroundCommits.submit))
+        self.submitted = 0  # background commits handed over (numbered as ``commits`` is: every commit is one)
         for fn in ("write", "fsync"):
             mp.setattr(os, fn, self._os_call(fn, getattr(os, fn)))
 
@@ -82,7 +83,7 @@ class Faults:
                      "thread": threading.current_thread().name, "calls": {"write": 0, "fsync": 0}, "trace": []}
             self.commits.append(entry)
             if self.fail is not None and self.fail[0] == entry["n"]:
-                self.fault_thread, self.fault_update = threading.current_thread(), entry["update"]
+                self.fault_update = entry["update"]
             outer, self._inside = self._inside, (threading.get_ident(), entry)
             try:
                 return original(files, commit)
@@ -90,6 +91,15 @@ class Faults:
                 self._inside = outer
 
         return commit_epoch
+
+    def _submit(self, original: Any) -> Any:
+        def submit(background: Any, commit: Any, *args: Any) -> Any:  # on the training thread, before it goes on
+            self.submitted += 1
+            if self.fail is not None and self.fail[0] == self.submitted:
+                self.fault_update = commit.meta.get("update_count")
+            return original(background, commit, *args)
+
+        return submit
 
     def _start(self, original: Any) -> Any:
         def start(runner: Any, work: Any) -> Any:
@@ -144,8 +154,7 @@ class Updates(nnx.Callback):
         if faults is None or faults.fault_update is None or event.update_idx <= faults.fault_update:
             return
         faults.moved_on.set()
-        thread = faults.fault_thread
-        if self.settle and thread is not None and thread.name == "nnx-commit":
+        if self.settle and faults.thread == "nnx-commit":  # the worker may not have begun the commit yet
             self.commit_running_after_wait |= not faults.fault_ended.wait(WAIT_S)
 
 
