@@ -403,11 +403,12 @@ class CommitWatch(nnx.Callback):
         if thread.name != COMMIT_THREAD:
             return
         blob = event == "open" and os.path.basename(path).startswith(".tmp-blob-")
-        if blob or not self.commits:  # a commit's blob write opens its span (one writer thread runs them all)
+        if blob:  # a commit's blob write opens its span (one writer thread runs every commit)
             self.commits.append([self.updates, self.updates])
-        if self.hold and blob:
-            self._hold()
-        self.commits[-1][1] = self.updates
+            if self.hold:
+                self._hold()
+        if self.commits:
+            self.commits[-1][1] = self.updates
 
     def _hold(self) -> None:
         self.held += 1
