@@ -22,7 +22,7 @@ there leaves the previous committed state or this one, never a mix. What the wri
 staged snapshot, never the live state training goes on changing. At most one commit is in flight,
 so the staging memory is one state's and a commit point that comes while one is in flight waits.
 
-The work runs through the ``Runner`` port (``nnx_adapters.runner.ThreadRunner``: a thread; a fake
+The work runs through the ``Runner`` port (``nnx_adapters.runner.ThreadRunner``: one worker thread; a fake
 in tests that runs it whenever the test says), so this order is proven without threads or torch.
 """
 
