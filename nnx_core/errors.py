@@ -48,9 +48,11 @@ class CorruptRunError(NNxError, ValueError):
 
 
 class StaleCheckpointError(NNxError, RuntimeError):
-    """A checkpoint read earlier names a payload its run keeps no more: after the tag was read, a
-    later commit moved every tag that named it (training went on) or the run's replacement
-    committed. Nothing is corrupt; read the checkpoint again (``NNRun.load(...).checkpoint(tag)``)."""
+    """A read of a run's committed state met files the run keeps no more. A checkpoint read earlier
+    names a payload that, after the tag was read, a later commit released (every tag that named it
+    moved on: training went on) or the run's replacement removed; or a history streamed lazily
+    (``iter_history``) lost its files to the run's replacement or removal. Nothing is corrupt;
+    read it again (``NNRun.load(...).checkpoint(tag)``, ``iter_history(...)``)."""
 
 
 class ResumeMismatchError(NNxError, ValueError):

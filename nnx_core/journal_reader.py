@@ -8,6 +8,13 @@ its epoch's summary row; a missing chunk, a chunk whose
 SHA-256 or record count disagrees with its index line, a broken chain or a manifest that does not
 match its files raises ``HistoryCorruptionError``. A reader streams chunks one at a time.
 
+A reader that opened a history which was then replaced or removed (its run replaced, the folder
+kept aside for the replacement retired, the run deleted) meets missing or foreign files: that is
+``StaleCheckpointError``, not damage. The rule, checked only when a read fails: the folder's
+history is re-read; it is stale when the folder holds no history any more, or a sound one whose
+committed index no longer begins with the one this reader opened. A sound history that still
+extends the one opened means its files are damaged.
+
 The files and their formats are ``nnx_core.journal_format``; the writer is ``nnx_core.journal``.
 """
 
@@ -15,10 +22,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from nnx_core.errors import HistoryCorruptionError
-from nnx_core.journal_format import ChunkEntry, JournalFiles, JournalManifest, parse_index, read_chunk
+from nnx_core.errors import HistoryCorruptionError, StaleCheckpointError
+from nnx_core.journal_format import GENESIS, ChunkEntry, JournalFiles, JournalManifest, chain_next, parse_index, read_chunk
 from nnx_core.ports import Storage
 from nnx_core.records import IterationDataPoint
 
@@ -65,12 +73,51 @@ class JournalReader:
     def all_entries(self) -> list[ChunkEntry]:
         """Every entry the manifest commits (also those after ``last_epoch``)."""
         if self._entries is None:
-            try:
-                data = self.storage.read(self.files.index) if self.manifest.index_bytes else b""
-            except FileNotFoundError as exc:
-                raise HistoryCorruptionError(f"run {self.files.run_id}: history/index.jsonl is missing") from exc
-            self._entries = parse_index(data, self.manifest, self.files)
+            with self._reading():
+                try:
+                    data = self.storage.read(self.files.index) if self.manifest.index_bytes else b""
+                except FileNotFoundError as exc:
+                    raise HistoryCorruptionError(f"run {self.files.run_id}: history/index.jsonl is missing") from exc
+                self._entries = parse_index(data, self.manifest, self.files)
         return self._entries
+
+    def _chunk(self, entry: ChunkEntry) -> list[IterationDataPoint]:
+        with self._reading():
+            return read_chunk(self.storage, self.files, entry)
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A failed read of this reader's files: ``StaleCheckpointError`` where the history it
+        opened was replaced or removed since (``_released``), else the damage as it was found."""
+        try:
+            yield
+        except HistoryCorruptionError as exc:
+            if self._released():
+                raise StaleCheckpointError(
+                    f"run {self.files.run_id}: its history was replaced or removed after it was opened (the run was "
+                    "replaced, or its folder removed); nothing is corrupt: read the history again"
+                ) from exc
+            raise
+
+    def _released(self) -> bool:
+        """Whether the folder holds no history now, or a sound one whose committed index does not
+        begin with the ``manifest.chunks`` entries this reader opened (their chain differs)."""
+        try:
+            data = self.storage.read(self.files.manifest)
+        except FileNotFoundError:
+            return True
+        try:
+            current = JournalManifest.from_bytes(data, run_id=self.files.run_id)
+            index = self.storage.read(self.files.index) if current.index_bytes else b""
+            entries = parse_index(index, current, self.files)
+        except (FileNotFoundError, HistoryCorruptionError):
+            return False  # the current history is damaged itself: report what was found
+        if len(entries) < self.manifest.chunks:
+            return True
+        chain = GENESIS
+        for entry in entries[: self.manifest.chunks]:
+            chain = chain_next(chain, entry.line())
+        return chain != self.manifest.index_chain
 
     def entries(self) -> list[ChunkEntry]:
         """Entries of the visible epochs (≤ ``last_epoch``)."""
@@ -83,7 +130,7 @@ class JournalReader:
 
     def __iter__(self) -> Iterator[IterationDataPoint]:
         for entry in self.entries():
-            yield from read_chunk(self.storage, self.files, entry)
+            yield from self._chunk(entry)
 
     def tail(self, n: int | None = None) -> list[IterationDataPoint]:
         """The last ``n`` visible records (default: the manifest's retention)."""
@@ -97,14 +144,14 @@ class JournalReader:
             held += entry.records
         out: list[IterationDataPoint] = []
         for entry in reversed(picked):
-            out.extend(read_chunk(self.storage, self.files, entry))
+            out.extend(self._chunk(entry))
         return out[len(out) - n :] if n < len(out) else out
 
     def epoch_record(self, epoch: int) -> IterationDataPoint | None:
         """The last record of a visible ``epoch`` (where validation and the decision live)."""
         for entry in reversed(self.entries()):
             if entry.last_epoch == epoch:
-                return read_chunk(self.storage, self.files, entry)[-1]
+                return self._chunk(entry)[-1]
             if entry.last_epoch < epoch:
                 return None
         return None
@@ -113,10 +160,14 @@ class JournalReader:
         """Every summary row the manifest commits, with its size in bytes (newline included)."""
         where = f"run {self.files.run_id}: history/epochs.jsonl"
         size = self.manifest.epochs_bytes
-        try:
-            data = self.storage.read(self.files.epochs) if size else b""
-        except FileNotFoundError as exc:
-            raise HistoryCorruptionError(f"{where} is missing") from exc
+        with self._reading():
+            try:
+                data = self.storage.read(self.files.epochs) if size else b""
+            except FileNotFoundError as exc:
+                raise HistoryCorruptionError(f"{where} is missing") from exc
+            return self._epoch_lines(where, data, size)
+
+    def _epoch_lines(self, where: str, data: bytes, size: int) -> list[tuple[dict[str, Any], int]]:
         if len(data) < size or (size and data[size - 1 : size] != b"\n"):
             raise HistoryCorruptionError(f"{where} does not hold the {size} bytes the manifest commits")
         try:

@@ -153,6 +153,31 @@ def test_a_checkpoint_of_the_old_run_read_before_the_replacement_committed_is_st
     assert again.epoch == 1 and _digest(again.weights()) == _digest(replaced.checkpoint("last").weights())
 
 
+def test_a_history_streamed_from_the_old_run_is_stale_once_the_replacement_committed(tmp_path):
+    """A journal run's history streamed lazily (``iter_history``) from the folder aside: once the
+    replacement has committed, its next chunk is gone. The stream says so and what to do, never
+    that the history is corrupt; started again, it streams the new run."""
+    root, journal = tmp_path / "runs", nnx.HistoryJournal(chunk_size=1)
+    run = _model().train(_params(batches(*tiny_data(), 8)), root=root, history=journal)
+    old = list(nnx.iter_history(run.id, root))
+    streams = []
+
+    class Reader(nnx.Callback):
+        def on_epoch_begin(self, ctx):
+            if ctx.epoch == 0:
+                stream = nnx.iter_history(run.id, root)
+                streams.append((next(stream), stream))  # the old run's first record, read from the folder aside
+
+    replaced = _model().train(_params(_other_data(), overwrite_existing=True), root=root,
+                              history=journal, callbacks=[Reader()])
+    first, stream = streams[0]
+    assert first == old[0] and len(old) > 1
+    with pytest.raises(nnx.StaleCheckpointError, match="read the history again") as stale:
+        list(stream)
+    assert not isinstance(stale.value, nnx.HistoryCorruptionError)
+    assert list(nnx.iter_history(run.id, root)) == list(replaced.committed_records())
+
+
 def test_a_killed_replacement_is_settled_by_the_next_train(finished, monkeypatch):
     """The replacement's writer dies inside its first epoch (no ``Exception``: nothing is cleaned up);
     readers still get the previous run, and the next ``train()`` restores it before anything else."""

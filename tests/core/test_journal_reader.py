@@ -8,7 +8,7 @@ import json
 import attrs
 import pytest
 
-from nnx_core.errors import HistoryCorruptionError
+from nnx_core.errors import HistoryCorruptionError, StaleCheckpointError
 from nnx_core.journal import HistoryJournal, JournalWriter
 from nnx_core.journal_format import ChunkEntry, JournalFiles, JournalManifest
 from nnx_core.journal_reader import JournalReader, count_upto, has_journal
@@ -113,6 +113,53 @@ def test_an_empty_journal_reads_no_index_file():
     assert (reader(storage, 0).all_entries(), reader(storage, 0).epoch_lines(), list(reader(storage, 0))) == (
         [], [], []
     )
+
+
+def replace_history(storage: MemoryStorage, sizes: tuple[int, ...], loss: float) -> None:
+    """The folder's history becomes another run's (its replacement): the same id, other records."""
+    storage.remove_tree(RID)
+    writer = JournalWriter(storage, RID, HistoryJournal(retention=4, chunk_size=2), last_epoch=None)
+    for e, n in enumerate(sizes):
+        writer.extend([attrs.evolve(r, train_edp=EvaluationDataPoint(loss=loss, count=1)) for r in epoch(e, n, 0)])
+        writer.commit()
+
+
+READS = {"records": list, "tail": lambda r: r.tail(9), "epoch record": lambda r: r.epoch_record(3),
+         "summary rows": lambda r: r.epoch_rows()}
+
+
+@pytest.mark.parametrize(("read", "after"), [
+    *((read, after) for read in READS for after in ("removed", "replaced, shorter")),
+    # summary rows carry no hash: a longer replacement's first rows read as rows, so only chunks say it
+    *((read, "replaced, longer") for read in READS if read != "summary rows"),
+])
+def test_a_history_replaced_or_removed_after_it_was_opened_is_stale_not_corrupt(read, after):
+    """A lazy reader whose run was replaced or removed since it opened meets missing or foreign
+    files: ``StaleCheckpointError`` (read again), never a report of damage."""
+    storage, _ = journal()
+    r = reader(storage, 3)
+    if after == "removed":
+        storage.remove_tree(RID)
+    else:
+        replace_history(storage, (1, 1) if after == "replaced, shorter" else (3, 1, 2, 3, 2), loss=7.0)
+    with pytest.raises(StaleCheckpointError, match="replaced or removed after it was opened.*read the history again"):
+        READS[read](r)
+    assert not issubclass(StaleCheckpointError, HistoryCorruptionError)
+
+
+def test_a_damaged_history_that_still_extends_the_one_opened_is_corrupt():
+    """Training went on (more epochs committed) and a chunk the reader needs is gone: damage."""
+    storage, records = journal()
+    r = reader(storage, 1)
+    writer = JournalWriter(storage, RID, HistoryJournal(retention=4, chunk_size=2), last_epoch=3)
+    writer.extend(epoch(4, 2, len(records)))
+    writer.commit()
+    storage.delete(FILES.chunk(0))
+    with pytest.raises(HistoryCorruptionError, match="chunk-00000000.jsonl is missing"):
+        list(r)
+    storage.delete(FILES.index)  # the run's current history is damaged too: still damage
+    with pytest.raises(HistoryCorruptionError):
+        list(r)
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 5, 8, 9, 10])
