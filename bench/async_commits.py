@@ -7,8 +7,9 @@
 
 A state of S MB is a model's float32 parameters plus Adam's two moments (parameters ≈ S/3): an MLP
 of square Linear layers (W → W, ReLU; W = 512 up to 20 MB, 1024 up to 100 MB, 2048 up to 600 MB, 4096 above), its
-Adam state made by one step. All sizes run in one process, one after the other, each with its
-arms side by side; memory is freed between arms.
+Adam state made by one step. Each size runs in a fresh process of its own (``--one-process``:
+all in this one, one after the other), its arms side by side; memory is freed between arms. In
+one process the 2 GB loop moved by ±10 % with what the sizes before it had allocated and freed.
 
 Blocked time per commit (table 1), for each state:
 
@@ -62,6 +63,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import json
 import math
 import os
 import platform
@@ -489,6 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="5 MB and 20 MB states, 3 epochs: a smoke run")
     parser.add_argument("--out", default=None, help="also write the tables (with the machine) to this markdown file")
     parser.add_argument("--system-malloc", action="store_true", help="leave glibc's moving mmap threshold as it is")
+    parser.add_argument("--one-process", action="store_true", help="run every size in this process, one after the other")
+    parser.add_argument("--row-json", default=None, help=argparse.SUPPRESS)  # a size's own process: its row, as JSON
     args = parser.parse_args(argv)
     if not args.system_malloc and argv is None and any(k not in os.environ for k in PINNED_MALLOC):
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **PINNED_MALLOC})  # the module docstring
@@ -498,20 +502,21 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
     torch.set_num_threads(1)
     sizes = [float(s) for s in (args.sizes or ("5,20" if args.quick else "50,500,2000")).split(",")]
+    if args.row_json:
+        with open(args.row_json, "w") as f:
+            json.dump(measure(sizes[0], device, args), f)
+        return 0
     head = [f"# bench/async_commits.py — {time.strftime('%Y-%m-%d %H:%M %Z')} — device {device.type}",
             "", f"machine: {machine(device)}", "",
-            "allocator: " + ", ".join(f"{k}={os.environ.get(k, 'unset')}" for k in PINNED_MALLOC), "",
-            f"at the start: `{uptime()}`", ""]
+            "allocator: " + ", ".join(f"{k}={os.environ.get(k, 'unset')}" for k in PINNED_MALLOC),
+            "", "each size in " + ("this one process" if args.one_process or len(sizes) == 1 else "a fresh process of its own"),
+            "", f"at the start: `{uptime()}`", ""]
     print("\n".join(head), flush=True)
     rows = []
     started = time.perf_counter()
     for megabytes in sizes:
-        big = megabytes > 1000
-        reps = args.reps or (2 if big else 3 if megabytes > 100 else 7)
-        epochs = args.epochs or (3 if args.quick or big else 4)
-        loop_reps = args.loop_reps or (1 if args.quick else 3 if big else 5)
         t = time.perf_counter()
-        rows.append(one_size(megabytes, device, reps, loop_reps, epochs, args.hide))
+        rows.append(measure(megabytes, device, args) if args.one_process or len(sizes) == 1 else in_own_process(megabytes, args))
         print(f"{label(megabytes)} done in {time.perf_counter() - t:.0f} s (`{uptime()}`)", flush=True)
         print(tables(rows[-1:]), flush=True)
         print("raw seconds: " + "; ".join(f"{arm} {key} {[round(x, 4) for x in run[key]]}" for arm in ("async", "sync")
@@ -523,6 +528,32 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.out, "w") as f:
             f.write(text + "\n")
     return 0
+
+
+def measure(megabytes: float, device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
+    """One size's row, with the repetitions its size calls for unless given."""
+    big = megabytes > 1000
+    reps = args.reps or (2 if big else 3 if megabytes > 100 else 7)
+    epochs = args.epochs or (3 if args.quick or big else 4)
+    loop_reps = args.loop_reps or (1 if args.quick else 3 if big else 5)
+    return one_size(megabytes, device, reps, loop_reps, epochs, args.hide)
+
+
+def in_own_process(megabytes: float, args: argparse.Namespace) -> dict[str, Any]:
+    """One size measured in a fresh process (this script, the same options): what the sizes before
+    it allocated and freed (2 GB saves, DCP, staging buffers) does not shape its memory, and so
+    its loops (glibc's heap and the page cache after earlier rows moved the 2 GB loop by ±10 %)."""
+    own = [f"--device={args.device}", f"--hide={args.hide}", f"--sizes={megabytes:g}"]
+    own += [f"--{name.replace('_', '-')}={value}" for name in ("reps", "epochs", "loop_reps")
+            if (value := getattr(args, name)) is not None]
+    own += [flag for flag, on in (("--quick", args.quick), ("--system-malloc", args.system_malloc)) if on]
+    with tempfile.TemporaryDirectory(prefix="nnx-bench-async-row-") as folder:
+        path = os.path.join(folder, "row.json")
+        subprocess.run([sys.executable, os.path.abspath(__file__), *own, f"--row-json={path}"], check=True,
+                       stdout=subprocess.DEVNULL)
+        with open(path) as f:
+            row: dict[str, Any] = json.load(f)
+    return row
 
 
 if __name__ == "__main__":
