@@ -92,11 +92,13 @@ def test_ctrl_c_while_waiting_is_raised_after_the_commit_ended(monkeypatch):
     # Ctrl-C's own handler, whatever this process inherited (a shell's background job starts with
     # SIGINT ignored, and Python then installs none)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    runner = ThreadRunner()
     try:
-        run = ThreadRunner().start(commit)
+        run = runner.start(commit)
         with pytest.raises(KeyboardInterrupt):
             run.wait()
     finally:
         signal.signal(signal.SIGINT, previous)
+        runner.close()  # its worker would otherwise wait 30 s idle in this process
     assert steps == ["written"] and run.done()
     assert "finishing the commit in flight" in stderr.getvalue()

@@ -51,6 +51,14 @@ def _commit_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "nnx-commit"]
 
 
+@pytest.fixture
+def own_threads():
+    """The commit workers this test started and left running: none may outlive ``train()``
+    (another test of this process may leave an idle worker of its own, which ends by itself)."""
+    before = set(_commit_threads())
+    return lambda: [t for t in _commit_threads() if t not in before]
+
+
 class Gate:
     """A runner whose commit waits until training has made ``updates`` more optimizer updates (or
     waits for it itself): the background write happens while training has moved on."""
@@ -124,23 +132,23 @@ def test_an_unchanged_final_model_is_not_written_again_and_last_is_the_same(tmp_
     assert written == _files(tmp_path / "sync")
 
 
-def test_the_writer_writes_the_commit_points_snapshot_while_training_moves_on(tmp_path, monkeypatch):
+def test_the_writer_writes_the_commit_points_snapshot_while_training_moves_on(tmp_path, monkeypatch, own_threads):
     gate = Gate(updates=2)
     monkeypatch.setattr(writer_module, "ThreadRunner", lambda: gate)
     _train(tmp_path / "async", callbacks=[Updates(gate)], async_commits=True)
     assert gate.moved_on >= 4  # commits written after two more updates had changed the live weights
     _train(tmp_path / "sync", async_commits=False)
     assert _files(tmp_path / "async") == _files(tmp_path / "sync")
-    assert not _commit_threads()
+    assert not own_threads()
 
 
-def test_train_returns_with_the_last_commit_durable(tmp_path):
+def test_train_returns_with_the_last_commit_durable(tmp_path, own_threads):
     run = _train(tmp_path, async_commits=True)
-    assert not _commit_threads()
+    assert not own_threads()
     assert run.checkpoint("last").epoch == 3 and nnx.NNRun.load(run.id, tmp_path).checkpoint("last").epoch == 3
 
 
-def test_a_training_error_waits_for_the_commit_in_flight(tmp_path, monkeypatch):
+def test_a_training_error_waits_for_the_commit_in_flight(tmp_path, monkeypatch, own_threads):
     gate = Gate(updates=10**6)  # held until training waits for it
 
     class Fails(nnx.Callback):
@@ -151,7 +159,7 @@ def test_a_training_error_waits_for_the_commit_in_flight(tmp_path, monkeypatch):
     monkeypatch.setattr(writer_module, "ThreadRunner", lambda: gate)
     with pytest.raises(RuntimeError, match="boom"):
         _train(tmp_path, callbacks=[Fails()], async_commits=True)
-    assert not _commit_threads()
+    assert not own_threads()
     run_id = next(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
     last = nnx.NNRun.load(run_id, tmp_path).checkpoint("last")
     assert last.epoch == 1  # epoch 1's commit, in flight when the error came, is durable

@@ -271,7 +271,8 @@ def test_an_interrupted_wait_keeps_the_commit_in_flight():
 
 def test_a_thread_runs_the_commit_and_drain_returns_only_after_last_is_written():
     store, files = admitted()
-    background = BackgroundCommits(files, ThreadRunner())
+    runner = ThreadRunner()
+    background = BackgroundCommits(files, runner)
     release, producing = threading.Event(), threading.Event()
     writers: list[int] = []
 
@@ -293,17 +294,20 @@ def test_a_thread_runs_the_commit_and_drain_returns_only_after_last_is_written()
     assert writers and writers == durable and writers[0] != threading.get_ident()
     assert not background.in_flight and background.waits == 0  # the end of the call is not a commit point
     timer.join()
+    runner.close()
 
 
 def test_a_thread_commit_failure_is_raised_by_drain():
     store, files = admitted()
-    background = BackgroundCommits(files, ThreadRunner())
+    runner = ThreadRunner()
+    background = BackgroundCommits(files, runner)
     error = injected(2)
     store.fail_on(4, error)
     background.submit(staged(0))
     with pytest.raises(OSError) as caught:
         background.drain()
     assert caught.value is error and background.take() is None and last_epoch(files) is None
+    runner.close()
 
 
 def test_the_writer_hands_the_store_a_background_producer_and_a_synchronous_commit_does_not():
