@@ -43,6 +43,21 @@ class BackgroundProducer:
 
 
 @attrs.frozen
+class SizedProducer:
+    """A producer for ``Storage.write_blob`` whose blob's size is known before it runs: about
+    ``size`` bytes (its tensors' bytes). Called, it produces the bytes ``produce`` does. A store
+    may choose how to write a blob by its size (``FileStorage`` writes a large one around the page
+    cache, a small one through it); a store that does not look writes it as any other producer."""
+
+    produce: Callable[[BinaryWriter], None]
+    size: int
+
+    def __call__(self, sink: BinaryWriter) -> None:
+        """Write the blob's bytes to ``sink``."""
+        self.produce(sink)
+
+
+@attrs.frozen
 class Receipt:
     """What a durable write produced: the path written, its size in bytes and its SHA-256."""
 

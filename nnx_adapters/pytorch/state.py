@@ -18,7 +18,9 @@ import numpy as np
 import torch
 
 from nnx_core.errors import CorruptRunError, ParamsError
+from nnx_core.ports import SizedProducer
 from nnx_core.validate import check_int
+from nnx_adapters.pytorch.staging import tensors
 
 PAYLOAD_FORMAT = 1
 
@@ -31,12 +33,14 @@ def encode(payload: Mapping[str, Any]) -> bytes:
 
 
 def encoder(payload: Mapping[str, Any]) -> Callable[[Any], None]:
-    """A producer writing the encoded payload to a sink (for ``Storage.write_blob``)."""
+    """A producer writing the encoded payload to a sink (for ``Storage.write_blob``), sized by
+    its tensors' storages (``SizedProducer``: a store may choose how to write it by size)."""
 
     def produce(sink: Any) -> None:
         torch.save({"nnx_payload_format": PAYLOAD_FORMAT, **payload}, sink)
 
-    return produce
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors(payload)}
+    return SizedProducer(produce, sum(storages.values()))
 
 
 def safe_load(data: bytes, *, where: str = "checkpoint") -> Any:

@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import mmap
 import os
+import queue
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from typing import Any
 import portalocker
 
 from nnx_core.errors import RunLeaseError
-from nnx_core.ports import BackgroundProducer, Receipt
+from nnx_core.ports import BackgroundProducer, Receipt, SizedProducer
 from nnx_adapters.storage.paths import (
     LEASE_FOLDER,
     TMP_PREFIX,
@@ -290,19 +291,27 @@ class _LeanWriter:
             self._used += take
             view = view[take:]
             if self._used == _CHUNK_BYTES:
-                self.flush()
+                self._emit()
         self.size += n
         return n
 
     def flush(self) -> None:
         """Hash and write the gathered bytes."""
+        self._emit()
+
+    def _emit(self) -> None:
         if not self._used:
             return
         chunk = self._view[: self._used]
         self._sha.update(chunk)
+        self._put(chunk)
+        self._used = 0
+
+    def _put(self, chunk: memoryview) -> None:
+        """Write one gathered chunk (direct while it keeps the alignment)."""
         if self._direct is None:
             self._direct = _set_direct(self.fd, True)
-        if self._direct and self._used % _DIRECT_ALIGN:  # off the alignment: the page cache from here on
+        if self._direct and chunk.nbytes % _DIRECT_ALIGN:  # off the alignment: the page cache from here on
             self._direct = not _set_direct(self.fd, False)
         while chunk:
             try:
@@ -313,7 +322,6 @@ class _LeanWriter:
                 self._direct = not _set_direct(self.fd, False)  # the device wants another alignment
                 continue
             chunk = chunk[written:]
-        self._used = 0
 
     def hexdigest(self) -> str:
         """The SHA-256 of everything written."""
@@ -325,7 +333,87 @@ class _LeanWriter:
         since a failed write's traceback may still hold a view of it."""
 
 
+class _PipelinedWriter(_LeanWriter):
+    """The sink of a large blob written while training waits (a synchronous commit of a state of
+    ``_DIRECT_BLOB_BYTES`` or more): ``_LeanWriter``'s chunks, hashed and written around the page
+    cache, but each full chunk is written by a helper thread while the next one is gathered and
+    hashed (two chunks, swapped): the least time. Measured inside ``train()`` on the 2-vCPU VM:
+    a 500 MB commit 0.45–0.53 s, against 1.0–1.5 s through the page cache with a helper hashing
+    behind the writes, which stays the faster below about 100 MB. A write's failure is raised by
+    the next ``flush`` or ``hexdigest``; ``close`` stops the helper, whatever happened.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._spare: memoryview | None = None  # the other chunk, once a second one is needed
+        self._helper: threading.Thread | None = None
+        self._todo: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
+        self._in_flight = False
+
+    def flush(self) -> None:
+        """Hash and write the gathered bytes; return once every chunk handed over is written."""
+        self._emit()
+        self._settle()
+
+    def _emit(self) -> None:
+        """Hash the gathered bytes and hand them to the helper (a blob's only chunk, shorter than
+        a chunk, is written here: no helper for a small blob)."""
+        if not self._used:
+            return
+        chunk = self._view[: self._used]
+        self._sha.update(chunk)
+        if self._spare is None and self._used < _CHUNK_BYTES:
+            self._put(chunk)
+            self._used = 0
+            return
+        if self._spare is None:
+            self._spare = memoryview(mmap.mmap(-1, _CHUNK_BYTES))
+            self._helper = threading.Thread(target=self._write_handed, name="nnx-blob-write", daemon=True)
+            self._helper.start()
+        self._settle()  # the chunk before is written: its buffer is free for the next bytes
+        self._todo.put(chunk)
+        self._in_flight = True
+        self._view, self._spare = self._spare, self._view
+        self._used = 0
+
+    def _write_handed(self) -> None:
+        while (chunk := self._todo.get()) is not None:
+            try:
+                self._put(chunk)
+            except BaseException as exc:  # raised on the caller's thread by _settle
+                self._done.put(exc)
+            else:
+                self._done.put(None)
+
+    def _settle(self) -> None:
+        """Wait for the chunk in flight; raise its write's failure."""
+        if self._in_flight:
+            self._in_flight = False
+            error = self._done.get()
+            if error is not None:
+                raise error
+
+    def hexdigest(self) -> str:
+        """The SHA-256 of everything written (every chunk's write ended)."""
+        self.flush()
+        return self._sha.hexdigest()
+
+    def close(self) -> None:
+        """Wait for the chunk in flight (its failure already raised or dropped) and stop the helper."""
+        if self._helper is not None:
+            try:
+                with suppress(Exception):
+                    self._settle()
+            finally:
+                self._todo.put(None)
+                self._helper.join()
+                self._helper = None
+
+
 _DIRECT_ALIGN = 4096  # O_DIRECT's offsets and lengths: a multiple of the device's logical block size
+_DIRECT_BLOB_BYTES = 100_000_000  # a synchronous blob this large is written by _PipelinedWriter (measured: 80 MB
+# still faster through the page cache, 120 MB 2.7 x faster around it)
 
 
 def _set_direct(fd: int, on: bool) -> bool:
@@ -480,14 +568,21 @@ class FileStorage:
 
     def write_blob(self, folder: str, produce: Callable[[Any], None]) -> Receipt:
         """Stream ``produce(writer)`` into ``folder/<sha256>``: hashed alongside the write
-        (``_HashingWriter``), or a background commit's blob with the least of the machine
-        (``_LeanWriter``).
+        (``_HashingWriter``), a background commit's blob with the least of the machine
+        (``_LeanWriter``), or a large one (a ``SizedProducer`` of ``_DIRECT_BLOB_BYTES`` or more)
+        in the least time (``_PipelinedWriter``).
 
         Same protocol as :meth:`write`: owned temporary, fsync, rename onto the digest name, fsync
         the folder. A blob already present under that digest is kept; the temporary is dropped.
         """
         directory = self._make_parents(split_path(folder))
-        writer = _LeanWriter() if isinstance(produce, BackgroundProducer) else _HashingWriter()
+        writer: _HashingWriter | _LeanWriter
+        if isinstance(produce, BackgroundProducer):
+            writer = _LeanWriter()
+        elif isinstance(produce, SizedProducer) and produce.size >= _DIRECT_BLOB_BYTES:
+            writer = _PipelinedWriter()
+        else:
+            writer = _HashingWriter()
 
         def fill(fd: int) -> None:
             writer.fd = fd

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import io
+import zipfile
 
 import torch
 
@@ -34,6 +35,15 @@ def _payload():
         "ordered": collections.OrderedDict(b=torch.zeros(2), a=-0.0),
     }
     return net, optimizer, payload
+
+
+def test_the_encoder_is_sized_by_the_storages_torch_save_writes():
+    """``encoder(...).size`` (a store picks its writer by it): the bytes of every storage the
+    archive holds, a tied or viewed one once and whole. Oracle: the archive's data records."""
+    _, _, payload = _payload()
+    with zipfile.ZipFile(io.BytesIO(_saved(payload))) as archive:
+        stored = sum(item.file_size for item in archive.infolist() if "/data/" in item.filename)
+    assert encoder(payload).size == stored > 0
 
 
 def test_a_snapshot_is_saved_with_the_live_states_bytes_and_stays_when_training_moves_on():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import stat
 
 import pytest
 
@@ -195,3 +196,105 @@ def test_a_failed_write_of_a_background_blob_raises_its_own_error_and_leaves_not
     monkeypatch.undo()
     assert raised.value.errno == code
     assert store.list("o") == [] and store.clean_temporaries("") == 0
+
+
+# ---- a large blob of a synchronous commit (a SizedProducer past the threshold): chunks written
+# ---- around the page cache by a helper thread while the next is hashed ----------------------------
+@pytest.fixture
+def large(monkeypatch):
+    """Every ``SizedProducer`` counts as large here (the real threshold is 100 MB)."""
+    from nnx_adapters.storage import fs
+
+    monkeypatch.setattr(fs, "_DIRECT_BLOB_BYTES", 1)
+    return fs
+
+
+def _threads() -> set[str]:
+    import threading
+
+    return {t.name for t in threading.enumerate()}
+
+
+@pytest.mark.parametrize(
+    "sizes", [(10,), (1 << 20,), (10, 1 << 20), ((1 << 20) - 1, 1, 2 << 20, 7), (3 << 20, 4096, 5), (500_000,) * 7]
+)
+def test_a_large_blob_is_the_same_blob_whatever_the_chunking(tmp_path, large, monkeypatch, sizes):
+    """Oracle: hashlib over the joined bytes, and the blob an ordinary producer stores; every byte
+    is in the file before it is fsynced (the helper's last write waited for)."""
+    from nnx_core.ports import SizedProducer
+
+    chunks = [os.urandom(n) for n in sizes]
+    data = b"".join(chunks)
+    synced, real_fsync = [], os.fsync
+
+    def fsync(fd):
+        if stat.S_ISREG(os.fstat(fd).st_mode):  # the blob's temporary, not a folder
+            synced.append(os.fstat(fd).st_size)
+        return real_fsync(fd)
+
+    monkeypatch.setattr(large.os, "fsync", fsync)
+    store = FileStorage(tmp_path / "store")
+    receipt = store.write_blob("o", SizedProducer(produce_chunks(*chunks), len(data)))
+    assert receipt.sha256 == hashlib.sha256(data).hexdigest() and receipt.size == len(data)
+    assert store.read(receipt.path) == data and synced == [len(data)]
+    monkeypatch.undo()
+    assert FileStorage(tmp_path / "plain").write_blob("o", produce_chunks(*chunks)) == receipt
+    assert "nnx-blob-write" not in _threads()
+
+
+def test_a_sized_blob_picks_its_writer_by_size(tmp_path, monkeypatch):
+    """Below the threshold the page-cache writer, at or past it the pipelined one (its helper
+    thread starts once a second chunk is needed)."""
+    import threading
+
+    from nnx_core.ports import SizedProducer
+    from nnx_adapters.storage import fs
+
+    started, real = [], threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: (started.append(self.name), real(self)))
+    data = os.urandom(3 << 20)
+    store = FileStorage(tmp_path / "store")
+    store.write_blob("small", SizedProducer(produce_chunks(data), fs._DIRECT_BLOB_BYTES - 1))
+    assert "nnx-blob-write" not in started
+    store.write_blob("large", SizedProducer(produce_chunks(data), fs._DIRECT_BLOB_BYTES))
+    assert started.count("nnx-blob-write") == 1
+    assert store.read(f"small/{store.list('small')[0]}") == data
+    assert store.list("small") == store.list("large")
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
+def test_a_failed_write_of_a_large_blob_raises_its_own_error_and_leaves_nothing(tmp_path, large, monkeypatch, code):
+    """The helper's write fails (the second chunk): the caller gets that error, the temporary is
+    removed and the helper has ended."""
+    from nnx_core.ports import SizedProducer
+
+    real, calls = os.write, []
+
+    def write(fd, data):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(code, os.strerror(code))
+        return real(fd, data)
+
+    store = FileStorage(tmp_path / "store")
+    monkeypatch.setattr(os, "write", write)
+    with pytest.raises(OSError) as raised:
+        store.write_blob("o", SizedProducer(produce_chunks(os.urandom(5 << 20)), 5 << 20))
+    monkeypatch.undo()
+    assert raised.value.errno == code
+    assert store.list("o") == [] and store.clean_temporaries("") == 0
+    assert "nnx-blob-write" not in _threads()
+
+
+def test_a_failing_producer_of_a_large_blob_leaves_nothing_and_no_thread(tmp_path, large):
+    from nnx_core.ports import SizedProducer
+
+    def produce(sink):
+        sink.write(os.urandom(3 << 20))  # two chunks handed to the helper
+        raise OSError(errno.EIO, "Input/output error")
+
+    store = FileStorage(tmp_path / "store")
+    with pytest.raises(OSError, match="Input/output"):
+        store.write_blob("o", SizedProducer(produce, 3 << 20))
+    assert store.list("o") == [] and store.clean_temporaries("") == 0
+    assert "nnx-blob-write" not in _threads()
