@@ -338,7 +338,7 @@ class _PipelinedWriter(_LeanWriter):
     ``_DIRECT_BLOB_BYTES`` or more): ``_LeanWriter``'s chunks, hashed and written around the page
     cache, but each full chunk is written by a helper thread while the next one is gathered and
     hashed (two chunks, swapped): the least time. Measured inside ``train()`` on the 2-vCPU VM:
-    a 500 MB commit 0.45–0.53 s, against 1.0–1.5 s through the page cache with a helper hashing
+    a 500 MB commit 0.45–0.71 s, against 1.0–1.5 s through the page cache with a helper hashing
     behind the writes, which stays the faster below about 100 MB. A write's failure is raised by
     the next ``flush`` or ``hexdigest``; ``close`` stops the helper, whatever happened.
     """

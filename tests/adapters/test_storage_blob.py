@@ -19,6 +19,12 @@ def store(request, tmp_path):
     return FileStorage(tmp_path / "store") if request.param == "fs" else MemoryStorage()
 
 
+def _threads() -> set[str]:
+    import threading
+
+    return {t.name for t in threading.enumerate()}
+
+
 def produce_chunks(*chunks):
     def produce(sink):
         for chunk in chunks:
@@ -180,7 +186,13 @@ def test_a_device_that_refuses_a_direct_write_gets_it_through_the_page_cache(tmp
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
-def test_a_failed_write_of_a_background_blob_raises_its_own_error_and_leaves_nothing(tmp_path, monkeypatch, code):
+@pytest.mark.parametrize("kind", ["background", "large"])
+def test_a_failed_write_of_a_direct_blob_raises_its_own_error_and_leaves_nothing(tmp_path, monkeypatch, kind, code):
+    """The second write fails (a background blob's, or the helper's of a large one): the caller
+    gets that error, the temporary is removed and no helper thread is left."""
+    from nnx_core.ports import SizedProducer
+    from nnx_adapters.storage import fs
+
     real, calls = os.write, []
 
     def write(fd, data):
@@ -189,13 +201,17 @@ def test_a_failed_write_of_a_background_blob_raises_its_own_error_and_leaves_not
             raise OSError(code, os.strerror(code))
         return real(fd, data)
 
+    data = os.urandom(5 << 20)
+    producer = (BackgroundProducer(produce_chunks(data)) if kind == "background"
+                else SizedProducer(produce_chunks(data), fs._DIRECT_BLOB_BYTES))
     store = FileStorage(tmp_path / "store")
     monkeypatch.setattr(os, "write", write)
     with pytest.raises(OSError) as raised:
-        store.write_blob("o", BackgroundProducer(produce_chunks(os.urandom(3 << 20))))
+        store.write_blob("o", producer)
     monkeypatch.undo()
     assert raised.value.errno == code
     assert store.list("o") == [] and store.clean_temporaries("") == 0
+    assert "nnx-blob-write" not in _threads()
 
 
 # ---- a large blob of a synchronous commit (a SizedProducer past the threshold): chunks written
@@ -207,12 +223,6 @@ def large(monkeypatch):
 
     monkeypatch.setattr(fs, "_DIRECT_BLOB_BYTES", 1)
     return fs
-
-
-def _threads() -> set[str]:
-    import threading
-
-    return {t.name for t in threading.enumerate()}
 
 
 @pytest.mark.parametrize(
@@ -260,30 +270,6 @@ def test_a_sized_blob_picks_its_writer_by_size(tmp_path, monkeypatch):
     assert started.count("nnx-blob-write") == 1
     assert store.read(f"small/{store.list('small')[0]}") == data
     assert store.list("small") == store.list("large")
-
-
-@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
-def test_a_failed_write_of_a_large_blob_raises_its_own_error_and_leaves_nothing(tmp_path, large, monkeypatch, code):
-    """The helper's write fails (the second chunk): the caller gets that error, the temporary is
-    removed and the helper has ended."""
-    from nnx_core.ports import SizedProducer
-
-    real, calls = os.write, []
-
-    def write(fd, data):
-        calls.append(fd)
-        if len(calls) == 2:
-            raise OSError(code, os.strerror(code))
-        return real(fd, data)
-
-    store = FileStorage(tmp_path / "store")
-    monkeypatch.setattr(os, "write", write)
-    with pytest.raises(OSError) as raised:
-        store.write_blob("o", SizedProducer(produce_chunks(os.urandom(5 << 20)), 5 << 20))
-    monkeypatch.undo()
-    assert raised.value.errno == code
-    assert store.list("o") == [] and store.clean_temporaries("") == 0
-    assert "nnx-blob-write" not in _threads()
 
 
 def test_a_failing_producer_of_a_large_blob_leaves_nothing_and_no_thread(tmp_path, large):
