@@ -24,6 +24,7 @@ Every subprocess and every wait has a timeout; ``OMP_NUM_THREADS=1``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -51,6 +52,7 @@ SIGKILLS = (3, 9, 16, 22, 27, 32)  # announced updates at which SIGKILL is sent:
 DELAYS = (0.0, 0.02, 0.005, 0.05, 0.0, 0.01)  # seconds between seeing the update and the SIGKILL
 SIGTERMS = (8, 20)  # epochs 0 and 1
 START_S, RUN_S = 180, 300  # hang guards: a process to get to an update, a run to end
+ORPHAN_S = 60  # a loader worker's own end after its parent's (torch's watchdog: 5 s)
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -66,13 +68,18 @@ def command(root: Path, out: Path) -> list[str]:
 
 class Child:
     """The training command as a process whose stdout lines are read by a thread (so every wait has
-    a timeout). Its loader workers inherit the pipe: after a SIGKILL the pipe ends when they do."""
+    a timeout). Its loader workers inherit the pipe: after a SIGKILL the pipe ends when they do.
+
+    A worker ends by itself when it sees its parent gone (torch checks every 5 s), except one
+    forked just as the parent was killed: torch's worker takes the parent it finds at its start,
+    by then the reaper, so it never sees it go. Such an orphan is killed after ``ORPHAN_S``; the
+    command runs in a session of its own for that."""
 
     def __init__(self, root: Path, out: Path, stderr: Path) -> None:
         self.stderr_path = stderr
         with open(stderr, "w") as err:
             self.proc = subprocess.Popen(command(root, out), stdout=subprocess.PIPE, stderr=err, text=True, env=env(),
-                                         cwd=SCRIPT.parent)
+                                         cwd=SCRIPT.parent, start_new_session=True)
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
@@ -104,8 +111,14 @@ class Child:
         if sig is not None:
             self.proc.send_signal(sig)
         rc = self.proc.wait(timeout=RUN_S)
-        while self._next(RUN_S) is not None:
-            pass
+        try:
+            while self._next(ORPHAN_S) is not None:
+                pass
+        except queue.Empty:  # a worker that cannot see its parent is gone (class docstring)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            while self._next(RUN_S) is not None:
+                pass
         return rc
 
     def announced(self) -> int:
