@@ -48,12 +48,14 @@ class LiveRecords(list):  # type: ignore[type-arg]
         super().__init__()
         self._history, self._so_far = history, so_far
         self._mirrored = 0  # how many of the history's records the list holds (eager)
+        self._last: object = None  # the last of them: a history cut back and grown again no longer ends there
         self._tail = 0  # how many of the epoch's records not yet in the history it holds, at its end
 
     def _sync(self) -> None:
         base, tail = self._history.idps, self._so_far()
-        held = list.__len__(self)
-        if held != self._mirrored + self._tail or len(base) < self._mirrored:  # edited by its reader, or cut back
+        held, mirrored = list.__len__(self), self._mirrored
+        cut = len(base) < mirrored or (mirrored > 0 and base[mirrored - 1] is not self._last)
+        if held != mirrored + self._tail or cut:  # edited by its reader, or the history cut back
             list.clear(self)
             self._mirrored = 0
         elif self._tail:
@@ -61,6 +63,7 @@ class LiveRecords(list):  # type: ignore[type-arg]
         list.extend(self, base[self._mirrored:])
         list.extend(self, tail)
         self._mirrored, self._tail = len(base), len(tail)
+        self._last = base[-1] if base else None
 
     # every read brings the list up to date first
     def __len__(self) -> int:

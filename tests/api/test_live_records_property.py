@@ -75,3 +75,14 @@ class LiveRecordsMachine(RuleBasedStateMachine):
 
 LiveRecordsMachine.TestCase.settings = contract_settings(examples=60, steps=30, deep_examples=600, deep_steps=60)
 test_live_records_follow_the_session = LiveRecordsMachine.TestCase
+
+
+def test_a_history_cut_back_and_grown_to_the_same_length_is_read_anew():
+    """The machine's first find: a read, the history cut back to nothing and grown again by one
+    epoch of as many records; the next read shows the new records, not the ones cut."""
+    history, epoch = types.SimpleNamespace(idps=["r0"]), []
+    live = LiveRecords(history, lambda: list(epoch))
+    assert list(live) == ["r0"]
+    history.idps[:] = ["r1"]
+    assert list(live) == ["r1"]
+
