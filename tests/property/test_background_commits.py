@@ -351,7 +351,7 @@ def test_background_commits_survive_every_crash_and_fault_of_the_held_commit():
     # more runs until every kind of step was drawn (as the kit's own machine test does): the first
     # keeps the active profile, the later ones draw fresh sequences
     before = {kind: EXERCISED[f"background: {kind}"] for kind in KINDS}
-    for attempt in range(5):
+    for attempt in range(20):  # 5 left a kind undrawn about once in a few dozen CI runs
         chosen = settings(contract_settings(examples=8, steps=4), phases=NO_SHRINK)
         run_state_machine_as_test(MemoryBackgroundCommits, settings=chosen if attempt == 0 else settings(chosen, derandomize=False))
         if all(EXERCISED[f"background: {kind}"] > n for kind, n in before.items()):
